@@ -1,0 +1,119 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestPostgresStartsAndServesQueries(t *testing.T) {
+	ctx := context.Background()
+	pg, err := StartPostgres(ctx, PostgresOptions{NoFsync: true})
+	if err != nil {
+		t.Fatalf("StartPostgres: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatalf("connect %s: %v", pg.URL, err)
+	}
+	defer conn.Close(ctx)
+	var db string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil || db != "inventory" {
+		t.Fatalf("current_database() = %q, %v; want inventory", db, err)
+	}
+	other, err := pg.CreateDatabase(ctx, "other_db")
+	if err != nil {
+		t.Fatalf("CreateDatabase: %v", err)
+	}
+	if !strings.HasSuffix(strings.Split(other, "?")[0], "/other_db") {
+		t.Errorf("CreateDatabase URL = %q, want it to name other_db", other)
+	}
+}
+
+func TestRedisRestartLosesEveryKey(t *testing.T) {
+	ctx := context.Background()
+	r, err := StartRedis(ctx)
+	if err != nil {
+		t.Fatalf("StartRedis: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rdb.Close()
+
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	pid := r.Pid()
+	if err := r.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if r.Pid() == pid {
+		t.Errorf("Restart kept pid %d, want a new process", pid)
+	}
+	if n, err := rdb.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS k after restart = %d, %v; want 0, nil", n, err)
+	}
+}
+
+func TestNginxProxiesToUpstream(t *testing.T) {
+	ctx := context.Background()
+	up, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Addr: hostPort(up), Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") })}
+	go srv.ListenAndServe()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf(`events {}
+http {
+  access_log off;
+  upstream app { server %s; }
+  server { listen %s; location / { proxy_pass http://app; } }
+}`, hostPort(up), hostPort(port))
+	n, err := StartNginx(ctx, hostPort(port), map[string]string{"nginx.conf": conf})
+	if err != nil {
+		t.Fatalf("StartNginx: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Stop() })
+
+	var body []byte
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + n.Addr + "/")
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET through nginx: %v, body %q, logs:\n%s", err, body, n.Logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if string(body) != "hello" {
+		t.Errorf("GET through nginx = %q, want hello", body)
+	}
+}
+
+func TestStartNginxRejectsBadConfig(t *testing.T) {
+	_, err := StartNginx(context.Background(), "127.0.0.1:1", map[string]string{"nginx.conf": "events {} http { nonsense; }"})
+	if err == nil || !strings.Contains(err.Error(), "nginx -t") {
+		t.Fatalf("StartNginx(bad config) = %v, want an nginx -t error", err)
+	}
+}

@@ -1,0 +1,160 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PostgresOptions tunes a throw-away Postgres. The zero value is a durable
+// server (fsync on), as the measurements in the README assume.
+type PostgresOptions struct {
+	// NoFsync turns fsync and synchronous_commit off: much faster, and fine
+	// for tests whose data dies with the process.
+	NoFsync bool
+	// MaxConnections is max_connections; default 300.
+	MaxConnections int
+}
+
+// Postgres is a throw-away Postgres server with an "inventory" database.
+type Postgres struct {
+	// URL points at the "inventory" database as the "postgres" superuser.
+	URL string
+	// Port is the TCP port on 127.0.0.1.
+	Port int
+
+	dir  string
+	proc *process
+}
+
+// StartPostgres runs initdb and starts postgres on a free loopback port in a
+// fresh temporary directory that Stop removes. As root it runs both as the
+// "postgres" account, since Postgres refuses to run as root.
+func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
+	paths, err := Ensure(ctx, "initdb", "postgres")
+	if err != nil {
+		return nil, err
+	}
+	initdb, postgres := paths[0], paths[1]
+	cred, err := unprivileged()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "inventory-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("postgres dir: %w", err)
+	}
+	pg := &Postgres{dir: dir}
+	if err := pg.start(ctx, initdb, postgres, cred, opts); err != nil {
+		_ = pg.Stop()
+		return nil, err
+	}
+	return pg, nil
+}
+
+func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *syscall.Credential, opts PostgresOptions) error {
+	if cred != nil {
+		if err := os.Chown(pg.dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("postgres dir: %w", err)
+		}
+	}
+	data := filepath.Join(pg.dir, "data")
+	cmd := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	cmd.Dir = pg.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, lastLines(string(out), 20))
+	}
+
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	pg.Port = port
+	pg.URL = fmt.Sprintf("postgres://postgres@%s/inventory?sslmode=disable", hostPort(port))
+	maxConn := opts.MaxConnections
+	if maxConn == 0 {
+		maxConn = 300
+	}
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=" + pg.dir,
+		"-c", "max_connections=" + strconv.Itoa(maxConn),
+		"-c", "shared_buffers=128MB",
+	}
+	if opts.NoFsync {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	cmd = exec.Command(postgres, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	cmd.Dir = pg.dir
+	p, err := start("postgres", cmd, syscall.SIGINT) // SIGINT = fast shutdown
+	if err != nil {
+		return err
+	}
+	pg.proc = p
+	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", hostPort(port))
+	if err := p.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return exec1(ctx, admin, "SELECT 1") }); err != nil {
+		return err
+	}
+	if err := exec1(ctx, admin, "CREATE DATABASE inventory"); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	return nil
+}
+
+// CreateDatabase creates another empty database on the same server and
+// returns its URL, so tests can isolate themselves cheaply.
+func (pg *Postgres) CreateDatabase(ctx context.Context, name string) (string, error) {
+	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", hostPort(pg.Port))
+	if err := exec1(ctx, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(pg.Port), name), nil
+}
+
+// Pid is the postmaster's process id.
+func (pg *Postgres) Pid() int { return pg.proc.Pid() }
+
+// Stop shuts the server down and removes its directory.
+func (pg *Postgres) Stop() error {
+	if pg.proc != nil {
+		_ = pg.proc.stop(10 * time.Second)
+	}
+	return os.RemoveAll(pg.dir)
+}
+
+func exec1(ctx context.Context, url, sql string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// unprivileged returns the credentials of the "postgres" account when running
+// as root, and nil (run as ourselves) otherwise.
+func unprivileged() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root and Postgres refuses root, but there is no \"postgres\" account to run it as (apt-get install -y postgresql creates one): %w", err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}

@@ -1,0 +1,160 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one running server with its combined output kept for error reports.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{} // closed when the process has exited
+	err  error         // exit status, valid once done is closed
+
+	stopOnce sync.Once
+	stopSig  syscall.Signal
+}
+
+// start launches cmd with a parent-death signal and returns once it is running.
+func start(name string, cmd *exec.Cmd, stopSig syscall.Signal) (*process, error) {
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr.Setpgid = true // Ctrl-C in a terminal reaches us, not the servers: we stop them in order
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, out: out, done: make(chan struct{}), stopSig: stopSig}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the server's process id, e.g. for SIGSTOP in fault tests.
+func (p *process) Pid() int { return p.cmd.Process.Pid }
+
+// Signal sends sig to the server process itself (not a wrapper).
+func (p *process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// exited reports whether the process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the process to exit, kills it after a grace period, and waits.
+func (p *process) stop(grace time.Duration) error {
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
+		_ = p.cmd.Process.Signal(p.stopSig)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return nil
+}
+
+// failure describes why a server did not become ready, with its last output.
+func (p *process) failure(err error) error {
+	tail := p.out.String()
+	if len(tail) > 2000 {
+		tail = "…" + tail[len(tail)-2000:]
+	}
+	if p.exited() {
+		return fmt.Errorf("%s exited (%v): %w\n%s", p.name, p.err, err, tail)
+	}
+	return fmt.Errorf("%s not ready: %w\n%s", p.name, err, tail)
+}
+
+// waitReady polls ready until it succeeds, the process exits, or ctx ends.
+func (p *process) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	for {
+		err := ready(ctx)
+		if err == nil {
+			return nil
+		}
+		if p.exited() {
+			return p.failure(err)
+		}
+		select {
+		case <-ctx.Done():
+			return p.failure(fmt.Errorf("%w (last check: %v)", ctx.Err(), err))
+		case <-p.done:
+			return p.failure(err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// dialable reports whether something accepts TCP connections at addr.
+func dialable(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// lockedBuffer collects a process's output; exec writes to it from its own goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 1<<20 { // keep memory bounded for long runs; the tail is what matters
+		b.buf.Reset()
+	}
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// errNotFound is returned (wrapped) when a server binary cannot be found or installed.
+var errNotFound = errors.New("not installed")

@@ -1,0 +1,119 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a throw-away redis-server without persistence: a restart loses
+// every key, which is exactly the "Redis lost its data" fault.
+type Redis struct {
+	// Addr is host:port on 127.0.0.1.
+	Addr string
+	// URL is Addr as a redis:// URL for database 0.
+	URL string
+
+	bin, dir string
+	port     int
+	mu       sync.Mutex
+	proc     *process
+}
+
+// StartRedis starts redis-server on a free loopback port in a fresh temporary
+// directory that Stop removes.
+func StartRedis(ctx context.Context) (*Redis, error) {
+	paths, err := Ensure(ctx, "redis-server")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "inventory-redis-")
+	if err != nil {
+		return nil, fmt.Errorf("redis dir: %w", err)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	r := &Redis{
+		Addr: hostPort(port),
+		URL:  "redis://" + hostPort(port) + "/0",
+		bin:  paths[0],
+		dir:  dir,
+		port: port,
+	}
+	if err := r.launch(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Redis) launch(ctx context.Context) error {
+	cmd := exec.Command(r.bin,
+		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "no",
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--dir", r.dir, "--logfile", "", "--maxclients", "10000",
+	)
+	p, err := start("redis-server", cmd, syscall.SIGTERM)
+	if err != nil {
+		return err
+	}
+	if err := p.waitReady(ctx, 15*time.Second, r.ping); err != nil {
+		_ = p.stop(time.Second)
+		return err
+	}
+	r.mu.Lock()
+	r.proc = p
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Redis) ping(ctx context.Context) error {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	return c.Ping(ctx).Err()
+}
+
+// Restart stops the server and starts a fresh one on the same port; every key is lost.
+func (r *Redis) Restart(ctx context.Context) error {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	_ = p.stop(5 * time.Second)
+	var err error
+	for range 50 { // the port may linger briefly after the old process exits
+		if err = r.launch(ctx); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("restart redis on %s: %w", r.Addr, err)
+}
+
+// Pid is the current redis-server process id.
+func (r *Redis) Pid() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc.Pid()
+}
+
+// Stop ends the server.
+func (r *Redis) Stop() error {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	err := p.stop(5 * time.Second)
+	_ = os.RemoveAll(r.dir)
+	return err
+}

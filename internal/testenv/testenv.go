@@ -1,0 +1,181 @@
+// Package testenv gives integration tests real Postgres and Redis servers:
+// from INVENTORY_TEST_POSTGRES_URL / INVENTORY_TEST_REDIS_URL when set, else
+// containers when a Docker engine answers, else throw-away local processes
+// (see localstack). It never skips: when no server can be had, the test fails
+// and says how to provide one.
+//
+// A test binary shares one server of each kind; call Main from TestMain so
+// they are stopped at the end. Each PostgresURL call gets a fresh database.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+
+	"inventory/internal/localstack"
+)
+
+// Environment variables that point the tests at servers you already run.
+const (
+	PostgresEnv = "INVENTORY_TEST_POSTGRES_URL"
+	RedisEnv    = "INVENTORY_TEST_REDIS_URL"
+)
+
+const howToProvide = "set " + PostgresEnv + " and " + RedisEnv + " to servers you run, start a Docker engine, or install postgresql and redis-server (apt-get install -y postgresql redis-server)"
+
+var (
+	mu       sync.Mutex
+	stops    []func()
+	pgOnce   sync.Once
+	pgBase   string // URL of the shared server's maintenance database
+	pgErr    error
+	rdOnce   sync.Once
+	rdURL    string
+	rdErr    error
+	dbSerial atomic.Int64
+)
+
+// Main runs the tests and then stops the servers this binary started.
+func Main(m *testing.M) {
+	code := m.Run()
+	mu.Lock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	mu.Unlock()
+	os.Exit(code)
+}
+
+func onExit(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	stops = append(stops, f)
+}
+
+// PostgresURL returns the URL of a new, empty database for this test.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	pgOnce.Do(func() { pgBase, pgErr = startPostgres() })
+	if pgErr != nil {
+		t.Fatalf("no Postgres for the tests: %v\n(%s)", pgErr, howToProvide)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := fmt.Sprintf("test_%d_%d", os.Getpid(), dbSerial.Add(1))
+	conn, err := pgx.Connect(ctx, pgBase)
+	if err != nil {
+		t.Fatalf("connect to test Postgres: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	u, _ := url.Parse(pgBase)
+	u.Path = "/" + name
+	return u.String()
+}
+
+// RedisURL returns the URL of the shared Redis, flushed for this test. Tests
+// that share it must not run in parallel with each other.
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	rdOnce.Do(func() { rdURL, rdErr = startRedis() })
+	if rdErr != nil {
+		t.Fatalf("no Redis for the tests: %v\n(%s)", rdErr, howToProvide)
+	}
+	opts, err := redis.ParseURL(rdURL)
+	if err != nil {
+		t.Fatalf("parse %s: %v", RedisEnv, err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	if err := c.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatalf("flush test Redis: %v", err)
+	}
+	return rdURL
+}
+
+// RedisServer starts a private redis-server process for this test, for
+// tests that restart it; it is stopped when the test ends.
+func RedisServer(t testing.TB) *localstack.Redis {
+	t.Helper()
+	r, err := localstack.StartRedis(context.Background())
+	if err != nil {
+		t.Fatalf("start a private redis-server: %v\n(install it: apt-get install -y redis-server)", err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	return r
+}
+
+func startPostgres() (string, error) {
+	if u := os.Getenv(PostgresEnv); u != "" {
+		return u, nil
+	}
+	ctx := context.Background()
+	if dockerAnswers(ctx) {
+		c, err := tcpostgres.Run(ctx, "postgres:16-alpine",
+			tcpostgres.WithDatabase("inventory"), tcpostgres.WithUsername("postgres"), tcpostgres.WithPassword("postgres"),
+			tcpostgres.BasicWaitStrategies())
+		if err != nil {
+			return "", fmt.Errorf("postgres container: %w", err)
+		}
+		onExit(func() { _ = testcontainers.TerminateContainer(c) })
+		return c.ConnectionString(ctx, "sslmode=disable")
+	}
+	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true})
+	if err != nil {
+		return "", err
+	}
+	onExit(func() { _ = pg.Stop() })
+	return strings.Replace(pg.URL, "/inventory?", "/postgres?", 1), nil
+}
+
+func startRedis() (string, error) {
+	if u := os.Getenv(RedisEnv); u != "" {
+		return u, nil
+	}
+	ctx := context.Background()
+	if dockerAnswers(ctx) {
+		c, err := tcredis.Run(ctx, "redis:7-alpine")
+		if err != nil {
+			return "", fmt.Errorf("redis container: %w", err)
+		}
+		onExit(func() { _ = testcontainers.TerminateContainer(c) })
+		return c.ConnectionString(ctx)
+	}
+	r, err := localstack.StartRedis(ctx)
+	if err != nil {
+		return "", err
+	}
+	onExit(func() { _ = r.Stop() })
+	return r.URL, nil
+}
+
+// dockerAnswers reports whether a Docker engine is reachable. The docker
+// client alone is not enough: testcontainers needs the daemon.
+func dockerAnswers(ctx context.Context) bool {
+	if os.Getenv("INVENTORY_TEST_NO_DOCKER") != "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	return p.Health(ctx) == nil
+}
