@@ -1,0 +1,85 @@
+// Package nginx holds the nginx configuration that docker compose mounts and
+// the local fleet runs, and derives the local fleet's copy from it.
+//
+// The files in this directory are the single source: compose mounts
+// nginx.conf and upstreams.conf as they are, and LocalFiles changes only the
+// listen address and the upstream addresses, so what the tests run is what
+// compose users run.
+package nginx
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Conf is nginx.conf as compose mounts it at /etc/nginx/nginx.conf.
+//
+//go:embed nginx.conf
+var Conf string
+
+// Upstreams is upstreams.conf as compose mounts it at /etc/nginx/upstreams.conf:
+// one "server HOST:PORT params;" line per replica.
+//
+//go:embed upstreams.conf
+var Upstreams string
+
+// ComposeListen is the one listen directive in Conf (a line of its own);
+// LocalFiles replaces it.
+const ComposeListen = "listen 8080;"
+
+var listenLine = regexp.MustCompile(`(?m)^([ \t]*)` + regexp.QuoteMeta(ComposeListen) + `[ \t]*$`)
+
+// ErrConfig reports that the files in this directory no longer have the
+// shape LocalFiles relies on.
+var ErrConfig = errors.New("nginx config")
+
+var serverLine = regexp.MustCompile(`(?m)^\s*server\s+(\S+)(\s+[^;]*)?;`)
+
+// UpstreamServer is one "server" line of upstreams.conf.
+type UpstreamServer struct {
+	// Addr is the host:port the line names, e.g. "inventory-1:8080".
+	Addr string
+	// Params is the rest of the line before ";", e.g. " max_fails=3 fail_timeout=5s".
+	Params string
+}
+
+// UpstreamServers parses the server lines of an upstreams.conf.
+func UpstreamServers(upstreams string) []UpstreamServer {
+	var out []UpstreamServer
+	for _, m := range serverLine.FindAllStringSubmatch(upstreams, -1) {
+		out = append(out, UpstreamServer{Addr: m[1], Params: m[2]})
+	}
+	return out
+}
+
+// LocalFiles returns the nginx.conf and upstreams.conf for a local fleet:
+// Conf with its listen directive moved to listen (host:port), and one server
+// line per address in replicas carrying the same parameters as compose's
+// first server line. The result is what localstack.StartNginx takes.
+func LocalFiles(listen string, replicas []string) (map[string]string, error) {
+	if n := len(listenLine.FindAllStringIndex(Conf, -1)); n != 1 {
+		return nil, fmt.Errorf("%w: nginx.conf has %d %q lines, want exactly 1", ErrConfig, n, ComposeListen)
+	}
+	if !strings.Contains(Conf, "include upstreams.conf;") {
+		return nil, fmt.Errorf("%w: nginx.conf does not include upstreams.conf", ErrConfig)
+	}
+	servers := UpstreamServers(Upstreams)
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: upstreams.conf has no server line", ErrConfig)
+	}
+	if len(replicas) == 0 {
+		return nil, fmt.Errorf("%w: no replica addresses", ErrConfig)
+	}
+	var up strings.Builder
+	up.WriteString("# Written by the local fleet from nginx/upstreams.conf: same parameters, local addresses.\n")
+	for _, addr := range replicas {
+		fmt.Fprintf(&up, "server %s%s;\n", addr, servers[0].Params)
+	}
+	return map[string]string{
+		"nginx.conf":     listenLine.ReplaceAllString(Conf, "${1}listen "+listen+";"),
+		"upstreams.conf": up.String(),
+	}, nil
+}
