@@ -1,0 +1,169 @@
+// Package metrics defines the service's Prometheus metrics: sales, lock
+// events, optimistic conflicts, HTTP traffic and connection-pool state.
+package metrics
+
+import (
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
+)
+
+// latencyBuckets resolve sub-millisecond Redis paths as well as multi-second
+// lock waits: 50µs to 10s.
+var latencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// Metrics holds every collector; build it once per process with New.
+type Metrics struct {
+	sales        *prometheus.CounterVec
+	saleSeconds  *prometheus.HistogramVec
+	conflicts    prometheus.Counter
+	httpRequests *prometheus.CounterVec
+	httpSeconds  *prometheus.HistogramVec
+	lockAcquire  *prometheus.HistogramVec
+	lockTrips    prometheus.Histogram
+	lockRenewals *prometheus.CounterVec
+	lockLost     *prometheus.CounterVec
+	lockHeld     prometheus.Histogram
+	lockReleases *prometheus.CounterVec
+}
+
+// New registers the service's collectors, and the Go and process collectors,
+// on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		sales: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_sales_total", Help: "Sale attempts by strategy and result.",
+		}, []string{"strategy", "result"}),
+		saleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inventory_sale_duration_seconds", Help: "Time to sell, by strategy and result.", Buckets: latencyBuckets,
+		}, []string{"strategy", "result"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inventory_optimistic_conflicts_total", Help: "Optimistic compare-and-set attempts that lost and were retried.",
+		}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_http_requests_total", Help: "HTTP requests by route, method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inventory_http_request_duration_seconds", Help: "HTTP request latency by route.", Buckets: latencyBuckets,
+		}, []string{"route", "method"}),
+		lockAcquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inventory_lock_acquire_seconds", Help: "Time spent acquiring a Redis lock, by result.", Buckets: latencyBuckets,
+		}, []string{"result"}),
+		lockTrips: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inventory_lock_acquire_round_trips", Help: "Redis round trips per lock acquisition.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
+		lockRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_lock_renewals_total", Help: "Watchdog renewals by result.",
+		}, []string{"result"}),
+		lockLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_lock_lost_total", Help: "Leases lost while held, by reason.",
+		}, []string{"reason"}),
+		lockHeld: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inventory_lock_held_seconds", Help: "How long locks were held.", Buckets: latencyBuckets,
+		}),
+		lockReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_lock_releases_total", Help: "Lock releases by result.",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(
+		m.sales, m.saleSeconds, m.conflicts, m.httpRequests, m.httpSeconds,
+		m.lockAcquire, m.lockTrips, m.lockRenewals, m.lockLost, m.lockHeld, m.lockReleases,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Sale records one sale attempt.
+func (m *Metrics) Sale(strategy, result string, d time.Duration) {
+	m.sales.WithLabelValues(strategy, result).Inc()
+	m.saleSeconds.WithLabelValues(strategy, result).Observe(d.Seconds())
+}
+
+// OptimisticConflict counts one lost compare-and-set.
+func (m *Metrics) OptimisticConflict() { m.conflicts.Inc() }
+
+// HTTPRequest records one served request; route is the chi route pattern.
+func (m *Metrics) HTTPRequest(route, method string, code int, d time.Duration) {
+	m.httpRequests.WithLabelValues(route, method, httpCode(code)).Inc()
+	m.httpSeconds.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// Acquired implements lock.Observer.
+func (m *Metrics) Acquired(_ string, err error, wait time.Duration, roundTrips int) {
+	m.lockAcquire.WithLabelValues(lockResult(err)).Observe(wait.Seconds())
+	m.lockTrips.Observe(float64(roundTrips))
+}
+
+// Renewed implements lock.Observer.
+func (m *Metrics) Renewed(_ string, err error) { m.lockRenewals.WithLabelValues(lockResult(err)).Inc() }
+
+// Lost implements lock.Observer.
+func (m *Metrics) Lost(_ string, reason error) { m.lockLost.WithLabelValues(lockResult(reason)).Inc() }
+
+// Released implements lock.Observer.
+func (m *Metrics) Released(_ string, held time.Duration, err error) {
+	m.lockHeld.Observe(held.Seconds())
+	m.lockReleases.WithLabelValues(lockResult(err)).Inc()
+}
+
+var _ lock.Observer = (*Metrics)(nil)
+
+// lockResult turns a lock error into a small, fixed set of label values.
+func lockResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, lock.ErrNotAcquired):
+		return "not_acquired"
+	case errors.Is(err, lock.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, lock.ErrMaxHold):
+		return "max_hold"
+	case errors.Is(err, lock.ErrLost):
+		return "lost"
+	case errors.Is(err, lock.ErrNotHeld):
+		return "not_held"
+	case errors.Is(err, lock.ErrReleaseUnknown):
+		return "unknown"
+	default:
+		return "error"
+	}
+}
+
+func httpCode(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return string(rune('0'+code/100)) + string(rune('0'+code/10%10)) + string(rune('0'+code%10))
+}
+
+// RegisterPools exports connection-pool state of Postgres and Redis on reg.
+func RegisterPools(reg prometheus.Registerer, pool *pgxpool.Pool, rdb *redis.Client) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	reg.MustRegister(
+		gauge("inventory_pg_pool_acquired_conns", "Postgres connections in use.", func() float64 { return float64(pool.Stat().AcquiredConns()) }),
+		gauge("inventory_pg_pool_idle_conns", "Idle Postgres connections.", func() float64 { return float64(pool.Stat().IdleConns()) }),
+		gauge("inventory_pg_pool_max_conns", "Postgres pool size.", func() float64 { return float64(pool.Stat().MaxConns()) }),
+		counter("inventory_pg_pool_empty_acquires_total", "Acquires that had to wait for a Postgres connection.", func() float64 { return float64(pool.Stat().EmptyAcquireCount()) }),
+		counter("inventory_pg_pool_acquire_wait_seconds_total", "Time spent waiting for a Postgres connection.", func() float64 { return pool.Stat().EmptyAcquireWaitTime().Seconds() }),
+		gauge("inventory_redis_pool_total_conns", "Redis connections open.", func() float64 { return float64(rdb.PoolStats().TotalConns) }),
+		gauge("inventory_redis_pool_idle_conns", "Idle Redis connections.", func() float64 { return float64(rdb.PoolStats().IdleConns) }),
+		counter("inventory_redis_pool_timeouts_total", "Waits for a Redis connection that timed out.", func() float64 { return float64(rdb.PoolStats().Timeouts) }),
+	)
+}
