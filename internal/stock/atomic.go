@@ -1,0 +1,24 @@
+package stock
+
+import "context"
+
+// atomicUpdate sells with one conditional UPDATE ... WHERE quantity >= n: safe, the
+// check and the decrement are one statement under the row lock (the baseline).
+type atomicUpdate struct {
+	d Deps
+}
+
+func newAtomic(d Deps) *atomicUpdate { return &atomicUpdate{d: d} }
+
+// Sell decrements only if enough stock is left, and records the sale in the
+// same transaction; no row updated means sold out (or an unknown product).
+func (s *atomicUpdate) Sell(ctx context.Context, o Order) (Sale, error) {
+	if sale, done, err := begin(ctx, s.d.Store, o); done {
+		return sale, err
+	}
+	return s.d.Store.record(ctx, o, Atomic, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+		return t.decrementIfEnough(ctx, o.Quantity)
+	})
+}
+
+var _ Seller = (*atomicUpdate)(nil)

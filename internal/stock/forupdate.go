@@ -1,0 +1,39 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+)
+
+// forUpdate locks the product's row with SELECT ... FOR UPDATE, then checks
+// and decrements: safe, concurrent sales of one product queue on the row lock
+// (the baseline).
+type forUpdate struct {
+	d Deps
+}
+
+func newForUpdate(d Deps) *forUpdate { return &forUpdate{d: d} }
+
+// Sell reads the stock under its row lock, refuses with ErrSoldOut when too
+// little is left, does the simulated work, then decrements and records the
+// sale; the row lock is held until the commit.
+func (s *forUpdate) Sell(ctx context.Context, o Order) (Sale, error) {
+	if sale, done, err := begin(ctx, s.d.Store, o); done {
+		return sale, err
+	}
+	return s.d.Store.record(ctx, o, ForUpdate, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+		q, err := t.readForUpdate(ctx)
+		if err != nil {
+			return decrement{}, err
+		}
+		if q < o.Quantity {
+			return decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, o.ProductID, q, ErrSoldOut)
+		}
+		if err := pause(ctx, s.d.WorkDelay); err != nil {
+			return decrement{}, err
+		}
+		return t.decrementBy(ctx, o.Quantity)
+	})
+}
+
+var _ Seller = (*forUpdate)(nil)

@@ -1,0 +1,44 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+)
+
+// none reads, checks and decrements with no coordination at all: NOT safe,
+// concurrent buyers who read the same stock all sell it (oversell).
+type none struct {
+	d Deps
+}
+
+func newNone(d Deps) *none { return &none{d: d} }
+
+// Sell reads the stock, refuses with ErrSoldOut when too little is left, does
+// the simulated work, and then decrements and records the sale.
+func (s *none) Sell(ctx context.Context, o Order) (Sale, error) {
+	if sale, done, err := begin(ctx, s.d.Store, o); done {
+		return sale, err
+	}
+	return s.d.Store.record(ctx, o, None, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+		return checkThenDecrement(ctx, t, o.Quantity, s.d)
+	})
+}
+
+// checkThenDecrement is the classic read-check-update, unguarded by itself:
+// none, local and redis run it as is, and rely on their locks (or nothing)
+// to keep two buyers out of it at once.
+func checkThenDecrement(ctx context.Context, t *saleTx, n int64, d Deps) (decrement, error) {
+	q, _, err := t.read(ctx)
+	if err != nil {
+		return decrement{}, err
+	}
+	if q < n {
+		return decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", n, t.id, q, ErrSoldOut)
+	}
+	if err := pause(ctx, d.WorkDelay); err != nil {
+		return decrement{}, err
+	}
+	return t.decrementBy(ctx, n)
+}
+
+var _ Seller = (*none)(nil)

@@ -1,0 +1,96 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// The steps every strategy shares, written once.
+
+// validate refuses a bad order before it reaches Postgres or Redis.
+func validate(o Order) error {
+	if err := ValidateProductID(o.ProductID); err != nil {
+		return err
+	}
+	if o.Quantity < 1 || o.Quantity > math.MaxInt32 {
+		return fmt.Errorf("%w: %d, want 1 to %d", ErrBadQuantity, o.Quantity, math.MaxInt32)
+	}
+	return nil
+}
+
+// begin validates o and, when o carries an idempotency key that an earlier
+// sale used, returns that sale (done=true) or ErrIdempotencyConflict, so the
+// strategy does not sell again. A duplicate racing this check is caught by
+// the ledger's unique key inside the sale's transaction (Store.record).
+func begin(ctx context.Context, st *Store, o Order) (earlier Sale, done bool, err error) {
+	if err := validate(o); err != nil {
+		return Sale{}, true, err
+	}
+	if o.IdempotencyKey == "" {
+		return Sale{}, false, nil
+	}
+	sale, found, err := st.replay(ctx, o)
+	if err != nil {
+		return Sale{}, true, err
+	}
+	return sale, found, nil
+}
+
+// notCommitted reports whether a sale's transaction, which returned sale and
+// err, certainly did not commit a decrement of its own: it failed before or
+// at COMMIT with a definite answer, or it was a replay of another sale.
+func notCommitted(sale Sale, err error) bool {
+	if err != nil {
+		return !errors.Is(err, errOutcomeUnknown)
+	}
+	return sale.Replayed
+}
+
+// pause sleeps for d, the simulated business work, unless ctx ends first.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("interrupted during work: %w", interrupted(ctx))
+	}
+}
+
+// backoff returns the attempt'th jittered exponential wait between min and
+// max: half of the exponential step, plus a random part of the other half.
+func backoff(attempt int, min, max time.Duration) time.Duration {
+	if min <= 0 {
+		min = time.Millisecond
+	}
+	if max < min {
+		max = 32 * time.Millisecond
+		if max < min {
+			max = min
+		}
+	}
+	step := max
+	if attempt < 30 {
+		if s := min << attempt; s < max {
+			step = s
+		}
+	}
+	half := step / 2
+	return half + rand.N(step-half+1)
+}
+
+// budget is Deps.Lock.Wait or its default.
+func budget(d Deps) time.Duration {
+	if d.Lock.Wait > 0 {
+		return d.Lock.Wait
+	}
+	return 10 * time.Second
+}
