@@ -1,0 +1,420 @@
+// Package fleet starts the whole inventory stack on this machine without
+// Docker: a real Postgres and Redis, N replicas of the inventory binary, and
+// nginx in front of them using the config in nginx/, all on free loopback
+// ports, and tears every process down again.
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"inventory/internal/localstack"
+	"inventory/nginx"
+)
+
+// Options configures a local fleet. The zero value starts two replicas of a
+// freshly built binary against a durable Postgres.
+type Options struct {
+	// Replicas is the number of inventory processes behind nginx; default 2.
+	Replicas int
+	// Binary is the path of a built inventory binary. Empty means build
+	// ./cmd/inventory of the module in the current directory (or above)
+	// into a temporary directory that Stop removes.
+	Binary string
+	// Env is extra environment for every replica, e.g.
+	// {"INVENTORY_WORK_DELAY": "2ms"}. It is applied last, so it can
+	// override anything except INVENTORY_ADDR and INVENTORY_INSTANCE.
+	Env map[string]string
+	// AdminToken is INVENTORY_ADMIN_TOKEN for the replicas; empty means a
+	// random one, readable as Fleet.AdminToken.
+	AdminToken string
+	// NoFsync runs Postgres with fsync and synchronous_commit off: faster,
+	// but the figures no longer match a durable database. Default false.
+	NoFsync bool
+	// ReadyTimeout bounds how long each replica may take to answer 200 on
+	// /readyz (migrations included); default 60s.
+	ReadyTimeout time.Duration
+}
+
+// Fleet is a running local stack. Stop it when done.
+type Fleet struct {
+	// URL is nginx's base URL, e.g. "http://127.0.0.1:41234": what buyers call.
+	URL string
+	// Replicas are the inventory processes, in upstream order.
+	Replicas []*Replica
+	// PostgresURL points at the "inventory" database.
+	PostgresURL string
+	// RedisURL points at the Redis server.
+	RedisURL string
+	// AdminToken is the bearer token the replicas accept for admin calls.
+	AdminToken string
+	// Postgres and Redis give fault tests access to the servers (Pid, Restart).
+	Postgres *localstack.Postgres
+	Redis    *localstack.Redis
+	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
+	Nginx *localstack.Nginx
+
+	tmpDir   string // holds the built binary; "" when Options.Binary was given
+	stopOnce sync.Once
+}
+
+// Replica is one inventory process.
+type Replica struct {
+	// Instance is its INVENTORY_INSTANCE, e.g. "inventory-1"; every response
+	// it sends carries it in X-Instance.
+	Instance string
+	// Addr is host:port it listens on; URL is "http://" + Addr.
+	Addr string
+	URL  string
+
+	cmd  *exec.Cmd
+	out  *tailBuffer
+	done chan struct{} // closed when the process has exited
+	err  error         // exit status, valid once done is closed
+}
+
+// ErrNotReady is returned (wrapped, with the replica's log tail) when a
+// replica exits or does not become ready in time.
+var ErrNotReady = errors.New("replica not ready")
+
+// Start builds the binary if needed and starts Postgres, Redis, the replicas
+// and nginx. On any failure it stops what it had started and returns an
+// error that includes the failing process's last output. ctx bounds the
+// start only; the processes run until Stop (or until this process dies:
+// each child has a parent-death signal).
+func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
+	if opts.Replicas == 0 {
+		opts.Replicas = 2
+	}
+	if opts.Replicas < 0 {
+		return nil, fmt.Errorf("start fleet: %d replicas", opts.Replicas)
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 60 * time.Second
+	}
+	f := &Fleet{AdminToken: opts.AdminToken}
+	defer func() {
+		if err != nil {
+			_ = f.Stop()
+		}
+	}()
+	if f.AdminToken == "" {
+		f.AdminToken = randomToken()
+	}
+
+	bin := opts.Binary
+	if bin == "" {
+		if f.tmpDir, err = os.MkdirTemp("", "inventory-fleet-"); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+		bin = filepath.Join(f.tmpDir, "inventory")
+		if err := Build(ctx, bin); err != nil {
+			return nil, err
+		}
+	}
+
+	// Postgres and Redis start in parallel: initdb is the slow part.
+	var pgErr, rdErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: opts.NoFsync})
+	})
+	wg.Go(func() { f.Redis, rdErr = localstack.StartRedis(ctx) })
+	wg.Wait()
+	if err := errors.Join(pgErr, rdErr); err != nil {
+		return nil, fmt.Errorf("start fleet: %w", err)
+	}
+	f.PostgresURL, f.RedisURL = f.Postgres.URL, f.Redis.URL
+
+	for i := range opts.Replicas {
+		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env)
+		if err != nil {
+			return nil, err
+		}
+		f.Replicas = append(f.Replicas, r)
+	}
+	errs := make([]error, len(f.Replicas))
+	for i, r := range f.Replicas { // migrations run concurrently, as in compose
+		wg.Go(func() { errs[i] = r.waitReady(ctx, opts.ReadyTimeout) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("start fleet: %w", err)
+	}
+
+	if f.Nginx, err = f.startNginx(ctx); err != nil {
+		return nil, fmt.Errorf("start fleet: %w", err)
+	}
+	f.URL = "http://" + f.Nginx.Addr
+	if err := waitOK(ctx, f.URL+"/readyz", 15*time.Second); err != nil {
+		return nil, fmt.Errorf("start fleet: nginx at %s does not reach the replicas: %w\n%s", f.URL, err, tail(f.Nginx.Logs(), 2000))
+	}
+	return f, nil
+}
+
+// Build compiles ./cmd/inventory of the module found from the current
+// directory into out. It needs the go command and the module's source.
+func Build(ctx context.Context, out string) error {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("build inventory: the go command is not on PATH (install Go, or pass Options.Binary): %w", err)
+	}
+	modCmd := exec.CommandContext(ctx, gobin, "env", "GOMOD")
+	mod, err := modCmd.Output()
+	gomod := strings.TrimSpace(string(mod))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return fmt.Errorf("build inventory: run from inside the inventory module, or pass Options.Binary (go env GOMOD = %q, %v)", gomod, err)
+	}
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, "./cmd/inventory")
+	cmd.Dir = filepath.Dir(gomod)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build inventory in %s: %w\n%s", cmd.Dir, err, tail(string(b), 3000))
+	}
+	return nil
+}
+
+func (f *Fleet) startReplica(instance, bin string, extra map[string]string) (*Replica, error) {
+	port, err := localstack.FreePort()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", instance, err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	env := map[string]string{
+		"INVENTORY_POSTGRES_URL": f.PostgresURL,
+		"INVENTORY_REDIS_URL":    f.RedisURL,
+		"INVENTORY_ADMIN_TOKEN":  f.AdminToken,
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	env["INVENTORY_ADDR"] = addr
+	env["INVENTORY_INSTANCE"] = instance
+
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = childEnv(os.Environ(), env)
+	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, cmd: cmd, out: &tailBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Pdeathsig: syscall.SIGKILL, // a crashed caller leaves no replica behind
+		Setpgid:   true,            // Ctrl-C reaches the caller, which stops replicas before their backends
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s (%s): %w", instance, bin, err)
+	}
+	go func() {
+		r.err = cmd.Wait()
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// childEnv is the parent's environment without any INVENTORY_* variable
+// (a stray one in the caller's shell must not change the fleet), plus set.
+func childEnv(parent []string, set map[string]string) []string {
+	var env []string
+	for _, kv := range parent {
+		if !strings.HasPrefix(kv, "INVENTORY_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range set {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (f *Fleet) startNginx(ctx context.Context) (*localstack.Nginx, error) {
+	port, err := localstack.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	var addrs []string
+	for _, r := range f.Replicas {
+		addrs = append(addrs, r.Addr)
+	}
+	files, err := nginx.LocalFiles(listen, addrs)
+	if err != nil {
+		return nil, err
+	}
+	return localstack.StartNginx(ctx, listen, files)
+}
+
+// Pid is the replica's process id, e.g. for SIGSTOP in fault tests.
+func (r *Replica) Pid() int { return r.cmd.Process.Pid }
+
+// Logs returns the tail of what the replica wrote to stdout and stderr.
+func (r *Replica) Logs() string { return r.out.String() }
+
+// Exited reports whether the replica process has ended.
+func (r *Replica) Exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := &http.Client{Timeout: 2 * time.Second}
+	delay := 10 * time.Millisecond
+	var last error
+	for {
+		last = get200(ctx, c, r.URL+"/readyz")
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-r.done:
+			return fmt.Errorf("%s exited (%v): %w: %v\n%s", r.Instance, r.err, ErrNotReady, last, tail(r.Logs(), 3000))
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w within %v: %v\n%s", r.Instance, ErrNotReady, timeout, last, tail(r.Logs(), 3000))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 250*time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM (the service drains and exits 0) and kills the replica
+// if it has not exited after grace. It reports a non-zero exit.
+func (r *Replica) stop(grace time.Duration) error {
+	if r.cmd.Process == nil {
+		return nil
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGCONT) // a SIGSTOPped replica cannot act on SIGTERM
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(grace):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		return fmt.Errorf("%s did not exit within %v of SIGTERM; killed\n%s", r.Instance, grace, tail(r.Logs(), 2000))
+	}
+	var exit *exec.ExitError
+	if errors.As(r.err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() != syscall.SIGTERM {
+			return nil // it was already gone, e.g. SIGKILLed by a fault test
+		}
+	}
+	if r.err != nil {
+		return fmt.Errorf("%s exited with %v after SIGTERM\n%s", r.Instance, r.err, tail(r.Logs(), 2000))
+	}
+	return nil
+}
+
+// Stop ends every process in dependency order (replicas, which drain, then
+// nginx, Redis and Postgres) and removes the temporary files. It is safe to
+// call more than once; later calls return nil. The error reports replicas
+// that did not exit cleanly.
+func (f *Fleet) Stop() error {
+	var errs []error
+	f.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		rerrs := make([]error, len(f.Replicas))
+		for i, r := range f.Replicas {
+			wg.Go(func() { rerrs[i] = r.stop(15 * time.Second) })
+		}
+		wg.Wait()
+		errs = append(errs, rerrs...)
+		if f.Nginx != nil {
+			_ = f.Nginx.Stop()
+		}
+		if f.Redis != nil {
+			_ = f.Redis.Stop()
+		}
+		if f.Postgres != nil {
+			_ = f.Postgres.Stop()
+		}
+		if f.tmpDir != "" {
+			errs = append(errs, os.RemoveAll(f.tmpDir))
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stop fleet: %w", err)
+	}
+	return nil
+}
+
+func waitOK(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := &http.Client{Timeout: 2 * time.Second}
+	for {
+		err := get200(ctx, c, url)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func get200(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s = %s", url, resp.Status)
+	}
+	return nil
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// tailBuffer keeps the last 256 KiB a process wrote; exec writes from its own goroutines.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	const keep = 256 << 10
+	if b.buf.Len()+len(p) > 2*keep {
+		rest := b.buf.Bytes()[max(0, b.buf.Len()-keep):]
+		b.buf = *bytes.NewBuffer(append([]byte(nil), rest...))
+	}
+	return b.buf.Write(p)
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,269 @@
+// Command loadtest fires concurrent buyers at an inventory fleet, one
+// strategy at a time, and proves from the database whether each strategy
+// oversold.
+//
+// With no --url it starts a local fleet (Postgres, Redis, two replicas and
+// nginx on loopback ports; see internal/fleet), runs every strategy, prints
+// the verdict table and stops everything. With --url it drives a running
+// fleet, e.g. docker compose's nginx on http://localhost:8080.
+//
+// Exit status: 0 when every safe strategy kept its invariants, 1 when one
+// was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
+// requests), 2 for bad flags. UNDERSOLD (503s while stock remained) is
+// reported but does not fail the run: it is a capacity limit, not oversell.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"inventory/internal/fleet"
+)
+
+// defaultWorkDelay is INVENTORY_WORK_DELAY for the local fleet's replicas:
+// long enough that the unsafe strategies oversell reproducibly on a 2-core
+// machine (measured: see the README), short enough that the whole demo
+// takes well under a minute.
+const defaultWorkDelay = 2 * time.Millisecond
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	errUsage = errors.New("usage")
+	// errBroken is returned after the table is printed when a safe strategy was BROKEN.
+	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN above)")
+)
+
+type options struct {
+	url, adminToken, product, strategies, jsonOut string
+	stock                                         int64
+	buyers, concurrency, runs                     int
+	workDelay                                     time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.url, "url", "", "base URL of a running fleet (e.g. http://localhost:8080); empty starts a local fleet")
+	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("INVENTORY_ADMIN_TOKEN"), "admin bearer token of the fleet at --url, for restocking (default $INVENTORY_ADMIN_TOKEN)")
+	fs.StringVar(&o.product, "product", "sku-loadtest", "product id to restock and sell")
+	fs.Int64Var(&o.stock, "stock", 1000, "units in stock at the start of each strategy's run")
+	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers in flight at once")
+	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
+	fs.IntVar(&o.runs, "runs", 1, "run every strategy this many times (to measure how reproducible the oversell is)")
+	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	case o.url != "" && set["work-delay"]:
+		return o, fmt.Errorf("%w: --work-delay only applies to the local fleet; a running fleet has its own INVENTORY_WORK_DELAY", errUsage)
+	case o.url != "" && o.adminToken == "":
+		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
+	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
+		return o, fmt.Errorf("%w: --stock, --buyers, --concurrency and --runs must be at least 1", errUsage)
+	case o.workDelay < 0:
+		return o, fmt.Errorf("%w: --work-delay must not be negative", errUsage)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+
+	rep := Report{
+		Target: o.url, LocalFleet: o.url == "", Product: o.product, Stock: o.stock,
+		Buyers: o.buyers, Concurrency: o.concurrency, Runs: o.runs,
+		StartedAt: time.Now().UTC().Format(time.RFC3339),
+		WorkDelay: "set by the running fleet",
+	}
+	if o.url == "" {
+		rep.WorkDelay = o.workDelay.String()
+		fmt.Fprintf(stderr, "starting a local fleet: Postgres, Redis, 2 replicas (INVENTORY_WORK_DELAY=%s), nginx …\n", o.workDelay)
+		f, err := fleet.Start(ctx, fleet.Options{
+			Replicas: 2,
+			Env:      map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String()},
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Fprintln(stderr, "stopping the local fleet …")
+			if err := f.Stop(); err != nil {
+				fmt.Fprintln(stderr, "loadtest:", err)
+			}
+		}()
+		rep.Target, o.adminToken = f.URL, f.AdminToken
+		fmt.Fprintf(stderr, "local fleet up: nginx %s → %s\n", f.URL, replicaURLs(f))
+	}
+
+	c := newClient(rep.Target, o.adminToken, o.concurrency)
+	defer c.close()
+	strategies, err := pickStrategies(ctx, c, o.strategies)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%d buyers × 1 unit against %d in stock, %d at a time, work delay %s, %d strateg%s × %d run(s)\n",
+		o.buyers, o.stock, o.concurrency, rep.WorkDelay, len(strategies), plural(len(strategies), "y", "ies"), o.runs)
+
+	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency}
+	for runNo := 1; runNo <= o.runs; runNo++ {
+		for _, s := range strategies {
+			bar := newBar(stderr, o.buyers, fmt.Sprintf("%-10s run %d", s.Name, runNo))
+			var progress func()
+			if bar != nil {
+				progress = func() { _ = bar.Add(1) }
+			}
+			res, err := runStrategy(ctx, c, cfg, s, progress)
+			if bar != nil {
+				_ = bar.Finish()
+				fmt.Fprintln(stderr)
+			}
+			if err != nil {
+				return fmt.Errorf("strategy %s: %w", s.Name, err)
+			}
+			res.Run = runNo
+			rep.Results = append(rep.Results, res)
+			rep.Failed = rep.Failed || failing(res.Verdict)
+		}
+	}
+
+	tableOut := stdout
+	if o.jsonOut == "-" {
+		tableOut = stderr
+	}
+	printTable(tableOut, rep)
+	if undersold := countVerdict(rep.Results, VerdictUndersold); undersold > 0 {
+		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
+	}
+	if o.jsonOut != "" {
+		if err := writeReport(o.jsonOut, stdout, rep); err != nil {
+			return err
+		}
+	}
+	if rep.Failed {
+		return errBroken
+	}
+	return nil
+}
+
+// pickStrategies asks the fleet which strategies exist and keeps the ones named in list (all when empty).
+func pickStrategies(ctx context.Context, c *client, list string) ([]strategyInfo, error) {
+	all, err := c.strategies(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ask the fleet for its strategies: %w", err)
+	}
+	if strings.TrimSpace(list) == "" {
+		return all, nil
+	}
+	var picked []strategyInfo
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(all, func(s strategyInfo) bool { return s.Name == name })
+		if i < 0 {
+			var names []string
+			for _, s := range all {
+				names = append(names, s.Name)
+			}
+			return nil, fmt.Errorf("%w: unknown strategy %q (the fleet offers %s)", errUsage, name, strings.Join(names, ", "))
+		}
+		picked = append(picked, all[i])
+	}
+	return picked, nil
+}
+
+func writeReport(path string, stdout io.Writer, rep Report) error {
+	if path == "-" {
+		return writeJSON(stdout, rep)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	if err := writeJSON(f, rep); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// newBar returns a progress bar on w when w is a terminal, else nil.
+func newBar(w io.Writer, n int, desc string) *progressbar.ProgressBar {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions(n,
+		progressbar.OptionSetWriter(f),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("buyers"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetWidth(30),
+	)
+}
+
+func replicaURLs(f *fleet.Fleet) string {
+	var parts []string
+	for _, r := range f.Replicas {
+		parts = append(parts, r.Instance+" "+r.URL)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func countVerdict(results []Result, verdict string) int {
+	n := 0
+	for _, r := range results {
+		if r.Verdict == verdict {
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
