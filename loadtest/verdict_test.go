@@ -19,9 +19,13 @@ func TestJudge(t *testing.T) {
 		want judgement
 	}{
 		{"safe exact sell-out", func(*figures) {}, judgement{Verdict: VerdictSafe}},
-		{"safe, fewer buyers than stock", func(f *figures) { f.Buyers, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = 10, 10, 0, 990, 10, 10 },
+		{"safe, fewer buyers than stock", func(f *figures) {
+			f.Buyers, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = 10, 10, 0, 990, 10, 10
+		},
 			judgement{Verdict: VerdictSafe}},
-		{"safe but 503s left stock", func(f *figures) { f.OK, f.SoldOut, f.Unavailable, f.Final, f.LedgerUnits, f.LedgerRows = 990, 0, 510, 10, 990, 990 },
+		{"safe but 503s left stock", func(f *figures) {
+			f.OK, f.SoldOut, f.Unavailable, f.Final, f.LedgerUnits, f.LedgerRows = 990, 0, 510, 10, 990, 990
+		},
 			judgement{Verdict: VerdictUndersold, Undersold: 10}},
 		{"safe strategy oversold, stock negative", func(f *figures) { f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = 1003, 497, -3, 1003, 1003 },
 			judgement{Verdict: VerdictBroken, Oversold: 3}},
@@ -33,11 +37,17 @@ func TestJudge(t *testing.T) {
 			judgement{Verdict: VerdictBroken}},
 		{"409 while stock remained", func(f *figures) { f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = 999, 501, 1, 999, 999 },
 			judgement{Verdict: VerdictBroken, Undersold: 1}},
-		{"unsafe oversold by going negative", func(f *figures) { f.Safe, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = false, 1040, 460, -40, 1040, 1040 },
+		{"unsafe oversold by going negative", func(f *figures) {
+			f.Safe, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = false, 1040, 460, -40, 1040, 1040
+		},
 			judgement{Verdict: VerdictOversold, Oversold: 40}},
-		{"unsafe oversold by lost updates", func(f *figures) { f.Safe, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = false, 1200, 300, 0, 1200, 1200 },
+		{"unsafe oversold by lost updates", func(f *figures) {
+			f.Safe, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = false, 1200, 300, 0, 1200, 1200
+		},
 			judgement{Verdict: VerdictOversold, Oversold: 200, LostUpdates: 200}},
-		{"unsafe lost updates without oversell", func(f *figures) { f.Safe, f.Buyers, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = false, 500, 500, 0, 520, 500, 500 },
+		{"unsafe lost updates without oversell", func(f *figures) {
+			f.Safe, f.Buyers, f.OK, f.SoldOut, f.Final, f.LedgerUnits, f.LedgerRows = false, 500, 500, 0, 520, 500, 500
+		},
 			judgement{Verdict: VerdictLostUpdates, LostUpdates: 20}},
 		{"unsafe that did not oversell", func(f *figures) { f.Safe = false }, judgement{Verdict: VerdictNoOversell}},
 	}
