@@ -1,0 +1,349 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// More reasons, wrapped in *Error next to the sentinels in lock.go.
+var (
+	// ErrExpired: the lease's validity deadline passed without a successful
+	// renewal (no watchdog, or Redis unreachable); the lease is presumed lost
+	// and comes wrapped with ErrLost.
+	ErrExpired = errors.New("validity deadline passed")
+	// ErrReleased: the cause of a lease context cancelled by Release, and
+	// what Lease.Err reports after it.
+	ErrReleased = errors.New("lock released")
+)
+
+// LostReason names why err says a lease was lost, for metric labels:
+// "max_hold", "not_owner" (the key was gone or carried another token at
+// renewal or re-entry), "expired" (validity deadline passed), or "" when err
+// is not a loss.
+func LostReason(err error) string {
+	switch {
+	case errors.Is(err, ErrMaxHold):
+		return "max_hold"
+	case !errors.Is(err, ErrLost):
+		return ""
+	case errors.Is(err, ErrNotHeld):
+		return "not_owner"
+	case errors.Is(err, ErrExpired):
+		return "expired"
+	}
+	return "lost"
+}
+
+// driftFactor and driftFloor shorten the local validity deadline below the
+// TTL, for clock-rate differences between this process and Redis (as Redlock does).
+const (
+	driftFactor = 100 // TTL/100
+	driftFloor  = 2 * time.Millisecond
+)
+
+// validUntil is the local validity deadline of a key whose TTL was set by a
+// command sent at sent: measured on the monotonic clock from before the
+// send, so a slow reply only makes it earlier than Redis', never later.
+func validUntil(sent time.Time, ttl time.Duration) time.Time {
+	d := ttl - ttl/driftFactor - driftFloor
+	if d < ttl/2 {
+		d = ttl / 2
+	}
+	return sent.Add(d)
+}
+
+// hold is one acquisition in Redis: its token, fence, local validity
+// deadline and, when it has one, the watchdog goroutine that renews it. A
+// Mutex hold has one Lease; a Reentrant hold one per nested Lock.
+type hold struct {
+	key     string
+	token   string
+	ttl     time.Duration
+	maxHold time.Duration
+	obs     Observer
+	// renew extends the key's TTL if it still carries token; false means
+	// "not ours", which is terminal. nil: no watchdog.
+	renew func(ctx context.Context) (bool, error)
+
+	// Set by arm, before the hold is shared.
+	fence     int64
+	start     time.Time // when the acquiring command was sent
+	maxHoldAt time.Time // zero without MaxHold
+	ctx       context.Context
+	cancel    context.CancelFunc // ends renewals in flight and the watchdog
+	done      chan struct{}      // closed when the watchdog has exited; nil without one
+
+	mu       sync.Mutex
+	deadline time.Time
+	lost     error // why the hold was lost; nil while held
+	ended    bool  // Release has begun: no loss is reported after it
+	leases   map[*Lease]struct{}
+	timer    *time.Timer // fires at the deadline (or MaxHold) to declare the hold lost
+}
+
+// newHold registers a hold before its acquiring command is sent; nothing
+// runs until arm.
+func newHold(key, token string, o *Options, renew func(context.Context) (bool, error)) *hold {
+	h := &hold{key: key, token: token, ttl: o.TTL, obs: o.Observer, renew: renew, leases: map[*Lease]struct{}{}}
+	if renew != nil {
+		h.maxHold = o.MaxHold
+	}
+	return h
+}
+
+// arm starts the hold once Redis granted it: the deadline timer and, with
+// renewals, the watchdog. sent is when the granting command was sent.
+func (h *hold) arm(sent time.Time, fence int64) {
+	h.fence, h.start = fence, sent
+	h.deadline = validUntil(sent, h.ttl)
+	if h.maxHold > 0 {
+		h.maxHoldAt = sent.Add(h.maxHold)
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.mu.Lock()
+	h.timer = time.AfterFunc(time.Until(h.limitLocked()), h.onTimer)
+	h.mu.Unlock()
+	if h.renew != nil {
+		h.done = make(chan struct{})
+		go h.watch()
+	}
+}
+
+// limitLocked is the moment the hold ends unless renewed: the validity
+// deadline, or MaxHold if sooner.
+func (h *hold) limitLocked() time.Time {
+	if !h.maxHoldAt.IsZero() && h.maxHoldAt.Before(h.deadline) {
+		return h.maxHoldAt
+	}
+	return h.deadline
+}
+
+// overdueLocked is the loss the clock alone proves, or nil.
+func (h *hold) overdueLocked(now time.Time) error {
+	if !h.maxHoldAt.IsZero() && !now.Before(h.maxHoldAt) {
+		return &Error{Op: "renew", Key: h.key, Err: fmt.Errorf("%w: %w (%v)", ErrLost, ErrMaxHold, h.maxHold)}
+	}
+	if !now.Before(h.deadline) {
+		op := "renew"
+		if h.renew == nil {
+			op = "lock"
+		}
+		return &Error{Op: op, Key: h.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrExpired)}
+	}
+	return nil
+}
+
+func (h *hold) onTimer() {
+	h.mu.Lock()
+	if h.lost != nil || h.ended {
+		h.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	cause := h.overdueLocked(now)
+	if cause == nil { // renewed since the timer was set
+		h.timer.Reset(h.limitLocked().Sub(now))
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.lose(cause)
+}
+
+// lose marks the hold lost with cause, once, unless Release has begun; it
+// stops the watchdog and cancels every lease's context with cause.
+func (h *hold) lose(cause error) {
+	h.mu.Lock()
+	if h.lost != nil || h.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.lost = cause
+	leases := make([]*Lease, 0, len(h.leases))
+	for l := range h.leases {
+		leases = append(leases, l)
+	}
+	h.mu.Unlock()
+	h.cancel()
+	for _, l := range leases {
+		l.cancel(cause)
+	}
+	h.obs.Lost(h.key, cause)
+}
+
+// err is why the hold is no longer valid, or nil.
+func (h *hold) err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost != nil {
+		return h.lost
+	}
+	if !h.ended {
+		return h.overdueLocked(time.Now())
+	}
+	return nil
+}
+
+// end stops the hold at the start of its last release: from here no loss is
+// reported, the watchdog has exited when end returns, and the timer is
+// stopped. It returns the loss that happened before, if any (including one
+// the clock proves but the timer has not yet reported).
+func (h *hold) end() error {
+	h.mu.Lock()
+	if h.ended {
+		lost := h.lost
+		h.mu.Unlock()
+		return lost
+	}
+	cause := h.lost
+	if cause == nil {
+		cause = h.overdueLocked(time.Now())
+	}
+	if cause != nil && h.lost == nil {
+		h.mu.Unlock()
+		h.lose(cause)
+		h.mu.Lock()
+	}
+	h.ended = true
+	cause = h.lost
+	h.mu.Unlock()
+	h.cancel()
+	h.timer.Stop()
+	if h.done != nil {
+		<-h.done
+	}
+	return cause
+}
+
+// extend moves the deadline after a renewal that was sent at sent.
+func (h *hold) extend(sent time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost != nil || h.ended || !sent.Before(h.deadline) {
+		return
+	}
+	if d := validUntil(sent, h.ttl); d.After(h.deadline) {
+		h.deadline = d
+	}
+}
+
+// limit is the current local validity deadline, capped by MaxHold.
+func (h *hold) limit() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.limitLocked()
+}
+
+// watch renews the key every TTL/3 while the hold lasts. A "not ours" reply
+// ends the hold at once; errors are retried with backoff until the deadline
+// timer declares the hold lost. It never re-acquires.
+func (h *hold) watch() {
+	defer close(h.done)
+	every := h.ttl / 3
+	retry := newBackoff(max(every/10, time.Millisecond), max(every/3, time.Millisecond))
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(h.ctx, h.limit())
+		ok, err := h.renew(ctx)
+		cancel()
+		if h.ctx.Err() != nil { // released or lost while the renewal was in flight
+			return
+		}
+		switch {
+		case err == nil && ok:
+			h.obs.Renewed(h.key, nil)
+			h.extend(sent)
+			retry = newBackoff(retry.min, retry.max)
+			t.Reset(every)
+		case err == nil:
+			cause := &Error{Op: "renew", Key: h.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrNotHeld)}
+			h.obs.Renewed(h.key, cause)
+			h.lose(cause)
+			return
+		default:
+			h.obs.Renewed(h.key, &Error{Op: "renew", Key: h.key, Err: err})
+			t.Reset(retry.next())
+		}
+	}
+}
+
+func (h *hold) addLease(parent context.Context, release func(context.Context, *Lease) error) *Lease {
+	ctx, cancel := context.WithCancelCause(parent)
+	l := &Lease{h: h, ctx: ctx, cancel: cancel, start: time.Now(), release: release}
+	h.mu.Lock()
+	lost := h.lost
+	if lost == nil {
+		h.leases[l] = struct{}{}
+	}
+	h.mu.Unlock()
+	if lost != nil {
+		cancel(lost)
+	}
+	return l
+}
+
+func (h *hold) dropLease(l *Lease) {
+	h.mu.Lock()
+	delete(h.leases, l)
+	h.mu.Unlock()
+}
+
+// Lease is one successful Lock or TryLock: the proof of holding a lock, for
+// as long as its Context is not cancelled.
+type Lease struct {
+	h        *hold
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	start    time.Time
+	owner    string // Reentrant leases only
+	release  func(context.Context, *Lease) error
+	released atomic.Bool
+}
+
+// Key is the lock's Redis key.
+func (l *Lease) Key() string { return l.h.key }
+
+// Fence is the fencing token minted with the acquisition: larger than every
+// earlier acquisition's of this key, and the same for nested re-entries of
+// one Reentrant hold. Write it with the protected data and let the storage
+// reject a write whose fence is below the highest it has seen.
+func (l *Lease) Fence() int64 { return l.h.fence }
+
+// Context is derived from the ctx given to Lock and is cancelled the moment
+// the lock is known or presumed lost (cause *Error wrapping ErrLost, and
+// ErrMaxHold, ErrNotHeld or ErrExpired for the reason) and on Release (cause
+// wrapping ErrReleased). Run the protected work under it.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Deadline is the current local validity deadline: renewals advance it;
+// MaxHold caps it. Without a watchdog it is the acquisition time plus TTL,
+// less a small allowance for clock drift.
+func (l *Lease) Deadline() time.Time { return l.h.limit() }
+
+// Err is nil while the lease holds, else why not: the loss (wrapping
+// ErrLost) or ErrReleased.
+func (l *Lease) Err() error {
+	if l.released.Load() {
+		return &Error{Op: "release", Key: l.h.key, Err: ErrReleased}
+	}
+	return l.h.err()
+}
+
+// Release gives the lease up. nil: released. ErrNotHeld: Redis had no such
+// hold (or the lease was already released, or ctx carries a different
+// Reentrant owner). ErrLost: the lease had been lost before (the work done
+// under it may not have been exclusive). ErrReleaseUnknown: the outcome is
+// unknown (network); the key expires by its TTL at the latest, as no
+// watchdog renews it any more. The lease's context is cancelled in every case.
+func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, l) }

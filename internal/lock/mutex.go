@@ -1,0 +1,249 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// cleanupTimeout bounds the best-effort delete after an acquire whose
+// outcome is unknown.
+const cleanupTimeout = 2 * time.Second
+
+// withDefaults fills the documented defaults into the zero fields.
+func (o Options) withDefaults() Options {
+	if o.TTL <= 0 {
+		o.TTL = 30 * time.Second
+	}
+	o.TTL = max(o.TTL, 3*time.Millisecond) // PX is in milliseconds; the watchdog ticks at TTL/3
+	if o.Wait <= 0 {
+		o.Wait = 10 * time.Second
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 32 * time.Millisecond
+	}
+	o.MaxBackoff = max(o.MaxBackoff, o.MinBackoff)
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	return o
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Acquired(string, error, time.Duration, int) {}
+func (nopObserver) Renewed(string, error)                      {}
+func (nopObserver) Lost(string, error)                         {}
+func (nopObserver) Released(string, time.Duration, error)      {}
+
+// newToken returns a random token of fixed length (26 characters).
+func newToken() string { return rand.Text() }
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// Mutex is an exclusive Redis lock: SET key token NX PX ttl (in a script
+// that also mints the fencing token), released by compare-and-delete.
+// Create one per process and share it; it is safe for concurrent use.
+type Mutex struct {
+	rdb  redis.UniversalClient
+	opts Options
+}
+
+// NewMutex returns a Mutex over rdb; see Options for the defaults.
+func NewMutex(rdb redis.UniversalClient, opts Options) *Mutex {
+	return &Mutex{rdb: rdb, opts: opts.withDefaults()}
+}
+
+// Lock acquires key, waiting with jittered exponential backoff while it is
+// held, for at most Options.Wait and never past ctx. Giving up returns
+// *Error wrapping ErrTimeout and ctx.Err() (or context.DeadlineExceeded for
+// the Wait budget); a Redis failure returns *Error wrapping it.
+func (m *Mutex) Lock(ctx context.Context, key string) (*Lease, error) {
+	return m.acquire(ctx, key, "lock", true)
+}
+
+// TryLock makes one attempt: *Error wrapping ErrNotAcquired if key is held.
+func (m *Mutex) TryLock(ctx context.Context, key string) (*Lease, error) {
+	return m.acquire(ctx, key, "trylock", false)
+}
+
+func (m *Mutex) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+	start := time.Now()
+	trips := 0
+	l, err := m.attempt(ctx, key, op, wait, &trips)
+	m.opts.Observer.Acquired(key, err, time.Since(start), trips)
+	return l, err
+}
+
+func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
+	fk, err := fenceKey(key)
+	if err != nil {
+		return nil, &Error{Op: op, Key: key, Err: err}
+	}
+	keys := []string{key, fk}
+	token := newToken()
+	var renew func(context.Context) (bool, error)
+	if m.opts.Watchdog {
+		renew = func(ctx context.Context) (bool, error) {
+			v, _, err := run(ctx, m.rdb, mutexRenew, keys[:1], token, ms(m.opts.TTL))
+			return v == int64(1), err
+		}
+	}
+	h := newHold(key, token, &m.opts, renew)
+	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips,
+		func(ctx context.Context, floor string) (any, int, error) {
+			return run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
+		},
+		func(ctx context.Context) { _, _, _ = run(ctx, m.rdb, mutexRelease, keys, token) })
+	if err != nil {
+		return nil, err
+	}
+	h.arm(sent, fence)
+	return h.addLease(ctx, func(ctx context.Context, l *Lease) error {
+		return m.release(ctx, l, keys, token)
+	}), nil
+}
+
+func (m *Mutex) release(ctx context.Context, l *Lease, keys []string, token string) error {
+	if l.released.Swap(true) {
+		return &Error{Op: "release", Key: l.h.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
+	}
+	h := l.h
+	lost := h.end()
+	h.dropLease(l)
+	l.cancel(&Error{Op: "release", Key: h.key, Err: ErrReleased})
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
+	v, _, err := run(ctx, m.rdb, mutexRelease, keys, token)
+	rerr := releaseResult(h.key, lost, v == int64(1), err)
+	m.opts.Observer.Released(h.key, time.Since(l.start), rerr)
+	return rerr
+}
+
+// releaseResult turns the outcome of a last release into the error Release returns.
+func releaseResult(key string, lost error, released bool, err error) error {
+	switch {
+	case lost != nil:
+		return &Error{Op: "release", Key: key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
+	case err != nil:
+		return &Error{Op: "release", Key: key, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}
+	case !released:
+		return &Error{Op: "release", Key: key, Err: ErrNotHeld}
+	}
+	return nil
+}
+
+// grant runs an acquire script until it grants the lock, waiting between
+// tries when wait is set. try runs the script once with the given fence
+// floor; cleanup removes our key after a try whose outcome is unknown. It
+// returns the fence and when the granting command was sent.
+func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int,
+	try func(ctx context.Context, floor string) (any, int, error), cleanup func(context.Context)) (int64, time.Time, error) {
+	floor := ""
+	if o.FenceFloor == nil {
+		floor = "0"
+	}
+	wctx := ctx
+	if wait {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, o.Wait)
+		defer cancel()
+	}
+	bo := newBackoff(o.MinBackoff, o.MaxBackoff)
+	var timer *time.Timer
+	lastTry := false
+	for {
+		if err := wctx.Err(); err != nil {
+			return 0, time.Time{}, timeoutError(op, key, wctx)
+		}
+		sent := time.Now()
+		v, n, err := try(wctx, floor)
+		*trips += n
+		if err != nil {
+			if !isServerReply(err) {
+				// The script may have run and its reply been lost: delete our
+				// key (by token) rather than leave it until its TTL.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
+				cleanup(cctx)
+				cancel()
+				*trips++
+			}
+			if wctx.Err() != nil {
+				return 0, time.Time{}, timeoutError(op, key, wctx)
+			}
+			return 0, time.Time{}, &Error{Op: op, Key: key, Err: err}
+		}
+		r, err := replyInts(v)
+		if err != nil {
+			return 0, time.Time{}, &Error{Op: op, Key: key, Err: err}
+		}
+		switch {
+		case r[0] == 1 && len(r) >= 2:
+			return r[1], sent, nil
+		case r[0] == -1 && floor == "":
+			f, err := o.FenceFloor(wctx, key)
+			if err != nil {
+				if wctx.Err() != nil {
+					return 0, time.Time{}, timeoutError(op, key, wctx)
+				}
+				return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("fence floor: %w", err)}
+			}
+			if f < 0 {
+				return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", f)}
+			}
+			floor = strconv.FormatInt(f, 10)
+			continue
+		case r[0] != 0:
+			return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
+		}
+		if !wait {
+			return 0, time.Time{}, &Error{Op: op, Key: key, Err: ErrNotAcquired}
+		}
+		d := bo.next()
+		if dl, ok := wctx.Deadline(); ok && time.Until(dl) <= d {
+			// Make one last try just before the budget ends rather than give up early.
+			if lastTry {
+				return 0, time.Time{}, timeoutError(op, key, wctx)
+			}
+			lastTry = true
+			rem := time.Until(dl)
+			d = rem - min(rem/2, time.Millisecond)
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+			if !sleepOn(wctx, timer) {
+				return 0, time.Time{}, timeoutError(op, key, wctx)
+			}
+		} else if !sleep(wctx, timer, d) {
+			return 0, time.Time{}, timeoutError(op, key, wctx)
+		}
+	}
+}
+
+func sleepOn(ctx context.Context, t *time.Timer) bool {
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// timeoutError reports giving up: ErrTimeout wrapping ctx's error.
+func timeoutError(op, key string, ctx context.Context) error {
+	cause := ctx.Err()
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, cause) {
+		cause = fmt.Errorf("%w (%w)", cause, c)
+	}
+	return &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %w", ErrTimeout, cause)}
+}

@@ -1,0 +1,249 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+type ownerKey struct{}
+
+// WithOwner returns a context that carries owner as the Reentrant lock owner:
+// a Lock under it (or under any context derived from it) re-enters a lock
+// this owner already holds. Owners must be non-empty and must not start with
+// a NUL byte (those field names are the lock's own); OwnerFrom ignores such.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// OwnerFrom returns the Reentrant lock owner carried by ctx.
+func OwnerFrom(ctx context.Context) (string, bool) {
+	o, ok := ctx.Value(ownerKey{}).(string)
+	if !ok || o == "" || o[0] == 0 {
+		return "", false
+	}
+	return o, true
+}
+
+// Reentrant is a re-entrant Redis lock: a hash {owner → hold count} whose
+// owner comes from the context (WithOwner), so nested code of one request
+// re-enters instead of deadlocking. Each outermost hold has one watchdog
+// that renews it every TTL/3 while held. Create one per process and share
+// it; it is safe for concurrent use. Owners are scoped to it: the same owner
+// name used through two Reentrant values (or two processes) contends.
+type Reentrant struct {
+	rdb  redis.UniversalClient
+	opts Options
+
+	mu      sync.Mutex
+	entries map[entryKey]*entry
+}
+
+type entryKey struct{ key, owner string }
+
+// entry is one owner's state for one key in this process.
+type entry struct {
+	users int           // operations in flight, plus one while a hold exists; guarded by Reentrant.mu
+	sem   chan struct{} // serialises the owner's operations on the key; guards the rest
+
+	h     *hold // the current hold, nil when none
+	keys  []string
+	count int   // nested leases not yet released
+	seq   int64 // last operation id sent for h
+}
+
+// NewReentrant returns a Reentrant lock over rdb; see Options for the
+// defaults. Options.Watchdog is implied.
+func NewReentrant(rdb redis.UniversalClient, opts Options) *Reentrant {
+	opts.Watchdog = true
+	return &Reentrant{rdb: rdb, opts: opts.withDefaults(), entries: map[entryKey]*entry{}}
+}
+
+// Lock acquires key for the owner in ctx (ErrNoOwner without one), or
+// re-enters it if the owner holds it already, incrementing its count and
+// returning a lease with the same fence. It waits like Mutex.Lock. Re-entry
+// into a hold that has been lost fails with ErrLost until the owner has
+// released all its leases on it.
+func (r *Reentrant) Lock(ctx context.Context, key string) (*Lease, error) {
+	return r.acquire(ctx, key, "lock", true)
+}
+
+// TryLock is Lock without waiting: ErrNotAcquired if another owner holds
+// key, or if this owner is itself in the middle of acquiring it.
+func (r *Reentrant) TryLock(ctx context.Context, key string) (*Lease, error) {
+	return r.acquire(ctx, key, "trylock", false)
+}
+
+func (r *Reentrant) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+	start := time.Now()
+	trips := 0
+	l, err := r.attempt(ctx, key, op, wait, &trips)
+	r.opts.Observer.Acquired(key, err, time.Since(start), trips)
+	return l, err
+}
+
+func (r *Reentrant) use(k entryKey) *entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[k]
+	if e == nil {
+		e = &entry{sem: make(chan struct{}, 1)}
+		r.entries[k] = e
+	}
+	e.users++
+	return e
+}
+
+func (r *Reentrant) unuse(k entryKey, e *entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.users--; e.users == 0 {
+		delete(r.entries, k)
+	}
+}
+
+func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
+	owner, ok := OwnerFrom(ctx)
+	if !ok {
+		return nil, &Error{Op: op, Key: key, Err: ErrNoOwner}
+	}
+	fk, err := fenceKey(key)
+	if err != nil {
+		return nil, &Error{Op: op, Key: key, Err: err}
+	}
+	k := entryKey{key, owner}
+	e := r.use(k)
+	defer r.unuse(k, e)
+	if wait {
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, timeoutError(op, key, ctx)
+		}
+	} else {
+		select {
+		case e.sem <- struct{}{}:
+		default:
+			return nil, &Error{Op: op, Key: key, Err: fmt.Errorf("%w: owner %q is acquiring it concurrently", ErrNotAcquired, owner)}
+		}
+	}
+	defer func() { <-e.sem }()
+
+	if e.h != nil {
+		return r.reenter(ctx, op, k, e, trips)
+	}
+	keys := []string{key, fk}
+	token := newToken()
+	h := newHold(key, token, &r.opts, func(ctx context.Context) (bool, error) {
+		v, _, err := run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
+		return v == int64(1), err
+	})
+	fence, sent, err := grant(ctx, &r.opts, op, key, wait, trips,
+		func(ctx context.Context, floor string) (any, int, error) {
+			return run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
+		},
+		func(ctx context.Context) { _, _, _ = run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1") })
+	if err != nil {
+		return nil, err
+	}
+	h.arm(sent, fence)
+	e.h, e.keys, e.count, e.seq = h, keys, 1, 0
+	r.use(k) // the hold keeps the entry until its last release
+	return r.lease(ctx, k, e, h, owner), nil
+}
+
+func (r *Reentrant) lease(ctx context.Context, k entryKey, e *entry, h *hold, owner string) *Lease {
+	l := h.addLease(ctx, func(ctx context.Context, l *Lease) error { return r.release(ctx, l, k, e) })
+	l.owner = owner
+	return l
+}
+
+// reenter increments the count of the hold e has. Called with e.sem held.
+func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry, trips *int) (*Lease, error) {
+	h := e.h
+	if err := h.err(); err != nil {
+		return nil, &Error{Op: op, Key: k.key, Err: fmt.Errorf("re-entry: %w", err)}
+	}
+	e.seq++
+	sent := time.Now()
+	v, n, err := run(ctx, r.rdb, reentrantEnter, e.keys[:1], k.owner, h.token, ms(r.opts.TTL), strconv.FormatInt(e.seq, 10))
+	*trips += n
+	if err != nil {
+		// If it ran, Redis counts one more than we do; harmless, as the
+		// last release deletes the hold whatever the count.
+		return nil, &Error{Op: op, Key: k.key, Err: err}
+	}
+	if c, ok := v.(int64); !ok || c < 0 {
+		return nil, &Error{Op: op, Key: k.key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, v)}
+	} else if c == 0 {
+		cause := &Error{Op: op, Key: k.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrNotHeld)}
+		h.lose(cause)
+		return nil, cause
+	}
+	h.extend(sent)
+	e.count++
+	return r.lease(ctx, k, e, h, k.owner), nil
+}
+
+func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry) error {
+	if o, ok := OwnerFrom(ctx); ok && o != l.owner {
+		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: owner %q does not hold it", ErrNotHeld, o)}
+	}
+	if l.released.Swap(true) {
+		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
+	}
+	// Only brief operations hold e.sem while a lease exists (re-entries and
+	// releases), so this waits regardless of ctx.
+	e.sem <- struct{}{}
+	defer func() { <-e.sem }()
+	h := l.h
+	h.dropLease(l)
+	l.cancel(&Error{Op: "release", Key: k.key, Err: ErrReleased})
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
+	e.count--
+	var err error
+	if e.count > 0 {
+		err = r.releaseNested(ctx, k, e)
+	} else {
+		lost := h.end() // the watchdog has stopped when this returns
+		v, _, rerr := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1")
+		err = releaseResult(k.key, lost, v == int64(0), rerr)
+		e.h = nil
+		r.unuse(k, e)
+	}
+	r.opts.Observer.Released(k.key, time.Since(l.start), err)
+	return err
+}
+
+func (r *Reentrant) releaseNested(ctx context.Context, k entryKey, e *entry) error {
+	h := e.h
+	if lost := h.err(); lost != nil {
+		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
+	}
+	e.seq++
+	v, _, err := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0")
+	switch {
+	case err != nil:
+		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}
+	case v == int64(-1):
+		cause := &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrNotHeld)}
+		h.lose(cause)
+		return cause
+	}
+	return nil
+}
+
+// releaseContext is ctx, or when ctx is already done a short detached one:
+// a release abandoned because the request ended would leave the key to
+// block everyone else until its TTL.
+func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}

@@ -1,0 +1,26 @@
+-- Start a new Reentrant hold: a hash {owner -> count} plus the hold's token,
+-- fence and last operation id in fields that start with a NUL byte.
+-- KEYS[1] lock hash, KEYS[2] fence hash (same hash tag).
+-- ARGV[1] owner, ARGV[2] hold token, ARGV[3] TTL in ms, ARGV[4] fence floor ('' = none).
+-- Reply {1, fence}: acquired (a re-sent command finds its own token and
+-- returns the same fence). {0, pttl}: held by another hold. {-1}: need a floor.
+local tok = redis.call('HGET', KEYS[1], '\0tok')
+if tok then
+  if tok == ARGV[2] then
+    return {1, tonumber(redis.call('HGET', KEYS[1], '\0fence'))}
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local n = redis.call('HGET', KEYS[2], 'n')
+if ARGV[4] ~= '' then
+  if not n or tonumber(n) < tonumber(ARGV[4]) then
+    redis.call('HSET', KEYS[2], 'n', ARGV[4])
+  end
+elseif not n then
+  return {-1}
+end
+local fence = string.format('%d', redis.call('HINCRBY', KEYS[2], 'n', 1))
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], ARGV[1], 1, '\0tok', ARGV[2], '\0fence', fence, '\0op', '0')
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, tonumber(fence)}
