@@ -2,17 +2,76 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
+
+	"inventory/internal/lock"
 )
 
-// pending stands in for the redis and reentrant strategies until
-// internal/lock's Mutex and Reentrant exist; every Sell fails.
-type pending struct{ name string }
-
-func newRedisLock(d Deps) Seller { return pending{RedisLock} }
-func newReentrant(d Deps) Seller { return pending{Reentrant} }
-
-// Sell refuses: the strategy is not written yet.
-func (p pending) Sell(ctx context.Context, o Order) (Sale, error) {
-	return Sale{}, fmt.Errorf("strategy %q: waiting for internal/lock: %w", p.name, ErrUnavailable)
+// redisLock runs the classic read-check-update inside a Redis SET NX PX lock
+// (lock:{id}) released by compare-and-delete after the commit: safe while
+// every critical section ends within the lock's TTL, as nothing renews it or
+// fences the write.
+type redisLock struct {
+	d  Deps
+	mu *lock.Mutex
 }
+
+func newRedisLock(d Deps) *redisLock {
+	opts := d.Lock
+	// This strategy is the plain lock, lease time and nothing else; the
+	// reentrant strategy is the one with a watchdog and fencing.
+	opts.Watchdog = false
+	return &redisLock{d: d, mu: lock.NewMutex(d.Redis, opts)}
+}
+
+// Sell takes the product's lock (waiting up to Deps.Lock.Wait, else
+// ErrLockTimeout), then reads, checks, works, decrements and records the sale,
+// and releases the lock only after the commit.
+func (s *redisLock) Sell(ctx context.Context, o Order) (Sale, error) {
+	if sale, done, err := begin(ctx, s.d.Store, o); done {
+		return sale, err
+	}
+	// An unknown product must not get a lock or fencing key in Redis.
+	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
+		return Sale{}, err
+	}
+	lease, err := s.mu.Lock(ctx, lockKey(o.ProductID))
+	if err != nil {
+		return Sale{}, lockErr(err)
+	}
+	defer release(ctx, lease)
+	return s.d.Store.record(ctx, o, RedisLock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+		d, err := checkThenDecrement(ctx, t, o.Quantity, s.d)
+		// Recorded for the ledger's sake only: nothing checks it.
+		d.fence = lease.Fence()
+		return d, err
+	})
+}
+
+// releaseTimeout bounds giving a lock up, which runs even when the buyer's
+// context has ended.
+const releaseTimeout = 5 * time.Second
+
+// release gives the lease up after the sale is settled. Its error is
+// dropped: the sale's outcome is already decided, and a lock whose release
+// failed expires by its TTL.
+func release(ctx context.Context, lease *lock.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = lease.Release(rctx)
+}
+
+// lockErr translates an error from taking a lock.
+func lockErr(err error) error {
+	switch {
+	case errors.Is(err, lock.ErrTimeout):
+		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+	case errors.Is(err, lock.ErrLost):
+		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	}
+	return redisErr("lock", err)
+}
+
+var _ Seller = (*redisLock)(nil)

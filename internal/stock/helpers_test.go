@@ -1,0 +1,136 @@
+package stock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
+	"inventory/internal/testenv"
+	"inventory/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// env is one test's Postgres database (migrated) and the shared Redis
+// (flushed), with a store and client for the test's own checks.
+type env struct {
+	pgURL, redisURL string
+	store           *Store
+	pool            *pgxpool.Pool
+	rdb             *redis.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{pgURL: testenv.PostgresURL(t), redisURL: testenv.RedisURL(t)}
+	e.pool = newPool(t, e.pgURL)
+	db := stdlib.OpenDBFromPool(e.pool)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatalf("migrations.Up: %v", err)
+	}
+	e.store = NewStore(e.pool)
+	e.rdb = newRedis(t, e.redisURL)
+	return e
+}
+
+func newPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("pgxpool.ParseConfig(%s): %v", url, err)
+	}
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgxpool.New(%s): %v", url, err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func newRedis(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("redis.ParseURL(%s): %v", url, err)
+	}
+	opts.PoolSize = 64
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// testLock is lock options small enough to keep the tests quick.
+var testLock = lock.Options{TTL: 5 * time.Second, Wait: 10 * time.Second}
+
+// replica builds strategy name as one replica would: its own Postgres pool
+// and Redis client, its own instance name.
+func (e *env) replica(t *testing.T, name, instance string, workDelay time.Duration) Seller {
+	t.Helper()
+	return e.seller(t, name, Deps{
+		Store:     NewStore(newPool(t, e.pgURL)),
+		Redis:     newRedis(t, e.redisURL),
+		Instance:  instance,
+		Lock:      testLock,
+		WorkDelay: workDelay,
+	})
+}
+
+func (e *env) seller(t *testing.T, name string, d Deps) Seller {
+	t.Helper()
+	s, err := New(name, d)
+	if err != nil {
+		t.Fatalf("New(%q): %v", name, err)
+	}
+	return s
+}
+
+// deps is Deps on the env's own store and client.
+func (e *env) deps(instance string) Deps {
+	return Deps{Store: e.store, Redis: e.rdb, Instance: instance, Lock: testLock}
+}
+
+func (e *env) restock(t *testing.T, id string, q int64) {
+	t.Helper()
+	if _, err := Restock(context.Background(), e.store, e.rdb, id, "", q); err != nil {
+		t.Fatalf("Restock(%q, %d): %v", id, q, err)
+	}
+}
+
+func (e *env) product(t *testing.T, id string) Product {
+	t.Helper()
+	p, err := e.store.Product(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Product(%q): %v", id, err)
+	}
+	return p
+}
+
+// checkLedger fails unless initial - quantity equals the units in the ledger,
+// the invariant every strategy keeps, oversold or not.
+func (e *env) checkLedger(t *testing.T, id string) Product {
+	t.Helper()
+	p := e.product(t, id)
+	if p.Initial-p.Quantity != p.Sold {
+		t.Errorf("%q: initial %d - quantity %d = %d, ledger says %d units sold (%d sales)",
+			id, p.Initial, p.Quantity, p.Initial-p.Quantity, p.Sold, p.Sales)
+	}
+	return p
+}
+
+func (e *env) redisKeys(t *testing.T) []string {
+	t.Helper()
+	keys, err := e.rdb.Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatalf("KEYS *: %v", err)
+	}
+	return keys
+}

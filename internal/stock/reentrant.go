@@ -1,0 +1,110 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"inventory/internal/lock"
+)
+
+// reentrant sells under a re-entrant Redis hash lock with a watchdog, running
+// the transaction under the lease's context and fencing the write with the
+// lease's token: safe, a sale whose lock was lost is rolled back, and a stale
+// holder's write is refused by Postgres.
+type reentrant struct {
+	d  Deps
+	lk *lock.Reentrant
+}
+
+func newReentrant(d Deps) *reentrant {
+	s := &reentrant{d: d}
+	opts := d.Lock
+	// Fencing tokens must keep rising even when Redis lost its counter:
+	// start above the highest token Postgres has seen.
+	opts.FenceFloor = s.fenceFloor
+	s.lk = lock.NewReentrant(d.Redis, opts)
+	return s
+}
+
+// Sell takes the product's lock as the request's owner (lock.OwnerFrom(ctx),
+// else a fresh one for this Sell) and sells under it with sellHeld, which
+// re-enters the same lock; the lock is released after the commit. A lost lock
+// rolls the sale back with ErrLockLost.
+func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
+	if sale, done, err := begin(ctx, s.d.Store, o); done {
+		return sale, err
+	}
+	// An unknown product must not get a lock or fencing key in Redis.
+	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
+		return Sale{}, err
+	}
+	if _, ok := lock.OwnerFrom(ctx); !ok {
+		ctx = lock.WithOwner(ctx, uuid.NewString())
+	}
+	lease, err := s.lk.Lock(ctx, lockKey(o.ProductID))
+	if err != nil {
+		return Sale{}, lockErr(err)
+	}
+	defer release(ctx, lease)
+	sale, err := s.sellHeld(lease.Context(), o)
+	if err != nil {
+		return Sale{}, lost(lease, err)
+	}
+	return sale, nil
+}
+
+// sellHeld checks, works, decrements and records o under the product's lock
+// for the owner in ctx: it takes the lock, re-entering it when this owner
+// already holds it (as Sell does), so it can run on its own or nested in
+// other work under the same lock. The stock write is fenced with the lease's
+// token. It does not validate o or look up its idempotency key; Sell does.
+func (s *reentrant) sellHeld(ctx context.Context, o Order) (Sale, error) {
+	lease, err := s.lk.Lock(ctx, lockKey(o.ProductID))
+	if err != nil {
+		return Sale{}, lockErr(err)
+	}
+	defer release(ctx, lease)
+	sale, err := s.d.Store.record(lease.Context(), o, Reentrant, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+		q, _, err := t.read(ctx)
+		if err != nil {
+			return decrement{}, err
+		}
+		if q < o.Quantity {
+			return decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, o.ProductID, q, ErrSoldOut)
+		}
+		if err := pause(ctx, s.d.WorkDelay); err != nil {
+			return decrement{}, err
+		}
+		return t.decrementFenced(ctx, o.Quantity, lease.Fence())
+	})
+	if err != nil {
+		return Sale{}, lost(lease, err)
+	}
+	return sale, nil
+}
+
+// lost turns a failed sale into ErrLockLost when the lease was lost meanwhile
+// (the failure is then its consequence: a cancelled query, a refused fence).
+// A commit whose outcome is unknown stays ErrUnavailable: it may have sold.
+func lost(lease *lock.Lease, err error) error {
+	if errors.Is(err, ErrLockLost) || errors.Is(err, errOutcomeUnknown) {
+		return err
+	}
+	if lerr := lease.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) {
+		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
+	}
+	return err
+}
+
+// fenceFloor is lock.Options.FenceFloor: the highest token the product's
+// stock row was written with; key is lockKey(id).
+func (s *reentrant) fenceFloor(ctx context.Context, key string) (int64, error) {
+	id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
+	return s.d.Store.fence(ctx, id)
+}
+
+var _ Seller = (*reentrant)(nil)
