@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/stock"
+)
+
+// config is the whole configuration, read from the environment. The
+// variable names are a contract (design.md): compose, the local fleet and
+// external checks rely on them.
+type config struct {
+	Addr        string        `env:"INVENTORY_ADDR" envDefault:":8080"`
+	Instance    string        `env:"INVENTORY_INSTANCE"` // default: the hostname
+	PostgresURL string        `env:"INVENTORY_POSTGRES_URL" envDefault:"postgres://postgres@127.0.0.1:5432/inventory?sslmode=disable"`
+	RedisURL    string        `env:"INVENTORY_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	Strategy    string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
+	AdminToken  string        `env:"INVENTORY_ADMIN_TOKEN"`
+	LockTTL     time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
+	LockWait    time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
+	WorkDelay   time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
+	Migrate     bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
+	MaxQuantity int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
+	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
+	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
+}
+
+// loadConfig reads and checks the configuration. Its errors are one line
+// naming the variable at fault.
+func loadConfig(getenv func(string) string) (config, error) {
+	var cfg config
+	params, err := env.GetFieldParams(&cfg)
+	if err != nil {
+		return cfg, err
+	}
+	environ := map[string]string{}
+	for _, p := range params {
+		if v := getenv(p.Key); v != "" {
+			environ[p.Key] = v
+		}
+	}
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
+		return cfg, fmt.Errorf("config: %s", describeEnvError(err))
+	}
+	if cfg.Instance == "" {
+		if cfg.Instance, err = os.Hostname(); err != nil || cfg.Instance == "" {
+			return cfg, fmt.Errorf("config: INVENTORY_INSTANCE is unset and the hostname is unknown")
+		}
+	}
+	return cfg, cfg.validate()
+}
+
+func (c config) validate() error {
+	bad := func(name, format string, args ...any) error {
+		return fmt.Errorf("config: %s: %s", name, fmt.Sprintf(format, args...))
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return bad("INVENTORY_ADDR", "want host:port such as :8080, got %q", c.Addr)
+	}
+	if _, err := pgxpool.ParseConfig(c.PostgresURL); err != nil {
+		return bad("INVENTORY_POSTGRES_URL", "%v", redactErr(err, c.PostgresURL))
+	}
+	if _, err := redis.ParseURL(c.RedisURL); err != nil {
+		return bad("INVENTORY_REDIS_URL", "%v", redactErr(err, c.RedisURL))
+	}
+	if _, err := stock.Lookup(c.Strategy); err != nil {
+		return bad("INVENTORY_STRATEGY", "%v", err)
+	}
+	if c.LockTTL < 10*time.Millisecond {
+		return bad("INVENTORY_LOCK_TTL", "must be at least 10ms, got %s", c.LockTTL)
+	}
+	if c.LockWait < 0 {
+		return bad("INVENTORY_LOCK_WAIT", "must not be negative, got %s", c.LockWait)
+	}
+	if c.WorkDelay < 0 || c.WorkDelay >= c.LockTTL {
+		return bad("INVENTORY_WORK_DELAY", "must be between 0 and the lock TTL (%s), got %s", c.LockTTL, c.WorkDelay)
+	}
+	if c.MaxQuantity < 1 {
+		return bad("INVENTORY_MAX_QUANTITY", "must be at least 1, got %d", c.MaxQuantity)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return bad("INVENTORY_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// LogValue prints the configuration with secrets masked.
+func (c config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.String("instance", c.Instance),
+		slog.String("postgres_url", redactURL(c.PostgresURL)),
+		slog.String("redis_url", redactURL(c.RedisURL)),
+		slog.String("strategy", c.Strategy),
+		slog.Bool("admin_enabled", c.AdminToken != ""),
+		slog.Duration("lock_ttl", c.LockTTL),
+		slog.Duration("lock_wait", c.LockWait),
+		slog.Duration("work_delay", c.WorkDelay),
+		slog.Bool("migrate", c.Migrate),
+		slog.Int64("max_quantity", c.MaxQuantity),
+	)
+}
+
+// describeEnvError names the variable at fault instead of the Go field.
+func describeEnvError(err error) string {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err.Error()
+	}
+	msgs := make([]string, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			msgs = append(msgs, fmt.Sprintf("%s: cannot parse as %s: %v", envName(pe.Name), pe.Type, unwrapAll(pe.Err)))
+			continue
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func envName(field string) string {
+	if f, ok := reflect.TypeFor[config]().FieldByName(field); ok {
+		return f.Tag.Get("env")
+	}
+	return field
+}
+
+func unwrapAll(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+// redactURL hides a password in a connection URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// redactErr keeps a URL's password out of an error message.
+func redactErr(err error, raw string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"inventory/internal/localstack"
+	"inventory/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func envFrom(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
+	for _, tc := range []struct {
+		key, value, want string
+	}{
+		{"INVENTORY_LOCK_TTL", "abc", "INVENTORY_LOCK_TTL"},
+		{"INVENTORY_LOCK_TTL", "1ms", "INVENTORY_LOCK_TTL: must be at least 10ms"},
+		{"INVENTORY_LOCK_WAIT", "-1s", "INVENTORY_LOCK_WAIT"},
+		{"INVENTORY_WORK_DELAY", "-5ms", "INVENTORY_WORK_DELAY"},
+		{"INVENTORY_WORK_DELAY", "31s", "INVENTORY_WORK_DELAY"},
+		{"INVENTORY_STRATEGY", "magic", `INVENTORY_STRATEGY: unknown strategy "magic" (want one of none, local, redis`},
+		{"INVENTORY_ADDR", "8080", "INVENTORY_ADDR"},
+		{"INVENTORY_MIGRATE", "maybe", "INVENTORY_MIGRATE"},
+		{"INVENTORY_MAX_QUANTITY", "0", "INVENTORY_MAX_QUANTITY"},
+		{"INVENTORY_MAX_QUANTITY", "ten", "INVENTORY_MAX_QUANTITY"},
+		{"INVENTORY_POSTGRES_URL", "postgres://u:hunter2@[::1", "INVENTORY_POSTGRES_URL"},
+		{"INVENTORY_REDIS_URL", "http://127.0.0.1:6379", "INVENTORY_REDIS_URL"},
+		{"INVENTORY_LOG_LEVEL", "loud", "INVENTORY_LOG_LEVEL"},
+	} {
+		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
+		var stderr bytes.Buffer
+		err := run(context.Background(), nil, envFrom(env), io.Discard, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("run with %s=%q = %v, want one line containing %q", tc.key, tc.value, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("run with %s=%q leaks the password: %v", tc.key, tc.value, err)
+		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"help"}, envFrom(nil), &out, io.Discard); err != nil || !strings.Contains(out.String(), "usage: inventory") {
+		t.Errorf("run(help) = %v, output %q; want the usage", err, out.String())
+	}
+	if err := run(context.Background(), []string{"frobnicate"}, envFrom(nil), io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
+		t.Errorf("run(frobnicate) = %v, want unknown command", err)
+	}
+	if err := run(context.Background(), []string{"serve", "extra"}, envFrom(nil), io.Discard, io.Discard); err == nil {
+		t.Errorf("run(serve extra) = nil, want an error")
+	}
+}
+
+// startService runs the real service through run on a free port and returns
+// its base URL and a stop function that returns run's error.
+func startService(t *testing.T, extra map[string]string) (string, func() error) {
+	t.Helper()
+	port, err := localstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"INVENTORY_ADDR":         "127.0.0.1:" + itoa(port),
+		"INVENTORY_INSTANCE":     "e2e-1",
+		"INVENTORY_POSTGRES_URL": testenv.PostgresURL(t),
+		"INVENTORY_REDIS_URL":    testenv.RedisURL(t),
+		"INVENTORY_ADMIN_TOKEN":  "tok",
+		"INVENTORY_STRATEGY":     "reentrant",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var logs syncBuffer
+	go func() { done <- run(ctx, nil, envFrom(env), io.Discard, &logs) }()
+	base := "http://127.0.0.1:" + itoa(port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run exited before ready: %v\nlogs:\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("service not ready in 30s\nlogs:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run did not return 30s after cancel\nlogs:\n%s", logs.String())
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return base, stop
+}
+
+func TestEndToEndThroughRun(t *testing.T) {
+	base, stop := startService(t, nil)
+	call := func(method, path, body string, wantStatus int) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		raw, _ := io.ReadAll(resp.Body)
+		_ = json.Unmarshal(raw, &out)
+		if resp.StatusCode != wantStatus {
+			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, raw, wantStatus)
+		}
+		if resp.Header.Get("X-Instance") != "e2e-1" {
+			t.Errorf("%s %s: X-Instance = %q, want e2e-1", method, path, resp.Header.Get("X-Instance"))
+		}
+		return out
+	}
+	call("PUT", "/products/sku-e2e", `{"quantity":2,"name":"e2e"}`, 201)
+	sale := call("POST", "/sale", `{"product_id":"sku-e2e","quantity":1}`, 200)
+	if sale["strategy"] != "reentrant" || sale["remaining"] != float64(1) {
+		t.Errorf("sale = %v, want strategy reentrant (the configured default) and remaining 1", sale)
+	}
+	call("POST", "/sale?strategy=atomic", `{"product_id":"sku-e2e","quantity":2}`, 409)
+	p := call("GET", "/products/sku-e2e", "", 200)
+	if p["quantity"] != float64(1) || p["sold"] != float64(1) || p["sales"] != float64(1) {
+		t.Errorf("product = %v, want quantity 1, sold 1, sales 1", p)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run after cancel = %v, want nil", err)
+	}
+}
+
+func TestShutdownDrainsInFlightSales(t *testing.T) {
+	base, stop := startService(t, map[string]string{"INVENTORY_WORK_DELAY": "700ms", "INVENTORY_STRATEGY": "forupdate"})
+	put, _ := http.NewRequest("PUT", base+"/products/sku-drain", strings.NewReader(`{"quantity":10}`))
+	put.Header.Set("Content-Type", "application/json")
+	put.Header.Set("Authorization", "Bearer tok")
+	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("PUT product: %v %v", resp, err)
+	}
+	var wg sync.WaitGroup
+	status := make(chan int, 1)
+	wg.Go(func() {
+		resp, err := http.Post(base+"/sale", "application/json", strings.NewReader(`{"product_id":"sku-drain","quantity":1}`))
+		if err != nil {
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	})
+	time.Sleep(200 * time.Millisecond) // the sale is now inside its 700ms of work
+	if err := stop(); err != nil {
+		t.Errorf("run after cancel = %v, want nil", err)
+	}
+	wg.Wait()
+	if got := <-status; got != 200 {
+		t.Errorf("in-flight sale during shutdown answered %d, want 200 (drained, not cut off)", got)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Errorf("server still answers after shutdown")
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// syncBuffer collects the service's logs from its goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

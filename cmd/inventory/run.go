@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/api"
+	"inventory/internal/lock"
+	"inventory/internal/metrics"
+	"inventory/internal/settings"
+	"inventory/internal/stock"
+	"inventory/migrations"
+)
+
+const usage = `usage: inventory [command]
+
+commands:
+  serve              serve the HTTP API (the default)
+  migrate            apply database migrations and exit
+  healthcheck [URL]  exit 0 if URL (default http://127.0.0.1:PORT/readyz) answers 200
+  help               show this text
+
+Configuration comes from INVENTORY_* environment variables; see README.md.
+`
+
+// defaultPoolSize is the Postgres pool size unless the URL sets pool_max_conns.
+const defaultPoolSize = 16
+
+// run is the whole program; main only reports its error.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	command := "serve"
+	if len(args) > 0 {
+		command, args = args[0], args[1:]
+	}
+	switch command {
+	case "serve", "migrate":
+		if len(args) > 0 {
+			return fmt.Errorf("%s takes no arguments, got %q", command, args)
+		}
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return err
+		}
+		log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("instance", cfg.Instance)
+		if command == "migrate" {
+			return migrate(ctx, cfg, log)
+		}
+		return serve(ctx, cfg, log)
+	case "healthcheck":
+		return healthcheck(ctx, args, getenv)
+	case "help", "-h", "-help", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	default:
+		return fmt.Errorf("unknown command %q (want serve, migrate, healthcheck or help)", command)
+	}
+}
+
+// serve runs the HTTP API until ctx ends, then drains in-flight requests
+// before closing Redis and Postgres.
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	pool, rdb, err := connect(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	defer rdb.Close()
+
+	if cfg.Migrate {
+		if err := applyMigrations(ctx, pool); err != nil {
+			return err
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	metrics.RegisterPools(reg, pool, rdb)
+
+	store := stock.NewStore(pool)
+	deps := stock.Deps{
+		Store:      store,
+		Redis:      rdb,
+		Instance:   cfg.Instance,
+		Lock:       lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m},
+		WorkDelay:  cfg.WorkDelay,
+		OnConflict: m.OptimisticConflict,
+	}
+	sellers := make(map[string]stock.Seller)
+	for _, name := range stock.Names() {
+		if sellers[name], err = stock.New(name, deps); err != nil {
+			return err
+		}
+	}
+	defaultStrategy := settings.NewStrategy(rdb, func(name string) error { _, err := stock.Lookup(name); return err }, 0)
+	if err := defaultStrategy.Init(ctx, cfg.Strategy); err != nil {
+		return err
+	}
+
+	handler, err := api.NewServer(api.Config{
+		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
+		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
+		Logger: log, Metrics: m, Gatherer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      cfg.LockWait + 20*time.Second, // a sale may wait LockWait for its lock, then commit
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "config", cfg)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		return fmt.Errorf("drain in-flight requests: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// connect opens the Postgres pool and the Redis client, waiting a while for
+// either to come up (containers and replicas often start together).
+func connect(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, *redis.Client, error) {
+	pgCfg, err := pgxpool.ParseConfig(cfg.PostgresURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("INVENTORY_POSTGRES_URL: %w", err)
+	}
+	if !strings.Contains(cfg.PostgresURL, "pool_max_conns") {
+		pgCfg.MaxConns = defaultPoolSize
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pgCfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	redisOpts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("INVENTORY_REDIS_URL: %w", err)
+	}
+	rdb := redis.NewClient(redisOpts)
+
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		pgErr := pool.Ping(waitCtx)
+		redisErr := rdb.Ping(waitCtx).Err()
+		if pgErr == nil && redisErr == nil {
+			return pool, rdb, nil
+		}
+		log.Warn("waiting for backends", "postgres_err", pgErr, "redis_err", redisErr)
+		select {
+		case <-waitCtx.Done():
+			pool.Close()
+			_ = rdb.Close()
+			return nil, nil, fmt.Errorf("backends not reachable (postgres: %v; redis: %v)", pgErr, redisErr)
+		case <-time.After(delay):
+		}
+	}
+}
+
+func applyMigrations(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := migrations.Up(ctx, db); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
+	pool, rdb, err := connect(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	defer rdb.Close()
+	if err := applyMigrations(ctx, pool); err != nil {
+		return err
+	}
+	log.Info("migrations applied")
+	return nil
+}
+
+// healthcheck probes the readiness endpoint, for container health checks in
+// images that have no curl.
+func healthcheck(ctx context.Context, args []string, getenv func(string) string) error {
+	target := ""
+	switch len(args) {
+	case 0:
+		addr := getenv("INVENTORY_ADDR")
+		if addr == "" {
+			addr = ":8080"
+		}
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("healthcheck: INVENTORY_ADDR %q: %w", addr, err)
+		}
+		target = "http://127.0.0.1:" + port + "/readyz"
+	case 1:
+		target = args[0]
+	default:
+		return errors.New("healthcheck takes at most one URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", target, resp.Status)
+	}
+	return nil
+}

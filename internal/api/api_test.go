@@ -1,0 +1,422 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
+	"inventory/internal/metrics"
+	"inventory/internal/settings"
+	"inventory/internal/stock"
+	"inventory/internal/testenv"
+	"inventory/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const adminToken = "s3cret-token"
+
+// fixture is one API server on real Postgres and Redis.
+type fixture struct {
+	t     *testing.T
+	url   string
+	store *stock.Store
+	rdb   *redis.Client
+}
+
+func newFixture(t *testing.T, adminToken string) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatalf("migrations.Up: %v", err)
+	}
+	_ = db.Close()
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	metrics.RegisterPools(reg, pool, rdb)
+	store := stock.NewStore(pool)
+	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-1",
+		Lock: lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}}
+	sellers := map[string]stock.Seller{}
+	for _, name := range stock.Names() {
+		if sellers[name], err = stock.New(name, deps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	def := settings.NewStrategy(rdb, func(n string) error { _, err := stock.Lookup(n); return err }, time.Millisecond)
+	if err := def.Init(ctx, stock.Atomic); err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewServer(Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-1",
+		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg})
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &fixture{t: t, url: srv.URL, store: store, rdb: rdb}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (f *fixture) do(method, path, contentType, body string, header ...string) response {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func (f *fixture) restock(id string, quantity int64) {
+	f.t.Helper()
+	if _, err := stock.Restock(context.Background(), f.store, f.rdb, id, "", quantity); err != nil {
+		f.t.Fatalf("Restock(%s, %d): %v", id, quantity, err)
+	}
+}
+
+func (f *fixture) product(id string) stock.Product {
+	f.t.Helper()
+	p, err := f.store.Product(context.Background(), id)
+	if err != nil {
+		f.t.Fatalf("Product(%s): %v", id, err)
+	}
+	return p
+}
+
+const jsonType = "application/json"
+
+func TestBadSaleRequestsAreRefusedAndChangeNothing(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-1", 5)
+	before := f.product("sku-1")
+
+	cases := []struct {
+		name, path, contentType, body string
+		header                        []string
+		status                        int
+		problem                       string
+	}{
+		{"broken JSON", "/sale", jsonType, `{"product_id":"sku-1",`, nil, 400, "malformed-request"},
+		{"trailing data", "/sale", jsonType, `{"product_id":"sku-1","quantity":1} x`, nil, 400, "malformed-request"},
+		{"two objects", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}{"product_id":"sku-1","quantity":1}`, nil, 400, "malformed-request"},
+		{"unknown field", "/sale", jsonType, `{"product_id":"sku-1","quantity":1,"price":0}`, nil, 400, "malformed-request"},
+		{"missing product_id", "/sale", jsonType, `{"quantity":1}`, nil, 400, "malformed-request"},
+		{"missing quantity", "/sale", jsonType, `{"product_id":"sku-1"}`, nil, 400, "malformed-request"},
+		{"null quantity", "/sale", jsonType, `{"product_id":"sku-1","quantity":null}`, nil, 400, "malformed-request"},
+		{"empty body", "/sale", jsonType, ``, nil, 400, "malformed-request"},
+		{"array body", "/sale", jsonType, `[]`, nil, 400, "malformed-request"},
+		{"zero quantity", "/sale", jsonType, `{"product_id":"sku-1","quantity":0}`, nil, 400, "bad-quantity"},
+		{"negative quantity", "/sale", jsonType, `{"product_id":"sku-1","quantity":-1}`, nil, 400, "bad-quantity"},
+		{"fractional quantity", "/sale", jsonType, `{"product_id":"sku-1","quantity":1.5}`, nil, 400, "malformed-request"},
+		{"string quantity", "/sale", jsonType, `{"product_id":"sku-1","quantity":"1"}`, nil, 400, "malformed-request"},
+		{"huge quantity", "/sale", jsonType, `{"product_id":"sku-1","quantity":1e30}`, nil, 400, "malformed-request"},
+		{"above the per-order max", "/sale", jsonType, `{"product_id":"sku-1","quantity":11}`, nil, 400, "bad-quantity"},
+		{"empty product id", "/sale", jsonType, `{"product_id":"","quantity":1}`, nil, 400, "bad-product-id"},
+		{"overlong product id", "/sale", jsonType, `{"product_id":"` + strings.Repeat("a", 65) + `","quantity":1}`, nil, 400, "bad-product-id"},
+		{"product id with a space", "/sale", jsonType, `{"product_id":"sku 1","quantity":1}`, nil, 400, "bad-product-id"},
+		{"product id with a slash", "/sale", jsonType, `{"product_id":"../sku-1","quantity":1}`, nil, 400, "bad-product-id"},
+		{"product id with a brace", "/sale", jsonType, `{"product_id":"sku}{1","quantity":1}`, nil, 400, "bad-product-id"},
+		{"non-ASCII product id", "/sale", jsonType, `{"product_id":"skü-1","quantity":1}`, nil, 400, "bad-product-id"},
+		{"unknown product", "/sale", jsonType, `{"product_id":"sku-404","quantity":1}`, nil, 404, "product-not-found"},
+		{"unknown strategy", "/sale?strategy=magic", jsonType, `{"product_id":"sku-1","quantity":1}`, nil, 400, "unknown-strategy"},
+		{"strategy given twice", "/sale?strategy=atomic&strategy=none", jsonType, `{"product_id":"sku-1","quantity":1}`, nil, 400, "malformed-request"},
+		{"text content type", "/sale", "text/plain", `{"product_id":"sku-1","quantity":1}`, nil, 415, "unsupported-media-type"},
+		{"no content type", "/sale", "", `{"product_id":"sku-1","quantity":1}`, nil, 415, "unsupported-media-type"},
+		{"oversized body", "/sale", jsonType, `{"product_id":"sku-1","quantity":1,"pad":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "body-too-large"},
+		{"overlong idempotency key", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "malformed-request"},
+		{"idempotency key with a space", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`, []string{"Idempotency-Key", "a b"}, 400, "malformed-request"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.do("POST", tc.path, tc.contentType, tc.body, tc.header...)
+			if r.status != tc.status || r.body["type"] != problemTypePrefix+tc.problem {
+				t.Fatalf("POST %s %s = %d %v, want %d %s", tc.path, tc.body, r.status, r.raw, tc.status, tc.problem)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("Content-Type = %q, want application/problem+json", ct)
+			}
+			if r.body["detail"] == "" || r.body["status"] != float64(tc.status) {
+				t.Errorf("problem body %s lacks detail or status", r.raw)
+			}
+		})
+	}
+	after := f.product("sku-1")
+	if after != before {
+		t.Errorf("bad requests changed the product: before %+v, after %+v", before, after)
+	}
+}
+
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	f := newFixture(t, adminToken)
+	r := f.do("GET", "/sale", "", "")
+	if r.status != 405 || r.header.Get("Allow") != "POST" || r.body["type"] != problemTypePrefix+"method-not-allowed" {
+		t.Errorf("GET /sale = %d Allow=%q %s, want 405 Allow=POST method-not-allowed", r.status, r.header.Get("Allow"), r.raw)
+	}
+	r = f.do("DELETE", "/products/sku-1", "", "")
+	if r.status != 405 || !strings.Contains(r.header.Get("Allow"), "PUT") {
+		t.Errorf("DELETE /products/sku-1 = %d Allow=%q, want 405 listing PUT", r.status, r.header.Get("Allow"))
+	}
+	if r := f.do("GET", "/nope", "", ""); r.status != 404 || r.body["type"] != problemTypePrefix+"not-found" {
+		t.Errorf("GET /nope = %d %s, want 404 not-found", r.status, r.raw)
+	}
+}
+
+func TestSaleSellsAndSaysWhoSold(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-1", 3)
+	for _, strategy := range stock.Names() {
+		f.restock("sku-1", 3)
+		r := f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`, "X-Request-ID", "req-"+strategy)
+		if r.status != 200 {
+			t.Fatalf("POST /sale?strategy=%s = %d %s, want 200", strategy, r.status, r.raw)
+		}
+		want := map[string]any{"product_id": "sku-1", "quantity": float64(2), "remaining": float64(1), "strategy": strategy, "instance": "test-1"}
+		for k, v := range want {
+			if r.body[k] != v {
+				t.Errorf("POST /sale?strategy=%s: %s = %v, want %v (body %s)", strategy, k, r.body[k], v, r.raw)
+			}
+		}
+		if id, _ := r.body["sale_id"].(float64); id <= 0 {
+			t.Errorf("POST /sale?strategy=%s: sale_id = %v, want a positive id", strategy, r.body["sale_id"])
+		}
+		if got := r.header.Get("X-Instance"); got != "test-1" {
+			t.Errorf("X-Instance = %q, want test-1", got)
+		}
+		if got := r.header.Get("X-Request-ID"); got != "req-"+strategy {
+			t.Errorf("X-Request-ID = %q, want the incoming req-%s", got, strategy)
+		}
+		r = f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`)
+		if r.status != 409 || r.body["type"] != problemTypePrefix+"sold-out" {
+			t.Errorf("POST /sale?strategy=%s with 1 left, buying 2 = %d %s, want 409 sold-out", strategy, r.status, r.raw)
+		}
+	}
+}
+
+func TestIdempotencyKeyReplaysTheOriginalSale(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-1", 10)
+	first := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":2}`, "Idempotency-Key", "order-42")
+	again := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":2}`, "Idempotency-Key", "order-42")
+	if first.status != 200 || again.status != 200 || first.body["sale_id"] != again.body["sale_id"] {
+		t.Fatalf("two POSTs with one key = %d %s and %d %s, want 200 with the same sale_id", first.status, first.raw, again.status, again.raw)
+	}
+	if again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay lacks Idempotent-Replayed: true")
+	}
+	if p := f.product("sku-1"); p.Quantity != 8 || p.Sales != 1 {
+		t.Errorf("after a sale and its replay: quantity %d, ledger rows %d; want 8 and 1", p.Quantity, p.Sales)
+	}
+	other := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":3}`, "Idempotency-Key", "order-42")
+	if other.status != 422 || other.body["type"] != problemTypePrefix+"idempotency-key-reused" {
+		t.Errorf("same key, other quantity = %d %s, want 422 idempotency-key-reused", other.status, other.raw)
+	}
+	if p := f.product("sku-1"); p.Quantity != 8 {
+		t.Errorf("the refused reuse changed stock to %d, want 8", p.Quantity)
+	}
+}
+
+func TestLockWaitTimeoutIs503WithRetryAfter(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-1", 10)
+	// Someone else holds the product's lock for longer than the 200ms wait.
+	if err := f.rdb.Set(context.Background(), "lock:{sku-1}", "someone-else", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := f.do("POST", "/sale?strategy=redis", jsonType, `{"product_id":"sku-1","quantity":1}`)
+	if r.status != 503 || r.header.Get("Retry-After") == "" || r.body["type"] != problemTypePrefix+"lock-timeout" {
+		t.Errorf("POST /sale?strategy=redis with the lock held elsewhere = %d Retry-After=%q %s, want 503 lock-timeout with Retry-After",
+			r.status, r.header.Get("Retry-After"), r.raw)
+	}
+	if p := f.product("sku-1"); p.Quantity != 10 {
+		t.Errorf("a timed-out sale changed stock to %d, want 10", p.Quantity)
+	}
+}
+
+func TestProducts(t *testing.T) {
+	f := newFixture(t, adminToken)
+	auth := []string{"Authorization", "Bearer " + adminToken}
+
+	r := f.do("PUT", "/products/sku-9", jsonType, `{"quantity":7,"name":"Hot thing"}`, auth...)
+	if r.status != 201 || r.header.Get("Location") != "/products/sku-9" {
+		t.Fatalf("PUT new product = %d Location=%q %s, want 201 with Location", r.status, r.header.Get("Location"), r.raw)
+	}
+	f.do("POST", "/sale", jsonType, `{"product_id":"sku-9","quantity":3}`)
+	r = f.do("GET", "/products/sku-9", "", "")
+	want := map[string]any{"product_id": "sku-9", "name": "Hot thing", "quantity": float64(4), "initial": float64(7), "sold": float64(3), "sales": float64(1), "round": float64(1)}
+	for k, v := range want {
+		if r.body[k] != v {
+			t.Errorf("GET /products/sku-9: %s = %v, want %v (%s)", k, r.body[k], v, r.raw)
+		}
+	}
+	r = f.do("PUT", "/products/sku-9", jsonType, `{"quantity":100}`, auth...)
+	if r.status != 200 || r.body["round"] != float64(2) || r.body["sold"] != float64(0) || r.body["name"] != "Hot thing" || r.body["quantity"] != float64(100) {
+		t.Errorf("restock = %d %s, want 200, round 2, sold 0, name kept, quantity 100", r.status, r.raw)
+	}
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		header                   []string
+		status                   int
+		problem                  string
+	}{
+		{"unknown product", "GET", "/products/sku-404", "", nil, 404, "product-not-found"},
+		{"bad id", "GET", "/products/sku%20x", "", nil, 400, "bad-product-id"},
+		{"no token", "PUT", "/products/sku-9", `{"quantity":1}`, nil, 401, "unauthorized"},
+		{"wrong token", "PUT", "/products/sku-9", `{"quantity":1}`, []string{"Authorization", "Bearer nope"}, 401, "unauthorized"},
+		{"basic auth", "PUT", "/products/sku-9", `{"quantity":1}`, []string{"Authorization", "Basic " + adminToken}, 401, "unauthorized"},
+		{"negative restock", "PUT", "/products/sku-9", `{"quantity":-1}`, auth, 400, "bad-quantity"},
+		{"restock without quantity", "PUT", "/products/sku-9", `{"name":"x"}`, auth, 400, "malformed-request"},
+		{"restock bad id", "PUT", "/products/a%2Fb", `{"quantity":1}`, auth, 400, "bad-product-id"},
+	} {
+		r := f.do(tc.method, tc.path, jsonType, tc.body, tc.header...)
+		if r.status != tc.status || r.body["type"] != problemTypePrefix+tc.problem {
+			t.Errorf("%s: %s %s = %d %s, want %d %s", tc.name, tc.method, tc.path, r.status, r.raw, tc.status, tc.problem)
+		}
+	}
+	if r := f.do("PUT", "/products/sku-9", jsonType, `{"quantity":1}`); r.header.Get("WWW-Authenticate") == "" {
+		t.Errorf("401 without WWW-Authenticate")
+	}
+	if p := f.product("sku-9"); p.Quantity != 100 || p.Round != 2 {
+		t.Errorf("refused admin calls changed the product: %+v", p)
+	}
+}
+
+func TestAdminCallsRefusedWithoutAConfiguredToken(t *testing.T) {
+	f := newFixture(t, "")
+	for _, call := range [][2]string{{"/products/sku-1", `{"quantity":5}`}, {"/strategy", `{"strategy":"none"}`}} {
+		r := f.do("PUT", call[0], jsonType, call[1], "Authorization", "Bearer ")
+		if r.status != 403 || r.body["type"] != problemTypePrefix+"admin-disabled" {
+			t.Errorf("PUT %s with no admin token configured = %d %s, want 403 admin-disabled", call[0], r.status, r.raw)
+		}
+	}
+}
+
+func TestStrategies(t *testing.T) {
+	f := newFixture(t, adminToken)
+	r := f.do("GET", "/strategies", "", "")
+	var list []strategyInfo
+	if err := json.Unmarshal([]byte(r.raw), &list); err != nil || len(list) != len(stock.Names()) {
+		t.Fatalf("GET /strategies = %s (%v), want %d strategies", r.raw, err, len(stock.Names()))
+	}
+	for _, s := range list {
+		wantSafe := s.Name != stock.None && s.Name != stock.Local
+		if s.Safe != wantSafe || s.Description == "" {
+			t.Errorf("strategy %s: safe=%v description=%q, want safe=%v and a description", s.Name, s.Safe, s.Description, wantSafe)
+		}
+	}
+
+	auth := []string{"Authorization", "Bearer " + adminToken}
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Atomic {
+		t.Errorf("GET /strategy = %s, want atomic", r.raw)
+	}
+	if r := f.do("PUT", "/strategy", jsonType, `{"strategy":"optimistic"}`, auth...); r.status != 200 {
+		t.Fatalf("PUT /strategy optimistic = %d %s", r.status, r.raw)
+	}
+	f.restock("sku-1", 5)
+	time.Sleep(5 * time.Millisecond) // the fixture's refresh interval is 1ms
+	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`); r.body["strategy"] != stock.Optimistic {
+		t.Errorf("sale after switching the default = %s, want strategy optimistic", r.raw)
+	}
+	for body, problem := range map[string]string{`{"strategy":"magic"}`: "unknown-strategy", `{}`: "malformed-request", `{"strategy":1}`: "malformed-request"} {
+		if r := f.do("PUT", "/strategy", jsonType, body, auth...); r.status != 400 || r.body["type"] != problemTypePrefix+problem {
+			t.Errorf("PUT /strategy %s = %d %s, want 400 %s", body, r.status, r.raw, problem)
+		}
+	}
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Optimistic {
+		t.Errorf("refused switches changed the default: %s", r.raw)
+	}
+}
+
+func TestHealthReadinessAndMetrics(t *testing.T) {
+	f := newFixture(t, adminToken)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := f.do("GET", path, "", ""); r.status != 200 || r.body["instance"] != "test-1" {
+			t.Errorf("GET %s = %d %s, want 200 naming the instance", path, r.status, r.raw)
+		}
+	}
+	f.restock("sku-1", 1)
+	f.do("POST", "/sale?strategy=lua", jsonType, `{"product_id":"sku-1","quantity":1}`)
+	r := f.do("GET", "/metrics", "", "")
+	for _, want := range []string{
+		`inventory_sales_total{result="ok",strategy="lua"} 1`,
+		`inventory_sale_duration_seconds_bucket{result="ok",strategy="lua",le="0.0001"}`,
+		`inventory_http_requests_total{code="200",method="POST",route="/sale"} 1`,
+		"inventory_pg_pool_max_conns", "go_goroutines",
+	} {
+		if !strings.Contains(r.raw, want) {
+			t.Errorf("GET /metrics lacks %q", want)
+		}
+	}
+}
+
+func TestReadinessFailsWhenRedisIsDown(t *testing.T) {
+	f := newFixture(t, adminToken)
+	srv := testenv.RedisServer(t)
+	down := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	_ = srv.Stop()
+	s := &server{Config: Config{Store: f.store, Redis: down}}
+	err := s.ready(context.Background())
+	if k := classify(err); k.status != 503 {
+		t.Errorf("ready() with Redis down = %v (%d), want a 503 error", err, k.status)
+	}
+}
+
+func TestClassifyMapsEverySentinel(t *testing.T) {
+	for err, want := range map[error]int{
+		stock.ErrNotFound: 404, stock.ErrSoldOut: 409, stock.ErrBadProductID: 400, stock.ErrBadQuantity: 400,
+		stock.ErrLockTimeout: 503, stock.ErrContention: 503, stock.ErrLockLost: 503, stock.ErrUnavailable: 503,
+		stock.ErrIdempotencyConflict: 422, stock.ErrUnknownStrategy: 400, context.DeadlineExceeded: 503,
+		fmt.Errorf("wrapped: %w", stock.ErrSoldOut): 409, fmt.Errorf("anything else"): 500,
+	} {
+		if got := classify(err).status; got != want {
+			t.Errorf("classify(%v) = %d, want %d", err, got, want)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// maxBodyBytes bounds every request body; our bodies are a few dozen bytes.
+const maxBodyBytes = 4 << 10
+
+// decodeJSON reads exactly one JSON object into dst: the content type must be
+// JSON, unknown fields and trailing data are refused, and the body is capped
+// at maxBodyBytes.
+func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "application/json" {
+		return fmt.Errorf("%w: Content-Type must be application/json, got %q", errUnsupportedMedia, r.Header.Get("Content-Type"))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		if tooLarge := decodeError(err); errors.Is(tooLarge, errTooLarge) {
+			return tooLarge
+		}
+		return fmt.Errorf("%w: unexpected data after the JSON object", errMalformed)
+	}
+	return nil
+}
+
+// decodeError turns a json or body-size error into a client-readable one.
+func decodeError(err error) error {
+	var (
+		maxBytes  *http.MaxBytesError
+		syntax    *json.SyntaxError
+		typeError *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &maxBytes):
+		return fmt.Errorf("%w: at most %d bytes", errTooLarge, maxBytes.Limit)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: empty body, want a JSON object", errMalformed)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: truncated JSON", errMalformed)
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%w: invalid JSON at byte %d: %v", errMalformed, syntax.Offset, err)
+	case errors.As(err, &typeError):
+		if typeError.Field == "" {
+			return fmt.Errorf("%w: want a JSON object, got %s", errMalformed, typeError.Value)
+		}
+		return fmt.Errorf("%w: field %q must be %s, got %s", errMalformed, typeError.Field, jsonKind(typeError.Type.Kind().String()), typeError.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// encoding/json has no typed error for this one.
+		return fmt.Errorf("%w: %s", errMalformed, strings.TrimPrefix(err.Error(), "json: "))
+	default:
+		return fmt.Errorf("%w: %v", errMalformed, err)
+	}
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a whole number within range"
+	case "string":
+		return "a string"
+	default:
+		return "a " + goKind
+	}
+}

@@ -1,0 +1,270 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"inventory/internal/stock"
+)
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 255
+
+// maxRestock bounds a restock so that sums over the ledger stay far from overflow.
+const maxRestock = 1_000_000_000_000
+
+type saleRequest struct {
+	ProductID *string `json:"product_id"`
+	Quantity  *int64  `json:"quantity"`
+}
+
+type saleResponse struct {
+	SaleID    int64  `json:"sale_id"`
+	ProductID string `json:"product_id"`
+	Quantity  int64  `json:"quantity"`
+	Remaining int64  `json:"remaining"`
+	Strategy  string `json:"strategy"`
+	Instance  string `json:"instance"`
+}
+
+func (s *server) handleSale(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	order, strategy, err := s.readSale(w, r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	sale, err := s.Sellers[strategy].Sell(r.Context(), order)
+	result := classify(err).slug
+	if err == nil && sale.Replayed {
+		result = "replayed"
+	}
+	s.Metrics.Sale(strategy, result, time.Since(start))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if sale.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, http.StatusOK, saleResponse{
+		SaleID:    sale.ID,
+		ProductID: sale.ProductID,
+		Quantity:  sale.Quantity,
+		Remaining: sale.Remaining,
+		Strategy:  sale.Strategy,
+		Instance:  sale.Instance,
+	})
+}
+
+// readSale validates everything about a sale request before any backend is touched.
+func (s *server) readSale(w http.ResponseWriter, r *http.Request) (stock.Order, string, error) {
+	strategy, err := s.strategyFor(r)
+	if err != nil {
+		return stock.Order{}, "", err
+	}
+	var req saleRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return stock.Order{}, "", err
+	}
+	switch {
+	case req.ProductID == nil:
+		return stock.Order{}, "", fmt.Errorf("%w: product_id is required", errMalformed)
+	case req.Quantity == nil:
+		return stock.Order{}, "", fmt.Errorf("%w: quantity is required", errMalformed)
+	}
+	if err := stock.ValidateProductID(*req.ProductID); err != nil {
+		return stock.Order{}, "", err
+	}
+	if q := *req.Quantity; q < 1 || q > s.MaxQuantity {
+		return stock.Order{}, "", fmt.Errorf("%w: quantity must be between 1 and %d, got %d", stock.ErrBadQuantity, s.MaxQuantity, q)
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return stock.Order{}, "", err
+	}
+	return stock.Order{ProductID: *req.ProductID, Quantity: *req.Quantity, IdempotencyKey: key}, strategy, nil
+}
+
+// strategyFor is the ?strategy= of the request, or else the fleet default.
+func (s *server) strategyFor(r *http.Request) (string, error) {
+	values, named := r.URL.Query()["strategy"]
+	if named {
+		if len(values) != 1 {
+			return "", fmt.Errorf("%w: give ?strategy= once, got %d values", errMalformed, len(values))
+		}
+		if _, err := stock.Lookup(values[0]); err != nil {
+			return "", err
+		}
+		return values[0], nil
+	}
+	name, err := s.Default.Get(r.Context())
+	if name == "" {
+		return "", fmt.Errorf("%w: no default strategy: %v", stock.ErrUnavailable, err)
+	}
+	if err != nil {
+		s.log.WarnContext(r.Context(), "using the last known default strategy", "strategy", name, "err", err)
+	}
+	return name, nil
+}
+
+// idempotencyKey is the optional Idempotency-Key header: 1–255 visible ASCII characters.
+func idempotencyKey(r *http.Request) (string, error) {
+	values := r.Header.Values("Idempotency-Key")
+	switch {
+	case len(values) == 0:
+		return "", nil
+	case len(values) > 1:
+		return "", fmt.Errorf("%w: Idempotency-Key given %d times", errMalformed, len(values))
+	}
+	key := values[0]
+	if len(key) == 0 || len(key) > maxIdempotencyKey {
+		return "", fmt.Errorf("%w: Idempotency-Key must be 1-%d characters, got %d", errMalformed, maxIdempotencyKey, len(key))
+	}
+	for _, c := range []byte(key) {
+		if c < 0x21 || c > 0x7e {
+			return "", fmt.Errorf("%w: Idempotency-Key must be visible ASCII characters", errMalformed)
+		}
+	}
+	return key, nil
+}
+
+type productResponse struct {
+	ProductID string `json:"product_id"`
+	Name      string `json:"name"`
+	Quantity  int64  `json:"quantity"`
+	Initial   int64  `json:"initial"`
+	Sold      int64  `json:"sold"`
+	Sales     int64  `json:"sales"`
+	Round     int    `json:"round"`
+	Version   int64  `json:"version"`
+}
+
+func toProductResponse(p stock.Product) productResponse {
+	return productResponse{p.ID, p.Name, p.Quantity, p.Initial, p.Sold, p.Sales, p.Round, p.Version}
+}
+
+func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if err := stock.ValidateProductID(id); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	p, err := s.Store.Product(r.Context(), id)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toProductResponse(p))
+}
+
+type restockRequest struct {
+	Quantity *int64 `json:"quantity"`
+	Name     string `json:"name"`
+}
+
+// handlePutProduct creates a product (201) or restocks it (200), starting a new round.
+func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if err := stock.ValidateProductID(id); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	var req restockRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	switch {
+	case req.Quantity == nil:
+		s.writeProblem(w, r, fmt.Errorf("%w: quantity is required", errMalformed))
+		return
+	case *req.Quantity < 0 || *req.Quantity > maxRestock:
+		s.writeProblem(w, r, fmt.Errorf("%w: quantity must be between 0 and %d, got %d", stock.ErrBadQuantity, int64(maxRestock), *req.Quantity))
+		return
+	case len(req.Name) > 200:
+		s.writeProblem(w, r, fmt.Errorf("%w: name must be at most 200 bytes", errMalformed))
+		return
+	}
+	p, err := stock.Restock(r.Context(), s.Store, s.Redis, id, req.Name, *req.Quantity)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "restocked", "product_id", id, "quantity", p.Quantity, "round", p.Round, "request_id", requestID(r))
+	status := http.StatusOK
+	if p.Round == 1 { // a product's first round is its creation
+		status = http.StatusCreated
+		w.Header().Set("Location", "/products/"+id)
+	}
+	writeJSON(w, status, toProductResponse(p))
+}
+
+type strategyInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Safe        bool   `json:"safe"`
+}
+
+func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
+	list := make([]strategyInfo, len(stock.Strategies))
+	for i, st := range stock.Strategies {
+		list[i] = strategyInfo{st.Name, st.Description, st.Safe}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+type strategyBody struct {
+	Strategy *string `json:"strategy"`
+}
+
+func (s *server) handleGetStrategy(w http.ResponseWriter, r *http.Request) {
+	name, err := s.Default.Get(r.Context())
+	if err != nil {
+		s.writeProblem(w, r, fmt.Errorf("%w: %v", stock.ErrUnavailable, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, strategyBody{Strategy: &name})
+}
+
+func (s *server) handlePutStrategy(w http.ResponseWriter, r *http.Request) {
+	var req strategyBody
+	if err := decodeJSON(w, r, &req); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if req.Strategy == nil {
+		s.writeProblem(w, r, fmt.Errorf("%w: strategy is required", errMalformed))
+		return
+	}
+	if err := s.Default.Set(r.Context(), *req.Strategy); err != nil {
+		if !errors.Is(err, stock.ErrUnknownStrategy) {
+			err = fmt.Errorf("%w: %v", stock.ErrUnavailable, err)
+		}
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "default strategy switched", "strategy", *req.Strategy, "request_id", requestID(r))
+	writeJSON(w, http.StatusOK, req)
+}
+
+type health struct {
+	Status   string `json:"status"`
+	Instance string `json:"instance"`
+}
+
+func (s *server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, health{"ok", s.Instance})
+}
+
+func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.ready(r.Context()); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, health{"ready", s.Instance})
+}

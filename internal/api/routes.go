@@ -1,0 +1,22 @@
+package api
+
+import (
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// routes is the whole API on one screen.
+func (s *server) routes(r chi.Router) {
+	r.Post("/sale", s.handleSale)
+
+	r.Get("/products/{id}", s.handleGetProduct)
+	r.With(s.requireAdmin).Put("/products/{id}", s.handlePutProduct)
+
+	r.Get("/strategies", s.handleListStrategies)
+	r.Get("/strategy", s.handleGetStrategy)
+	r.With(s.requireAdmin).Put("/strategy", s.handlePutStrategy)
+
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyz)
+	r.Method("GET", "/metrics", promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}))
+}

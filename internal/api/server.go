@@ -1,0 +1,170 @@
+// Package api is the HTTP interface of the inventory service: sales, product
+// stock, the fleet's default strategy, health and metrics.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/metrics"
+	"inventory/internal/settings"
+	"inventory/internal/stock"
+)
+
+// Config is what the HTTP layer needs; every field but AdminToken is required.
+type Config struct {
+	// Sellers holds one seller per strategy name.
+	Sellers map[string]stock.Seller
+	Store   *stock.Store
+	Redis   redis.UniversalClient
+	// Default is the fleet's default strategy, used when a sale names none.
+	Default *settings.Strategy
+	// Instance names this replica in every response.
+	Instance string
+	// AdminToken guards the admin calls; empty refuses them all with 403.
+	AdminToken string
+	// MaxQuantity is the most units one order may buy.
+	MaxQuantity int64
+	Logger      *slog.Logger
+	Metrics     *metrics.Metrics
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+}
+
+type server struct {
+	Config
+	log       *slog.Logger
+	adminHash [sha256.Size]byte
+}
+
+// NewServer returns the service's HTTP handler.
+func NewServer(cfg Config) (http.Handler, error) {
+	switch {
+	case cfg.Store == nil, cfg.Redis == nil, cfg.Default == nil, cfg.Logger == nil, cfg.Metrics == nil, cfg.Gatherer == nil:
+		return nil, fmt.Errorf("api.NewServer: Store, Redis, Default, Logger, Metrics and Gatherer are required")
+	case cfg.Instance == "":
+		return nil, fmt.Errorf("api.NewServer: Instance is required")
+	case cfg.MaxQuantity < 1:
+		return nil, fmt.Errorf("api.NewServer: MaxQuantity must be at least 1, got %d", cfg.MaxQuantity)
+	}
+	for _, name := range stock.Names() {
+		if cfg.Sellers[name] == nil {
+			return nil, fmt.Errorf("api.NewServer: no seller for strategy %q", name)
+		}
+	}
+	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken))}
+	r := chi.NewRouter()
+	r.Use(s.instanceHeader, middleware.RequestID, s.requestIDHeader, s.recoverer, s.observe)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, fmt.Errorf("%w: %s", errRouteNotFound, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		allowed := allowedMethods(r)
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		s.writeProblem(w, r, fmt.Errorf("%w: %s %s (allowed: %s)", errMethodNotAllowed, r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+	})
+	s.routes(r)
+	return r, nil
+}
+
+// allowedMethods lists the methods that do have a route for r's path.
+func allowedMethods(r *http.Request) []string {
+	var allowed []string
+	routes := chi.RouteContext(r.Context()).Routes
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if routes != nil && routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			allowed = append(allowed, m)
+		}
+	}
+	return allowed
+}
+
+func (s *server) instanceHeader(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Instance", s.Instance)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requestIDHeader echoes the request id (nginx's X-Request-ID, or ours).
+func (s *server) requestIDHeader(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-ID", requestID(r))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
+
+// recoverer turns a panic into a logged 500 problem instead of a dropped connection.
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "panic", "request_id", requestID(r), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				s.writeProblem(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// observe records each request's route, status and latency.
+func (s *server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched" // keeps label values bounded: never the raw path
+		}
+		s.Metrics.HTTPRequest(route, r.Method, ww.Status(), time.Since(start))
+	})
+}
+
+// requireAdmin lets a request through only with the admin bearer token,
+// compared in constant time (hashes first, so the length does not leak either).
+func (s *server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.AdminToken == "" {
+			s.writeProblem(w, r, errAdminDisabled)
+			return
+		}
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		given := sha256.Sum256([]byte(token))
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(given[:], s.adminHash[:]) != 1 {
+			s.writeProblem(w, r, errUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ready checks that Postgres and Redis answer.
+func (s *server) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.Store.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: postgres: %v", stock.ErrUnavailable, err)
+	}
+	if err := s.Redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: redis: %v", stock.ErrUnavailable, err)
+	}
+	return nil
+}
