@@ -210,7 +210,8 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		d := bo.next()
 		if dl, ok := wctx.Deadline(); ok && time.Until(dl) <= d {
 			// Make one last try just before the budget ends rather than give up early.
-			if lastTry {
+			if lastTry { // the budget ends before another try could: let it run out
+				<-wctx.Done()
 				return 0, time.Time{}, timeoutError(op, key, wctx)
 			}
 			lastTry = true

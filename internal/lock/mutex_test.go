@@ -1,0 +1,384 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// acquireFunc takes the lock (or, for the control run, does nothing) and
+// returns how to give it back.
+type acquireFunc func(ctx context.Context, g int) (release func() error, err error)
+
+// runOverlap has goroutines contend through the acquire funcs (one per
+// "replica", goroutine g using acquires[g%len]) and counts how often one
+// entered the critical section while another was inside it.
+func runOverlap(t *testing.T, acquires []acquireFunc, goroutines, iters int) (overlaps, entries int64) {
+	t.Helper()
+	ctx := context.Background()
+	var inside atomic.Bool
+	var nOverlap, nEntry atomic.Int64
+	gate := make(chan struct{})
+	errs := make(chan error, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			<-gate
+			acquire := acquires[g%len(acquires)]
+			for i := range iters {
+				release, err := acquire(ctx, g)
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d, iteration %d: acquire: %w", g, i, err)
+					return
+				}
+				if !inside.CompareAndSwap(false, true) {
+					nOverlap.Add(1)
+				}
+				nEntry.Add(1)
+				time.Sleep(100 * time.Microsecond) // the "read-check-update" a lock protects
+				inside.Store(false)
+				if err := release(); err != nil {
+					errs <- fmt.Errorf("goroutine %d, iteration %d: release: %w", g, i, err)
+					return
+				}
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return nOverlap.Load(), nEntry.Load()
+}
+
+func mutexAcquire2(m *Mutex, key string) acquireFunc {
+	return func(ctx context.Context, _ int) (func() error, error) {
+		l, err := m.Lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return l.Release(ctx) }, nil
+	}
+}
+
+func reentrantAcquire2(r *Reentrant, key string) acquireFunc {
+	return func(ctx context.Context, g int) (func() error, error) {
+		ctx = WithOwner(ctx, fmt.Sprintf("goroutine-%d", g))
+		l, err := r.Lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return l.Release(ctx) }, nil
+	}
+}
+
+// TestOverlapDetector: many goroutines over two Redis clients ("replicas")
+// contend for one key; the shared flag is never set twice with a lock, and is
+// with none (which proves the detector can fail).
+func TestOverlapDetector(t *testing.T) {
+	url := sharedRedis(t)
+	c1, c2 := client(t, url), client(t, url)
+	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second}
+	wd := opts
+	wd.Watchdog = true
+	none := func(context.Context, int) (func() error, error) { return func() error { return nil }, nil }
+	tests := []struct {
+		name     string
+		acquires []acquireFunc
+		locked   bool
+	}{
+		{"Mutex", []acquireFunc{mutexAcquire2(NewMutex(c1, opts), "lock:{overlap-m}"), mutexAcquire2(NewMutex(c2, opts), "lock:{overlap-m}")}, true},
+		{"Mutex+Watchdog", []acquireFunc{mutexAcquire2(NewMutex(c1, wd), "lock:{overlap-w}"), mutexAcquire2(NewMutex(c2, wd), "lock:{overlap-w}")}, true},
+		{"Reentrant", []acquireFunc{reentrantAcquire2(NewReentrant(c1, opts), "lock:{overlap-r}"), reentrantAcquire2(NewReentrant(c2, opts), "lock:{overlap-r}")}, true},
+		{"no lock (control)", []acquireFunc{none, none}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			overlaps, entries := runOverlap(t, tt.acquires, 16, 25)
+			if entries != 16*25 {
+				t.Errorf("%d critical sections entered, want %d", entries, 16*25)
+			}
+			if tt.locked && overlaps != 0 {
+				t.Errorf("%s: %d of %d critical sections overlapped another, want 0", tt.name, overlaps, entries)
+			}
+			if !tt.locked && overlaps == 0 {
+				t.Errorf("without a lock: 0 of %d critical sections overlapped; the detector cannot see a broken lock", entries)
+			}
+			t.Logf("%s: %d overlaps in %d critical sections", tt.name, overlaps, entries)
+		})
+	}
+}
+
+// TestTryLockExactlyOneWinner: 100 concurrent TryLocks on a free key.
+func TestTryLockExactlyOneWinner(t *testing.T) {
+	url := sharedRedis(t)
+	c1, c2 := client(t, url), client(t, url)
+	tests := []struct {
+		name string
+		try  func(ctx context.Context, g int) (*Lease, error)
+	}{
+		{"Mutex", func() func(context.Context, int) (*Lease, error) {
+			ms := []*Mutex{NewMutex(c1, Options{}), NewMutex(c2, Options{})}
+			return func(ctx context.Context, g int) (*Lease, error) { return ms[g%2].TryLock(ctx, "lock:{one-m}") }
+		}()},
+		{"Reentrant", func() func(context.Context, int) (*Lease, error) {
+			rs := []*Reentrant{NewReentrant(c1, Options{}), NewReentrant(c2, Options{})}
+			return func(ctx context.Context, g int) (*Lease, error) {
+				return rs[g%2].TryLock(WithOwner(ctx, fmt.Sprint("owner-", g)), "lock:{one-r}")
+			}
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			gate := make(chan struct{})
+			var mu sync.Mutex
+			var winners []*Lease
+			var wg sync.WaitGroup
+			for g := range 100 {
+				wg.Go(func() {
+					<-gate
+					l, err := tt.try(ctx, g)
+					switch {
+					case err == nil:
+						mu.Lock()
+						winners = append(winners, l)
+						mu.Unlock()
+					case !errors.Is(err, ErrNotAcquired):
+						t.Errorf("TryLock #%d = %v, want nil or ErrNotAcquired", g, err)
+					}
+				})
+			}
+			close(gate)
+			wg.Wait()
+			if len(winners) != 1 {
+				t.Errorf("100 concurrent TryLock: %d succeeded, want exactly 1", len(winners))
+			}
+			for _, l := range winners {
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("Release of the winner: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestLockWaitsWithoutSpinning: a waiter gets the lock soon after the holder
+// releases it, in a bounded number of tries.
+func TestLockWaitsWithoutSpinning(t *testing.T) {
+	url := sharedRedis(t)
+	rec := &recorder{}
+	holder := NewMutex(client(t, url), Options{})
+	waiter := NewMutex(client(t, url), Options{Observer: rec})
+	ctx := context.Background()
+	const key = "lock:{wait}"
+	held, err := holder.Lock(ctx, key)
+	if err != nil {
+		t.Fatalf("holder Lock(%q) = %v", key, err)
+	}
+	const hold = 300 * time.Millisecond
+	releasedAt := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(hold)
+		releasedAt <- time.Now()
+		_ = held.Release(ctx)
+	}()
+	l, err := waiter.Lock(ctx, key)
+	if err != nil {
+		t.Fatalf("waiter Lock(%q) = %v, want it to wait for the release", key, err)
+	}
+	got := time.Now()
+	defer l.Release(ctx)
+	if late := got.Sub(<-releasedAt); late > 100*time.Millisecond {
+		t.Errorf("waiter acquired %v after the release, want within MaxBackoff (32ms) plus slack", late)
+	}
+	if trips := rec.acquired[0].trips; trips < 5 || trips > 150 {
+		t.Errorf("waiting %v made %d round trips, want some (≥ 5) but no spinning (≤ 150)", hold, trips)
+	}
+}
+
+// TestTimeoutAndCancel: giving up reports ErrTimeout wrapping the context's
+// error, not before the budget, and leaves the holder's key alone.
+func TestTimeoutAndCancel(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	const mkey, rkey = "lock:{timeout-m}", "lock:{timeout-r}"
+	bg := context.Background()
+	mheld, err := NewMutex(rdb, Options{}).Lock(bg, mkey)
+	if err != nil {
+		t.Fatalf("holder Mutex.Lock = %v", err)
+	}
+	defer mheld.Release(bg)
+	rheld, err := NewReentrant(rdb, Options{}).Lock(WithOwner(bg, "holder"), rkey)
+	if err != nil {
+		t.Fatalf("holder Reentrant.Lock = %v", err)
+	}
+	defer rheld.Release(bg)
+
+	short := NewMutex(rdb, Options{Wait: 150 * time.Millisecond})
+	long := NewMutex(rdb, Options{})
+	re := NewReentrant(rdb, Options{Wait: 150 * time.Millisecond})
+	cancelSoon := func() (context.Context, func()) {
+		ctx, cancel := context.WithCancel(bg)
+		time.AfterFunc(150*time.Millisecond, cancel)
+		return ctx, cancel
+	}
+	deadline := func() (context.Context, func()) { return context.WithTimeout(bg, 150*time.Millisecond) }
+	none := func() (context.Context, func()) { return bg, func() {} }
+	tests := []struct {
+		name string
+		key  string
+		held *Lease
+		ctx  func() (context.Context, func())
+		lock func(ctx context.Context, key string) (*Lease, error)
+		want error
+	}{
+		{"Mutex Wait budget", mkey, mheld, none, short.Lock, context.DeadlineExceeded},
+		{"Mutex ctx deadline", mkey, mheld, deadline, long.Lock, context.DeadlineExceeded},
+		{"Mutex ctx cancelled", mkey, mheld, cancelSoon, long.Lock, context.Canceled},
+		{"Reentrant Wait budget", rkey, rheld, none, func(ctx context.Context, key string) (*Lease, error) {
+			return re.Lock(WithOwner(ctx, "waiter"), key)
+		}, context.DeadlineExceeded},
+		{"Reentrant ctx cancelled", rkey, rheld, cancelSoon, func(ctx context.Context, key string) (*Lease, error) {
+			return NewReentrant(rdb, Options{}).Lock(WithOwner(ctx, "waiter"), key)
+		}, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := tt.ctx()
+			defer cancel()
+			start := time.Now()
+			key := tt.key
+			l, err := tt.lock(ctx, key)
+			took := time.Since(start)
+			if l != nil || !errors.Is(err, ErrTimeout) || !errors.Is(err, tt.want) {
+				t.Fatalf("Lock(%q) = %v, %v; want ErrTimeout wrapping %v", key, l, err, tt.want)
+			}
+			var le *Error
+			if !errors.As(err, &le) || le.Key != key || le.Op != "lock" {
+				t.Errorf("Lock(%q) error %#v, want *Error with Op lock and the key", key, err)
+			}
+			if took < 140*time.Millisecond || took > time.Second {
+				t.Errorf("Lock(%q) gave up after %v, want about the 150ms budget", key, took)
+			}
+			if err := tt.held.Err(); err != nil {
+				t.Errorf("holder's lease after a waiter gave up: Err() = %v, want nil", err)
+			}
+		})
+	}
+	// An already-cancelled context does not touch Redis.
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if _, err := long.Lock(ctx, "lock:{never}"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock with a cancelled ctx = %v, want ErrTimeout wrapping context.Canceled", err)
+	}
+	if n := rdb.Exists(bg, "lock:{never}").Val(); n != 0 {
+		t.Errorf("Lock with a cancelled ctx created the key (EXISTS = %d)", n)
+	}
+}
+
+// TestLostReplyLeavesNoOrphan: the acquire script runs but its reply is lost
+// (as on a dropped connection): Lock fails and deletes the key it may have
+// set instead of leaving it held until its TTL.
+func TestLostReplyLeavesNoOrphan(t *testing.T) {
+	url := sharedRedis(t)
+	bg := context.Background()
+	var drop atomic.Bool
+	drop.Store(true)
+	lossy := client(t, url, evalHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		err := next(ctx, cmd)
+		if drop.CompareAndSwap(true, false) { // only the first command: the acquire
+			cmd.SetErr(context.DeadlineExceeded)
+			return context.DeadlineExceeded
+		}
+		return err
+	}))
+	check := client(t, url)
+	tests := []struct {
+		name string
+		lock func(ctx context.Context, key string) (*Lease, error)
+	}{
+		{"Mutex", NewMutex(lossy, Options{Watchdog: true}).Lock},
+		{"Reentrant", func(ctx context.Context, key string) (*Lease, error) {
+			return NewReentrant(lossy, Options{}).Lock(WithOwner(ctx, "o"), key)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			drop.Store(true)
+			key := "lock:{lost-reply-" + tt.name + "}"
+			l, err := tt.lock(bg, key)
+			if l != nil || err == nil {
+				t.Fatalf("Lock(%q) with its reply lost = %v, %v; want an error", key, l, err)
+			}
+			if n := check.Exists(bg, key).Val(); n != 0 {
+				t.Errorf("after a lost acquire reply the key is still there (EXISTS = %d, PTTL = %v): orphan", n, check.PTTL(bg, key).Val())
+			}
+		})
+	}
+}
+
+// TestResentScriptsAreIdempotent: every script sent twice (as go-redis does
+// when it retries after a lost reply) mints one fence, counts one re-entry
+// and releases once, reporting success.
+func TestResentScriptsAreIdempotent(t *testing.T) {
+	url := sharedRedis(t)
+	bg := context.Background()
+	twice := client(t, url, evalHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		return next(ctx, cmd)
+	}))
+	check := client(t, url)
+
+	m := NewMutex(twice, Options{})
+	const mkey = "lock:{twice-m}"
+	l, err := m.Lock(bg, mkey)
+	if err != nil {
+		t.Fatalf("Mutex.Lock(%q) with scripts sent twice = %v, want success", mkey, err)
+	}
+	if n := check.HGet(bg, mkey+":fence", "n").Val(); n != fmt.Sprint(l.Fence()) {
+		t.Errorf("fence counter after one acquire sent twice = %s, lease fence %d: minted twice", n, l.Fence())
+	}
+	if err := l.Release(bg); err != nil {
+		t.Errorf("Mutex Release sent twice = %v, want nil", err)
+	}
+
+	r := NewReentrant(twice, Options{})
+	const rkey = "lock:{twice-r}"
+	ctx := WithOwner(bg, "o")
+	var leases []*Lease
+	for i := range 3 {
+		l, err := r.Lock(ctx, rkey)
+		if err != nil {
+			t.Fatalf("Reentrant.Lock #%d with scripts sent twice = %v", i+1, err)
+		}
+		leases = append(leases, l)
+	}
+	if c := check.HGet(bg, rkey, "o").Val(); c != "3" {
+		t.Errorf("hold count after 3 Locks sent twice each = %s, want 3", c)
+	}
+	for i := range 2 {
+		if err := leases[2-i].Release(ctx); err != nil {
+			t.Errorf("Reentrant Release #%d sent twice = %v", i+1, err)
+		}
+	}
+	if c := check.HGet(bg, rkey, "o").Val(); c != "1" {
+		t.Errorf("hold count after 3 Locks and 2 Releases, each sent twice = %s, want 1", c)
+	}
+	if err := leases[0].Release(ctx); err != nil {
+		t.Errorf("last Reentrant Release sent twice = %v, want nil", err)
+	}
+	if n := check.Exists(bg, rkey).Val(); n != 0 {
+		t.Errorf("after the last release the hold is still there")
+	}
+}

@@ -1,0 +1,245 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestReentrancy: three Locks in one owner context, two releases → still
+// held and excluded for others; the third → free. Nobody else can release it.
+func TestReentrancy(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	r := NewReentrant(rdb, Options{})
+	other := NewReentrant(client(t, url), Options{})
+	bg := context.Background()
+	const key = "lock:{re}"
+	a := WithOwner(bg, "request-a")
+	b := WithOwner(bg, "request-b")
+
+	var leases []*Lease
+	for i := range 3 {
+		l, err := r.Lock(a, key)
+		if err != nil {
+			t.Fatalf("Lock #%d in owner request-a = %v, want re-entry", i+1, err)
+		}
+		leases = append(leases, l)
+	}
+	if f0, f2 := leases[0].Fence(), leases[2].Fence(); f0 != f2 {
+		t.Errorf("re-entry fence = %d, outer fence = %d, want equal", f2, f0)
+	}
+	if got := rdb.HGet(bg, key, "request-a").Val(); got != "3" {
+		t.Errorf("HGET %s request-a after 3 Locks = %q, want 3", key, got)
+	}
+	if got := rdb.PTTL(bg, key).Val(); got <= 0 {
+		t.Errorf("PTTL %s while held = %v, want a TTL", key, got)
+	}
+	// Someone else cannot take it nor release it.
+	if l, err := other.TryLock(b, key); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock by request-b while request-a holds it = %v, %v; want ErrNotAcquired", l, err)
+	}
+	if l, err := r.TryLock(b, key); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock by request-b through the same Reentrant = %v, %v; want ErrNotAcquired", l, err)
+	}
+	if err := leases[2].Release(b); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release of request-a's lease under owner request-b = %v, want ErrNotHeld", err)
+	}
+	if err := leases[2].Err(); err != nil {
+		t.Errorf("after request-b's refused release, request-a's lease Err() = %v, want nil", err)
+	}
+
+	for i := 2; i >= 1; i-- {
+		if err := leases[i].Release(a); err != nil {
+			t.Errorf("Release #%d of 3 = %v, want nil", 3-i, err)
+		}
+		if leases[i].Context().Err() == nil {
+			t.Errorf("released lease #%d: its Context is not cancelled", i+1)
+		}
+	}
+	if err := leases[0].Err(); err != nil || leases[0].Context().Err() != nil {
+		t.Errorf("outer lease after 2 of 3 releases: Err() = %v, ctx.Err() = %v; want both nil", err, leases[0].Context().Err())
+	}
+	if got := rdb.HGet(bg, key, "request-a").Val(); got != "1" {
+		t.Errorf("HGET %s request-a after 3 Locks, 2 Releases = %q, want 1", key, got)
+	}
+	if l, err := other.TryLock(b, key); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock by request-b after 2 of 3 releases = %v, %v; want ErrNotAcquired", l, err)
+	}
+	if err := leases[1].Release(a); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("second Release of the same lease = %v, want ErrNotHeld", err)
+	}
+	if err := leases[0].Release(a); err != nil {
+		t.Errorf("Release #3 of 3 = %v, want nil", err)
+	}
+	if n := rdb.Exists(bg, key).Val(); n != 0 {
+		t.Errorf("EXISTS %s after the last release = %d, want 0", key, n)
+	}
+	if err := leases[0].Release(a); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release after the last release = %v, want ErrNotHeld", err)
+	}
+	l, err := other.TryLock(b, key)
+	if err != nil {
+		t.Fatalf("TryLock by request-b after request-a released all = %v", err)
+	}
+	if l.Fence() <= leases[0].Fence() {
+		t.Errorf("request-b's fence %d, request-a's %d: want it to increase", l.Fence(), leases[0].Fence())
+	}
+	if err := l.Release(b); err != nil {
+		t.Errorf("request-b Release = %v", err)
+	}
+	r.mu.Lock()
+	n := len(r.entries)
+	r.mu.Unlock()
+	if n != 0 {
+		t.Errorf("Reentrant keeps %d entries after every hold ended, want 0", n)
+	}
+}
+
+func TestReentrantNeedsOwner(t *testing.T) {
+	url := sharedRedis(t)
+	r := NewReentrant(client(t, url), Options{})
+	bg := context.Background()
+	for _, ctx := range []context.Context{bg, WithOwner(bg, ""), WithOwner(bg, "\x00x")} {
+		if l, err := r.Lock(ctx, "lock:{no-owner}"); !errors.Is(err, ErrNoOwner) {
+			t.Errorf("Lock without a valid owner (%v) = %v, %v; want ErrNoOwner", ctx, l, err)
+		}
+	}
+}
+
+// TestReleaseScriptRefusesOtherHold: the release script checks the hold's
+// token, so another owner's token (or a stale one) cannot free the lock.
+func TestReleaseScriptRefusesOtherHold(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	bg := context.Background()
+	const key = "lock:{script}"
+	a := WithOwner(bg, "a")
+	l, err := NewReentrant(rdb, Options{}).Lock(a, key)
+	if err != nil {
+		t.Fatalf("Lock = %v", err)
+	}
+	defer l.Release(a)
+	for _, final := range []string{"0", "1"} {
+		v, _, err := run(bg, rdb, reentrantRelease, []string{key, key + ":fence"}, "b", newToken(), "7", final)
+		if err != nil || v != int64(-1) {
+			t.Errorf("release script (final=%s) with a foreign token = %v, %v; want -1 (not held)", final, v, err)
+		}
+	}
+	if got := rdb.HGet(bg, key, "a").Val(); got != "1" {
+		t.Errorf("hold count after foreign release attempts = %q, want 1", got)
+	}
+}
+
+// TestFencing: tokens strictly increase across acquisitions, stay equal on
+// re-entry, and after Redis loses its data continue above the floor.
+func TestFencing(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	bg := context.Background()
+	floorCalls := 0
+	floor := int64(1000)
+	opts := Options{FenceFloor: func(ctx context.Context, key string) (int64, error) {
+		floorCalls++
+		return floor, nil
+	}}
+	tests := []struct {
+		name string
+		key  string
+		lock func(ctx context.Context, key string) (*Lease, error)
+	}{
+		{"Mutex", "lock:{fence-m}", NewMutex(rdb, opts).Lock},
+		{"Reentrant", "lock:{fence-r}", func(ctx context.Context, key string) (*Lease, error) {
+			return NewReentrant(rdb, opts).Lock(WithOwner(ctx, "o"), key)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			floorCalls, floor = 0, 1000
+			var last int64 = -1
+			for i := range 5 {
+				l, err := tt.lock(bg, tt.key)
+				if err != nil {
+					t.Fatalf("Lock #%d = %v", i+1, err)
+				}
+				if l.Fence() <= last {
+					t.Errorf("Lock #%d fence = %d, previous %d: want strictly increasing", i+1, l.Fence(), last)
+				}
+				if i == 0 && l.Fence() <= floor {
+					t.Errorf("first fence = %d, floor %d: want above the floor", l.Fence(), floor)
+				}
+				last = l.Fence()
+				if err := l.Release(bg); err != nil {
+					t.Fatalf("Release #%d = %v", i+1, err)
+				}
+			}
+			if floorCalls != 1 {
+				t.Errorf("FenceFloor called %d times in 5 acquisitions, want once (only while the counter is missing)", floorCalls)
+			}
+			// Redis loses everything; storage has seen fences up to 5000.
+			if err := rdb.FlushAll(bg).Err(); err != nil {
+				t.Fatalf("FLUSHALL: %v", err)
+			}
+			floor = 5000
+			l, err := tt.lock(bg, tt.key)
+			if err != nil {
+				t.Fatalf("Lock after FLUSHALL = %v", err)
+			}
+			if l.Fence() <= floor {
+				t.Errorf("fence after FLUSHALL with floor %d = %d, want above the floor", floor, l.Fence())
+			}
+			if floorCalls != 2 {
+				t.Errorf("FenceFloor calls after FLUSHALL = %d, want 2", floorCalls)
+			}
+			if pttl := rdb.PTTL(bg, tt.key).Val(); pttl <= 0 {
+				t.Errorf("PTTL of the lock key = %v, want a TTL", pttl)
+			}
+			if pttl := rdb.PTTL(bg, tt.key+":fence").Val(); pttl != -1 {
+				t.Errorf("PTTL of the fence counter = %v, want none (-1): it must survive to stay monotonic", pttl)
+			}
+			if err := l.Release(bg); err != nil {
+				t.Errorf("Release = %v", err)
+			}
+		})
+	}
+	// Without FenceFloor, a missing counter starts from 0 in one round trip.
+	rec := &recorder{}
+	l, err := NewMutex(rdb, Options{Observer: rec}).Lock(bg, "lock:{fence-nofloor}")
+	if err != nil {
+		t.Fatalf("Lock = %v", err)
+	}
+	defer l.Release(bg)
+	if l.Fence() != 1 || rec.acquired[0].trips != 1 {
+		t.Errorf("first Lock without FenceFloor: fence %d in %d round trips, want 1 in 1", l.Fence(), rec.acquired[0].trips)
+	}
+}
+
+// TestMaxHold: the watchdog stops a runaway holder after MaxHold.
+func TestMaxHold(t *testing.T) {
+	url := sharedRedis(t)
+	rec := &recorder{}
+	r := NewReentrant(client(t, url), Options{TTL: 150 * time.Millisecond, MaxHold: 400 * time.Millisecond, Observer: rec})
+	ctx := WithOwner(context.Background(), "runaway")
+	l, err := r.Lock(ctx, "lock:{maxhold}")
+	if err != nil {
+		t.Fatalf("Lock = %v", err)
+	}
+	took, done := waitDone(l.Context(), 2*time.Second)
+	if !done {
+		t.Fatalf("lease context still live 2s into a 400ms MaxHold")
+	}
+	cause := context.Cause(l.Context())
+	if !errors.Is(cause, ErrMaxHold) || LostReason(cause) != "max_hold" {
+		t.Errorf("lease cancelled with cause %v (reason %q), want ErrMaxHold", cause, LostReason(cause))
+	}
+	if took < 350*time.Millisecond || took > 800*time.Millisecond {
+		t.Errorf("MaxHold 400ms ended the lease after %v", took)
+	}
+	if ok, _ := rec.renewals(); ok < 2 {
+		t.Errorf("%d successful renewals before MaxHold, want the watchdog to have renewed (≥ 2)", ok)
+	}
+	if err := l.Release(ctx); !errors.Is(err, ErrMaxHold) {
+		t.Errorf("Release after MaxHold = %v, want the loss (ErrMaxHold)", err)
+	}
+}
