@@ -41,7 +41,7 @@ const giveBackTimeout = 5 * time.Second
 func newLua(d Deps) *lua { return &lua{d: d} }
 
 // Sell reserves the units in Redis (loading a missing counter from Postgres),
-// then decrements Postgres and records the sale in one transaction. When that
+// does the simulated work, then decrements Postgres and records the sale in one transaction. When that
 // transaction certainly did not commit, the units go back to the counter;
 // when its outcome is unknown they stay taken (undersell, never oversell).
 func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
@@ -55,6 +55,10 @@ func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
 			// whatever it took (nothing, if it did not run).
 			_ = s.giveBack(ctx, o.ProductID, o.Quantity, res)
 		}
+		return Sale{}, err
+	}
+	if err := pause(ctx, s.d.WorkDelay); err != nil {
+		_ = s.giveBack(ctx, o.ProductID, o.Quantity, res)
 		return Sale{}, err
 	}
 	// The Postgres decrement is unguarded on purpose: the counter decided.
