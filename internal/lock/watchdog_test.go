@@ -1,0 +1,323 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/testenv"
+)
+
+// kind is a way to lock with a watchdog, for tests that run on both.
+type kind struct {
+	name string
+	lock func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (*Lease, error)
+	// forge recreates the key as the hold l had it, with a TTL of ttl, to
+	// see whether anything still renews it.
+	forge func(ctx context.Context, rdb redis.UniversalClient, l *Lease, ttl time.Duration) error
+}
+
+var watchdogKinds = []kind{
+	{"Mutex+Watchdog",
+		func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (*Lease, error) {
+			opts.Watchdog = true
+			return NewMutex(rdb, opts).Lock(ctx, key)
+		},
+		func(ctx context.Context, rdb redis.UniversalClient, l *Lease, ttl time.Duration) error {
+			return rdb.Set(ctx, l.Key(), fmt.Sprintf("%s:%d", l.h.token, l.Fence()), ttl).Err()
+		}},
+	{"Reentrant",
+		func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (*Lease, error) {
+			if _, ok := OwnerFrom(ctx); !ok {
+				ctx = WithOwner(ctx, "holder")
+			}
+			return NewReentrant(rdb, opts).Lock(ctx, key)
+		},
+		func(ctx context.Context, rdb redis.UniversalClient, l *Lease, ttl time.Duration) error {
+			if err := rdb.HSet(ctx, l.Key(), "holder", 1, "\x00tok", l.h.token, "\x00fence", l.Fence()).Err(); err != nil {
+				return err
+			}
+			return rdb.PExpire(ctx, l.Key(), ttl).Err()
+		}},
+}
+
+// TestUnrenewedLockExpires: without a watchdog the key is gone after its
+// TTL, and the lease context was cancelled before that.
+func TestUnrenewedLockExpires(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	bg := context.Background()
+	const key, ttl = "lock:{expire}", 200 * time.Millisecond
+	rec := &recorder{}
+	m := NewMutex(rdb, Options{TTL: ttl, Observer: rec})
+	start := time.Now()
+	l, err := m.Lock(bg, key)
+	if err != nil {
+		t.Fatalf("Lock = %v", err)
+	}
+	if d := time.Until(l.Deadline()); d <= 0 || d > ttl {
+		t.Errorf("Deadline() is %v away, want within the %v TTL", d, ttl)
+	}
+	var gone time.Duration
+	for gone == 0 && time.Since(start) < 2*time.Second {
+		if rdb.Exists(bg, key).Val() == 0 {
+			gone = time.Since(start)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if gone < ttl-20*time.Millisecond || gone > ttl+300*time.Millisecond {
+		t.Errorf("key gone %v after Lock, want about its %v TTL", gone, ttl)
+	}
+	if l.Context().Err() == nil {
+		t.Errorf("key expired but the lease context is still live")
+	}
+	if cause := context.Cause(l.Context()); LostReason(cause) != "expired" {
+		t.Errorf("lease cancelled with %v (reason %q), want ErrLost+ErrExpired", cause, LostReason(cause))
+	}
+	if err := l.Err(); !errors.Is(err, ErrLost) {
+		t.Errorf("Err() after expiry = %v, want ErrLost", err)
+	}
+	l2, err := m.TryLock(bg, key)
+	if err != nil {
+		t.Fatalf("TryLock after the first lock expired = %v", err)
+	}
+	if err := l.Release(bg); !errors.Is(err, ErrLost) {
+		t.Errorf("Release of the expired lease = %v, want ErrLost", err)
+	}
+	if err := l2.Err(); err != nil || rdb.Exists(bg, key).Val() != 1 {
+		t.Errorf("the expired lease's Release touched the new holder's lock: Err() = %v, EXISTS = %d", err, rdb.Exists(bg, key).Val())
+	}
+	if err := l2.Release(bg); err != nil {
+		t.Errorf("Release = %v", err)
+	}
+	if n := len(rec.renewed); n != 0 {
+		t.Errorf("Mutex without Watchdog renewed %d times", n)
+	}
+}
+
+// TestWatchdogKeepsAliveThenStops: while held the key outlives 3×TTL; after
+// release nothing renews it any more, even a key forged with our token.
+func TestWatchdogKeepsAliveThenStops(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	bg := context.Background()
+	const ttl = 150 * time.Millisecond
+	for _, k := range watchdogKinds {
+		t.Run(k.name, func(t *testing.T) {
+			rec := &recorder{}
+			key := "lock:{alive-" + k.name + "}"
+			l, err := k.lock(bg, rdb, Options{TTL: ttl, Observer: rec}, key)
+			if err != nil {
+				t.Fatalf("Lock = %v", err)
+			}
+			first := l.Deadline()
+			start := time.Now()
+			for time.Since(start) < 4*ttl {
+				if pttl := rdb.PTTL(bg, key).Val(); pttl <= 0 {
+					t.Fatalf("%v into a hold with TTL %v: PTTL = %v, want the watchdog to keep it", time.Since(start), ttl, pttl)
+				}
+				if err := l.Err(); err != nil {
+					t.Fatalf("%v into the hold: Err() = %v", time.Since(start), err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !l.Deadline().After(first.Add(2 * ttl)) {
+				t.Errorf("Deadline() %v after 4×TTL, first %v: want renewals to advance it", l.Deadline().Sub(first), 0)
+			}
+			ok, failed := rec.renewals()
+			if ok < 5 || failed != 0 {
+				t.Errorf("renewals in 4×TTL: %d ok, %d failed; want ≈ 12 ok (every TTL/3), none failed", ok, failed)
+			}
+			if err := l.Release(bg); err != nil {
+				t.Fatalf("Release = %v", err)
+			}
+			renewedAtRelease := len(rec.renewed)
+
+			// Forge the key back with our token: a watchdog still running would renew it.
+			if err := k.forge(bg, rdb, l, 2*ttl); err != nil {
+				t.Fatalf("forge: %v", err)
+			}
+			prev := 2 * ttl
+			for {
+				pttl := rdb.PTTL(bg, key).Val()
+				if pttl < 0 {
+					break
+				}
+				if pttl > prev {
+					t.Fatalf("after Release, PTTL went up from %v to %v: something still renews", prev, pttl)
+				}
+				prev = pttl
+				time.Sleep(5 * time.Millisecond)
+			}
+			if n := len(rec.renewed); n != renewedAtRelease {
+				t.Errorf("%d renewal attempts after Release, want 0", n-renewedAtRelease)
+			}
+		})
+	}
+}
+
+// TestLossCancelsLease: the key deleted or expired under the holder (a clock
+// jump, an operator, a failover) cancels the lease context within about
+// TTL/3, and the holder never takes it back.
+func TestLossCancelsLease(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	bg := context.Background()
+	const ttl = 300 * time.Millisecond
+	faults := []struct {
+		name string
+		do   func(key string) error
+	}{
+		{"DEL", func(key string) error { return rdb.Del(bg, key).Err() }},
+		{"PEXPIRE 1", func(key string) error { return rdb.PExpire(bg, key, time.Millisecond).Err() }},
+	}
+	for _, k := range watchdogKinds {
+		for _, f := range faults {
+			t.Run(k.name+"/"+f.name, func(t *testing.T) {
+				rec := &recorder{}
+				key := fmt.Sprintf("lock:{loss-%s-%s}", k.name, f.name)
+				l, err := k.lock(bg, rdb, Options{TTL: ttl, Observer: rec}, key)
+				if err != nil {
+					t.Fatalf("Lock = %v", err)
+				}
+				time.Sleep(ttl / 5)
+				if err := f.do(key); err != nil {
+					t.Fatalf("%s %s: %v", f.name, key, err)
+				}
+				// Someone else takes the free key at once; the old holder must
+				// neither renew it, nor take it back, nor release it.
+				time.Sleep(2 * time.Millisecond)
+				other, err := k.lock(WithOwner(bg, "other"), client(t, url), Options{TTL: 10 * time.Second}, key)
+				if err != nil {
+					t.Fatalf("Lock by another holder after %s = %v", f.name, err)
+				}
+				otherFence := other.Fence()
+				took, done := waitDone(l.Context(), 3*ttl)
+				if !done {
+					t.Fatalf("after %s the lease context is still live %v later, want cancelled within about TTL/3 (%v)", f.name, 3*ttl, ttl/3)
+				}
+				if took > ttl/3+150*time.Millisecond {
+					t.Errorf("after %s the lease context was cancelled %v later, want within about TTL/3 (%v)", f.name, took, ttl/3)
+				}
+				cause := context.Cause(l.Context())
+				if !errors.Is(cause, ErrLost) || LostReason(cause) != "not_owner" {
+					t.Errorf("cause = %v (reason %q), want ErrLost with reason not_owner", cause, LostReason(cause))
+				}
+				var le *Error
+				if !errors.As(cause, &le) || le.Key != key {
+					t.Errorf("cause %v does not carry the key %q", cause, key)
+				}
+				if losses := rec.losses(); len(losses) != 1 || !errors.Is(losses[0], ErrLost) {
+					t.Errorf("Observer.Lost calls = %v, want one ErrLost", losses)
+				}
+				if err := l.Release(bg); !errors.Is(err, ErrLost) {
+					t.Errorf("Release after the loss = %v, want ErrLost", err)
+				}
+				if err := other.Err(); err != nil || otherFence <= l.Fence() {
+					t.Errorf("the new holder after the old one's loss and release: Err() = %v, fence %d (old %d); want held, larger fence", err, otherFence, l.Fence())
+				}
+				if err := other.Release(bg); err != nil {
+					t.Errorf("the new holder's Release = %v, want nil (the old holder must not have freed it)", err)
+				}
+			})
+		}
+	}
+}
+
+// TestRedisRestartWhileHeld: a restart loses every key; the holder learns
+// it before it calls Release, and a later lock works and renews normally.
+func TestRedisRestartWhileHeld(t *testing.T) {
+	leakCheck(t)
+	srv := testenv.RedisServer(t)
+	rdb := client(t, srv.URL)
+	bg := context.Background()
+	const ttl = 600 * time.Millisecond
+	for _, k := range watchdogKinds {
+		t.Run(k.name, func(t *testing.T) {
+			key := "lock:{restart-" + k.name + "}"
+			l, err := k.lock(bg, rdb, Options{TTL: ttl}, key)
+			if err != nil {
+				t.Fatalf("Lock = %v", err)
+			}
+			if err := srv.Restart(bg); err != nil {
+				t.Fatalf("restart redis-server: %v", err)
+			}
+			if _, done := waitDone(l.Context(), 3*time.Second); !done {
+				t.Fatalf("3s after a Redis restart the lease context is still live")
+			}
+			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) {
+				t.Errorf("cause after restart = %v, want ErrLost", cause)
+			}
+			if err := l.Release(bg); !errors.Is(err, ErrLost) {
+				t.Errorf("Release after restart = %v, want ErrLost", err)
+			}
+			rec := &recorder{}
+			l2, err := k.lock(bg, rdb, Options{TTL: ttl, Observer: rec}, key)
+			if err != nil {
+				t.Fatalf("Lock after restart = %v", err)
+			}
+			start := time.Now()
+			for time.Since(start) < 3*ttl+ttl/2 {
+				if err := l2.Err(); err != nil {
+					t.Fatalf("%v into the new hold: Err() = %v", time.Since(start), err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if pttl := rdb.PTTL(bg, key).Val(); pttl <= 0 {
+				t.Errorf("new hold after 3.5×TTL: PTTL = %v, want renewed", pttl)
+			}
+			if ok, _ := rec.renewals(); ok < 6 {
+				t.Errorf("new hold renewed %d times in 3.5×TTL, want ≈ 10", ok)
+			}
+			if err := l2.Release(bg); err != nil {
+				t.Errorf("Release of the new hold = %v", err)
+			}
+		})
+	}
+}
+
+// TestRenewalsFailingPastDeadline: Redis stops answering (SIGSTOP); the
+// lease is presumed lost at its validity deadline, not at some timeout.
+func TestRenewalsFailingPastDeadline(t *testing.T) {
+	leakCheck(t)
+	srv := testenv.RedisServer(t)
+	rdb := client(t, srv.URL)
+	bg := context.Background()
+	const ttl = 400 * time.Millisecond
+	for _, k := range watchdogKinds {
+		t.Run(k.name, func(t *testing.T) {
+			key := "lock:{stop-" + k.name + "}"
+			l, err := k.lock(bg, rdb, Options{TTL: ttl}, key)
+			if err != nil {
+				t.Fatalf("Lock = %v", err)
+			}
+			if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
+				t.Fatalf("SIGSTOP redis-server: %v", err)
+			}
+			stopped := time.Now()
+			took, done := waitDone(l.Context(), 3*ttl)
+			_ = syscall.Kill(srv.Pid(), syscall.SIGCONT)
+			if !done {
+				t.Fatalf("Redis stopped for %v: the lease context is still live", 3*ttl)
+			}
+			if took > ttl+100*time.Millisecond {
+				t.Errorf("lease presumed lost %v after Redis stopped, want by its validity deadline (< TTL %v)", took, ttl)
+			}
+			if cause := context.Cause(l.Context()); LostReason(cause) != "expired" {
+				t.Errorf("cause = %v (reason %q), want ErrLost+ErrExpired", cause, LostReason(cause))
+			}
+			if !l.Deadline().Before(stopped.Add(ttl)) {
+				t.Errorf("Deadline() %v after SIGSTOP, want before the TTL ran out", l.Deadline().Sub(stopped))
+			}
+			if err := l.Release(bg); !errors.Is(err, ErrLost) {
+				t.Errorf("Release after the presumed loss = %v, want ErrLost", err)
+			}
+		})
+	}
+}
