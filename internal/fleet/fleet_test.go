@@ -1,0 +1,200 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var binary string // built once by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fleet-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "inventory")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	err = Build(ctx, binary)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build the inventory binary for the fleet tests:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// children lists the process ids of this test binary's child processes.
+func children(t *testing.T) []int {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		for _, field := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestStartServesThroughNginxAndStopEndsEveryProcess(t *testing.T) {
+	ctx := context.Background()
+	before := children(t)
+	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, NoFsync: true, AdminToken: "test-token"})
+	if err != nil {
+		t.Fatalf("Start(2 replicas) = %v", err)
+	}
+	t.Cleanup(func() { _ = f.Stop() })
+
+	if len(f.Replicas) != 2 || f.Replicas[0].Instance != "inventory-1" || f.Replicas[1].Instance != "inventory-2" {
+		t.Fatalf("Start(2 replicas).Replicas = %+v, want inventory-1 and inventory-2", f.Replicas)
+	}
+	if f.AdminToken != "test-token" {
+		t.Errorf("Fleet.AdminToken = %q, want the one passed in Options", f.AdminToken)
+	}
+
+	// nginx round-robins over both replicas; each answers with its own name.
+	seen := map[string]int{}
+	for range 20 {
+		resp, err := http.Get(f.URL + "/strategies")
+		if err != nil {
+			t.Fatalf("GET %s/strategies: %v\nnginx: %s", f.URL, err, f.Nginx.Logs())
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET /strategies through nginx = %s", resp.Status)
+		}
+		seen[resp.Header.Get("X-Instance")]++
+	}
+	if seen["inventory-1"] == 0 || seen["inventory-2"] == 0 || len(seen) != 2 {
+		t.Errorf("20 GETs through nginx were answered by %v, want both inventory-1 and inventory-2", seen)
+	}
+
+	// The admin token reaches the replicas: a restock through nginx works.
+	req, _ := http.NewRequest(http.MethodPut, f.URL+"/products/sku-fleet", strings.NewReader(`{"quantity":5,"name":"fleet test"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT /products/sku-fleet with the fleet's admin token = %v, %v; want 2xx", resp, err)
+	}
+	resp.Body.Close()
+
+	// The replicas migrated the Postgres the fleet reports.
+	conn, err := pgx.Connect(ctx, f.PostgresURL)
+	if err != nil {
+		t.Fatalf("connect %s: %v", f.PostgresURL, err)
+	}
+	var qty int64
+	err = conn.QueryRow(ctx, "SELECT quantity FROM stock WHERE product_id = 'sku-fleet'").Scan(&qty)
+	conn.Close(ctx)
+	if err != nil || qty != 5 {
+		t.Errorf("SELECT quantity of sku-fleet in Fleet.PostgresURL = %d, %v; want 5, nil", qty, err)
+	}
+
+	pids := []int{f.Replicas[0].Pid(), f.Replicas[1].Pid(), f.Postgres.Pid(), f.Redis.Pid()}
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("pid %d not alive while the fleet runs", pid)
+		}
+	}
+	if err := f.Stop(); err != nil {
+		t.Errorf("Stop() = %v, want nil (replicas exit 0 on SIGTERM)", err)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d still alive after Stop", pid)
+		}
+	}
+	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(f.URL, "http://"), time.Second); err == nil {
+		c.Close()
+		t.Errorf("nginx at %s still accepts connections after Stop", f.URL)
+	}
+	if after := children(t); !slices.Equal(after, before) {
+		t.Errorf("child processes after Stop = %v, want %v as before Start", after, before)
+	}
+	if err := f.Stop(); err != nil {
+		t.Errorf("second Stop() = %v, want nil", err)
+	}
+}
+
+func TestStopEndsAStoppedReplica(t *testing.T) {
+	// A replica frozen by SIGSTOP (as fault tests do) must not hang Stop.
+	f, err := Start(context.Background(), Options{Replicas: 1, Binary: binary, NoFsync: true})
+	if err != nil {
+		t.Fatalf("Start(1 replica) = %v", err)
+	}
+	t.Cleanup(func() { _ = f.Stop() })
+	pid := f.Replicas[0].Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := f.Stop(); err != nil {
+		t.Errorf("Stop() with a SIGSTOPped replica = %v, want nil", err)
+	}
+	if alive(pid) || time.Since(start) > 10*time.Second {
+		t.Errorf("Stop() with a SIGSTOPped replica took %v, pid alive %v; want it continued, drained and gone", time.Since(start), alive(pid))
+	}
+}
+
+func TestStartFailureReportsTheReplicaLogAndCleansUp(t *testing.T) {
+	before := children(t)
+	_, err := Start(context.Background(), Options{
+		Replicas: 2, Binary: binary, NoFsync: true,
+		Env: map[string]string{"INVENTORY_STRATEGY": "bogus"},
+	})
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "INVENTORY_STRATEGY") {
+		t.Fatalf("Start(INVENTORY_STRATEGY=bogus) = %v, want ErrNotReady with the replica's config error in it", err)
+	}
+	if after := children(t); !slices.Equal(after, before) {
+		t.Errorf("child processes after a failed Start = %v, want %v as before", after, before)
+	}
+}
+
+func TestChildEnvDropsStrayInventoryVariables(t *testing.T) {
+	tests := []struct {
+		parent []string
+		set    map[string]string
+		want   []string
+	}{
+		{[]string{"PATH=/bin", "INVENTORY_STRATEGY=none"}, map[string]string{"INVENTORY_ADDR": ":1"}, []string{"INVENTORY_ADDR=:1", "PATH=/bin"}},
+		{[]string{"HOME=/root"}, nil, []string{"HOME=/root"}},
+	}
+	for _, tt := range tests {
+		got := childEnv(tt.parent, tt.set)
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("childEnv(%q, %v) = %q, want %q", tt.parent, tt.set, got, tt.want)
+		}
+	}
+}
