@@ -72,7 +72,7 @@ func judge(f figures) judgement {
 		broken = append(broken, fmt.Sprintf("stock went negative (%d)", f.Final))
 	}
 	if j.Oversold > 0 {
-		broken = append(broken, fmt.Sprintf("oversold %d units: ledger %d > initial %d", j.Oversold, f.LedgerUnits, f.Initial))
+		broken = append(broken, fmt.Sprintf("oversold %d unit%s: ledger %d > initial %d", j.Oversold, plural(int(j.Oversold), "", "s"), f.LedgerUnits, f.Initial))
 	}
 	if j.LostUpdates != 0 {
 		broken = append(broken, fmt.Sprintf("lost updates: ledger %d units but stock fell by %d", f.LedgerUnits, f.Initial-f.Final))
