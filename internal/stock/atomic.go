@@ -10,12 +10,14 @@ type atomicUpdate struct {
 
 func newAtomic(d Deps) *atomicUpdate { return &atomicUpdate{d: d} }
 
-// Sell decrements only if enough stock is left, and records the sale in the
-// same transaction; no row updated means sold out (or an unknown product).
+// Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *atomicUpdate) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell decrements only if enough stock is left, and records the sale in the
+// same transaction; no row updated means sold out (or an unknown product).
+func (s *atomicUpdate) sell(ctx context.Context, o Order) (Sale, error) {
 	return s.d.Store.record(ctx, o, Atomic, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return t.decrementIfEnough(ctx, o.Quantity)
 	})

@@ -14,13 +14,15 @@ type forUpdate struct {
 
 func newForUpdate(d Deps) *forUpdate { return &forUpdate{d: d} }
 
-// Sell reads the stock under its row lock, refuses with ErrSoldOut when too
+// Sell validates o and sells it by sell, at most once per idempotency key.
+func (s *forUpdate) Sell(ctx context.Context, o Order) (Sale, error) {
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell reads the stock under its row lock, refuses with ErrSoldOut when too
 // little is left, does the simulated work, then decrements and records the
 // sale; the row lock is held until the commit.
-func (s *forUpdate) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+func (s *forUpdate) sell(ctx context.Context, o Order) (Sale, error) {
 	return s.d.Store.record(ctx, o, ForUpdate, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		q, err := t.readForUpdate(ctx)
 		if err != nil {

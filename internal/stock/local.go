@@ -24,12 +24,14 @@ type localLock struct {
 
 func newLocal(d Deps) *local { return &local{d: d, locks: make(map[string]*localLock)} }
 
-// Sell sells like none, holding the product's in-process mutex from the read
-// to the commit.
+// Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *local) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell sells like none, holding the product's in-process mutex from the read
+// to the commit.
+func (s *local) sell(ctx context.Context, o Order) (Sale, error) {
 	unlock := s.lock(o.ProductID)
 	defer unlock()
 	return s.d.Store.record(ctx, o, Local, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {

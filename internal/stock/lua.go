@@ -40,14 +40,17 @@ const giveBackTimeout = 5 * time.Second
 
 func newLua(d Deps) *lua { return &lua{d: d} }
 
-// Sell reserves the units in Redis (loading a missing counter from Postgres),
-// does the simulated work, then decrements Postgres and records the sale in one transaction. When that
-// transaction certainly did not commit, the units go back to the counter;
-// when its outcome is unknown they stay taken (undersell, never oversell).
+// Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell reserves the units in Redis (loading a missing counter from
+// Postgres), does the simulated work, then decrements Postgres and records
+// the sale in one transaction. When that transaction certainly did not
+// commit, the units go back to the counter; when its outcome is unknown they
+// stay taken (undersell, never oversell).
+func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 	res := uuid.NewString()
 	if err := s.reserve(ctx, o.ProductID, o.Quantity, res); err != nil {
 		if errors.Is(err, ErrUnavailable) {

@@ -13,12 +13,14 @@ type none struct {
 
 func newNone(d Deps) *none { return &none{d: d} }
 
-// Sell reads the stock, refuses with ErrSoldOut when too little is left, does
-// the simulated work, and then decrements and records the sale.
+// Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *none) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell reads the stock, refuses with ErrSoldOut when too little is left, does
+// the simulated work, and then decrements and records the sale.
+func (s *none) sell(ctx context.Context, o Order) (Sale, error) {
 	return s.d.Store.record(ctx, o, None, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
 	})

@@ -16,14 +16,16 @@ type optimistic struct {
 
 func newOptimistic(d Deps) *optimistic { return &optimistic{d: d} }
 
-// Sell tries compare-and-set sales, each its own short transaction, until one
+// Sell validates o and sells it by sell, at most once per idempotency key.
+func (s *optimistic) Sell(ctx context.Context, o Order) (Sale, error) {
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell tries compare-and-set sales, each its own short transaction, until one
 // wins, the stock runs out (ErrSoldOut), or the Deps.Lock.Wait budget or ctx
 // ends (ErrContention): buyers keep their chance while stock remains, rather
 // than being turned away after a fixed few losses.
-func (s *optimistic) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+func (s *optimistic) sell(ctx context.Context, o Order) (Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
 	for attempt := 0; ; attempt++ {
 		sale, err := s.d.Store.record(ctx, o, Optimistic, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {

@@ -26,13 +26,15 @@ func newRedisLock(d Deps) *redisLock {
 	return &redisLock{d: d, mu: lock.NewMutex(d.Redis, opts)}
 }
 
-// Sell takes the product's lock (waiting up to Deps.Lock.Wait, else
+// Sell validates o and sells it by sell, at most once per idempotency key.
+func (s *redisLock) Sell(ctx context.Context, o Order) (Sale, error) {
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell takes the product's lock (waiting up to Deps.Lock.Wait, else
 // ErrLockTimeout), then reads, checks, works, decrements and records the sale,
 // and releases the lock only after the commit.
-func (s *redisLock) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+func (s *redisLock) sell(ctx context.Context, o Order) (Sale, error) {
 	// An unknown product must not get a lock or fencing key in Redis.
 	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
 		return Sale{}, err

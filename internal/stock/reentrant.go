@@ -30,14 +30,16 @@ func newReentrant(d Deps) *reentrant {
 	return s
 }
 
-// Sell takes the product's lock as the request's owner (lock.OwnerFrom(ctx),
+// Sell validates o and sells it by sell, at most once per idempotency key.
+func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell takes the product's lock as the request's owner (lock.OwnerFrom(ctx),
 // else a fresh one for this Sell) and sells under it with sellHeld, which
 // re-enters the same lock; the lock is released after the commit. A lost lock
 // rolls the sale back with ErrLockLost.
-func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
-	if sale, done, err := begin(ctx, s.d.Store, o); done {
-		return sale, err
-	}
+func (s *reentrant) sell(ctx context.Context, o Order) (Sale, error) {
 	// An unknown product must not get a lock or fencing key in Redis.
 	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
 		return Sale{}, err

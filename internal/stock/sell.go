@@ -22,22 +22,29 @@ func validate(o Order) error {
 	return nil
 }
 
-// begin validates o and, when o carries an idempotency key that an earlier
-// sale used, returns that sale (done=true) or ErrIdempotencyConflict, so the
-// strategy does not sell again. A duplicate racing this check is caught by
-// the ledger's unique key inside the sale's transaction (Store.record).
-func begin(ctx context.Context, st *Store, o Order) (earlier Sale, done bool, err error) {
+// once runs sell for o at most once per idempotency key. It validates o
+// first, so a bad order changes nothing; when o carries a key that an earlier
+// sale used, it returns that sale (Replayed) or ErrIdempotencyConflict
+// without calling sell. A duplicate racing that check is caught by the
+// ledger's unique key inside sell's transaction (Store.record); and a
+// duplicate told ErrSoldOut because the units it saw missing were the ones its
+// twin was selling gets the twin's sale instead.
+func once(ctx context.Context, st *Store, o Order, sell func(context.Context, Order) (Sale, error)) (Sale, error) {
 	if err := validate(o); err != nil {
-		return Sale{}, true, err
+		return Sale{}, err
 	}
-	if o.IdempotencyKey == "" {
-		return Sale{}, false, nil
+	if o.IdempotencyKey != "" {
+		if earlier, found, err := st.replay(ctx, o); err != nil || found {
+			return earlier, err
+		}
 	}
-	sale, found, err := st.replay(ctx, o)
-	if err != nil {
-		return Sale{}, true, err
+	sale, err := sell(ctx, o)
+	if errors.Is(err, ErrSoldOut) && o.IdempotencyKey != "" {
+		if earlier, found, rerr := st.replay(ctx, o); found {
+			return earlier, rerr
+		}
 	}
-	return sale, found, nil
+	return sale, err
 }
 
 // notCommitted reports whether a sale's transaction, which returned sale and

@@ -1,0 +1,491 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
+	"inventory/internal/testenv"
+)
+
+// waitFor polls cond every 5ms until it holds, failing the test after limit.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %v waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sellAsync runs s.Sell(o) in a goroutine; the returned function waits for it.
+func sellAsync(s Seller, o Order) func() (Sale, error) {
+	var (
+		sale Sale
+		err  error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { sale, err = s.Sell(context.Background(), o) })
+	return func() (Sale, error) { wg.Wait(); return sale, err }
+}
+
+// TestReentrantLockLost deletes the lock key while replica a is inside its
+// critical section, and lets replica b take the lock and sell meanwhile. a
+// must fail with ErrLockLost and roll back, either because its watchdog
+// noticed (short TTL) or because Postgres refused its older fencing token
+// (long TTL: no renewal comes before the write).
+func TestReentrantLockLost(t *testing.T) {
+	cases := []struct {
+		name string
+		ttl  time.Duration
+	}{
+		{"watchdog notices", 300 * time.Millisecond},
+		{"postgres refuses the fence", 30 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			const id = "fault"
+			e.restock(t, id, 10)
+			da := e.deps("replica-a")
+			da.Lock = lock.Options{TTL: c.ttl, Wait: 2 * time.Second}
+			da.WorkDelay = 700 * time.Millisecond
+			a := e.seller(t, Reentrant, da)
+			b := e.replica(t, Reentrant, "replica-b", 0)
+			ctx := context.Background()
+
+			waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+			waitFor(t, "replica a to hold "+lockKey(id), 5*time.Second, func() bool {
+				return e.rdb.Exists(ctx, lockKey(id)).Val() == 1
+			})
+			if err := e.rdb.Del(ctx, lockKey(id)).Err(); err != nil {
+				t.Fatalf("DEL %s: %v", lockKey(id), err)
+			}
+			saleB, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 2})
+			saleA, errA := waitA()
+
+			t.Logf("replica a: %v", errA)
+			if !errors.Is(errA, ErrLockLost) {
+				t.Errorf("replica a: Sell(%q, 1) after its lock was deleted = %+v, %v; want ErrLockLost", id, saleA, errA)
+			}
+			if errB != nil {
+				t.Fatalf("replica b: Sell(%q, 2) after a's lock was deleted = %v, want a sale", id, errB)
+			}
+			p := e.checkLedger(t, id)
+			if p.Quantity != 8 || p.Sales != 1 {
+				t.Errorf("after the fault: stock %d, %d ledger rows; want 8 and 1 (only b's sale)", p.Quantity, p.Sales)
+			}
+			if saleB.Fence <= 0 {
+				t.Errorf("replica b's sale has fence %d, want a positive fencing token", saleB.Fence)
+			}
+		})
+	}
+}
+
+// TestStaleFenceRejected writes with a lower fencing token after a higher one
+// committed: Postgres must refuse it and change nothing.
+func TestStaleFenceRejected(t *testing.T) {
+	e := newEnv(t)
+	const id = "fenced"
+	e.restock(t, id, 10)
+	ctx := context.Background()
+	steps := []struct {
+		fence int64
+		want  error
+	}{
+		{5, nil},
+		{4, ErrLockLost},
+		{5, nil}, // the same hold writing again (re-entry shares its token)
+		{1, ErrLockLost},
+		{6, nil},
+		{5, ErrLockLost},
+	}
+	sold := int64(0)
+	for _, s := range steps {
+		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Reentrant, "test",
+			func(ctx context.Context, tx *saleTx) (decrement, error) { return tx.decrementFenced(ctx, 1, s.fence) })
+		if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+			t.Errorf("record with decrementFenced(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
+		}
+		if err == nil {
+			sold++
+		}
+	}
+	p := e.checkLedger(t, id)
+	if p.Quantity != 10-sold || p.Sales != sold {
+		t.Errorf("stock %d, %d ledger rows; want %d and %d", p.Quantity, p.Sales, 10-sold, sold)
+	}
+	if f, err := e.store.fence(ctx, id); err != nil || f != 6 {
+		t.Errorf("fence(%q) = %d, %v; want 6, nil", id, f, err)
+	}
+}
+
+// TestReentrantFenceSurvivesRedisLoss: after Redis loses every key, the next
+// fencing token still starts above the highest one Postgres has seen.
+func TestReentrantFenceSurvivesRedisLoss(t *testing.T) {
+	e := newEnv(t)
+	const id = "amnesia"
+	e.restock(t, id, 10)
+	s := e.seller(t, Reentrant, e.deps("replica-a"))
+	ctx := context.Background()
+	var last int64
+	for i := range 3 {
+		sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		if err != nil {
+			t.Fatalf("sale %d: Sell(%q, 1) = %v", i+1, id, err)
+		}
+		if sale.Fence <= last {
+			t.Errorf("sale %d (Redis flushed before it: %v): fence %d, want more than %d", i+1, i > 0, sale.Fence, last)
+		}
+		last = sale.Fence
+		if err := e.rdb.FlushDB(ctx).Err(); err != nil {
+			t.Fatalf("FLUSHDB: %v", err)
+		}
+	}
+}
+
+// TestReentrantOwnerFromContext: a Sell whose context carries the owner
+// that already holds the product's lock re-enters it; another owner waits
+// and times out.
+func TestReentrantOwnerFromContext(t *testing.T) {
+	e := newEnv(t)
+	const id = "nested"
+	e.restock(t, id, 10)
+	d := e.deps("replica-a")
+	d.Lock.Wait = 300 * time.Millisecond
+	s := newReentrant(d)
+	ctx := lock.WithOwner(context.Background(), "request-1")
+	// Owners are scoped to one lock.Reentrant, so hold the seller's own.
+	outer, err := s.lk.Lock(ctx, lockKey(id))
+	if err != nil {
+		t.Fatalf("Lock(%s) as request-1: %v", lockKey(id), err)
+	}
+	if _, err := s.Sell(outer.Context(), Order{ProductID: id, Quantity: 1}); err != nil {
+		t.Errorf("Sell(%q, 1) as request-1, which holds the lock = %v, want a re-entrant sale", id, err)
+	}
+	other := lock.WithOwner(context.Background(), "request-2")
+	if _, err := s.Sell(other, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrLockTimeout) {
+		t.Errorf("Sell(%q, 1) as request-2 while request-1 holds the lock = %v, want ErrLockTimeout", id, err)
+	}
+	if err := outer.Release(ctx); err != nil {
+		t.Fatalf("Release as request-1: %v (the nested Sell must have released only its own entry)", err)
+	}
+	if _, err := s.Sell(other, Order{ProductID: id, Quantity: 1}); err != nil {
+		t.Errorf("Sell(%q, 1) as request-2 after request-1 released = %v, want a sale", id, err)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 8 {
+		t.Errorf("stock %d, want 8", p.Quantity)
+	}
+}
+
+// TestLuaGivesBack makes the Postgres half of a lua sale fail for sure, once
+// before COMMIT and once at COMMIT (a deferred trigger): the reserved units
+// must go back to the Redis counter, and nothing be sold.
+func TestLuaGivesBack(t *testing.T) {
+	e := newEnv(t)
+	const id = "giveback"
+	e.restock(t, id, 10)
+	s := e.seller(t, Lua, e.deps("replica-a"))
+	ctx := context.Background()
+	mustExec(t, e, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by test'; END $$`)
+	cases := []struct {
+		name, trigger string
+	}{
+		{"fails before commit", `CREATE TRIGGER refuse BEFORE INSERT ON sales FOR EACH ROW EXECUTE FUNCTION refuse()`},
+		{"fails at commit", `CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON sales DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse()`},
+	}
+	for _, c := range cases {
+		mustExec(t, e, c.trigger)
+		_, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3})
+		if err == nil || errors.Is(err, errOutcomeUnknown) {
+			t.Errorf("%s: Sell(%q, 3) = %v, want a definite failure", c.name, id, err)
+		}
+		if n, err := e.rdb.Get(ctx, counterKey(id)).Int64(); err != nil || n != 10 {
+			t.Errorf("%s: GET %s = %d, %v; want 10 (units given back)", c.name, counterKey(id), n, err)
+		}
+		mustExec(t, e, `DROP TRIGGER refuse ON sales`)
+	}
+	if sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3}); err != nil || sale.Remaining != 7 {
+		t.Errorf("Sell(%q, 3) once Postgres accepts = %+v, %v; want 7 remaining", id, sale, err)
+	}
+	if n, _ := e.rdb.Get(ctx, counterKey(id)).Int64(); n != 7 {
+		t.Errorf("GET %s = %d, want 7", counterKey(id), n)
+	}
+	p := e.checkLedger(t, id)
+	if p.Quantity != 7 || p.Sales != 1 {
+		t.Errorf("stock %d, %d ledger rows; want 7 and 1", p.Quantity, p.Sales)
+	}
+}
+
+func mustExec(t *testing.T, e *env, sql string) {
+	t.Helper()
+	if _, err := e.pool.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("Exec(%q): %v", sql, err)
+	}
+}
+
+// TestLuaReseeds deletes the counter between sales: the next sale reloads it
+// from Postgres.
+func TestLuaReseeds(t *testing.T) {
+	e := newEnv(t)
+	const id = "reseed"
+	e.restock(t, id, 10)
+	s := e.seller(t, Lua, e.deps("replica-a"))
+	ctx := context.Background()
+	for i, want := range []int64{9, 8, 7} {
+		if i > 0 {
+			if err := e.rdb.Del(ctx, counterKey(id)).Err(); err != nil {
+				t.Fatalf("DEL %s: %v", counterKey(id), err)
+			}
+		}
+		sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		if err != nil || sale.Remaining != want {
+			t.Errorf("sale %d: Sell(%q, 1) = %d remaining, %v; want %d", i+1, id, sale.Remaining, err, want)
+		}
+		if n, err := e.rdb.Get(ctx, counterKey(id)).Int64(); err != nil || n != want {
+			t.Errorf("sale %d: GET %s = %d, %v; want %d", i+1, counterKey(id), n, err, want)
+		}
+	}
+	// Restock resets the counter too.
+	e.restock(t, id, 50)
+	if sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil || sale.Remaining != 49 {
+		t.Errorf("after Restock(%q, 50): Sell = %d remaining, %v; want 49", id, sale.Remaining, err)
+	}
+}
+
+// TestLuaScriptsIdempotent re-sends the reserve and give-back scripts, as
+// go-redis does after a lost reply: each must act once.
+func TestLuaScriptsIdempotent(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const id = "scripts"
+	key := counterKey(id)
+	if err := e.rdb.Set(ctx, key, 10, 0).Err(); err != nil {
+		t.Fatalf("SET %s 10: %v", key, err)
+	}
+	s := newLua(e.deps("replica-a"))
+	counter := func() int64 { n, _ := e.rdb.Get(ctx, key).Int64(); return n }
+
+	steps := []struct {
+		call                 string
+		do                   func() (status, left int64, err error)
+		wantStatus, wantLeft int64
+		wantCounter          int64
+	}{
+		{"reserve(3, r1)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 3, "r1") }, reserved, 7, 7},
+		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 3, "r1") }, reserved, 7, 7},
+		{"reserve(8, r2)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 8, "r2") }, tooFew, 7, 7},
+		{"giveBack(3, r1)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, id, 3, "r1") }, 0, 0, 10},
+		{"giveBack(3, r1) re-sent", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, id, 3, "r1") }, 0, 0, 10},
+		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 3, "r1") }, returned, 0, 10},
+		{"giveBack(2, r3) of a reserve never run", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, id, 2, "r3") }, 0, 0, 10},
+		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 2, "r3") }, returned, 0, 10},
+		{"reserve(1, r4) of a missing counter", func() (int64, int64, error) {
+			e.rdb.Del(ctx, key)
+			return runReserve(ctx, e.rdb, id, 1, "r4")
+		}, missing, 0, 0},
+	}
+	for _, st := range steps {
+		status, left, err := st.do()
+		if err != nil || status != st.wantStatus || left != st.wantLeft {
+			t.Errorf("%s = status %d, left %d, %v; want %d, %d, nil", st.call, status, left, err, st.wantStatus, st.wantLeft)
+		}
+		if got := counter(); got != st.wantCounter {
+			t.Errorf("after %s: counter %d, want %d", st.call, got, st.wantCounter)
+		}
+	}
+	if n, err := e.rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS %s after reserving from a missing counter = %d, %v; want 0 (no negative key created)", key, n, err)
+	}
+}
+
+// TestLuaCounterLostMidFlight shows the lua strategy's documented weakness:
+// Redis loses the counter while a sale has reserved but not yet committed;
+// the reload from Postgres counts that sale's units again, and the last unit
+// is sold twice. The ledger invariant still holds.
+func TestLuaCounterLostMidFlight(t *testing.T) {
+	e := newEnv(t)
+	const id = "amnesiac"
+	e.restock(t, id, 1)
+	da := e.deps("replica-a")
+	da.WorkDelay = 500 * time.Millisecond
+	a := e.seller(t, Lua, da)
+	b := e.replica(t, Lua, "replica-b", 0)
+	ctx := context.Background()
+
+	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+	waitFor(t, "replica a to reserve the last unit", 5*time.Second, func() bool {
+		n, err := e.rdb.Get(ctx, counterKey(id)).Int64()
+		return err == nil && n == 0
+	})
+	if err := e.rdb.Del(ctx, counterKey(id)).Err(); err != nil {
+		t.Fatalf("DEL %s: %v", counterKey(id), err)
+	}
+	_, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	_, errA := waitA()
+	if errA != nil || errB != nil {
+		t.Fatalf("Sell(%q, 1) on a and b = %v, %v; want both to sell (the counter was reloaded mid-flight)", id, errA, errB)
+	}
+	p := e.checkLedger(t, id)
+	if p.Quantity != -1 {
+		t.Errorf("stock %d after the counter was lost mid-flight, want -1 (one unit oversold)", p.Quantity)
+	}
+}
+
+// TestConcurrentIdempotencyKey sends one order with one key from many
+// goroutines on two replicas at once: exactly one sale, every caller gets it.
+func TestConcurrentIdempotencyKey(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			const id = "dup"
+			e.restock(t, id, 10)
+			replicas := []Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
+			o := Order{ProductID: id, Quantity: 2, IdempotencyKey: "same-" + name}
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			sales := make([]Sale, 16)
+			errs := make([]error, len(sales))
+			for i := range sales {
+				wg.Go(func() {
+					<-start
+					sales[i], errs[i] = replicas[i%2].Sell(context.Background(), o)
+				})
+			}
+			close(start)
+			wg.Wait()
+			fresh := 0
+			for i := range sales {
+				if errs[i] != nil {
+					t.Errorf("Sell(%s) #%d = %v, want the one sale", formatOrder(o), i, errs[i])
+					continue
+				}
+				if sales[i].ID != sales[0].ID {
+					t.Errorf("Sell(%s) #%d = sale %d, #0 = sale %d; want the same", formatOrder(o), i, sales[i].ID, sales[0].ID)
+				}
+				if !sales[i].Replayed {
+					fresh++
+				}
+			}
+			if fresh != 1 {
+				t.Errorf("%d callers got a fresh sale, want exactly 1 (the rest replays)", fresh)
+			}
+			p := e.checkLedger(t, id)
+			if p.Quantity != 8 || p.Sales != 1 {
+				t.Errorf("stock %d, %d ledger rows; want 8 and 1", p.Quantity, p.Sales)
+			}
+			if name == Lua {
+				if n, err := e.rdb.Get(context.Background(), counterKey(id)).Int64(); err != nil || n != 8 {
+					t.Errorf("GET %s = %d, %v; want 8 (the losers gave their units back)", counterKey(id), n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestUnavailable points the strategies at servers that do not answer: every
+// one must fail with ErrUnavailable, which the API turns into 503.
+func TestUnavailable(t *testing.T) {
+	e := newEnv(t)
+	const id = "down"
+	e.restock(t, id, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// Redis down: a private server, stopped.
+	rs := testenv.RedisServer(t)
+	deadRedis := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = deadRedis.Close() })
+	if err := rs.Stop(); err != nil {
+		t.Fatalf("stop redis: %v", err)
+	}
+	for _, name := range []string{RedisLock, Reentrant, Lua} {
+		d := e.deps("replica-a")
+		d.Redis = deadRedis
+		d.Lock.Wait = time.Second
+		s := e.seller(t, name, d)
+		if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s with Redis down: Sell(%q, 1) = %v, want ErrUnavailable", name, id, err)
+		}
+	}
+
+	// Postgres down: a pool on a port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	deadPool := newPool(t, fmt.Sprintf("postgres://postgres@%s/inventory?sslmode=disable&connect_timeout=1", addr))
+	dead := NewStore(deadPool)
+	for _, name := range Names() {
+		d := e.deps("replica-a")
+		d.Store = dead
+		s := e.seller(t, name, d)
+		if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s with Postgres down: Sell(%q, 1) = %v, want ErrUnavailable", name, id, err)
+		}
+	}
+	if err := dead.Ping(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Ping with Postgres down = %v, want ErrUnavailable", err)
+	}
+	if _, err := dead.Product(ctx, id); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Product(%q) with Postgres down = %v, want ErrUnavailable", id, err)
+	}
+	if _, err := Restock(ctx, e.store, deadRedis, id, "", 5); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Restock(%q) with Redis down = %v, want ErrUnavailable", id, err)
+	}
+	if p := e.checkLedger(t, id); p.Sales != 0 {
+		t.Errorf("%d sales recorded while a backend was down, want 0", p.Sales)
+	}
+}
+
+// TestCommitErr checks which failed COMMITs count as "certainly not
+// committed" (the lua strategy then gives its units back) and which leave the
+// outcome unknown (it keeps them).
+func TestCommitErr(t *testing.T) {
+	cases := []struct {
+		name        string
+		err         error
+		wantUnknown bool
+	}{
+		{"server error", &pgconn.PgError{Code: "40001", Message: "serialization failure"}, false},
+		{"server shutting down", &pgconn.PgError{Code: "57P01", Message: "terminating connection"}, false},
+		{"commit turned rollback", pgx.ErrTxCommitRollback, false},
+		{"context done before sending", fmt.Errorf("wrapped: %w", safeToRetry{}), false},
+		{"network error while waiting", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
+		{"deadline while waiting", context.DeadlineExceeded, true},
+	}
+	for _, c := range cases {
+		err := commitErr(c.err)
+		if got := errors.Is(err, errOutcomeUnknown); got != c.wantUnknown {
+			t.Errorf("commitErr(%s: %v): outcome unknown = %v, want %v", c.name, c.err, got, c.wantUnknown)
+		}
+		if !errors.Is(err, c.err) {
+			t.Errorf("commitErr(%s) = %v, want the driver error kept in the chain", c.name, err)
+		}
+		if c.wantUnknown && !errors.Is(err, ErrUnavailable) {
+			t.Errorf("commitErr(%s) = %v, want ErrUnavailable", c.name, err)
+		}
+		if sale := (Sale{}); notCommitted(sale, err) == c.wantUnknown {
+			t.Errorf("notCommitted(commitErr(%s)) = %v, want %v", c.name, !c.wantUnknown, !c.wantUnknown)
+		}
+	}
+}
+
+// safeToRetry is a driver error raised before anything was sent.
+type safeToRetry struct{}
+
+func (safeToRetry) Error() string     { return "not sent" }
+func (safeToRetry) SafeToRetry() bool { return true }
