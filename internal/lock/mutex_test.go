@@ -17,12 +17,15 @@ import (
 type acquireFunc func(ctx context.Context, g int) (release func() error, err error)
 
 // runOverlap has goroutines contend through the acquire funcs (one per
-// "replica", goroutine g using acquires[g%len]) and counts how often one
-// entered the critical section while another was inside it.
-func runOverlap(t *testing.T, acquires []acquireFunc, goroutines, iters int) (overlaps, entries int64) {
+// "replica", goroutine g using acquires[g%len] and rdbs[g%len]) and counts
+// how often one entered the critical section while another was inside it.
+// The critical section also does an unguarded read-modify-write of a Redis
+// counter, as a stock decrement would, so a broken lock also loses updates.
+func runOverlap(t *testing.T, rdbs []*redis.Client, acquires []acquireFunc, goroutines, iters int) (overlaps, entries, lostUpdates int64) {
 	t.Helper()
 	ctx := context.Background()
-	var inside atomic.Bool
+	counter := fmt.Sprintf("overlap-counter-%d", time.Now().UnixNano())
+	var inside atomic.Int32 // goroutines in the critical section: the "flag" counts, so no overlap hides another
 	var nOverlap, nEntry atomic.Int64
 	gate := make(chan struct{})
 	errs := make(chan error, goroutines)
@@ -37,12 +40,22 @@ func runOverlap(t *testing.T, acquires []acquireFunc, goroutines, iters int) (ov
 					errs <- fmt.Errorf("goroutine %d, iteration %d: acquire: %w", g, i, err)
 					return
 				}
-				if !inside.CompareAndSwap(false, true) {
+				if inside.Add(1) != 1 {
 					nOverlap.Add(1)
 				}
 				nEntry.Add(1)
-				time.Sleep(100 * time.Microsecond) // the "read-check-update" a lock protects
-				inside.Store(false)
+				rdb := rdbs[g%len(rdbs)]
+				n, err := rdb.Get(ctx, counter).Int64()
+				if err != nil && err != redis.Nil {
+					errs <- fmt.Errorf("goroutine %d: GET: %w", g, err)
+					return
+				}
+				time.Sleep(100 * time.Microsecond) // the business work between read and write
+				if err := rdb.Set(ctx, counter, n+1, 0).Err(); err != nil {
+					errs <- fmt.Errorf("goroutine %d: SET: %w", g, err)
+					return
+				}
+				inside.Add(-1)
 				if err := release(); err != nil {
 					errs <- fmt.Errorf("goroutine %d, iteration %d: release: %w", g, i, err)
 					return
@@ -56,7 +69,11 @@ func runOverlap(t *testing.T, acquires []acquireFunc, goroutines, iters int) (ov
 	for err := range errs {
 		t.Error(err)
 	}
-	return nOverlap.Load(), nEntry.Load()
+	final, err := rdbs[0].Get(ctx, counter).Int64()
+	if err != nil {
+		t.Fatalf("GET %s: %v", counter, err)
+	}
+	return nOverlap.Load(), nEntry.Load(), nEntry.Load() - final
 }
 
 func mutexAcquire2(m *Mutex, key string) acquireFunc {
@@ -102,17 +119,17 @@ func TestOverlapDetector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			overlaps, entries := runOverlap(t, tt.acquires, 16, 25)
+			overlaps, entries, lost := runOverlap(t, []*redis.Client{c1, c2}, tt.acquires, 16, 25)
 			if entries != 16*25 {
 				t.Errorf("%d critical sections entered, want %d", entries, 16*25)
 			}
-			if tt.locked && overlaps != 0 {
-				t.Errorf("%s: %d of %d critical sections overlapped another, want 0", tt.name, overlaps, entries)
+			if tt.locked && (overlaps != 0 || lost != 0) {
+				t.Errorf("%s: %d of %d critical sections overlapped another and %d updates were lost, want 0 and 0", tt.name, overlaps, entries, lost)
 			}
-			if !tt.locked && overlaps == 0 {
-				t.Errorf("without a lock: 0 of %d critical sections overlapped; the detector cannot see a broken lock", entries)
+			if !tt.locked && (overlaps == 0 || lost == 0) {
+				t.Errorf("without a lock: %d of %d critical sections overlapped, %d updates lost; want both > 0, or the detector cannot see a broken lock", overlaps, entries, lost)
 			}
-			t.Logf("%s: %d overlaps in %d critical sections", tt.name, overlaps, entries)
+			t.Logf("%s: %d overlaps, %d lost updates in %d critical sections", tt.name, overlaps, lost, entries)
 		})
 	}
 }
@@ -380,5 +397,57 @@ func TestResentScriptsAreIdempotent(t *testing.T) {
 	}
 	if n := check.Exists(bg, rkey).Val(); n != 0 {
 		t.Errorf("after the last release the hold is still there")
+	}
+}
+
+// TestLeaseContext: the lease context is derived from the caller's (its
+// cancellation ends the context but not the hold) and ends with
+// ErrReleased on Release.
+func TestLeaseContext(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	m := NewMutex(rdb, Options{Watchdog: true})
+	type ctxKey struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	l, err := m.Lock(parent, "lock:{ctx}")
+	if err != nil {
+		t.Fatalf("Lock = %v", err)
+	}
+	if l.Key() != "lock:{ctx}" || l.Context().Value(ctxKey{}) != "v" {
+		t.Errorf("lease Key() = %q, Context value = %v; want the key and the caller's values", l.Key(), l.Context().Value(ctxKey{}))
+	}
+	cancel()
+	if l.Context().Err() == nil {
+		t.Errorf("caller's context cancelled, lease context still live")
+	}
+	if err := l.Err(); err != nil {
+		t.Errorf("caller's context cancelled: lease Err() = %v, want nil (the lock is still held)", err)
+	}
+	if n := rdb.Exists(context.Background(), "lock:{ctx}").Val(); n != 1 {
+		t.Errorf("caller's context cancelled: EXISTS = %d, want the lock still held", n)
+	}
+	// Release under the cancelled context still frees the key.
+	if err := l.Release(parent); err != nil {
+		t.Errorf("Release(cancelled ctx) = %v, want nil", err)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, context.Canceled) {
+		t.Errorf("cause = %v, want the caller's cancellation (it came first)", cause)
+	}
+	if err := l.Err(); !errors.Is(err, ErrReleased) {
+		t.Errorf("Err() after Release = %v, want ErrReleased", err)
+	}
+	if n := rdb.Exists(context.Background(), "lock:{ctx}").Val(); n != 0 {
+		t.Errorf("after Release(cancelled ctx): EXISTS = %d, want 0", n)
+	}
+
+	l2, err := m.Lock(context.Background(), "lock:{ctx}")
+	if err != nil {
+		t.Fatalf("Lock = %v", err)
+	}
+	if err := l2.Release(context.Background()); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if cause := context.Cause(l2.Context()); !errors.Is(cause, ErrReleased) {
+		t.Errorf("lease context cause after Release = %v, want ErrReleased", cause)
 	}
 }
