@@ -133,7 +133,7 @@ func runStrategy(ctx context.Context, c *client, cfg loadConfig, s strategyInfo,
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("strategy %s interrupted: %w", s.Name, err)
+		return Result{}, fmt.Errorf("interrupted: %w", err)
 	}
 
 	after, err := c.product(ctx, cfg.Product)

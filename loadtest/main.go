@@ -155,7 +155,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			res, err := runStrategy(ctx, c, cfg, s, progress)
 			if bar != nil {
-				_ = bar.Finish()
+				if err == nil {
+					_ = bar.Finish()
+				} else {
+					_ = bar.Exit() // leave the bar where the interrupt stopped it
+				}
 				fmt.Fprintln(stderr)
 			}
 			if err != nil {

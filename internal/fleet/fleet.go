@@ -114,6 +114,10 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		f.AdminToken = randomToken()
 	}
 
+	// One apt-get for everything missing, before anything slow starts.
+	if _, err := localstack.Ensure(ctx, "initdb", "postgres", "redis-server", "nginx"); err != nil {
+		return nil, fmt.Errorf("start fleet: %w", err)
+	}
 	bin := opts.Binary
 	if bin == "" {
 		if f.tmpDir, err = os.MkdirTemp("", "inventory-fleet-"); err != nil {
