@@ -70,7 +70,8 @@ func (m *Mutex) Lock(ctx context.Context, key string) (*Lease, error) {
 	return m.acquire(ctx, key, "lock", true)
 }
 
-// TryLock makes one attempt: *Error wrapping ErrNotAcquired if key is held.
+// TryLock makes one attempt and never waits: *Error wrapping ErrNotAcquired
+// if key is held (ErrTimeout wrapping ctx.Err() if ctx is already done).
 func (m *Mutex) TryLock(ctx context.Context, key string) (*Lease, error) {
 	return m.acquire(ctx, key, "trylock", false)
 }

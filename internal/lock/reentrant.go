@@ -118,11 +118,15 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	k := entryKey{key, owner}
 	e := r.use(k)
 	defer r.unuse(k, e)
-	if wait {
+	if wait { // the owner's other operation on key is brief, or a Lock bounded by Wait
+		sctx, cancel := context.WithTimeout(ctx, r.opts.Wait)
 		select {
 		case e.sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil, timeoutError(op, key, ctx)
+			cancel()
+		case <-sctx.Done():
+			err := timeoutError(op, key, sctx)
+			cancel()
+			return nil, err
 		}
 	} else {
 		select {
