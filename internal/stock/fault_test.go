@@ -346,16 +346,16 @@ func TestLuaCounterLostMidFlight(t *testing.T) {
 // TestConcurrentIdempotencyKey sends one order with one key from many
 // goroutines on two replicas at once: exactly one sale, every caller gets it.
 func TestConcurrentIdempotencyKey(t *testing.T) {
+	e := newEnv(t)
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			const id = "dup"
+			id := "dup-" + name
 			e.restock(t, id, 10)
 			replicas := []Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
 			o := Order{ProductID: id, Quantity: 2, IdempotencyKey: "same-" + name}
 			start := make(chan struct{})
 			var wg sync.WaitGroup
-			sales := make([]Sale, 16)
+			sales := make([]Sale, 12)
 			errs := make([]error, len(sales))
 			for i := range sales {
 				wg.Go(func() {
