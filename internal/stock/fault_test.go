@@ -489,3 +489,58 @@ type safeToRetry struct{}
 
 func (safeToRetry) Error() string     { return "not sent" }
 func (safeToRetry) SafeToRetry() bool { return true }
+
+// TestOptimisticContention keeps changing the version under an optimistic
+// sale whose every attempt takes longer than the gap between changes: each
+// compare-and-set loses (OnConflict counts them) until the Lock.Wait budget
+// ends with ErrContention, having sold nothing.
+func TestOptimisticContention(t *testing.T) {
+	e := newEnv(t)
+	const id = "contended"
+	e.restock(t, id, 1000)
+	var conflicts atomicInt
+	d := e.deps("replica-a")
+	d.WorkDelay = 40 * time.Millisecond
+	d.Lock.Wait = 300 * time.Millisecond
+	d.OnConflict = conflicts.add
+	s := e.seller(t, Optimistic, d)
+	other := e.seller(t, Atomic, e.deps("replica-b"))
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			_, _ = other.Sell(ctx, Order{ProductID: id, Quantity: 1})
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	waitFor(t, "the other writer to get going", 10*time.Second, func() bool { return e.product(t, id).Version >= 3 })
+	began := time.Now()
+	_, err := s.Sell(context.Background(), Order{ProductID: id, Quantity: 1, IdempotencyKey: "contended-1"})
+	t.Logf("Sell took %v, %d conflicts: %v", time.Since(began), conflicts.get(), err)
+	stop()
+	wg.Wait()
+	if !errors.Is(err, ErrContention) {
+		t.Errorf("Sell(%q, 1) while the version changes every few ms = %v, want ErrContention", id, err)
+	}
+	if n := conflicts.get(); n < 2 {
+		t.Errorf("OnConflict called %d times, want at least 2", n)
+	}
+	if sale, found, err := e.store.replay(context.Background(), Order{ProductID: id, Quantity: 1, IdempotencyKey: "contended-1"}); found || err != nil {
+		t.Errorf("ledger has sale %+v (err %v) for the contended order, want none", sale, err)
+	}
+	e.checkLedger(t, id)
+}
+
+// atomicInt counts OnConflict calls.
+type atomicInt struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (a *atomicInt) add() { a.mu.Lock(); a.n++; a.mu.Unlock() }
+func (a *atomicInt) get() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
