@@ -169,10 +169,10 @@ func (h *hold) lose(cause error) {
 	}
 	h.mu.Unlock()
 	h.cancel()
+	h.obs.Lost(h.key, cause) // before the holder is woken, so metrics never lag behind it
 	for _, l := range leases {
 		l.cancel(cause)
 	}
-	h.obs.Lost(h.key, cause)
 }
 
 // err is why the hold is no longer valid, or nil.
