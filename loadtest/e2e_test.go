@@ -45,6 +45,12 @@ func readReport(t *testing.T, b []byte) Report {
 	return r
 }
 
+// unsafeAttempts bounds how often an unsafe strategy is run before the test
+// concludes it does not oversell. The race is probabilistic: one run misses
+// now and then (see the README's measurements); three misses in a row would
+// mean the demo no longer shows what it claims.
+const unsafeAttempts = 3
+
 func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -57,43 +63,67 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = f.Stop() })
 
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", "sku-e2e",
-		"--stock", strconv.Itoa(e2eStock), "--buyers", strconv.Itoa(e2eBuyers), "--concurrency", "32", "--json", jsonPath}
-	var stdout, stderr bytes.Buffer
-	if err := run(ctx, args, &stdout, &stderr); err != nil {
-		t.Fatalf("run(%q) = %v\n%s\n%s\nreplica 1 log tail:\n%s", args, err, stdout.String(), stderr.String(), tail(f.Replicas[0].Logs(), 3000))
+	loadtest := func(strategies string) Report {
+		t.Helper()
+		jsonPath := filepath.Join(t.TempDir(), "report.json")
+		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", "sku-e2e", "--strategies", strategies,
+			"--stock", strconv.Itoa(e2eStock), "--buyers", strconv.Itoa(e2eBuyers), "--concurrency", "32", "--json", jsonPath}
+		var stdout, stderr bytes.Buffer
+		if err := run(ctx, args, &stdout, &stderr); err != nil {
+			t.Fatalf("run(%q) = %v\n%s\n%s\nreplica 1 log tail:\n%s", args, err, stdout.String(), stderr.String(), tail(f.Replicas[0].Logs(), 3000))
+		}
+		t.Logf("loadtest --strategies %s:\n%s", strategies, stdout.String())
+		b, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readReport(t, b)
 	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
+	var all []string
+	for name := range contractStrategies {
+		all = append(all, name)
 	}
-	rep := readReport(t, b)
-	t.Logf("verdict table:\n%s", stdout.String())
+	slices.Sort(all)
+	rep := loadtest(strings.Join(all, ","))
+	if len(rep.Results) != len(contractStrategies) {
+		t.Fatalf("ran %d strategies, want all %d of the contract", len(rep.Results), len(contractStrategies))
+	}
+	results := rep.Results
+	for _, r := range rep.Results {
+		for attempt := 2; !r.Safe && r.Verdict != VerdictOversold && attempt <= unsafeAttempts; attempt++ {
+			again := loadtest(r.Strategy)
+			r = again.Results[0]
+			results = append(results, r)
+		}
+	}
 
-	// What the database itself says, round by round (each strategy restocked
-	// the product, starting a new round; the ledger of every round is kept).
-	type ledger struct{ rows, units int64 }
-	fromDB := map[string]ledger{}
+	// What the database itself says, round by round (each run restocked the
+	// product, starting a new round; the ledger of every round is kept).
+	type ledger struct {
+		strategy    string
+		rows, units int64
+	}
+	fromDB := map[int64]ledger{}
 	conn, err := pgx.Connect(ctx, f.PostgresURL)
 	if err != nil {
 		t.Fatalf("connect %s: %v", f.PostgresURL, err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT strategy, count(*), sum(quantity) FROM sales WHERE product_id = 'sku-e2e' GROUP BY round, strategy`)
+	rows, err := conn.Query(ctx, `SELECT round, min(strategy), max(strategy), count(*), sum(quantity) FROM sales WHERE product_id = 'sku-e2e' GROUP BY round`)
 	if err != nil {
 		t.Fatalf("query the sales ledger: %v", err)
 	}
 	for rows.Next() {
-		var s string
+		var round int64
 		var l ledger
-		if err := rows.Scan(&s, &l.rows, &l.units); err != nil {
+		var other string
+		if err := rows.Scan(&round, &l.strategy, &other, &l.rows, &l.units); err != nil {
 			t.Fatal(err)
 		}
-		if _, dup := fromDB[s]; dup {
-			t.Errorf("ledger has strategy %s in more than one round, want one round per strategy", s)
+		if other != l.strategy {
+			t.Errorf("ledger round %d has sales by %s and %s, want one strategy per round", round, l.strategy, other)
 		}
-		fromDB[s] = l
+		fromDB[round] = l
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -103,16 +133,18 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 		t.Fatalf("read final stock: %v", err)
 	}
 
-	var names []string
-	for _, r := range rep.Results {
-		names = append(names, r.Strategy)
-		db := fromDB[r.Strategy]
+	oversoldRuns, runs := map[string]int{}, map[string]int{}
+	for _, r := range results {
+		db := fromDB[r.Round]
+		runs[r.Strategy]++
 		safe, known := contractStrategies[r.Strategy]
 		switch {
 		case !known:
 			t.Errorf("the fleet offered strategy %q, which is not in the contract", r.Strategy)
 		case safe != r.Safe:
 			t.Errorf("%s: safe = %v, want %v", r.Strategy, r.Safe, safe)
+		case db.strategy != r.Strategy:
+			t.Errorf("%s: ledger round %d was sold by %q", r.Strategy, r.Round, db.strategy)
 		case safe:
 			if db.units != e2eStock || db.rows != e2eStock {
 				t.Errorf("%s: database ledger %d units in %d sales, want exactly %d: sell out, no oversell", r.Strategy, db.units, db.rows, e2eStock)
@@ -125,15 +157,15 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 				t.Errorf("%s: final %d oversold %d lost %d verdict %s (%q), want 0 0 0 SAFE", r.Strategy, r.FinalStock, r.Oversold, r.LostUpdates, r.Verdict, r.Reasons)
 			}
 		default:
-			if db.units <= e2eStock {
-				t.Errorf("%s (unsafe): database ledger %d units for %d in stock, want oversell observed with work delay %s", r.Strategy, db.units, e2eStock, e2eWorkDelay)
+			if db.units > e2eStock {
+				oversoldRuns[r.Strategy]++
 			}
-			if r.Oversold != db.units-e2eStock || r.Verdict != VerdictOversold {
-				t.Errorf("%s (unsafe): reported oversold %d verdict %s, want %d from the ledger and OVERSOLD", r.Strategy, r.Oversold, r.Verdict, db.units-e2eStock)
+			if r.Oversold != max(0, db.units-e2eStock) || (r.Oversold > 0) != (r.Verdict == VerdictOversold) {
+				t.Errorf("%s (unsafe): reported oversold %d verdict %s, the ledger says %d oversold", r.Strategy, r.Oversold, r.Verdict, db.units-e2eStock)
 			}
 		}
-		if r.LedgerUnits != db.units || r.LedgerRows != db.rows {
-			t.Errorf("%s: report says ledger %d units / %d rows, database says %d / %d", r.Strategy, r.LedgerUnits, r.LedgerRows, db.units, db.rows)
+		if r.LedgerUnits != db.units || r.LedgerRows != db.rows || r.OK != db.rows {
+			t.Errorf("%s: report says ledger %d units / %d rows / %d×2xx, database says %d units / %d rows", r.Strategy, r.LedgerUnits, r.LedgerRows, r.OK, db.units, db.rows)
 		}
 		if r.PerReplica["inventory-1"] == 0 || r.PerReplica["inventory-2"] == 0 {
 			t.Errorf("%s: requests per replica %v, want both replicas to serve buyers", r.Strategy, r.PerReplica)
@@ -142,14 +174,16 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 			t.Errorf("%s: latency %+v throughput %.1f, want positive, p99 ≥ p50", r.Strategy, r.LatencyMs, r.Throughput)
 		}
 	}
-	if len(rep.Results) != len(contractStrategies) {
-		t.Errorf("ran strategies %q, want all %d of the contract", names, len(contractStrategies))
+	for name, safe := range contractStrategies {
+		if !safe {
+			t.Logf("%s oversold in %d of %d runs", name, oversoldRuns[name], runs[name])
+			if oversoldRuns[name] == 0 {
+				t.Errorf("%s (unsafe): no oversell in %d runs with work delay %s, want it observed", name, runs[name], e2eWorkDelay)
+			}
+		}
 	}
-	if last := rep.Results[len(rep.Results)-1]; last.FinalStock != finalQty {
+	if last := results[len(results)-1]; last.FinalStock != finalQty {
 		t.Errorf("%s: reported final stock %d, database has %d", last.Strategy, last.FinalStock, finalQty)
-	}
-	if rep.Failed {
-		t.Errorf("report.failed = true with every safe strategy SAFE")
 	}
 }
 

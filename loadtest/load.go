@@ -24,6 +24,7 @@ type loadConfig struct {
 type Result struct {
 	Run         int              `json:"run"`
 	Strategy    string           `json:"strategy"`
+	Round       int64            `json:"round"` // the product's ledger round this run sold in
 	Safe        bool             `json:"safe"`
 	Initial     int64            `json:"initial"`
 	Buyers      int64            `json:"buyers"`
@@ -158,6 +159,7 @@ func runStrategy(ctx context.Context, c *client, cfg loadConfig, s strategyInfo,
 	j := judge(f)
 	return Result{
 		Strategy:    s.Name,
+		Round:       after.Round,
 		Safe:        s.Safe,
 		Initial:     f.Initial,
 		Buyers:      f.Buyers,
