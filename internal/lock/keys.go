@@ -1,14 +1,9 @@
 package lock
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
-
-// ErrInvalidKey: the key cannot be given a companion fencing key in the same
-// Redis Cluster slot (it is empty, or has no hash tag and contains '}').
-var ErrInvalidKey = errors.New("invalid lock key")
 
 // fenceKey names the fencing counter that belongs to key, in the same Redis
 // Cluster slot: "lock:{sku-1}" → "lock:{sku-1}:fence". A key without a hash

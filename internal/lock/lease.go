@@ -9,17 +9,6 @@ import (
 	"time"
 )
 
-// More reasons, wrapped in *Error next to the sentinels in lock.go.
-var (
-	// ErrExpired: the lease's validity deadline passed without a successful
-	// renewal (no watchdog, or Redis unreachable); the lease is presumed lost
-	// and comes wrapped with ErrLost.
-	ErrExpired = errors.New("validity deadline passed")
-	// ErrReleased: the cause of a lease context cancelled by Release, and
-	// what Lease.Err reports after it.
-	ErrReleased = errors.New("lock released")
-)
-
 // LostReason names why err says a lease was lost, for metric labels:
 // "max_hold", "not_owner" (the key was gone or carried another token at
 // renewal or re-entry), "expired" (validity deadline passed), or "" when err
@@ -71,7 +60,6 @@ type hold struct {
 
 	// Set by arm, before the hold is shared.
 	fence     int64
-	start     time.Time // when the acquiring command was sent
 	maxHoldAt time.Time // zero without MaxHold
 	ctx       context.Context
 	cancel    context.CancelFunc // ends renewals in flight and the watchdog
@@ -98,7 +86,7 @@ func newHold(key, token string, o *Options, renew func(context.Context) (bool, e
 // arm starts the hold once Redis granted it: the deadline timer and, with
 // renewals, the watchdog. sent is when the granting command was sent.
 func (h *hold) arm(sent time.Time, fence int64) {
-	h.fence, h.start = fence, sent
+	h.fence = fence
 	h.deadline = validUntil(sent, h.ttl)
 	if h.maxHold > 0 {
 		h.maxHoldAt = sent.Add(h.maxHold)

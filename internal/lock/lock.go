@@ -65,6 +65,16 @@ var (
 	ErrReleaseUnknown = errors.New("lock release outcome unknown")
 	// ErrNoOwner: a Reentrant lock was asked for without WithOwner in the context.
 	ErrNoOwner = errors.New("no lock owner in context")
+	// ErrExpired: the lease's validity deadline passed without a successful
+	// renewal (no watchdog, or Redis unreachable); it comes wrapped with
+	// ErrLost, as the lease is presumed lost.
+	ErrExpired = errors.New("validity deadline passed")
+	// ErrReleased: the cause of a lease context cancelled by Release, and
+	// what Lease.Err reports after it.
+	ErrReleased = errors.New("lock released")
+	// ErrInvalidKey: the key cannot be given a companion fencing key in the
+	// same Redis Cluster slot (it is empty, or has no hash tag and contains '}').
+	ErrInvalidKey = errors.New("invalid lock key")
 )
 
 // Error carries the operation and key that an error is about.

@@ -241,7 +241,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 	defer rheld.Release(bg)
 
 	short := NewMutex(rdb, Options{Wait: 150 * time.Millisecond})
-	long := NewMutex(rdb, Options{})
+	long := NewMutex(rdb, Options{Watchdog: true}) // a timed-out waiter must leave no renewing goroutine
 	re := NewReentrant(rdb, Options{Wait: 150 * time.Millisecond})
 	cancelSoon := func() (context.Context, func()) {
 		ctx, cancel := context.WithCancel(bg)
