@@ -113,8 +113,9 @@
 // No waiter gives up before its Wait budget.
 //
 // Owners are scoped to one Reentrant value: the same owner name used through
-// two of them (or two processes) contends rather than re-entering. A Mutex
-// and a Reentrant must not share a key (string vs hash: WRONGTYPE).
+// two of them (or two processes) contends rather than re-entering. (A Mutex
+// and a Reentrant lock on the same key do exclude each other and share its
+// fencing counter, so strategies can be switched per request.)
 // A lease that is never released keeps its watchdog renewing until
 // Options.MaxHold (if set): always Release.
 //

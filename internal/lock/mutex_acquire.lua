@@ -5,6 +5,11 @@
 -- reply) finds its own token and returns the fence it already minted.
 -- Reply {0, pttl}: held by someone else. Reply {-1}: the fencing counter is
 -- missing and no floor was given: ask the caller for one and run again.
+-- A Reentrant hold (a hash) on the same key excludes us too.
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'none' and ty ~= 'string' then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, #ARGV[1]) == ARGV[1] then

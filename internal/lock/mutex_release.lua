@@ -2,7 +2,10 @@
 -- fence hash so that a re-sent release (lost reply) still reports "released".
 -- KEYS[1] lock key, KEYS[2] fence hash. ARGV[1] token.
 -- Reply 1: released (now or by an earlier send of this command). Reply 0: not held.
-local v = redis.call('GET', KEYS[1])
+local v = false
+if redis.call('TYPE', KEYS[1]).ok == 'string' then
+  v = redis.call('GET', KEYS[1])
+end
 if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[2], 'rel', ARGV[1])

@@ -4,6 +4,11 @@
 -- ARGV[1] owner, ARGV[2] hold token, ARGV[3] TTL in ms, ARGV[4] fence floor ('' = none).
 -- Reply {1, fence}: acquired (a re-sent command finds its own token and
 -- returns the same fence). {0, pttl}: held by another hold. {-1}: need a floor.
+-- A Mutex hold (a string) on the same key excludes us too.
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'none' and ty ~= 'hash' then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
 local tok = redis.call('HGET', KEYS[1], '\0tok')
 if tok then
   if tok == ARGV[2] then

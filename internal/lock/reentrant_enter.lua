@@ -3,7 +3,7 @@
 -- ARGV[4] operation id (unique within the hold; a re-sent command with the
 -- same id does not increment twice).
 -- Reply n > 0: the owner's count now. Reply 0: the hold is gone (lost).
-if redis.call('HGET', KEYS[1], '\0tok') ~= ARGV[2] then
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' or redis.call('HGET', KEYS[1], '\0tok') ~= ARGV[2] then
   return 0
 end
 if redis.call('HGET', KEYS[1], '\0op') ~= ARGV[4] then

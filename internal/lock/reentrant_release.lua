@@ -5,7 +5,7 @@
 -- Reply n > 0: the owner's count left. Reply 0: released entirely (now, or by
 -- an earlier send of this command: the token is the fence hash's tombstone).
 -- Reply -1: not held by this hold.
-if redis.call('HGET', KEYS[1], '\0tok') ~= ARGV[2] then
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' or redis.call('HGET', KEYS[1], '\0tok') ~= ARGV[2] then
   if ARGV[4] == '1' and redis.call('HGET', KEYS[2], 'rel') == ARGV[2] then
     return 0
   end

@@ -243,3 +243,50 @@ func TestMaxHold(t *testing.T) {
 		t.Errorf("Release after MaxHold = %v, want the loss (ErrMaxHold)", err)
 	}
 }
+
+// TestKindsExcludeEachOther: a Mutex and a Reentrant lock on the same key
+// (two strategies switched per request) exclude each other and share one
+// fencing counter; neither mistakes the other's hold for an error or its own.
+func TestKindsExcludeEachOther(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	bg := context.Background()
+	const key = "lock:{kinds}"
+	m := NewMutex(rdb, Options{TTL: time.Second, Watchdog: true})
+	r := NewReentrant(client(t, url), Options{TTL: time.Second})
+	owner := WithOwner(bg, "o")
+
+	ml, err := m.Lock(bg, key)
+	if err != nil {
+		t.Fatalf("Mutex.Lock = %v", err)
+	}
+	if l, err := r.TryLock(owner, key); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("Reentrant.TryLock while a Mutex holds %s = %v, %v; want ErrNotAcquired", key, l, err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = ml.Release(bg)
+	}()
+	rl, err := r.Lock(owner, key)
+	if err != nil {
+		t.Fatalf("Reentrant.Lock waiting for a Mutex holder = %v, want it to wait and acquire", err)
+	}
+	if rl.Fence() <= ml.Fence() {
+		t.Errorf("Reentrant fence %d after Mutex fence %d, want larger (one counter per key)", rl.Fence(), ml.Fence())
+	}
+	if l, err := m.TryLock(bg, key); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("Mutex.TryLock while a Reentrant holds %s = %v, %v; want ErrNotAcquired", key, l, err)
+	}
+	// The Reentrant hold is renewed and releasable as usual; a stale Mutex
+	// release of the old lease does nothing to it.
+	if err := ml.Release(bg); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("second Release of the Mutex lease = %v, want ErrNotHeld", err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := rl.Err(); err != nil {
+		t.Errorf("Reentrant lease after renewals next to a Mutex = %v, want held", err)
+	}
+	if err := rl.Release(owner); err != nil {
+		t.Errorf("Reentrant Release = %v", err)
+	}
+}
