@@ -60,9 +60,10 @@ type Fleet struct {
 	RedisURL string
 	// AdminToken is the bearer token the replicas accept for admin calls.
 	AdminToken string
-	// Postgres and Redis give fault tests access to the servers (Pid, Restart).
+	// Postgres is the database server, for fault tests (Pid, SIGSTOP).
 	Postgres *localstack.Postgres
-	Redis    *localstack.Redis
+	// Redis is the Redis server, for fault tests (Pid, Restart loses every key).
+	Redis *localstack.Redis
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
