@@ -106,7 +106,7 @@ func TestStaleFenceRejected(t *testing.T) {
 	}{
 		{5, nil},
 		{4, ErrLockLost},
-		{5, nil}, // the same hold writing again (re-entry shares its token)
+		{5, ErrLockLost}, // equal is refused too: each hold writes once (see TestReentrantFenceCollisionAfterRedisLoss)
 		{1, ErrLockLost},
 		{6, nil},
 		{5, ErrLockLost},
@@ -128,6 +128,42 @@ func TestStaleFenceRejected(t *testing.T) {
 	}
 	if f, err := e.store.fence(ctx, id); err != nil || f != 6 {
 		t.Errorf("fence(%q) = %d, %v; want 6, nil", id, f, err)
+	}
+}
+
+// TestReentrantFenceCollisionAfterRedisLoss: Redis loses every key while
+// replica A is inside its critical section, before A's watchdog can notice.
+// Replica B's next token is minted from Postgres' highest committed fence, so
+// it equals A's; B commits first, and Postgres must refuse A's write.
+func TestReentrantFenceCollisionAfterRedisLoss(t *testing.T) {
+	e := newEnv(t)
+	const id = "collide"
+	e.restock(t, id, 10)
+	ctx := context.Background()
+	a := e.replica(t, Reentrant, "replica-a", 800*time.Millisecond) // TTL 5s: first renewal after ~1.7s
+	b := e.replica(t, Reentrant, "replica-b", 0)
+	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+		t.Fatalf("first sale: %v", err)
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		aDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // A holds the lock and is working
+	if err := e.rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	saleB, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	if err != nil {
+		t.Fatalf("B's sale after the flush: %v", err)
+	}
+	errA := <-aDone
+	if !errors.Is(errA, ErrLockLost) {
+		t.Errorf("A's sale, whose lock vanished and whose token B reused (fence %d) = %v, want ErrLockLost", saleB.Fence, errA)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 8 || p.Sales != 2 {
+		t.Errorf("stock %d with %d ledger rows, want 8 and 2 (A rolled back)", p.Quantity, p.Sales)
 	}
 }
 

@@ -289,19 +289,24 @@ func (t *saleTx) decrementIfEnough(ctx context.Context, n int64) (decrement, err
 	return d, nil
 }
 
-// decrementFenced takes n units and records fence, unless a write with a
-// higher fencing token already landed: then the lock this sale was made
-// under has passed to someone else, and it returns ErrLockLost.
+// decrementFenced takes n units and records fence, unless a write with the
+// same or a higher fencing token already landed: then the lock this sale was
+// made under has passed to someone else, and it returns ErrLockLost.
+//
+// The comparison is strict because each hold writes once. After Redis loses
+// its data mid-sale, the next holder's token is minted above the highest
+// *committed* fence, so it can equal the token of the holder still in
+// flight; "<=" would let both writes land, "<" lets only the first.
 func (t *saleTx) decrementFenced(ctx context.Context, n, fence int64) (decrement, error) {
 	d := decrement{fence: fence}
 	err := t.tx.QueryRow(ctx, `
 		UPDATE stock SET quantity = quantity - $2, version = version + 1, fence = $3, updated_at = now()
-		WHERE product_id = $1 AND fence <= $3 RETURNING quantity, round`, t.id, n, fence).Scan(&d.remaining, &d.round)
+		WHERE product_id = $1 AND fence < $3 RETURNING quantity, round`, t.id, n, fence).Scan(&d.remaining, &d.round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, _, err := t.read(ctx); err != nil {
 			return d, err
 		}
-		return d, fmt.Errorf("%w: fencing token %d is older than the last write to %q", ErrLockLost, fence, t.id)
+		return d, fmt.Errorf("%w: fencing token %d is not newer than the last write to %q", ErrLockLost, fence, t.id)
 	}
 	if err != nil {
 		return d, dbErr("decrement stock", err)
