@@ -52,7 +52,9 @@
 // backoff until the validity deadline. Release stops it synchronously at its
 // start and waits for it to exit before sending the release command, so it
 // never outlives the lock, and a later hold of the same key is not renewed
-// by an earlier one.
+// by an earlier one. (A renewal already in flight is waited for: with a hung
+// Redis that is bounded by the client's ReadTimeout, as the release command
+// itself is.)
 //
 // Fencing. Each acquisition mints a token with HINCRBY in the same script
 // that takes the lock: strictly increasing per key, equal for the nested
@@ -128,27 +130,32 @@
 //
 // # Measured
 //
-// BenchmarkLock (go test -bench BenchmarkLock -benchtime=2s -count=3), on
-// the 2-core Debian 12 development box, redis 7.0.15 as a local process on
-// loopback, go-redis v9.23.0 with two clients (two "replicas"), empty
-// critical section, default Options; 2026-11-22, with other engineers'
-// builds and tests running (load average 5–14), so read the ranges as rough:
+// BenchmarkLock (go test -run '^$' -bench BenchmarkLock -benchtime=2s
+// -count=3 ./internal/lock/) on the 2-core Debian 12 development box, redis
+// 7.0.15 as a local process on loopback, go-redis v9.23.0 with two clients
+// (two "replicas"), empty critical section, default Options; 2026-11-22.
+// Other engineers' builds and tests ran at the same time (load average
+// 8–10 on 2 cores), so read the ranges over the three runs as rough:
 //
-//	                   acq/s       cmds/acq   p50 wait     p99 wait       max wait
-//	Mutex      1 g     6.7k–8.5k   2.00       41–50 µs     0.19–0.37 ms   —
-//	Mutex      8 g     5.3k–6.3k   2.34–2.37  73–78 µs     23–26 ms       0.17–0.38 s
-//	Mutex     64 g     2.1k–4.9k   3.9–4.3    255–386 µs   0.19–0.53 s    0.49–1.2 s
-//	Reentrant  1 g     6.1k–6.6k   2.00       74–77 µs     0.21–0.25 ms   —
-//	Reentrant  8 g     4.0k–6.0k   2.26–2.32  78–79 µs     29–48 ms       0.24–0.60 s
-//	Reentrant 64 g     2.9k–4.6k   3.8–4.2    161–247 µs   0.23–0.38 s    0.67–0.97 s
+//	                  acq/s       cmds/acq   p50 wait      p99 wait      max wait
+//	Mutex      1 g    7.7k–10.9k  2.00       39–41 µs      0.11–0.26 ms  5–12 ms
+//	Mutex      8 g    7.4k–7.9k   2.29–2.33  49–52 µs      17–20 ms      0.14–0.21 s
+//	Mutex     64 g    3.8k–4.6k   3.9–4.3    0.43–1.3 ms   0.20–0.21 s   0.54–0.78 s
+//	Reentrant  1 g    5.1k–7.2k   2.00       70–90 µs      0.20–0.31 ms  3–14 ms
+//	Reentrant  8 g    4.0k–5.9k   2.26–2.32  76–80 µs      36–49 ms      0.21–0.49 s
+//	Reentrant 64 g    2.8k–4.0k   3.8–4.3    144–204 µs    0.27–0.32 s   0.69–0.95 s
 //
-// Uncontended, one acquisition is one round trip and its release another
-// (2 commands), about 2 × the ≈ 50–60 µs Redis round trip measured here.
+// Uncontended, an acquisition is one round trip and its release another (2
+// commands), close to the ≈ 45–60 µs Redis round trip measured here; the
+// Reentrant/Mutex gap in that row did not survive a closer look (the bare
+// scripts and a Mutex with and without watchdog all measured 64–85 µs per
+// acquire in a later run on the same loaded box), so treat it as noise.
 // Contended, polling costs little (under 2.4 commands per acquisition at 8
-// goroutines, about 4 at 64) and throughput stays within 2× of the serial
-// chain. The low p50 is the barging holder re-locking at once; the p99 and
-// max are the price of not being fair — no acquisition failed or reached
-// the 10s Wait budget. Waking waiters by pub/sub on release was not added:
-// polling already costs under two extra commands per acquisition, and a
-// wake-up would not fix the ordering.
+// goroutines, about 4 at 64), and throughput stays within about 2× of the
+// uncontended serial chain. The low p50 is the holder that released
+// re-locking at once; the p99 and max are the price of not being fair. No
+// acquisition failed and none came near the 10s Wait budget. Waking
+// waiters by pub/sub on release was not added: polling already costs under
+// about two extra commands per acquisition, and a wake-up would not fix
+// the ordering.
 package lock
