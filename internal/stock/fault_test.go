@@ -580,3 +580,22 @@ func (a *atomicInt) get() int {
 	defer a.mu.Unlock()
 	return a.n
 }
+
+// TestRedisLockOverrunRollsBack: a critical section that outlives the plain
+// lock's TTL is cancelled at the lease's deadline and rolled back, instead of
+// committing while another replica may hold the lock.
+func TestRedisLockOverrunRollsBack(t *testing.T) {
+	e := newEnv(t)
+	const id = "overrun"
+	e.restock(t, id, 10)
+	d := e.deps("replica-a")
+	d.Lock.TTL = 200 * time.Millisecond
+	d.WorkDelay = 400 * time.Millisecond
+	_, err := e.seller(t, RedisLock, d).Sell(context.Background(), Order{ProductID: id, Quantity: 1})
+	if !errors.Is(err, ErrLockLost) {
+		t.Errorf("Sell with 400ms of work under a 200ms lock = %v, want ErrLockLost", err)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 10 || p.Sales != 0 {
+		t.Errorf("stock %d with %d ledger rows after the overrun, want 10 and 0", p.Quantity, p.Sales)
+	}
+}

@@ -10,9 +10,9 @@ import (
 )
 
 // redisLock runs the classic read-check-update inside a Redis SET NX PX lock
-// (lock:{id}) released by compare-and-delete after the commit: safe while
-// every critical section ends within the lock's TTL, as nothing renews it or
-// fences the write.
+// (lock:{id}) released by compare-and-delete after the commit: safe while the
+// replicas are not paused past the lock's TTL, as nothing renews the lock or
+// fences the write (a section that merely overruns is rolled back).
 type redisLock struct {
 	d  Deps
 	mu *lock.Mutex
@@ -44,12 +44,20 @@ func (s *redisLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	return s.d.Store.record(ctx, o, RedisLock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+	// Under the lease's context, a critical section that outlives the TTL is
+	// cancelled and rolled back instead of committing after someone else may
+	// have taken the lock. A pause past the TTL can still slip a write
+	// through: nothing fences it (the reentrant strategy does).
+	sale, err := s.d.Store.record(lease.Context(), o, RedisLock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		d, err := checkThenDecrement(ctx, t, o.Quantity, s.d)
 		// Recorded for the ledger's sake only: nothing checks it.
 		d.fence = lease.Fence()
 		return d, err
 	})
+	if err != nil {
+		return Sale{}, lost(lease, err)
+	}
+	return sale, nil
 }
 
 // releaseTimeout bounds giving a lock up, which runs even when the buyer's
