@@ -1,0 +1,73 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"inventory/internal/lock"
+)
+
+func TestLockResultLabels(t *testing.T) {
+	wrap := func(err error) error {
+		return &lock.Error{Op: "lock", Key: "lock:{k}", Err: fmt.Errorf("ctx: %w", err)}
+	}
+	for err, want := range map[error]string{
+		nil:                            "ok",
+		wrap(lock.ErrNotAcquired):      "not_acquired",
+		wrap(lock.ErrTimeout):          "timeout",
+		wrap(lock.ErrMaxHold):          "max_hold",
+		wrap(lock.ErrLost):             "lost",
+		wrap(lock.ErrNotHeld):          "not_held",
+		wrap(lock.ErrReleaseUnknown):   "unknown",
+		errors.New("connection reset"): "error",
+	} {
+		if got := lockResult(err); got != want {
+			t.Errorf("lockResult(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
+
+func TestHTTPCode(t *testing.T) {
+	for code, want := range map[int]string{200: "200", 404: "404", 503: "503", 99: "other", 600: "other"} {
+		if got := httpCode(code); got != want {
+			t.Errorf("httpCode(%d) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+func TestEventsReachTheRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Sale("lua", "ok", 300*time.Microsecond)
+	m.Sale("lua", "sold-out", time.Millisecond)
+	m.OptimisticConflict()
+	m.Acquired("lock:{k}", nil, 2*time.Millisecond, 3)
+	m.Lost("lock:{k}", &lock.Error{Err: lock.ErrLost})
+	m.HTTPRequest("/sale", "POST", 200, time.Millisecond)
+
+	want := `
+# HELP inventory_sales_total Sale attempts by strategy and result.
+# TYPE inventory_sales_total counter
+inventory_sales_total{result="ok",strategy="lua"} 1
+inventory_sales_total{result="sold-out",strategy="lua"} 1
+# HELP inventory_optimistic_conflicts_total Optimistic compare-and-set attempts that lost and were retried.
+# TYPE inventory_optimistic_conflicts_total counter
+inventory_optimistic_conflicts_total 1
+# HELP inventory_lock_lost_total Leases lost while held, by reason.
+# TYPE inventory_lock_lost_total counter
+inventory_lock_lost_total{reason="lost"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"inventory_sales_total", "inventory_optimistic_conflicts_total", "inventory_lock_lost_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.saleSeconds); n != 2 {
+		t.Errorf("sale latency series = %d, want 2 (one per strategy and result)", n)
+	}
+}
