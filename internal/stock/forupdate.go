@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	"fmt"
 )
 
 // forUpdate locks the product's row with SELECT ... FOR UPDATE, then checks
@@ -28,10 +27,7 @@ func (s *forUpdate) sell(ctx context.Context, o Order) (Sale, error) {
 		if err != nil {
 			return decrement{}, err
 		}
-		if q < o.Quantity {
-			return decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, o.ProductID, q, ErrSoldOut)
-		}
-		if err := pause(ctx, s.d.WorkDelay); err != nil {
+		if err := checkThenWork(ctx, o.ProductID, q, o.Quantity, s.d.WorkDelay); err != nil {
 			return decrement{}, err
 		}
 		return t.decrementBy(ctx, o.Quantity)

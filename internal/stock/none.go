@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	"fmt"
 )
 
 // none reads, checks and decrements with no coordination at all: NOT safe,
@@ -34,10 +33,7 @@ func checkThenDecrement(ctx context.Context, t *saleTx, n int64, d Deps) (decrem
 	if err != nil {
 		return decrement{}, err
 	}
-	if q < n {
-		return decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", n, t.id, q, ErrSoldOut)
-	}
-	if err := pause(ctx, d.WorkDelay); err != nil {
+	if err := checkThenWork(ctx, t.id, q, n, d.WorkDelay); err != nil {
 		return decrement{}, err
 	}
 	return t.decrementBy(ctx, n)

@@ -33,10 +33,7 @@ func (s *optimistic) sell(ctx context.Context, o Order) (Sale, error) {
 			if err != nil {
 				return decrement{}, err
 			}
-			if q < o.Quantity {
-				return decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, o.ProductID, q, ErrSoldOut)
-			}
-			if err := pause(ctx, s.d.WorkDelay); err != nil {
+			if err := checkThenWork(ctx, o.ProductID, q, o.Quantity, s.d.WorkDelay); err != nil {
 				return decrement{}, err
 			}
 			return t.decrementIfVersion(ctx, o.Quantity, v)

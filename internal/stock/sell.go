@@ -57,6 +57,16 @@ func notCommitted(sale Sale, err error) bool {
 	return sale.Replayed
 }
 
+// checkThenWork is the check half of read-check-update: ErrSoldOut when
+// fewer than n of the left units read remain, else the simulated work
+// (Deps.WorkDelay) in the gap between the read and the write.
+func checkThenWork(ctx context.Context, id string, left, n int64, work time.Duration) error {
+	if left < n {
+		return fmt.Errorf("%d of %q wanted, %d left: %w", n, id, left, ErrSoldOut)
+	}
+	return pause(ctx, work)
+}
+
 // pause sleeps for d, the simulated business work, unless ctx ends first.
 func pause(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
