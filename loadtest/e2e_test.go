@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inventory/internal/fleet"
+	"inventory/internal/localstack"
 )
 
 // End-to-end: real Postgres, Redis, two replicas of the real binary and
@@ -274,23 +275,10 @@ func TestInterruptStopsTheLocalFleet(t *testing.T) {
 // children lists the process ids of this test binary's child processes.
 func children(t *testing.T) []int {
 	t.Helper()
-	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	pids, err := localstack.ChildPIDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		for _, field := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(field); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	slices.Sort(pids)
 	return pids
 }
 

@@ -86,7 +86,7 @@ func startService(t *testing.T, extra map[string]string) (string, func() error) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	var logs syncBuffer
+	var logs localstack.LogBuffer
 	go func() { done <- run(ctx, nil, envFrom(env), io.Discard, &logs) }()
 	base := "http://127.0.0.1:" + itoa(port)
 	deadline := time.Now().Add(30 * time.Second)
@@ -199,16 +199,3 @@ func TestShutdownDrainsInFlightSales(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// syncBuffer collects the service's logs from its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -5,7 +5,6 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -81,7 +80,7 @@ type Replica struct {
 	URL  string
 
 	cmd  *exec.Cmd
-	out  *tailBuffer
+	out  *localstack.LogBuffer
 	done chan struct{} // closed when the process has exited
 	err  error         // exit status, valid once done is closed
 }
@@ -209,7 +208,7 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string) (*Re
 
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = childEnv(os.Environ(), env)
-	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, cmd: cmd, out: &tailBuffer{}, done: make(chan struct{})}
+	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, cmd: cmd, out: &localstack.LogBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Pdeathsig: syscall.SIGKILL, // a crashed caller leaves no replica behind
@@ -399,27 +398,4 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-// tailBuffer keeps the last 256 KiB a process wrote; exec writes from its own goroutines.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	const keep = 256 << 10
-	if b.buf.Len()+len(p) > 2*keep {
-		rest := b.buf.Bytes()[max(0, b.buf.Len()-keep):]
-		b.buf = *bytes.NewBuffer(append([]byte(nil), rest...))
-	}
-	return b.buf.Write(p)
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -10,11 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"inventory/internal/localstack"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -43,23 +44,10 @@ func TestMain(m *testing.M) {
 // children lists the process ids of this test binary's child processes.
 func children(t *testing.T) []int {
 	t.Helper()
-	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	pids, err := localstack.ChildPIDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		for _, field := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(field); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	slices.Sort(pids)
 	return pids
 }
 

@@ -8,7 +8,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +21,7 @@ import (
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *LogBuffer
 	done chan struct{} // closed when the process has exited
 	err  error         // exit status, valid once done is closed
 
@@ -28,7 +31,7 @@ type process struct {
 
 // start launches cmd with a parent-death signal and returns once it is running.
 func start(name string, cmd *exec.Cmd, stopSig syscall.Signal) (*process, error) {
-	out := &lockedBuffer{}
+	out := &LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -135,25 +138,56 @@ func dialable(ctx context.Context, addr string) error {
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-// lockedBuffer collects a process's output; exec writes to it from its own goroutines.
-type lockedBuffer struct {
+// LogBuffer keeps the last 256 KiB written to it, safe for the concurrent
+// writes exec makes from its own goroutines: a long-running server's output,
+// kept for error reports.
+type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+// logTail is how much of a process's output a LogBuffer keeps.
+const logTail = 256 << 10
+
+// Write appends p, dropping the oldest output beyond the kept tail.
+func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.buf.Len() > 1<<20 { // keep memory bounded for long runs; the tail is what matters
-		b.buf.Reset()
+	if b.buf.Len()+len(p) > 2*logTail {
+		rest := b.buf.Bytes()[max(0, b.buf.Len()-logTail):]
+		b.buf = *bytes.NewBuffer(append([]byte(nil), rest...))
 	}
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+// String returns the kept output.
+func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// ChildPIDs lists the process ids of this process's children, sorted, so
+// tests can check that everything they started is gone.
+func ChildPIDs() ([]int, error) {
+	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		for _, field := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	slices.Sort(pids)
+	return pids, nil
 }
 
 // errNotFound is returned (wrapped) when a server binary cannot be found or installed.
