@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test lint demo deps clean
+.PHONY: all build test lint demo fleet deps clean
 
 all: build
 
@@ -25,6 +25,10 @@ test: deps lint
 ## demo: start the local two-replica fleet, run every strategy, print the verdict table
 demo: deps
 	$(GO) run ./loadtest
+
+## fleet: run Postgres, Redis, 2 replicas and nginx on 127.0.0.1:8080 until Ctrl-C (try the API with curl)
+fleet: deps
+	$(GO) run ./cmd/fleet
 
 clean:
 	rm -rf bin

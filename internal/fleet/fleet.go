@@ -45,6 +45,9 @@ type Options struct {
 	// ReadyTimeout bounds how long each replica may take to answer 200 on
 	// /readyz (migrations included); default 60s.
 	ReadyTimeout time.Duration
+	// Listen is nginx's host:port, e.g. "127.0.0.1:8080"; empty means a
+	// free loopback port.
+	Listen string
 }
 
 // Fleet is a running local stack. Stop it when done.
@@ -158,7 +161,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 
-	if f.Nginx, err = f.startNginx(ctx); err != nil {
+	if f.Nginx, err = f.startNginx(ctx, opts.Listen); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.URL = "http://" + f.Nginx.Addr
@@ -239,12 +242,14 @@ func childEnv(parent []string, set map[string]string) []string {
 	return env
 }
 
-func (f *Fleet) startNginx(ctx context.Context) (*localstack.Nginx, error) {
-	port, err := localstack.FreePort()
-	if err != nil {
-		return nil, err
+func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Nginx, error) {
+	if listen == "" {
+		port, err := localstack.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		listen = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	var addrs []string
 	for _, r := range f.Replicas {
 		addrs = append(addrs, r.Addr)

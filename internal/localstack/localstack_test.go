@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,5 +116,17 @@ func TestStartNginxRejectsBadConfig(t *testing.T) {
 	_, err := StartNginx(context.Background(), "127.0.0.1:1", map[string]string{"nginx.conf": "events {} http { nonsense; }"})
 	if err == nil || !strings.Contains(err.Error(), "nginx -t") {
 		t.Fatalf("StartNginx(bad config) = %v, want an nginx -t error", err)
+	}
+}
+
+func TestStartNginxRefusesATakenAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	conf := "events {} http { server { listen " + l.Addr().String() + "; } }"
+	if _, err := StartNginx(context.Background(), l.Addr().String(), map[string]string{"nginx.conf": conf}); err == nil {
+		t.Fatalf("StartNginx on an address another server holds = nil, want an error")
 	}
 }

@@ -3,6 +3,7 @@ package localstack
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,13 @@ func StartNginx(ctx context.Context, addr string, files map[string]string) (*Ngi
 	if err != nil {
 		return nil, err
 	}
+	// Readiness is "addr accepts connections", which another server already
+	// listening there would fake: refuse a taken address up front.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("start nginx on %s: %w", addr, err)
+	}
+	_ = l.Close()
 	dir, err := os.MkdirTemp("", "inventory-nginx-")
 	if err != nil {
 		return nil, fmt.Errorf("nginx dir: %w", err)
