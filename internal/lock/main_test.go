@@ -46,12 +46,6 @@ func client(t testing.TB, url string, hooks ...redis.Hook) *redis.Client {
 	return c
 }
 
-// locker is what the table-driven tests need from a Mutex or a Reentrant.
-type locker interface {
-	Lock(ctx context.Context, key string) (*Lease, error)
-	TryLock(ctx context.Context, key string) (*Lease, error)
-}
-
 // recorder is an Observer that keeps what it saw.
 type recorder struct {
 	mu       sync.Mutex
