@@ -1,0 +1,79 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestPausedReplicaCannotSellWhatItNoLongerHolds pauses a replica with
+// SIGSTOP inside its critical section for longer than the lock's TTL; its
+// watchdog is paused with it, so the lock expires and the other replica takes
+// it and sells the last unit. When the paused replica resumes, its stale sale
+// must not land: the reentrant strategy's fencing token is refused by
+// Postgres (or its lease context is already cancelled), and it answers 503.
+func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
+	f, err := Start(context.Background(), Options{Binary: binary, NoFsync: true, AdminToken: "tok",
+		Env: map[string]string{"INVENTORY_LOCK_TTL": "500ms", "INVENTORY_WORK_DELAY": "400ms"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Stop() })
+	paused, other := f.Replicas[0], f.Replicas[1]
+
+	put, _ := http.NewRequest("PUT", f.URL+"/products/sku-pause", strings.NewReader(`{"quantity":1}`))
+	put.Header.Set("Content-Type", "application/json")
+	put.Header.Set("Authorization", "Bearer tok")
+	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("PUT /products/sku-pause = %v, %v; want 201", resp, err)
+	}
+
+	stale := make(chan int, 1)
+	go func() { stale <- sell(t, paused.URL) }()
+	time.Sleep(150 * time.Millisecond) // it holds the lock, has read 1 unit left, and is working
+	if err := syscall.Kill(paused.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
+	}
+	time.Sleep(1200 * time.Millisecond) // > TTL: the lock has expired in Redis
+	if got := sell(t, other.URL); got != http.StatusOK {
+		_ = syscall.Kill(paused.Pid(), syscall.SIGCONT)
+		t.Fatalf("sale on %s while %s is paused = %d, want 200 (the expired lock is free)\n%s", other.Instance, paused.Instance, got, other.Logs())
+	}
+	if err := syscall.Kill(paused.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT %s: %v", paused.Instance, err)
+	}
+	if got := <-stale; got != http.StatusServiceUnavailable {
+		t.Errorf("the paused replica's sale after resuming = %d, want 503 (lock lost, rolled back)\n%s", got, paused.Logs())
+	}
+
+	resp, err := http.Get(f.URL + "/products/sku-pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p struct{ Quantity, Sold, Sales int64 }
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Quantity != 0 || p.Sold != 1 || p.Sales != 1 {
+		t.Errorf("after the pause: quantity %d, sold %d, ledger rows %d; want 0, 1, 1 (no oversell)", p.Quantity, p.Sold, p.Sales)
+	}
+}
+
+// sell buys one unit of sku-pause from base with the reentrant strategy and
+// returns the status.
+func sell(t *testing.T, base string) int {
+	resp, err := http.Post(base+"/sale?strategy=reentrant", "application/json", strings.NewReader(`{"product_id":"sku-pause","quantity":1}`))
+	if err != nil {
+		t.Errorf("POST %s/sale: %v", base, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
