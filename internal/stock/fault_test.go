@@ -41,17 +41,22 @@ func sellAsync(s Seller, o Order) func() (Sale, error) {
 }
 
 // TestReentrantLockLost deletes the lock key while replica a is inside its
-// critical section, and lets replica b take the lock and sell meanwhile. a
-// must fail with ErrLockLost and roll back, either because its watchdog
-// noticed (short TTL) or because Postgres refused its older fencing token
-// (long TTL: no renewal comes before the write).
+// critical section, and lets replica b take the lock and sell meanwhile.
+// With a short TTL a's watchdog notices within TTL/3: a fails with
+// ErrLockLost and rolls back, and only b sells. With a long TTL no renewal
+// comes before a finishes; a had claimed the stock row with its fencing token
+// before b, so b waits for a's commit and sells after it. Either way the
+// sales are serialised: no oversell, the ledger matches.
 func TestReentrantLockLost(t *testing.T) {
 	cases := []struct {
-		name string
-		ttl  time.Duration
+		name      string
+		ttl       time.Duration
+		wantA     error
+		wantStock int64
+		wantRows  int64
 	}{
-		{"watchdog notices", 300 * time.Millisecond},
-		{"postgres refuses the fence", 30 * time.Second},
+		{"watchdog notices", 300 * time.Millisecond, ErrLockLost, 8, 1},
+		{"the row claim orders them", 30 * time.Second, nil, 7, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,16 +80,18 @@ func TestReentrantLockLost(t *testing.T) {
 			saleB, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 2})
 			saleA, errA := waitA()
 
-			t.Logf("replica a: %v", errA)
-			if !errors.Is(errA, ErrLockLost) {
-				t.Errorf("replica a: Sell(%q, 1) after its lock was deleted = %+v, %v; want ErrLockLost", id, saleA, errA)
+			if !errors.Is(errA, c.wantA) || (c.wantA == nil && errA != nil) {
+				t.Errorf("replica a: Sell(%q, 1) after its lock was deleted = %+v, %v; want %v", id, saleA, errA, c.wantA)
+			}
+			if errA == nil && saleA.ID >= saleB.ID {
+				t.Errorf("replica a's sale %d is not ordered before b's %d, though a claimed the row first", saleA.ID, saleB.ID)
 			}
 			if errB != nil {
 				t.Fatalf("replica b: Sell(%q, 2) after a's lock was deleted = %v, want a sale", id, errB)
 			}
 			p := e.checkLedger(t, id)
-			if p.Quantity != 8 || p.Sales != 1 {
-				t.Errorf("after the fault: stock %d, %d ledger rows; want 8 and 1 (only b's sale)", p.Quantity, p.Sales)
+			if p.Quantity != c.wantStock || p.Sales != c.wantRows {
+				t.Errorf("after the fault: stock %d, %d ledger rows; want %d and %d", p.Quantity, p.Sales, c.wantStock, c.wantRows)
 			}
 			if saleB.Fence <= 0 {
 				t.Errorf("replica b's sale has fence %d, want a positive fencing token", saleB.Fence)
@@ -114,9 +121,9 @@ func TestStaleFenceRejected(t *testing.T) {
 	sold := int64(0)
 	for _, s := range steps {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Reentrant, "test",
-			func(ctx context.Context, tx *saleTx) (decrement, error) { return tx.decrementFenced(ctx, 1, s.fence) })
+			func(ctx context.Context, tx *saleTx) (decrement, error) { return fencedCheckThenDecrement(ctx, tx, 1, s.fence, 0, time.Minute) })
 		if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
-			t.Errorf("record with decrementFenced(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
+			t.Errorf("record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
 		}
 		if err == nil {
 			sold++
@@ -134,7 +141,8 @@ func TestStaleFenceRejected(t *testing.T) {
 // TestReentrantFenceCollisionAfterRedisLoss: Redis loses every key while
 // replica A is inside its critical section, before A's watchdog can notice.
 // Replica B's next token is minted from Postgres' highest committed fence, so
-// it equals A's; B commits first, and Postgres must refuse A's write.
+// it equals A's. A claimed the row first; B waits for A's commit and then
+// Postgres refuses B's equal token: one of the two sells, never both.
 func TestReentrantFenceCollisionAfterRedisLoss(t *testing.T) {
 	e := newEnv(t)
 	const id = "collide"
@@ -146,24 +154,26 @@ func TestReentrantFenceCollisionAfterRedisLoss(t *testing.T) {
 		t.Fatalf("first sale: %v", err)
 	}
 	aDone := make(chan error, 1)
+	var saleA Sale
 	go func() {
-		_, err := a.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		var err error
+		saleA, err = a.Sell(ctx, Order{ProductID: id, Quantity: 1})
 		aDone <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // A holds the lock and is working
+	time.Sleep(200 * time.Millisecond) // A holds the lock, has claimed the row, and is working
 	if err := e.rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	saleB, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
-	if err != nil {
-		t.Fatalf("B's sale after the flush: %v", err)
-	}
+	_, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
 	errA := <-aDone
-	if !errors.Is(errA, ErrLockLost) {
-		t.Errorf("A's sale, whose lock vanished and whose token B reused (fence %d) = %v, want ErrLockLost", saleB.Fence, errA)
+	if errA != nil {
+		t.Errorf("A's sale, which claimed the row before B = %v, want it sold", errA)
+	}
+	if !errors.Is(errB, ErrLockLost) {
+		t.Errorf("B's sale with the token A holds (fence %d) = %v, want ErrLockLost", saleA.Fence, errB)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 8 || p.Sales != 2 {
-		t.Errorf("stock %d with %d ledger rows, want 8 and 2 (A rolled back)", p.Quantity, p.Sales)
+		t.Errorf("stock %d with %d ledger rows, want 8 and 2 (the first sale and A's)", p.Quantity, p.Sales)
 	}
 }
 
@@ -597,5 +607,48 @@ func TestRedisLockOverrunRollsBack(t *testing.T) {
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 10 || p.Sales != 0 {
 		t.Errorf("stock %d with %d ledger rows after the overrun, want 10 and 0", p.Quantity, p.Sales)
+	}
+}
+
+// TestFencedSaleWaitsForAStaleHoldersCommit: a stale holder (fence 1) has
+// decremented but not committed (say it was paused right before COMMIT,
+// which runs detached from its cancelled context) when the new holder
+// (fence 2) sells the same last unit. The new holder must see the stale sale
+// once it commits, and find the product sold out, not sell the unit twice.
+func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
+	e := newEnv(t)
+	const id = "paused-commit"
+	e.restock(t, id, 1)
+	ctx := context.Background()
+	one := Order{ProductID: id, Quantity: 1}
+
+	wrote, resume, staleDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := e.store.record(ctx, one, Reentrant, "stale", func(ctx context.Context, tx *saleTx) (decrement, error) {
+			d, err := fencedCheckThenDecrement(ctx, tx, 1, 1, 0, time.Minute)
+			close(wrote)
+			<-resume // paused between its UPDATE and its COMMIT
+			return d, err
+		})
+		staleDone <- err
+	}()
+	<-wrote
+	newDone := make(chan error, 1)
+	go func() {
+		_, err := e.store.record(ctx, one, Reentrant, "new", func(ctx context.Context, tx *saleTx) (decrement, error) {
+			return fencedCheckThenDecrement(ctx, tx, 1, 2, 0, time.Minute)
+		})
+		newDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the new holder is as far as it can get
+	close(resume)
+	if err := <-staleDone; err != nil {
+		t.Errorf("the stale holder's sale, written before the new holder acted = %v, want it committed", err)
+	}
+	if err := <-newDone; !errors.Is(err, ErrSoldOut) {
+		t.Errorf("the new holder's sale of the unit the stale one took = %v, want ErrSoldOut", err)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
+		t.Errorf("stock %d with %d ledger rows, want 0 and 1 (no oversell)", p.Quantity, p.Sales)
 	}
 }

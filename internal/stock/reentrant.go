@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -71,19 +72,30 @@ func (s *reentrant) sellHeld(ctx context.Context, o Order) (Sale, error) {
 	}
 	defer release(ctx, lease)
 	sale, err := s.d.Store.record(lease.Context(), o, Reentrant, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		q, _, err := t.read(ctx)
-		if err != nil {
-			return decrement{}, err
-		}
-		if err := checkThenWork(ctx, o.ProductID, q, o.Quantity, s.d.WorkDelay); err != nil {
-			return decrement{}, err
-		}
-		return t.decrementFenced(ctx, o.Quantity, lease.Fence())
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay, leaseTime(s.d))
 	})
 	if err != nil {
 		return Sale{}, lost(lease, err)
 	}
 	return sale, nil
+}
+
+// fencedCheckThenDecrement is the reentrant strategy's transaction: claim
+// the row with the lease's fencing token (refused by Postgres when a holder
+// with the same or a newer token got there first; see claimFence), then
+// check, work and decrement. Postgres ends the transaction if it sits idle
+// for longer than the lease.
+func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n, fence int64, work, lease time.Duration) (decrement, error) {
+	q, err := t.claimFence(ctx, fence, lease)
+	if err != nil {
+		return decrement{}, err
+	}
+	if err := checkThenWork(ctx, t.id, q, n, work); err != nil {
+		return decrement{}, err
+	}
+	d, err := t.decrementBy(ctx, n)
+	d.fence = fence
+	return d, err
 }
 
 // lost turns a failed sale into ErrLockLost when the lease was lost meanwhile

@@ -104,6 +104,14 @@ func backoff(attempt int, min, max time.Duration) time.Duration {
 	return half + rand.N(step-half+1)
 }
 
+// leaseTime is Deps.Lock.TTL or its default (lock.Options).
+func leaseTime(d Deps) time.Duration {
+	if d.Lock.TTL > 0 {
+		return d.Lock.TTL
+	}
+	return 30 * time.Second
+}
+
 // budget is Deps.Lock.Wait or its default.
 func budget(d Deps) time.Duration {
 	if d.Lock.Wait > 0 {

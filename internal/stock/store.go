@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -289,29 +290,46 @@ func (t *saleTx) decrementIfEnough(ctx context.Context, n int64) (decrement, err
 	return d, nil
 }
 
-// decrementFenced takes n units and records fence, unless a write with the
-// same or a higher fencing token already landed: then the lock this sale was
-// made under has passed to someone else, and it returns ErrLockLost.
+// claimFence makes this transaction the product's writer under fencing
+// token fence and returns the quantity left. Its UPDATE takes the row lock
+// first, so it waits for any transaction still holding it (a stale holder
+// paused between its decrement and its COMMIT) and then sees that sale; it
+// refuses with ErrLockLost when a holder with the same or a newer token has
+// claimed the row. Everything the transaction does afterwards runs under the
+// row lock, and a stale holder that writes later finds the newer fence.
 //
-// The comparison is strict because each hold writes once. After Redis loses
-// its data mid-sale, the next holder's token is minted above the highest
-// *committed* fence, so it can equal the token of the holder still in
-// flight; "<=" would let both writes land, "<" lets only the first.
-func (t *saleTx) decrementFenced(ctx context.Context, n, fence int64) (decrement, error) {
-	d := decrement{fence: fence}
-	err := t.tx.QueryRow(ctx, `
-		UPDATE stock SET quantity = quantity - $2, version = version + 1, fence = $3, updated_at = now()
-		WHERE product_id = $1 AND fence < $3 RETURNING quantity, round`, t.id, n, fence).Scan(&d.remaining, &d.round)
+// The comparison is strict because each hold claims once: after Redis loses
+// its data mid-sale, the next token is minted above the highest committed
+// fence and can equal the in-flight holder's; "<" lets only one of them on.
+//
+// idleLimit becomes the transaction's idle_in_transaction_session_timeout
+// (sent in the same round trip): a holder paused longer than its lease
+// inside the transaction has its session ended by Postgres, so its row lock
+// cannot stall the next holder for ever.
+func (t *saleTx) claimFence(ctx context.Context, fence int64, idleLimit time.Duration) (int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, strconv.FormatInt(max(idleLimit.Milliseconds(), 1), 10))
+	b.Queue(`UPDATE stock SET fence = $2, updated_at = now() WHERE product_id = $1 AND fence < $2 RETURNING quantity`, t.id, fence)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return 0, dbErr("limit idle time", err)
+	}
+	var q int64
+	err := br.QueryRow().Scan(&q)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, _, err := t.read(ctx); err != nil {
-			return d, err
+		if err := br.Close(); err != nil {
+			return 0, dbErr("claim fence", err)
 		}
-		return d, fmt.Errorf("%w: fencing token %d is not newer than the last write to %q", ErrLockLost, fence, t.id)
+		if _, _, err := t.read(ctx); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: fencing token %d is not newer than the last claim on %q", ErrLockLost, fence, t.id)
 	}
 	if err != nil {
-		return d, dbErr("decrement stock", err)
+		return 0, dbErr("claim fence", err)
 	}
-	return d, nil
+	return q, nil
 }
 
 // record runs one sale's transaction: body checks and decrements, then record
