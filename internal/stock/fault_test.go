@@ -121,7 +121,9 @@ func TestStaleFenceRejected(t *testing.T) {
 	sold := int64(0)
 	for _, s := range steps {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Reentrant, "test",
-			func(ctx context.Context, tx *saleTx) (decrement, error) { return fencedCheckThenDecrement(ctx, tx, 1, s.fence, 0, time.Minute) })
+			func(ctx context.Context, tx *saleTx) (decrement, error) {
+				return fencedCheckThenDecrement(ctx, tx, 1, s.fence, 0, time.Minute)
+			})
 		if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
 			t.Errorf("record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
 		}
