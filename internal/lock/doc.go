@@ -99,8 +99,12 @@
 // paused process resumes its lease context is cancelled at once, but code
 // already past its last check (a COMMIT in flight) still acts: two holders
 // can then write. Context cancellation narrows this window; only a fencing
-// check at the storage closes it (write lease.Fence() and reject a write
-// whose fence is below the highest stored).
+// check at the storage closes it. Check the fence before reading, not only
+// at the final write: claim the record with lease.Fence() first (e.g.
+// UPDATE ... SET fence = $t WHERE fence < $t, which also takes the row lock),
+// so that a stale holder's write still in flight is waited for and seen, and
+// its later writes find the newer fence. A read followed by a fenced write
+// can still act on a value a stale transaction is about to change.
 //
 // A Mutex without a watchdog learns of a loss (key deleted, Redis restarted)
 // only at its validity deadline; with a watchdog, within TTL/3.
