@@ -82,10 +82,7 @@ type Replica struct {
 	Addr string
 	URL  string
 
-	cmd  *exec.Cmd
-	out  *localstack.LogBuffer
-	done chan struct{} // closed when the process has exited
-	err  error         // exit status, valid once done is closed
+	proc *localstack.Process
 }
 
 // ErrNotReady is returned (wrapped, with the replica's log tail) when a
@@ -211,20 +208,12 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string) (*Re
 
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = childEnv(os.Environ(), env)
-	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, cmd: cmd, out: &localstack.LogBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = r.out, r.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Pdeathsig: syscall.SIGKILL, // a crashed caller leaves no replica behind
-		Setpgid:   true,            // Ctrl-C reaches the caller, which stops replicas before their backends
+	// SIGTERM: the service drains in-flight sales and exits 0.
+	proc, err := localstack.StartProcess(instance, cmd, syscall.SIGTERM)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, bin)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s (%s): %w", instance, bin, err)
-	}
-	go func() {
-		r.err = cmd.Wait()
-		close(r.done)
-	}()
-	return r, nil
+	return &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, proc: proc}, nil
 }
 
 // childEnv is the parent's environment without any INVENTORY_* variable
@@ -262,20 +251,13 @@ func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Ngin
 }
 
 // Pid is the replica's process id, e.g. for SIGSTOP in fault tests.
-func (r *Replica) Pid() int { return r.cmd.Process.Pid }
+func (r *Replica) Pid() int { return r.proc.Pid() }
 
 // Logs returns the tail of what the replica wrote to stdout and stderr.
-func (r *Replica) Logs() string { return r.out.String() }
+func (r *Replica) Logs() string { return r.proc.Logs() }
 
 // Exited reports whether the replica process has ended.
-func (r *Replica) Exited() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
+func (r *Replica) Exited() bool { return r.proc.Exited() }
 
 func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -289,8 +271,8 @@ func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-r.done:
-			return fmt.Errorf("%s exited (%v): %w: %v\n%s", r.Instance, r.err, ErrNotReady, last, tail(r.Logs(), 3000))
+		case <-r.proc.Done():
+			return fmt.Errorf("%s exited (%v): %w: %v\n%s", r.Instance, r.proc.Err(), ErrNotReady, last, tail(r.Logs(), 3000))
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w within %v: %v\n%s", r.Instance, ErrNotReady, timeout, last, tail(r.Logs(), 3000))
 		case <-time.After(delay):
@@ -302,26 +284,17 @@ func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
 // stop sends SIGTERM (the service drains and exits 0) and kills the replica
 // if it has not exited after grace. It reports a non-zero exit.
 func (r *Replica) stop(grace time.Duration) error {
-	if r.cmd.Process == nil {
-		return nil
-	}
-	_ = r.cmd.Process.Signal(syscall.SIGCONT) // a SIGSTOPped replica cannot act on SIGTERM
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(grace):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-		return fmt.Errorf("%s did not exit within %v of SIGTERM; killed\n%s", r.Instance, grace, tail(r.Logs(), 2000))
+	if err := r.proc.Stop(grace); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(r.Logs(), 2000))
 	}
 	var exit *exec.ExitError
-	if errors.As(r.err, &exit) {
+	if errors.As(r.proc.Err(), &exit) {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() != syscall.SIGTERM {
 			return nil // it was already gone, e.g. SIGKILLed by a fault test
 		}
 	}
-	if r.err != nil {
-		return fmt.Errorf("%s exited with %v after SIGTERM\n%s", r.Instance, r.err, tail(r.Logs(), 2000))
+	if err := r.proc.Err(); err != nil {
+		return fmt.Errorf("%s exited with %v after SIGTERM\n%s", r.Instance, err, tail(r.Logs(), 2000))
 	}
 	return nil
 }

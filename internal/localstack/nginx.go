@@ -17,7 +17,7 @@ type Nginx struct {
 	Addr string
 
 	dir  string
-	proc *process
+	proc *Process
 }
 
 // StartNginx writes files (which must include "nginx.conf"; other entries
@@ -57,7 +57,7 @@ func StartNginx(ctx context.Context, addr string, files map[string]string) (*Ngi
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("nginx -t rejects the configuration: %w\n%s", err, lastLines(string(out), 20))
 	}
-	p, err := start("nginx", exec.Command(paths[0], args...), syscall.SIGQUIT) // SIGQUIT = graceful
+	p, err := StartProcess("nginx", exec.Command(paths[0], args...), syscall.SIGQUIT) // SIGQUIT = graceful
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -71,10 +71,10 @@ func StartNginx(ctx context.Context, addr string, files map[string]string) (*Ngi
 }
 
 // Logs returns what nginx wrote to stderr so far.
-func (n *Nginx) Logs() string { return n.proc.out.String() }
+func (n *Nginx) Logs() string { return n.proc.Logs() }
 
 // Stop shuts nginx down gracefully and removes its directory.
 func (n *Nginx) Stop() error {
-	_ = n.proc.stop(5 * time.Second)
+	_ = n.proc.Stop(5 * time.Second)
 	return os.RemoveAll(n.dir)
 }

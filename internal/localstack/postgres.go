@@ -32,7 +32,7 @@ type Postgres struct {
 	Port int
 
 	dir  string
-	proc *process
+	proc *Process
 }
 
 // StartPostgres runs initdb and starts postgres on a free loopback port in a
@@ -96,7 +96,7 @@ func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *sy
 	cmd = exec.Command(postgres, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	cmd.Dir = pg.dir
-	p, err := start("postgres", cmd, syscall.SIGINT) // SIGINT = fast shutdown
+	p, err := StartProcess("postgres", cmd, syscall.SIGINT) // SIGINT = fast shutdown
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (pg *Postgres) Pid() int { return pg.proc.Pid() }
 // Stop shuts the server down and removes its directory.
 func (pg *Postgres) Stop() error {
 	if pg.proc != nil {
-		_ = pg.proc.stop(10 * time.Second)
+		_ = pg.proc.Stop(10 * time.Second)
 	}
 	return os.RemoveAll(pg.dir)
 }

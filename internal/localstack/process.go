@@ -17,8 +17,11 @@ import (
 	"time"
 )
 
-// process is one running server with its combined output kept for error reports.
-type process struct {
+// Process is a running server process started by StartProcess: its
+// combined output is kept for error reports, it dies with its parent, and it
+// sits in its own process group, so a Ctrl-C in a terminal reaches only the
+// caller, which then stops its servers in order.
+type Process struct {
 	name string
 	cmd  *exec.Cmd
 	out  *LogBuffer
@@ -27,21 +30,23 @@ type process struct {
 
 	stopOnce sync.Once
 	stopSig  syscall.Signal
+	stopErr  error
 }
 
-// start launches cmd with a parent-death signal and returns once it is running.
-func start(name string, cmd *exec.Cmd, stopSig syscall.Signal) (*process, error) {
+// StartProcess starts cmd (its output goes to the Process's log) with a
+// parent-death signal. stopSig is what Stop sends to ask it to exit.
+func StartProcess(name string, cmd *exec.Cmd, stopSig syscall.Signal) (*Process, error) {
 	out := &LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	cmd.SysProcAttr.Setpgid = true // Ctrl-C in a terminal reaches us, not the servers: we stop them in order
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, out: out, done: make(chan struct{}), stopSig: stopSig}
+	p := &Process{name: name, cmd: cmd, out: out, done: make(chan struct{}), stopSig: stopSig}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -50,13 +55,19 @@ func start(name string, cmd *exec.Cmd, stopSig syscall.Signal) (*process, error)
 }
 
 // Pid is the server's process id, e.g. for SIGSTOP in fault tests.
-func (p *process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Signal sends sig to the server process itself (not a wrapper).
-func (p *process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
+// Logs returns the tail of what the process wrote to stdout and stderr.
+func (p *Process) Logs() string { return p.out.String() }
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -65,35 +76,45 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop asks the process to exit, kills it after a grace period, and waits.
-func (p *process) stop(grace time.Duration) error {
+// Err is the process's exit status once it has exited (nil for exit 0).
+func (p *Process) Err() error {
+	<-p.done
+	return p.err
+}
+
+// Stop continues the process if it was stopped (a SIGSTOPped process cannot
+// act on a signal), sends stopSig, and kills it if it has not exited after
+// grace; it waits for the exit. Its error says only whether it had to kill.
+// Stop is safe to call more than once.
+func (p *Process) Stop(grace time.Duration) error {
 	p.stopOnce.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Signal(p.stopSig)
 		select {
 		case <-p.done:
 		case <-time.After(grace):
 			_ = p.cmd.Process.Kill()
 			<-p.done
+			p.stopErr = fmt.Errorf("%s did not exit within %v of %v; killed", p.name, grace, p.stopSig)
 		}
 	})
-	return nil
+	return p.stopErr
 }
 
 // failure describes why a server did not become ready, with its last output.
-func (p *process) failure(err error) error {
+func (p *Process) failure(err error) error {
 	tail := p.out.String()
 	if len(tail) > 2000 {
 		tail = "…" + tail[len(tail)-2000:]
 	}
-	if p.exited() {
+	if p.Exited() {
 		return fmt.Errorf("%s exited (%v): %w\n%s", p.name, p.err, err, tail)
 	}
 	return fmt.Errorf("%s not ready: %w\n%s", p.name, err, tail)
 }
 
 // waitReady polls ready until it succeeds, the process exits, or ctx ends.
-func (p *process) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
+func (p *Process) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	delay := 5 * time.Millisecond
@@ -102,7 +123,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, ready fu
 		if err == nil {
 			return nil
 		}
-		if p.exited() {
+		if p.Exited() {
 			return p.failure(err)
 		}
 		select {

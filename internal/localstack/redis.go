@@ -24,7 +24,7 @@ type Redis struct {
 	bin, dir string
 	port     int
 	mu       sync.Mutex
-	proc     *process
+	proc     *Process
 }
 
 // StartRedis starts redis-server on a free loopback port in a fresh temporary
@@ -62,12 +62,12 @@ func (r *Redis) launch(ctx context.Context) error {
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--dir", r.dir, "--logfile", "", "--maxclients", "10000",
 	)
-	p, err := start("redis-server", cmd, syscall.SIGTERM)
+	p, err := StartProcess("redis-server", cmd, syscall.SIGTERM)
 	if err != nil {
 		return err
 	}
 	if err := p.waitReady(ctx, 15*time.Second, r.ping); err != nil {
-		_ = p.stop(time.Second)
+		_ = p.Stop(time.Second)
 		return err
 	}
 	r.mu.Lock()
@@ -87,7 +87,7 @@ func (r *Redis) Restart(ctx context.Context) error {
 	r.mu.Lock()
 	p := r.proc
 	r.mu.Unlock()
-	_ = p.stop(5 * time.Second)
+	_ = p.Stop(5 * time.Second)
 	var err error
 	for range 50 { // the port may linger briefly after the old process exits
 		if err = r.launch(ctx); err == nil {
@@ -113,7 +113,7 @@ func (r *Redis) Stop() error {
 	if p == nil {
 		return nil
 	}
-	err := p.stop(5 * time.Second)
+	err := p.Stop(5 * time.Second)
 	_ = os.RemoveAll(r.dir)
 	return err
 }
