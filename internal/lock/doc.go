@@ -137,17 +137,19 @@
 // BenchmarkLock (go test -run '^$' -bench BenchmarkLock -benchtime=2s
 // -count=3 ./internal/lock/) on the 2-core Debian 12 development box, redis
 // 7.0.15 as a local process on loopback, go-redis v9.23.0 with two clients
-// (two "replicas"), empty critical section, default Options; 2026-11-22.
-// Other engineers' builds and tests ran at the same time (load average
-// 8–10 on 2 cores), so read the ranges over the three runs as rough:
+// (two "replicas"), empty critical section, default Options; 2026-11-22,
+// with the machine otherwise idle (ranges over the three runs):
 //
 //	                  acq/s       cmds/acq   p50 wait      p99 wait      max wait
-//	Mutex      1 g    7.7k–10.9k  2.00       39–41 µs      0.11–0.26 ms  5–12 ms
-//	Mutex      8 g    7.4k–7.9k   2.29–2.33  49–52 µs      17–20 ms      0.14–0.21 s
-//	Mutex     64 g    3.8k–4.6k   3.9–4.3    0.43–1.3 ms   0.20–0.21 s   0.54–0.78 s
-//	Reentrant  1 g    5.1k–7.2k   2.00       70–90 µs      0.20–0.31 ms  3–14 ms
-//	Reentrant  8 g    4.0k–5.9k   2.26–2.32  76–80 µs      36–49 ms      0.21–0.49 s
-//	Reentrant 64 g    2.8k–4.0k   3.8–4.3    144–204 µs    0.27–0.32 s   0.69–0.95 s
+//	Mutex      1 g    6.7k–7.2k   2.00       54–64 µs      0.18 ms       2.7–3.1 ms
+//	Mutex      8 g    7.2k        2.33–2.35  73–74 µs      18–21 ms      0.17–0.20 s
+//	Mutex     64 g    5.7k–5.9k   3.88–3.91  1.2 ms        0.15–0.16 s   0.37–0.46 s
+//	Reentrant  1 g    6.1k–6.3k   2.00       72 µs         0.19 ms       2.6–4.1 ms
+//	Reentrant  8 g    6.1k–6.3k   2.20–2.24  78–80 µs      28–32 ms      0.32–0.36 s
+//	Reentrant 64 g    4.9k–5.1k   3.88–3.92  217–224 µs    0.18–0.19 s   0.48–0.60 s
+//
+// An earlier run while other engineers' builds loaded the machine (load
+// average 8–10) gave 2.8k–10.9k acq/s with the same command counts.
 //
 // Uncontended, an acquisition is one round trip and its release another (2
 // commands), close to the ≈ 45–60 µs Redis round trip measured here; the
