@@ -324,6 +324,7 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 	}
 	s := newLua(e.deps("replica-a"))
 	counter := func() int64 { n, _ := e.rdb.Get(ctx, key).Int64(); return n }
+	keyed := func(n int64) Order { return Order{ProductID: id, Quantity: n, IdempotencyKey: "order-7"} }
 
 	steps := []struct {
 		call                 string
@@ -331,17 +332,23 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 		wantStatus, wantLeft int64
 		wantCounter          int64
 	}{
-		{"reserve(3, r1)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 3, "r1") }, reserved, 7, 7},
-		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 3, "r1") }, reserved, 7, 7},
-		{"reserve(8, r2)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 8, "r2") }, tooFew, 7, 7},
-		{"giveBack(3, r1)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, id, 3, "r1") }, 0, 0, 10},
-		{"giveBack(3, r1) re-sent", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, id, 3, "r1") }, 0, 0, 10},
-		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 3, "r1") }, returned, 0, 10},
-		{"giveBack(2, r3) of a reserve never run", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, id, 2, "r3") }, 0, 0, 10},
-		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return runReserve(ctx, e.rdb, id, 2, "r3") }, returned, 0, 10},
+		{"reserve(3, r1)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
+		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
+		{"reserve(8, r2)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 8}, "r2") }, tooFew, 7, 7},
+		{"giveBack(3, r1)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 3}, "r1") }, 0, 0, 10},
+		{"giveBack(3, r1) re-sent", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 3}, "r1") }, 0, 0, 10},
+		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 3}, "r1") }, returned, 0, 10},
+		{"giveBack(2, r3) of a reserve never run", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 2}, "r3") }, 0, 0, 10},
+		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 2}, "r3") }, returned, 0, 10},
+		{"reserve(2, k1) keyed", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k1") }, reserved, 8, 8},
+		{"reserve(2, k2), a twin of k1", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k2") }, twinInFlight, 0, 8},
+		{"reserve(2, k1) keyed, re-sent", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k1") }, reserved, 8, 8},
+		{"giveBack(2, k1) clears the marker", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k1") }, 0, 0, 10},
+		{"reserve(2, k2) after its twin gave back", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k2") }, reserved, 8, 8},
+		{"giveBack(2, k2)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k2") }, 0, 0, 10},
 		{"reserve(1, r4) of a missing counter", func() (int64, int64, error) {
 			e.rdb.Del(ctx, key)
-			return runReserve(ctx, e.rdb, id, 1, "r4")
+			return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 1}, "r4")
 		}, missing, 0, 0},
 	}
 	for _, st := range steps {

@@ -45,23 +45,51 @@ func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
 	return once(ctx, s.d.Store, o, s.sell)
 }
 
-// sell reserves the units in Redis (loading a missing counter from
-// Postgres), does the simulated work, then decrements Postgres and records
-// the sale in one transaction. When that transaction certainly did not
-// commit, the units go back to the counter; when its outcome is unknown they
-// stay taken (undersell, never oversell).
+// errTwinInFlight: another order with the same idempotency key holds a
+// reservation whose sale has not finished.
+var errTwinInFlight = errors.New("an order with the same idempotency key is in flight")
+
+// sell sells o by sellOnce. The Redis counter answers before Postgres
+// commits, so an order racing its twin (a retry with the same idempotency
+// key) could be told "sold out" with the twin's own units; instead it waits,
+// within the Deps.Lock.Wait budget, for the twin's outcome: the twin's sale
+// (a replay), or its give-back, after which it tries again.
 func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 	res := uuid.NewString()
-	if err := s.reserve(ctx, o.ProductID, o.Quantity, res); err != nil {
+	deadline := time.Now().Add(budget(s.d))
+	for attempt := 0; ; attempt++ {
+		sale, err := s.sellOnce(ctx, o, res)
+		if !errors.Is(err, errTwinInFlight) {
+			return sale, err
+		}
+		if twin, found, err := s.d.Store.replay(ctx, o); err != nil || found {
+			return twin, err
+		}
+		if time.Now().After(deadline) {
+			return Sale{}, fmt.Errorf("%w: %w (key %q)", ErrContention, err, o.IdempotencyKey)
+		}
+		if err := pause(ctx, backoff(attempt, time.Millisecond, 16*time.Millisecond)); err != nil {
+			return Sale{}, err
+		}
+	}
+}
+
+// sellOnce reserves the units in Redis under reservation res (loading a
+// missing counter from Postgres), does the simulated work, then decrements
+// Postgres and records the sale in one transaction. When that transaction
+// certainly did not commit, the units go back to the counter; when its
+// outcome is unknown they stay taken (undersell, never oversell).
+func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
+	if err := s.reserve(ctx, o, res); err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			// The script may have run with its reply lost: give back
 			// whatever it took (nothing, if it did not run).
-			_ = s.giveBack(ctx, o.ProductID, o.Quantity, res)
+			_ = s.giveBack(ctx, o, res)
 		}
 		return Sale{}, err
 	}
 	if err := pause(ctx, s.d.WorkDelay); err != nil {
-		_ = s.giveBack(ctx, o.ProductID, o.Quantity, res)
+		_ = s.giveBack(ctx, o, res)
 		return Sale{}, err
 	}
 	// The Postgres decrement is unguarded on purpose: the counter decided.
@@ -69,20 +97,21 @@ func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 		return t.decrementBy(ctx, o.Quantity)
 	})
 	if notCommitted(sale, err) {
-		if gerr := s.giveBack(ctx, o.ProductID, o.Quantity, res); gerr != nil && err != nil {
+		if gerr := s.giveBack(ctx, o, res); gerr != nil && err != nil {
 			err = fmt.Errorf("%w (and returning the %d reserved units failed: %v)", err, o.Quantity, gerr)
 		}
 	}
 	return sale, err
 }
 
-// reserve takes n units of id from its Redis counter under reservation res,
-// loading the counter from Postgres when it is missing.
-func (s *lua) reserve(ctx context.Context, id string, n int64, res string) error {
+// reserve takes o's units from the product's Redis counter under
+// reservation res, loading the counter from Postgres when it is missing.
+func (s *lua) reserve(ctx context.Context, o Order, res string) error {
+	id, n := o.ProductID, o.Quantity
 	// Twice is enough unless the counter is deleted again right after each
 	// load (restocks in a tight loop); then give up rather than spin.
 	for range 3 {
-		status, left, err := runReserve(ctx, s.d.Redis, id, n, res)
+		status, left, err := runReserve(ctx, s.d.Redis, o, res)
 		if err != nil {
 			return err
 		}
@@ -93,6 +122,8 @@ func (s *lua) reserve(ctx context.Context, id string, n int64, res string) error
 			return fmt.Errorf("%d of %q wanted, %d left in the Redis counter: %w", n, id, left, ErrSoldOut)
 		case returned:
 			return fmt.Errorf("reservation %s of %q was already given back: %w", res, id, ErrUnavailable)
+		case twinInFlight:
+			return errTwinInFlight
 		}
 		if err := s.seed(ctx, id); err != nil {
 			return err
@@ -115,10 +146,10 @@ func (s *lua) seed(ctx context.Context, id string) error {
 }
 
 // giveBack returns a reservation's units, even after ctx has ended.
-func (s *lua) giveBack(ctx context.Context, id string, n int64, res string) error {
+func (s *lua) giveBack(ctx context.Context, o Order, res string) error {
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	err := giveBackScript.Run(gctx, s.d.Redis, []string{counterKey(id), reservationKey(id, res)}, n, reservationTTL.Milliseconds()).Err()
+	err := giveBackScript.Run(gctx, s.d.Redis, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res).Err()
 	if err != nil {
 		return redisErr("give back reservation "+res, err)
 	}
@@ -127,15 +158,17 @@ func (s *lua) giveBack(ctx context.Context, id string, n int64, res string) erro
 
 // Outcomes of reserve.lua.
 const (
-	reserved = 1
-	tooFew   = 0
-	missing  = -1
-	returned = -2
+	reserved     = 1
+	tooFew       = 0
+	missing      = -1
+	returned     = -2
+	twinInFlight = -3
 )
 
-// runReserve runs reserve.lua once and returns its status and the units left.
-func runReserve(ctx context.Context, rdb redis.UniversalClient, id string, n int64, res string) (status, left int64, err error) {
-	out, err := reserveScript.Run(ctx, rdb, []string{counterKey(id), reservationKey(id, res)}, n, reservationTTL.Milliseconds()).Int64Slice()
+// runReserve runs reserve.lua once for o and returns its status and the units left.
+func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res string) (status, left int64, err error) {
+	id := o.ProductID
+	out, err := reserveScript.Run(ctx, rdb, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res).Int64Slice()
 	if err != nil {
 		return 0, 0, redisErr("reserve from "+counterKey(id), err)
 	}
@@ -145,8 +178,19 @@ func runReserve(ctx context.Context, rdb redis.UniversalClient, id string, n int
 	return out[0], out[1], nil
 }
 
-// reservationKey is where a sale's reservation is remembered; the hash tag
-// keeps it in its counter's Redis Cluster slot, as scripts require.
+// scriptKeys are the keys reserve.lua and giveback.lua touch for o's
+// reservation res: the counter, the reservation and, for an order with an
+// idempotency key, that key's in-flight marker. The hash tag keeps them all
+// in the counter's Redis Cluster slot, as scripts require.
+func scriptKeys(o Order, res string) []string {
+	keys := []string{counterKey(o.ProductID), reservationKey(o.ProductID, res)}
+	if o.IdempotencyKey != "" {
+		keys = append(keys, counterKey(o.ProductID)+":idem:"+o.IdempotencyKey)
+	}
+	return keys
+}
+
+// reservationKey is where a sale's reservation is remembered.
 func reservationKey(id, res string) string { return counterKey(id) + ":res:" + res }
 
 var _ Seller = (*lua)(nil)
