@@ -29,9 +29,8 @@ func (b *backoff) next() time.Duration {
 	return d
 }
 
-// sleep waits d or until ctx ends, reporting whether it slept the full d.
-func sleep(ctx context.Context, t *time.Timer, d time.Duration) bool {
-	t.Reset(d)
+// sleep waits for t to fire or ctx to end, reporting whether t fired.
+func sleep(ctx context.Context, t *time.Timer) bool {
 	select {
 	case <-ctx.Done():
 		t.Stop()

@@ -222,22 +222,12 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()
-			if !sleepOn(wctx, timer) {
-				return 0, time.Time{}, timeoutError(op, key, wctx)
-			}
-		} else if !sleep(wctx, timer, d) {
+		} else {
+			timer.Reset(d) // Go >= 1.23: no stale tick can be left in timer.C
+		}
+		if !sleep(wctx, timer) {
 			return 0, time.Time{}, timeoutError(op, key, wctx)
 		}
-	}
-}
-
-func sleepOn(ctx context.Context, t *time.Timer) bool {
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
