@@ -94,7 +94,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	m := metrics.New(reg)
 	metrics.RegisterPools(reg, pool, rdb)
 
-	store := stock.NewStore(pool)
+	// A sale's transaction waits for the hot row no longer than a buyer
+	// waits for a lock, and is idle only during the simulated work: a
+	// replica paused longer loses its transaction and its row lock.
+	store := stock.NewStore(pool, stock.Limits{LockTimeout: cfg.LockWait, IdleTimeout: cfg.WorkDelay + 5*time.Second})
 	deps := stock.Deps{
 		Store:      store,
 		Redis:      rdb,

@@ -60,7 +60,7 @@ func newFixture(t *testing.T, adminToken string) *fixture {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	metrics.RegisterPools(reg, pool, rdb)
-	store := stock.NewStore(pool)
+	store := stock.NewStore(pool, stock.Limits{})
 	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-1",
 		Lock: lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}}
 	sellers := map[string]stock.Seller{}

@@ -24,7 +24,7 @@ func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
 
-	store := stock.NewStore(pool)
+	store := stock.NewStore(pool, stock.Limits{})
 	if _, err := stock.Restock(ctx, store, rdb, "sku-1", "Hot item", 100); err != nil {
 		fmt.Println(err)
 		return

@@ -112,19 +112,19 @@ func TestStaleFenceRejected(t *testing.T) {
 		want  error
 	}{
 		{5, nil},
-		{4, ErrLockLost},
-		{5, ErrLockLost}, // equal is refused too: each hold writes once (see TestReentrantFenceCollisionAfterRedisLoss)
-		{1, ErrLockLost},
+		{4, ErrLockBreach},
+		{5, ErrLockBreach}, // equal is refused too: each hold writes once (see TestReentrantFenceCollisionAfterRedisLoss)
+		{1, ErrLockBreach},
 		{6, nil},
-		{5, ErrLockLost},
+		{5, ErrLockBreach},
 	}
 	sold := int64(0)
 	for _, s := range steps {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Reentrant, "test",
 			func(ctx context.Context, tx *saleTx) (decrement, error) {
-				return fencedCheckThenDecrement(ctx, tx, 1, s.fence, 0, time.Minute)
+				return fencedCheckThenDecrement(ctx, tx, 1, s.fence, 0)
 			})
-		if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+		if !errors.Is(err, s.want) || (s.want == nil && err != nil) || (err != nil && !errors.Is(err, ErrLockLost)) {
 			t.Errorf("record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
 		}
 		if err == nil {
@@ -162,7 +162,7 @@ func TestReentrantFenceCollisionAfterRedisLoss(t *testing.T) {
 		saleA, err = a.Sell(ctx, Order{ProductID: id, Quantity: 1})
 		aDone <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // A holds the lock, has claimed the row, and is working
+	waitClaimed(t, e)
 	if err := e.rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +171,8 @@ func TestReentrantFenceCollisionAfterRedisLoss(t *testing.T) {
 	if errA != nil {
 		t.Errorf("A's sale, which claimed the row before B = %v, want it sold", errA)
 	}
-	if !errors.Is(errB, ErrLockLost) {
-		t.Errorf("B's sale with the token A holds (fence %d) = %v, want ErrLockLost", saleA.Fence, errB)
+	if !errors.Is(errB, ErrLockBreach) || !errors.Is(errB, ErrLockLost) {
+		t.Errorf("B's sale with the token A holds (fence %d) = %v, want ErrLockBreach with ErrLockLost", saleA.Fence, errB)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 8 || p.Sales != 2 {
 		t.Errorf("stock %d with %d ledger rows, want 8 and 2 (the first sale and A's)", p.Quantity, p.Sales)
@@ -256,24 +256,42 @@ func TestLuaGivesBack(t *testing.T) {
 	for _, c := range cases {
 		mustExec(t, e, c.trigger)
 		_, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3})
-		if err == nil || errors.Is(err, errOutcomeUnknown) {
+		if err == nil || errors.Is(err, ErrOutcomeUnknown) {
 			t.Errorf("%s: Sell(%q, 3) = %v, want a definite failure", c.name, id, err)
 		}
-		if n, err := e.rdb.Get(ctx, counterKey(id)).Int64(); err != nil || n != 10 {
-			t.Errorf("%s: GET %s = %d, %v; want 10 (units given back)", c.name, counterKey(id), n, err)
+		if n, err := counterLeft(e, id); err != nil || n != 10 {
+			t.Errorf("%s: counter %s = %d, %v; want 10 (units given back)", c.name, counterKey(id), n, err)
 		}
 		mustExec(t, e, `DROP TRIGGER refuse ON sales`)
 	}
 	if sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3}); err != nil || sale.Remaining != 7 {
 		t.Errorf("Sell(%q, 3) once Postgres accepts = %+v, %v; want 7 remaining", id, sale, err)
 	}
-	if n, _ := e.rdb.Get(ctx, counterKey(id)).Int64(); n != 7 {
-		t.Errorf("GET %s = %d, want 7", counterKey(id), n)
+	if n, _ := counterLeft(e, id); n != 7 {
+		t.Errorf("counter %s = %d, want 7", counterKey(id), n)
 	}
 	p := e.checkLedger(t, id)
 	if p.Quantity != 7 || p.Sales != 1 {
 		t.Errorf("stock %d, %d ledger rows; want 7 and 1", p.Quantity, p.Sales)
 	}
+}
+
+// counterLeft is the units left in the lua strategy's Redis counter for id.
+func counterLeft(e *env, id string) (int64, error) {
+	return e.rdb.HGet(context.Background(), counterKey(id), "n").Int64()
+}
+
+// waitClaimed waits until a sale's transaction has claimed a stock row with
+// its fencing token and sits in it (doing the simulated work).
+func waitClaimed(t *testing.T, e *env) {
+	t.Helper()
+	waitFor(t, "a lock holder to claim the stock row", 5*time.Second, func() bool {
+		var n int
+		err := e.pool.QueryRow(context.Background(), `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE state = 'idle in transaction' AND query LIKE '%SET fence%'`).Scan(&n)
+		return err == nil && n > 0
+	})
 }
 
 func mustExec(t *testing.T, e *env, sql string) {
@@ -301,8 +319,8 @@ func TestLuaReseeds(t *testing.T) {
 		if err != nil || sale.Remaining != want {
 			t.Errorf("sale %d: Sell(%q, 1) = %d remaining, %v; want %d", i+1, id, sale.Remaining, err, want)
 		}
-		if n, err := e.rdb.Get(ctx, counterKey(id)).Int64(); err != nil || n != want {
-			t.Errorf("sale %d: GET %s = %d, %v; want %d", i+1, counterKey(id), n, err, want)
+		if n, err := counterLeft(e, id); err != nil || n != want {
+			t.Errorf("sale %d: counter %s = %d, %v; want %d", i+1, counterKey(id), n, err, want)
 		}
 	}
 	// Restock resets the counter too.
@@ -319,11 +337,15 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	const id = "scripts"
 	key := counterKey(id)
-	if err := e.rdb.Set(ctx, key, 10, 0).Err(); err != nil {
-		t.Fatalf("SET %s 10: %v", key, err)
+	if err := e.rdb.HSet(ctx, key, "r", 1, "g", 1, "n", 10).Err(); err != nil {
+		t.Fatalf("HSET %s r 1 g 1 n 10: %v", key, err)
 	}
 	s := newLua(e.deps("replica-a"))
-	counter := func() int64 { n, _ := e.rdb.Get(ctx, key).Int64(); return n }
+	counter := func() int64 { n, _ := counterLeft(e, id); return n }
+	reserveLeft := func(o Order, res string) (int64, int64, error) {
+		status, r, err := runReserve(ctx, e.rdb, o, res)
+		return status, r.unitsLeftNow, err
+	}
 	keyed := func(n int64) Order { return Order{ProductID: id, Quantity: n, IdempotencyKey: "order-7"} }
 
 	steps := []struct {
@@ -332,23 +354,23 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 		wantStatus, wantLeft int64
 		wantCounter          int64
 	}{
-		{"reserve(3, r1)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
-		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
-		{"reserve(8, r2)", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 8}, "r2") }, tooFew, 7, 7},
+		{"reserve(3, r1)", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
+		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
+		{"reserve(8, r2)", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 8}, "r2") }, tooFew, 7, 7},
 		{"giveBack(3, r1)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 3}, "r1") }, 0, 0, 10},
 		{"giveBack(3, r1) re-sent", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 3}, "r1") }, 0, 0, 10},
-		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 3}, "r1") }, returned, 0, 10},
+		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 3}, "r1") }, returned, 0, 10},
 		{"giveBack(2, r3) of a reserve never run", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 2}, "r3") }, 0, 0, 10},
-		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 2}, "r3") }, returned, 0, 10},
-		{"reserve(2, k1) keyed", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k1") }, reserved, 8, 8},
-		{"reserve(2, k2), a twin of k1", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k2") }, twinInFlight, 0, 8},
-		{"reserve(2, k1) keyed, re-sent", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k1") }, reserved, 8, 8},
+		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 2}, "r3") }, returned, 0, 10},
+		{"reserve(2, k1) keyed", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, reserved, 8, 8},
+		{"reserve(2, k2), a twin of k1", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, twinInFlight, 0, 8},
+		{"reserve(2, k1) keyed, re-sent", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, reserved, 8, 8},
 		{"giveBack(2, k1) clears the marker", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k1") }, 0, 0, 10},
-		{"reserve(2, k2) after its twin gave back", func() (int64, int64, error) { return runReserve(ctx, e.rdb, keyed(2), "k2") }, reserved, 8, 8},
+		{"reserve(2, k2) after its twin gave back", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, reserved, 8, 8},
 		{"giveBack(2, k2)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k2") }, 0, 0, 10},
 		{"reserve(1, r4) of a missing counter", func() (int64, int64, error) {
 			e.rdb.Del(ctx, key)
-			return runReserve(ctx, e.rdb, Order{ProductID: id, Quantity: 1}, "r4")
+			return reserveLeft(Order{ProductID: id, Quantity: 1}, "r4")
 		}, missing, 0, 0},
 	}
 	for _, st := range steps {
@@ -365,10 +387,10 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 	}
 }
 
-// TestLuaCounterLostMidFlight shows the lua strategy's documented weakness:
-// Redis loses the counter while a sale has reserved but not yet committed;
-// the reload from Postgres counts that sale's units again, and the last unit
-// is sold twice. The ledger invariant still holds.
+// TestLuaCounterLostMidFlight: Redis loses the counter while a sale has
+// reserved the last unit but not yet committed; the reload from Postgres
+// counts that unit again, so both sales get past Redis, and Postgres's
+// guarded write lets exactly one of them have it. The other is sold out.
 func TestLuaCounterLostMidFlight(t *testing.T) {
 	e := newEnv(t)
 	const id = "amnesiac"
@@ -381,7 +403,7 @@ func TestLuaCounterLostMidFlight(t *testing.T) {
 
 	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
 	waitFor(t, "replica a to reserve the last unit", 5*time.Second, func() bool {
-		n, err := e.rdb.Get(ctx, counterKey(id)).Int64()
+		n, err := counterLeft(e, id)
 		return err == nil && n == 0
 	})
 	if err := e.rdb.Del(ctx, counterKey(id)).Err(); err != nil {
@@ -389,12 +411,11 @@ func TestLuaCounterLostMidFlight(t *testing.T) {
 	}
 	_, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
 	_, errA := waitA()
-	if errA != nil || errB != nil {
-		t.Fatalf("Sell(%q, 1) on a and b = %v, %v; want both to sell (the counter was reloaded mid-flight)", id, errA, errB)
+	if (errA == nil) == (errB == nil) || !errors.Is(errors.Join(errA, errB), ErrSoldOut) {
+		t.Errorf("Sell(%q, 1) on a and b = %v, %v; want one sale and one ErrSoldOut", id, errA, errB)
 	}
-	p := e.checkLedger(t, id)
-	if p.Quantity != -1 {
-		t.Errorf("stock %d after the counter was lost mid-flight, want -1 (one unit oversold)", p.Quantity)
+	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
+		t.Errorf("stock %d, %d ledger rows after the counter was lost mid-flight; want 0 and 1", p.Quantity, p.Sales)
 	}
 }
 
@@ -441,8 +462,8 @@ func TestConcurrentIdempotencyKey(t *testing.T) {
 				t.Errorf("stock %d, %d ledger rows; want 8 and 1", p.Quantity, p.Sales)
 			}
 			if name == Lua {
-				if n, err := e.rdb.Get(context.Background(), counterKey(id)).Int64(); err != nil || n != 8 {
-					t.Errorf("GET %s = %d, %v; want 8 (the losers gave their units back)", counterKey(id), n, err)
+				if n, err := counterLeft(e, id); err != nil || n != 8 {
+					t.Errorf("counter %s = %d, %v; want 8 (the losers gave their units back)", counterKey(id), n, err)
 				}
 			}
 		})
@@ -483,7 +504,7 @@ func TestUnavailable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	deadPool := newPool(t, fmt.Sprintf("postgres://postgres@%s/inventory?sslmode=disable&connect_timeout=1", addr))
-	dead := NewStore(deadPool)
+	dead := NewStore(deadPool, Limits{})
 	for _, name := range Names() {
 		d := e.deps("replica-a")
 		d.Store = dead
@@ -524,7 +545,7 @@ func TestCommitErr(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := commitErr(c.err)
-		if got := errors.Is(err, errOutcomeUnknown); got != c.wantUnknown {
+		if got := errors.Is(err, ErrOutcomeUnknown); got != c.wantUnknown {
 			t.Errorf("commitErr(%s: %v): outcome unknown = %v, want %v", c.name, c.err, got, c.wantUnknown)
 		}
 		if !errors.Is(err, c.err) {
@@ -634,7 +655,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	wrote, resume, staleDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		_, err := e.store.record(ctx, one, Reentrant, "stale", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			d, err := fencedCheckThenDecrement(ctx, tx, 1, 1, 0, time.Minute)
+			d, err := fencedCheckThenDecrement(ctx, tx, 1, 1, 0)
 			close(wrote)
 			<-resume // paused between its UPDATE and its COMMIT
 			return d, err
@@ -645,11 +666,17 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	newDone := make(chan error, 1)
 	go func() {
 		_, err := e.store.record(ctx, one, Reentrant, "new", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, 2, 0, time.Minute)
+			return fencedCheckThenDecrement(ctx, tx, 1, 2, 0)
 		})
 		newDone <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the new holder is as far as it can get
+	waitFor(t, "the new holder's claim to wait for the stale holder's row lock", 5*time.Second, func() bool {
+		var n int
+		err := e.pool.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%SET fence%'`).Scan(&n)
+		return err == nil && n > 0
+	})
 	close(resume)
 	if err := <-staleDone; err != nil {
 		t.Errorf("the stale holder's sale, written before the new holder acted = %v, want it committed", err)

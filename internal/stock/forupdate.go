@@ -30,7 +30,9 @@ func (s *forUpdate) sell(ctx context.Context, o Order) (Sale, error) {
 		if err := checkThenWork(ctx, o.ProductID, q, o.Quantity, s.d.WorkDelay); err != nil {
 			return decrement{}, err
 		}
-		return t.decrementBy(ctx, o.Quantity)
+		// The row lock makes the check reliable; the write is guarded all
+		// the same, as every safe strategy's is.
+		return t.decrementIfEnough(ctx, o.Quantity)
 	})
 }
 

@@ -1,13 +1,14 @@
--- Give a reservation's units back to the product's stock counter, at most once.
--- KEYS[1]: the counter; KEYS[2]: the reservation key; KEYS[3], only for an
--- order with an idempotency key: that key's in-flight marker, cleared when it
--- names this reservation so that a waiting twin order can go ahead.
--- ARGV[1]: units; ARGV[2]: reservation TTL in ms; ARGV[3]: reservation id.
+-- Give a reservation's units back to the counter they came from, at most once.
+-- KEYS[1]: the counter (hash r, g, n); KEYS[2]: the reservation key; KEYS[3],
+-- only for an order with an idempotency key: that key's in-flight marker,
+-- cleared when it names this reservation so that a waiting twin order can go
+-- ahead. ARGV[1]: units; ARGV[2]: reservation TTL in ms; ARGV[3]: reservation id.
 -- Returns the units given back.
 -- The reservation is marked returned even when it is missing, so a reserve
 -- that arrives late (a reply lost, then this) cannot take the units after all.
--- A missing counter is left missing: it will be reloaded from Postgres, where
--- this sale did not commit.
+-- Units go back only to the same round and generation of the counter: a
+-- counter reloaded from Postgres (after a loss or a restock) already counts
+-- them, and another round's stock is none of this sale's business.
 if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[3] then
   redis.call('DEL', KEYS[3])
 end
@@ -16,8 +17,13 @@ redis.call('SET', KEYS[2], 'returned', 'PX', ARGV[2])
 if not state or state == 'returned' then
   return 0
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local r, g = string.match(state, '^(%d+) (%d+) ')
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then
   return 0
 end
-redis.call('INCRBY', KEYS[1], ARGV[1])
+local c = redis.call('HMGET', KEYS[1], 'r', 'g')
+if c[1] ~= r or c[2] ~= g then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], 'n', ARGV[1])
 return tonumber(ARGV[1])

@@ -36,7 +36,7 @@ func newEnv(t *testing.T) *env {
 	if err := migrations.Up(ctx, db); err != nil {
 		t.Fatalf("migrations.Up: %v", err)
 	}
-	e.store = NewStore(e.pool)
+	e.store = NewStore(e.pool, Limits{})
 	e.rdb = newRedis(t, e.redisURL)
 	return e
 }
@@ -78,7 +78,7 @@ var testLock = lock.Options{TTL: 5 * time.Second, Wait: 10 * time.Second, MaxBac
 func (e *env) replica(t *testing.T, name, instance string, workDelay time.Duration) Seller {
 	t.Helper()
 	return e.seller(t, name, Deps{
-		Store:     NewStore(newPool(t, e.pgURL)),
+		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
 		Redis:     newRedis(t, e.redisURL),
 		Instance:  instance,
 		Lock:      testLock,

@@ -11,10 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// lua reserves units with a Lua check-and-DECRBY on a Redis counter, then
-// records the sale in Postgres: safe while Redis keeps the counter, NOT safe
-// when Redis loses it while sales are in flight (the reload from Postgres
-// counts units already reserved but not yet committed).
+// lua reserves units with a Lua check-and-decrement on a Redis counter, then
+// records the sale in Postgres with a guarded write in the counter's round:
+// safe, Postgres has the last word. The counter knows its round, so units
+// can never be given back to, reserved from, or reloaded into the wrong
+// round; when it over-counts (other strategies sold meanwhile, or it was
+// reloaded while sales were in flight) Postgres refuses the sale with a
+// 409 and the counter is dropped to be reloaded.
 type lua struct {
 	d Deps
 }
@@ -26,6 +29,12 @@ var (
 	//go:embed giveback.lua
 	giveBackSrc    string
 	giveBackScript = redis.NewScript(giveBackSrc)
+	//go:embed seed.lua
+	seedSrc    string
+	seedScript = redis.NewScript(seedSrc)
+	//go:embed drop.lua
+	dropSrc    string
+	dropScript = redis.NewScript(dropSrc)
 )
 
 // reservationTTL is how long Redis remembers a reservation, so that a
@@ -33,6 +42,11 @@ var (
 // outlive one sale; an expired reservation can at worst strand its units
 // (undersell), never sell them twice.
 const reservationTTL = 5 * time.Minute
+
+// counterTTL is how long a loaded counter lives before it is reloaded from
+// Postgres: the safety net that bounds how long a stale counter (one a
+// restock could not delete) can turn buyers away.
+const counterTTL = time.Minute
 
 // giveBackTimeout bounds returning units after a failed sale, which runs
 // even when the buyer's context has ended.
@@ -49,21 +63,28 @@ func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
 // reservation whose sale has not finished.
 var errTwinInFlight = errors.New("an order with the same idempotency key is in flight")
 
-// sell sells o by sellOnce. The Redis counter answers before Postgres
-// commits, so an order racing its twin (a retry with the same idempotency
-// key) could be told "sold out" with the twin's own units; instead it waits,
-// within the Deps.Lock.Wait budget, for the twin's outcome: the twin's sale
-// (a replay), or its give-back, after which it tries again.
+// sell sells o by sellOnce, trying again, within the Deps.Lock.Wait budget,
+// in two cases. The Redis counter answers before Postgres commits, so an
+// order racing its twin (a retry with the same idempotency key) could be
+// told "sold out" with the twin's own units; instead it waits for the twin's
+// outcome: the twin's sale (a replay), or its give-back. And a restock
+// between the reservation and the write leaves the reservation in a round
+// that is over: the sale is tried again in the new one.
 func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
-	res := uuid.NewString()
 	deadline := time.Now().Add(budget(s.d))
 	for attempt := 0; ; attempt++ {
-		sale, err := s.sellOnce(ctx, o, res)
-		if !errors.Is(err, errTwinInFlight) {
+		sale, err := s.sellOnce(ctx, o, uuid.NewString())
+		switch {
+		case errors.Is(err, errTwinInFlight):
+			if twin, found, err := s.d.Store.replay(ctx, o); err != nil || found {
+				return twin, err
+			}
+		case errors.Is(err, errRoundChanged):
+			if attempt >= 3 {
+				return Sale{}, fmt.Errorf("%w: %q was restocked during each of %d tries: %w", ErrContention, o.ProductID, attempt+1, err)
+			}
+		default:
 			return sale, err
-		}
-		if twin, found, err := s.d.Store.replay(ctx, o); err != nil || found {
-			return twin, err
 		}
 		if time.Now().After(deadline) {
 			return Sale{}, fmt.Errorf("%w: %w (key %q)", ErrContention, err, o.IdempotencyKey)
@@ -74,13 +95,24 @@ func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 	}
 }
 
-// sellOnce reserves the units in Redis under reservation res (loading a
+// reservation is what reserve.lua took: from which round and load
+// (generation) of the counter.
+type reservation struct {
+	id           string
+	round, gen   int64
+	unitsLeftNow int64
+}
+
+// sellOnce reserves the units in Redis under reservation id res (loading a
 // missing counter from Postgres), does the simulated work, then decrements
-// Postgres and records the sale in one transaction. When that transaction
-// certainly did not commit, the units go back to the counter; when its
-// outcome is unknown they stay taken (undersell, never oversell).
+// Postgres, guarded and in the reservation's round, and records the sale in
+// one transaction. When that transaction certainly did not commit, the
+// units go back to the counter they came from; when its outcome is unknown
+// they stay taken (undersell, never oversell). When Postgres refuses for
+// lack of stock, the counter over-counted: it is dropped, to be reloaded.
 func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
-	if err := s.reserve(ctx, o, res); err != nil {
+	r, err := s.reserve(ctx, o, res)
+	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			// The script may have run with its reply lost: give back
 			// whatever it took (nothing, if it did not run).
@@ -92,13 +124,22 @@ func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 		_ = s.giveBack(ctx, o, res)
 		return Sale{}, err
 	}
-	// The Postgres decrement is unguarded on purpose: the counter decided.
 	sale, err := s.d.Store.record(ctx, o, Lua, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return t.decrementBy(ctx, o.Quantity)
+		return t.decrementIfEnoughIn(ctx, o.Quantity, int(r.round))
 	})
 	if notCommitted(sale, err) {
 		if gerr := s.giveBack(ctx, o, res); gerr != nil && err != nil {
 			err = fmt.Errorf("%w (and returning the %d reserved units failed: %v)", err, o.Quantity, gerr)
+		}
+	}
+	switch {
+	case errors.Is(err, ErrSoldOut):
+		s.drop(ctx, o.ProductID, r)
+	case errors.Is(err, errRoundChanged):
+		// Load the new round's counter, in case the restock could not
+		// delete the old one.
+		if serr := s.seed(ctx, o.ProductID); serr != nil {
+			return Sale{}, serr
 		}
 	}
 	return sale, err
@@ -106,43 +147,54 @@ func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 
 // reserve takes o's units from the product's Redis counter under
 // reservation res, loading the counter from Postgres when it is missing.
-func (s *lua) reserve(ctx context.Context, o Order, res string) error {
+func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, error) {
 	id, n := o.ProductID, o.Quantity
 	// Twice is enough unless the counter is deleted again right after each
 	// load (restocks in a tight loop); then give up rather than spin.
 	for range 3 {
-		status, left, err := runReserve(ctx, s.d.Redis, o, res)
+		status, r, err := runReserve(ctx, s.d.Redis, o, res)
 		if err != nil {
-			return err
+			return r, err
 		}
 		switch status {
 		case reserved:
-			return nil
+			return r, nil
 		case tooFew:
-			return fmt.Errorf("%d of %q wanted, %d left in the Redis counter: %w", n, id, left, ErrSoldOut)
+			return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter: %w", n, id, r.unitsLeftNow, ErrSoldOut)
 		case returned:
-			return fmt.Errorf("reservation %s of %q was already given back: %w", res, id, ErrUnavailable)
+			return r, fmt.Errorf("reservation %s of %q was already given back: %w", res, id, ErrUnavailable)
 		case twinInFlight:
-			return errTwinInFlight
+			return r, errTwinInFlight
 		}
 		if err := s.seed(ctx, id); err != nil {
-			return err
+			return r, err
 		}
 	}
-	return fmt.Errorf("redis counter %s keeps disappearing: %w", counterKey(id), ErrUnavailable)
+	return reservation{}, fmt.Errorf("redis counter %s keeps disappearing: %w", counterKey(id), ErrUnavailable)
 }
 
-// seed loads a missing counter from Postgres. SET NX keeps a counter that
-// another sale loaded meanwhile; an unknown product creates no key.
+// seed loads a missing counter, or one of an earlier round, from Postgres;
+// a counter another sale loaded meanwhile is kept. An unknown product
+// creates no key.
 func (s *lua) seed(ctx context.Context, id string) error {
-	q, err := s.d.Store.quantity(ctx, id)
+	q, round, err := s.d.Store.quantity(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := s.d.Redis.SetNX(ctx, counterKey(id), q, 0).Err(); err != nil {
+	keys := []string{counterKey(id), counterKey(id) + ":gen"}
+	if err := seedScript.Run(ctx, s.d.Redis, keys, q, round, counterTTL.Milliseconds()).Err(); err != nil {
 		return redisErr("load counter "+counterKey(id), err)
 	}
 	return nil
+}
+
+// drop deletes the counter r was taken from, if it is still that round and
+// load, so that the next sale reloads it from Postgres. Best effort: a
+// counter that stays over-counts, and Postgres keeps refusing what it has not.
+func (s *lua) drop(ctx context.Context, id string, r reservation) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	_ = dropScript.Run(dctx, s.d.Redis, []string{counterKey(id)}, r.round, r.gen).Err()
 }
 
 // giveBack returns a reservation's units, even after ctx has ended.
@@ -165,17 +217,17 @@ const (
 	twinInFlight = -3
 )
 
-// runReserve runs reserve.lua once for o and returns its status and the units left.
-func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res string) (status, left int64, err error) {
+// runReserve runs reserve.lua once for o and returns its status and what it reserved.
+func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res string) (int64, reservation, error) {
 	id := o.ProductID
 	out, err := reserveScript.Run(ctx, rdb, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res).Int64Slice()
 	if err != nil {
-		return 0, 0, redisErr("reserve from "+counterKey(id), err)
+		return 0, reservation{}, redisErr("reserve from "+counterKey(id), err)
 	}
-	if len(out) != 2 {
-		return 0, 0, fmt.Errorf("redis: reserve from %s: got %v, want {status, left}", counterKey(id), out)
+	if len(out) != 4 {
+		return 0, reservation{}, fmt.Errorf("redis: reserve from %s: got %v, want {status, left, round, generation}", counterKey(id), out)
 	}
-	return out[0], out[1], nil
+	return out[0], reservation{id: res, unitsLeftNow: out[1], round: out[2], gen: out[3]}, nil
 }
 
 // scriptKeys are the keys reserve.lua and giveback.lua touch for o's

@@ -2,10 +2,6 @@ package stock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -13,22 +9,20 @@ import (
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog, running
-// the transaction under the lease's context and fencing the write with the
-// lease's token: safe, a sale whose lock was lost is rolled back, and a stale
-// holder's write is refused by Postgres.
+// the transaction under the lease's context and fencing and guarding the
+// write: safe, a sale whose lock was lost is rolled back, and a stale
+// holder's write is refused by Postgres (a breach, never an oversell).
 type reentrant struct {
 	d  Deps
 	lk *lock.Reentrant
 }
 
 func newReentrant(d Deps) *reentrant {
-	s := &reentrant{d: d}
 	opts := d.Lock
 	// Fencing tokens must keep rising even when Redis lost its counter:
 	// start above the highest token Postgres has seen.
-	opts.FenceFloor = s.fenceFloor
-	s.lk = lock.NewReentrant(d.Redis, opts)
-	return s
+	opts.FenceFloor = fenceFloor(d.Store)
+	return &reentrant{d: d, lk: lock.NewReentrant(d.Redis, opts)}
 }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
@@ -72,50 +66,12 @@ func (s *reentrant) sellHeld(ctx context.Context, o Order) (Sale, error) {
 	}
 	defer release(ctx, lease)
 	sale, err := s.d.Store.record(lease.Context(), o, Reentrant, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay, leaseTime(s.d))
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay)
 	})
 	if err != nil {
 		return Sale{}, lost(lease, err)
 	}
 	return sale, nil
-}
-
-// fencedCheckThenDecrement is the reentrant strategy's transaction: claim
-// the row with the lease's fencing token (refused by Postgres when a holder
-// with the same or a newer token got there first; see claimFence), then
-// check, work and decrement. Postgres ends the transaction if it sits idle
-// for longer than the lease.
-func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n, fence int64, work, lease time.Duration) (decrement, error) {
-	q, err := t.claimFence(ctx, fence, lease)
-	if err != nil {
-		return decrement{}, err
-	}
-	if err := checkThenWork(ctx, t.id, q, n, work); err != nil {
-		return decrement{}, err
-	}
-	d, err := t.decrementBy(ctx, n)
-	d.fence = fence
-	return d, err
-}
-
-// lost turns a failed sale into ErrLockLost when the lease was lost meanwhile
-// (the failure is then its consequence: a cancelled query, a refused fence).
-// A commit whose outcome is unknown stays ErrUnavailable: it may have sold.
-func lost(lease *lock.Lease, err error) error {
-	if errors.Is(err, ErrLockLost) || errors.Is(err, errOutcomeUnknown) {
-		return err
-	}
-	if lerr := lease.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) {
-		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
-	}
-	return err
-}
-
-// fenceFloor is lock.Options.FenceFloor: the highest token the product's
-// stock row was written with; key is lockKey(id).
-func (s *reentrant) fenceFloor(ctx context.Context, key string) (int64, error) {
-	id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
-	return s.d.Store.fence(ctx, id)
 }
 
 var _ Seller = (*reentrant)(nil)

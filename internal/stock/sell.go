@@ -52,7 +52,7 @@ func once(ctx context.Context, st *Store, o Order, sell func(context.Context, Or
 // at COMMIT with a definite answer, or it was a replay of another sale.
 func notCommitted(sale Sale, err error) bool {
 	if err != nil {
-		return !errors.Is(err, errOutcomeUnknown)
+		return !errors.Is(err, ErrOutcomeUnknown)
 	}
 	return sale.Replayed
 }
@@ -102,14 +102,6 @@ func backoff(attempt int, min, max time.Duration) time.Duration {
 	}
 	half := step / 2
 	return half + rand.N(step-half+1)
-}
-
-// leaseTime is Deps.Lock.TTL or its default (lock.Options).
-func leaseTime(d Deps) time.Duration {
-	if d.Lock.TTL > 0 {
-		return d.Lock.TTL
-	}
-	return 30 * time.Second
 }
 
 // budget is Deps.Lock.Wait or its default.

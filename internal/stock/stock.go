@@ -70,6 +70,17 @@ var (
 	ErrIdempotencyConflict = errors.New("idempotency key already used for a different order")
 	ErrUnknownStrategy     = errors.New("unknown strategy")
 	ErrUnavailable         = errors.New("backend unavailable")
+	// ErrLockBreach: Postgres refused a lock holder's write that its lock
+	// should have made impossible (a stale fencing token, or the guard
+	// finding too little stock inside the critical section): the lock broke
+	// and the database caught it. It always comes with ErrLockLost or
+	// ErrSoldOut, which decide the buyer's answer.
+	ErrLockBreach = errors.New("lock breach caught by the database")
+	// ErrOutcomeUnknown: COMMIT was sent but its answer never came, and the
+	// ledger could not be read to find out whether the sale committed. It
+	// always comes with ErrUnavailable. The buyer should retry with the same
+	// Idempotency-Key.
+	ErrOutcomeUnknown = errors.New("sale outcome unknown")
 )
 
 var productIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,12 +17,52 @@ import (
 // SQL statement the strategies run. Driver errors are translated into this
 // package's sentinels here and nowhere else.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	limits Limits
+	// begin starts a sale's transaction with the limits, in one round trip.
+	begin string
+}
+
+// Limits bound every sale transaction, so that no holder, however slow or
+// paused, keeps a hot product's row from everyone else. The zero value
+// takes the defaults.
+type Limits struct {
+	// LockTimeout is the longest a statement waits for a row lock (Postgres
+	// lock_timeout); past it the sale fails with ErrLockTimeout. Default 10s.
+	LockTimeout time.Duration
+	// IdleTimeout is the longest a sale's transaction may sit idle between
+	// statements (idle_in_transaction_session_timeout): Postgres ends the
+	// session of a holder paused longer, releasing its row lock. It must
+	// exceed Deps.WorkDelay, which some strategies spend inside the
+	// transaction. Default 10s.
+	IdleTimeout time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.LockTimeout <= 0 {
+		l.LockTimeout = 10 * time.Second
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 10 * time.Second
+	}
+	return l
 }
 
 // NewStore returns a Store on pool, which must hold the schema of package
-// migrations. The caller keeps ownership of pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// migrations, with its transactions bounded by limits. The caller keeps
+// ownership of pool.
+func NewStore(pool *pgxpool.Pool, limits Limits) *Store {
+	limits = limits.withDefaults()
+	return &Store{pool: pool, limits: limits, begin: beginWith(limits.LockTimeout, limits.IdleTimeout)}
+}
+
+// beginWith is a BEGIN that sets the transaction's lock and idle timeouts in
+// the same round trip (pgx sends an argument-less query as one simple-protocol
+// message, which may hold several statements).
+func beginWith(lockTimeout, idleTimeout time.Duration) string {
+	return fmt.Sprintf("BEGIN; SET LOCAL lock_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d",
+		max(lockTimeout.Milliseconds(), 1), max(idleTimeout.Milliseconds(), 1))
+}
 
 // commitTimeout bounds a COMMIT. A commit runs detached from the request's
 // cancellation: once the sale is decided, a buyer hanging up must not turn
@@ -32,9 +72,10 @@ const commitTimeout = 10 * time.Second
 // uniqueKeyConstraint is the name migrations give sales' idempotency key.
 const uniqueKeyConstraint = "sales_idempotency_key_key"
 
-// errOutcomeUnknown marks an error after which the transaction may or may not
-// have committed (COMMIT sent, no answer); it always comes with ErrUnavailable.
-var errOutcomeUnknown = errors.New("commit outcome unknown")
+// resolveMargin is how much longer than Limits.IdleTimeout resolving a lost
+// COMMIT reply may wait for the product's row: by then Postgres has ended
+// the transaction whatever became of it.
+const resolveMargin = 5 * time.Second
 
 // errVersionConflict is an optimistic attempt that lost its compare-and-set.
 var errVersionConflict = errors.New("version changed since read")
@@ -92,6 +133,41 @@ func (s *Store) Ledger(ctx context.Context, id string) (count, units int64, err 
 	return count, units, nil
 }
 
+// Round is one round of a product's stock, as the ledger has it.
+type Round struct {
+	ProductID string
+	Round     int
+	// Initial is the stock the round started with.
+	Initial int64
+	// Sold is the sum of the ledger's quantities for the round, Sales its rows.
+	Sold, Sales int64
+	// Current is whether this is the product's current round.
+	Current bool
+}
+
+// Round returns round n of product id from the ledger: ErrNotFound when the
+// product or the round does not exist.
+func (s *Store) Round(ctx context.Context, id string, n int) (Round, error) {
+	if err := ValidateProductID(id); err != nil {
+		return Round{}, err
+	}
+	r := Round{ProductID: id, Round: n}
+	err := s.pool.QueryRow(ctx, `
+		SELECT r.initial, r.round = s.round,
+		       (SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2),
+		       (SELECT count(*) FROM sales WHERE product_id = $1 AND round = $2)
+		FROM rounds r JOIN stock s ON s.product_id = r.product_id
+		WHERE r.product_id = $1 AND r.round = $2`, id, n).
+		Scan(&r.Initial, &r.Current, &r.Sold, &r.Sales)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Round{}, fmt.Errorf("product %q round %d: %w", id, n, ErrNotFound)
+	}
+	if err != nil {
+		return Round{}, dbErr("read round", err)
+	}
+	return r, nil
+}
+
 // Restock creates or restocks a product: it sets quantity and initial,
 // starts a new round (1 for a new product), bumps the version, keeps the old
 // name when name is empty, and then deletes the product's Redis counter so
@@ -108,16 +184,23 @@ func Restock(ctx context.Context, st *Store, rdb redis.UniversalClient, id, name
 		return Product{}, fmt.Errorf("%w: restock %q to %d, want at least 0", ErrBadQuantity, id, quantity)
 	}
 	p := Product{ID: id}
+	// The new round is remembered in rounds in the same statement, so every
+	// round's initial stays known after the next restock.
 	err := st.pool.QueryRow(ctx, `
-		INSERT INTO stock AS s (product_id, name, quantity, initial) VALUES ($1, $2, $3, $3)
-		ON CONFLICT (product_id) DO UPDATE SET
-			name = CASE WHEN EXCLUDED.name = '' THEN s.name ELSE EXCLUDED.name END,
-			quantity = EXCLUDED.quantity,
-			initial = EXCLUDED.initial,
-			round = s.round + 1,
-			version = s.version + 1,
-			updated_at = now()
-		RETURNING name, quantity, initial, round, version`, id, name, quantity).
+		WITH s AS (
+			INSERT INTO stock AS s (product_id, name, quantity, initial) VALUES ($1, $2, $3, $3)
+			ON CONFLICT (product_id) DO UPDATE SET
+				name = CASE WHEN EXCLUDED.name = '' THEN s.name ELSE EXCLUDED.name END,
+				quantity = EXCLUDED.quantity,
+				initial = EXCLUDED.initial,
+				round = s.round + 1,
+				version = s.version + 1,
+				updated_at = now()
+			RETURNING product_id, name, quantity, initial, round, version
+		), r AS (
+			INSERT INTO rounds (product_id, round, initial) SELECT product_id, round, initial FROM s
+		)
+		SELECT name, quantity, initial, round, version FROM s`, id, name, quantity).
 		Scan(&p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version)
 	if err != nil {
 		return Product{}, dbErr("restock", err)
@@ -141,17 +224,16 @@ func (s *Store) exists(ctx context.Context, id string) error {
 	return nil
 }
 
-// quantity returns id's stock outside any transaction.
-func (s *Store) quantity(ctx context.Context, id string) (int64, error) {
-	var q int64
-	err := s.pool.QueryRow(ctx, `SELECT quantity FROM stock WHERE product_id = $1`, id).Scan(&q)
+// quantity returns id's stock and round outside any transaction.
+func (s *Store) quantity(ctx context.Context, id string) (q int64, round int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1`, id).Scan(&q, &round)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("product %q: %w", id, ErrNotFound)
+		return 0, 0, fmt.Errorf("product %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return 0, dbErr("read quantity", err)
+		return 0, 0, dbErr("read quantity", err)
 	}
-	return q, nil
+	return q, round, nil
 }
 
 // fence returns the highest fencing token id's stock was written with; 0 for
@@ -239,7 +321,8 @@ func (t *saleTx) readForUpdate(ctx context.Context) (int64, error) {
 // sale racing a sale of another strategy still sees the change.
 
 // decrementBy takes n units whatever is left: the caller checked beforehand,
-// and a stale check shows up as negative stock.
+// and a stale check shows up as negative stock. Only the unsafe strategies
+// (none, local) write this way.
 func (t *saleTx) decrementBy(ctx context.Context, n int64) (decrement, error) {
 	var d decrement
 	err := t.tx.QueryRow(ctx, `
@@ -254,13 +337,14 @@ func (t *saleTx) decrementBy(ctx context.Context, n int64) (decrement, error) {
 	return d, nil
 }
 
-// decrementIfVersion takes n units only if the version is still v; otherwise
-// it returns errVersionConflict.
+// decrementIfVersion takes n units only if the version is still v (and, as
+// every safe write, only if n units are left); otherwise it returns
+// errVersionConflict.
 func (t *saleTx) decrementIfVersion(ctx context.Context, n, v int64) (decrement, error) {
 	var d decrement
 	err := t.tx.QueryRow(ctx, `
 		UPDATE stock SET quantity = quantity - $2, version = version + 1, updated_at = now()
-		WHERE product_id = $1 AND version = $3 RETURNING quantity, round`, t.id, n, v).Scan(&d.remaining, &d.round)
+		WHERE product_id = $1 AND version = $3 AND quantity >= $2 RETURNING quantity, round`, t.id, n, v).Scan(&d.remaining, &d.round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, fmt.Errorf("compare-and-set on version %d: %w", v, errVersionConflict)
 	}
@@ -270,17 +354,33 @@ func (t *saleTx) decrementIfVersion(ctx context.Context, n, v int64) (decrement,
 	return d, nil
 }
 
-// decrementIfEnough takes n units in one conditional statement, returning
-// ErrSoldOut when fewer remain and ErrNotFound for an unknown product.
+// decrementIfEnough is the guarded write every safe strategy ends with: it
+// takes n units in one conditional statement, returning ErrSoldOut when
+// fewer remain and ErrNotFound for an unknown product.
 func (t *saleTx) decrementIfEnough(ctx context.Context, n int64) (decrement, error) {
+	return t.decrementIfEnoughIn(ctx, n, 0)
+}
+
+// decrementIfEnoughIn is decrementIfEnough restricted to round (0: any
+// round). When the product has moved on to another round it returns
+// errRoundChanged and takes nothing.
+func (t *saleTx) decrementIfEnoughIn(ctx context.Context, n int64, round int) (decrement, error) {
 	var d decrement
 	err := t.tx.QueryRow(ctx, `
 		UPDATE stock SET quantity = quantity - $2, version = version + 1, updated_at = now()
-		WHERE product_id = $1 AND quantity >= $2 RETURNING quantity, round`, t.id, n).Scan(&d.remaining, &d.round)
+		WHERE product_id = $1 AND quantity >= $2 AND ($3 = 0 OR round = $3)
+		RETURNING quantity, round`, t.id, n, round).Scan(&d.remaining, &d.round)
 	if errors.Is(err, pgx.ErrNoRows) {
-		q, _, err := t.read(ctx)
-		if err != nil {
-			return d, err
+		var q int64
+		var now int
+		err := t.tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1`, t.id).Scan(&q, &now)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return d, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
+		case err != nil:
+			return d, dbErr("read stock", err)
+		case round != 0 && now != round:
+			return d, fmt.Errorf("%q is in round %d, not %d: %w", t.id, now, round, errRoundChanged)
 		}
 		return d, fmt.Errorf("%d of %q wanted, %d left: %w", n, t.id, q, ErrSoldOut)
 	}
@@ -290,41 +390,40 @@ func (t *saleTx) decrementIfEnough(ctx context.Context, n int64) (decrement, err
 	return d, nil
 }
 
+// errRoundChanged: a restock started a new round between a sale's
+// reservation and its write.
+var errRoundChanged = errors.New("restocked meanwhile")
+
 // claimFence makes this transaction the product's writer under fencing
 // token fence and returns the quantity left. Its UPDATE takes the row lock
 // first, so it waits for any transaction still holding it (a stale holder
 // paused between its decrement and its COMMIT) and then sees that sale; it
-// refuses with ErrLockLost when a holder with the same or a newer token has
-// claimed the row. Everything the transaction does afterwards runs under the
-// row lock, and a stale holder that writes later finds the newer fence.
+// refuses when a holder with the same or a newer token has claimed the row,
+// which only a broken lock allows: ErrLockBreach with ErrLockLost.
+// Everything the transaction does afterwards runs under the row lock, and a
+// stale holder that writes later finds the newer fence. A holder paused
+// inside the transaction has its session ended by Postgres after
+// Limits.IdleTimeout, so its row lock cannot stall the next holder for ever.
 //
 // The comparison is strict because each hold claims once: after Redis loses
 // its data mid-sale, the next token is minted above the highest committed
 // fence and can equal the in-flight holder's; "<" lets only one of them on.
-//
-// idleLimit becomes the transaction's idle_in_transaction_session_timeout
-// (sent in the same round trip): a holder paused longer than its lease
-// inside the transaction has its session ended by Postgres, so its row lock
-// cannot stall the next holder for ever.
-func (t *saleTx) claimFence(ctx context.Context, fence int64, idleLimit time.Duration) (int64, error) {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, strconv.FormatInt(max(idleLimit.Milliseconds(), 1), 10))
-	b.Queue(`UPDATE stock SET fence = $2, updated_at = now() WHERE product_id = $1 AND fence < $2 RETURNING quantity`, t.id, fence)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return 0, dbErr("limit idle time", err)
-	}
+func (t *saleTx) claimFence(ctx context.Context, fence int64) (int64, error) {
 	var q int64
-	err := br.QueryRow().Scan(&q)
+	err := t.tx.QueryRow(ctx, `
+		UPDATE stock SET fence = $2, updated_at = now() WHERE product_id = $1 AND fence < $2
+		RETURNING quantity`, t.id, fence).Scan(&q)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if err := br.Close(); err != nil {
-			return 0, dbErr("claim fence", err)
+		var newest int64
+		err := t.tx.QueryRow(ctx, `SELECT fence FROM stock WHERE product_id = $1`, t.id).Scan(&newest)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
 		}
-		if _, _, err := t.read(ctx); err != nil {
-			return 0, err
+		if err != nil {
+			return 0, dbErr("read fence", err)
 		}
-		return 0, fmt.Errorf("%w: fencing token %d is not newer than the last claim on %q", ErrLockLost, fence, t.id)
+		return 0, fmt.Errorf("%w: %w: fencing token %d is not newer than %d, the last claim on %q",
+			ErrLockBreach, ErrLockLost, fence, newest, t.id)
 	}
 	if err != nil {
 		return 0, dbErr("claim fence", err)
@@ -333,15 +432,17 @@ func (t *saleTx) claimFence(ctx context.Context, fence int64, idleLimit time.Dur
 }
 
 // record runs one sale's transaction: body checks and decrements, then record
-// writes the ledger row and commits.
+// writes the ledger row, under a key unique to this sale, and commits.
 //
 // When another sale already committed o.IdempotencyKey, this transaction is
 // rolled back and record returns that sale as a replay (or
-// ErrIdempotencyConflict). An error wrapping errOutcomeUnknown means COMMIT
-// was sent without an answer; every other error means nothing was committed.
+// ErrIdempotencyConflict). When COMMIT was sent but its answer never came,
+// record finds the outcome in the ledger by the sale's key (see resolve);
+// only when it cannot does it return an error wrapping ErrOutcomeUnknown.
+// Every other error means nothing was committed.
 func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	body func(ctx context.Context, t *saleTx) (decrement, error)) (Sale, error) {
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
 	if err != nil {
 		return Sale{}, dbErr("begin", err)
 	}
@@ -367,10 +468,11 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	if d.fence != 0 {
 		fence = d.fence
 	}
+	saleKey := uuid.NewString()
 	err = tx.QueryRow(ctx, `
-		INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`,
-		o.ProductID, d.round, o.Quantity, strategy, instance, key, fence).Scan(&sale.ID, &sale.CreatedAt)
+		INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence, sale_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, created_at`,
+		o.ProductID, d.round, o.Quantity, strategy, instance, key, fence, saleKey).Scan(&sale.ID, &sale.CreatedAt)
 	if isUniqueViolation(err, uniqueKeyConstraint) {
 		// A concurrent sale with the same key won; Postgres reports the
 		// violation only once that sale has committed, so it can be read.
@@ -392,9 +494,68 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
-		return Sale{}, commitErr(err)
+		if err := commitErr(err); !errors.Is(err, ErrOutcomeUnknown) {
+			return Sale{}, err
+		}
+		return s.resolve(ctx, sale, saleKey, err)
 	}
 	return sale, nil
+}
+
+// resolve finds out from the ledger whether a sale whose COMMIT reply was
+// lost (lost, the error record saw) committed: its sale when it did, an
+// ErrUnavailable error when it certainly did not, and an error wrapping
+// ErrOutcomeUnknown only when the ledger could not be read in time (Postgres
+// restarting, say), retrying meanwhile.
+//
+// The answer is final because the lookup first waits for the product's row
+// lock, which the sale's transaction took with its decrement and holds until
+// it ends: committed, rolled back, or ended by Postgres after
+// Limits.IdleTimeout when its COMMIT never arrived.
+func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, lost error) (Sale, error) {
+	wait := s.limits.IdleTimeout + resolveMargin
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+commitTimeout)
+	defer cancel()
+	begin := beginWith(wait, wait)
+	for attempt := 0; ; attempt++ {
+		found, err := s.lookup(rctx, begin, saleKey, &sale)
+		switch {
+		case err == nil && found:
+			return sale, nil
+		case err == nil:
+			return Sale{}, fmt.Errorf("%w: the ledger shows it did not commit", lost)
+		case !errors.Is(err, ErrUnavailable):
+			return Sale{}, fmt.Errorf("%w: %w", lost, err)
+		}
+		if perr := pause(rctx, backoff(attempt, 50*time.Millisecond, time.Second)); perr != nil {
+			return Sale{}, fmt.Errorf("%w: %w: and the ledger could not be read: %w", lost, ErrOutcomeUnknown, err)
+		}
+	}
+}
+
+// lookup reads the sale recorded under saleKey into sale once the product's
+// row lock is free (see resolve), with Remaining the stock now.
+func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *Sale) (found bool, err error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
+	if err != nil {
+		return false, dbErr("begin lookup", err)
+	}
+	defer rollback(ctx, tx)
+	var q int64
+	err = tx.QueryRow(ctx, `SELECT quantity FROM stock WHERE product_id = $1 FOR SHARE`, sale.ProductID).Scan(&q)
+	if err != nil {
+		return false, dbErr("wait for the product's row", err)
+	}
+	err = tx.QueryRow(ctx, `SELECT id, round, created_at FROM sales WHERE sale_key = $1`, saleKey).
+		Scan(&sale.ID, &sale.Round, &sale.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, dbErr("look up sale", err)
+	}
+	sale.Remaining = q
+	return true, nil
 }
 
 // rollback ends tx if it is still open; it is a no-op after Commit. A failed
@@ -414,7 +575,7 @@ func commitErr(err error) error {
 	if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
 		return dbErr("commit", err)
 	}
-	return fmt.Errorf("commit: %w: %w: %w", ErrUnavailable, errOutcomeUnknown, err)
+	return fmt.Errorf("commit: %w: %w: reply lost: %w", ErrUnavailable, ErrOutcomeUnknown, err)
 }
 
 // isUniqueViolation reports whether err is Postgres refusing a duplicate in
@@ -432,6 +593,12 @@ func isUniqueViolation(err error, constraint string) bool {
 func dbErr(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "55P03": // lock_not_available: Limits.LockTimeout passed
+			return fmt.Errorf("postgres: %s: %w: %w", op, ErrLockTimeout, err)
+		case "25P03": // the session ended by Limits.IdleTimeout
+			return fmt.Errorf("postgres: %s: %w: %w", op, ErrUnavailable, err)
+		}
 		switch pgErr.Code[:2] {
 		case "08", "53", "57":
 			// connection exception, insufficient resources, operator

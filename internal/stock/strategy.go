@@ -34,10 +34,10 @@ type Info struct {
 var Strategies = []Info{
 	{None, "read, check and update with no coordination at all", false},
 	{Local, "read-check-update inside an in-process mutex: each replica has its own lock", false},
-	{RedisLock, "read-check-update inside a Redis SET NX PX lock released by compare-and-delete", true},
-	{Reentrant, "Redis hash lock with re-entry, a watchdog, and a fencing token checked by Postgres", true},
+	{RedisLock, "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", true},
+	{Reentrant, "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", true},
 	{Optimistic, "compare-and-set on a version column, retried with jittered backoff", true},
-	{Lua, "a Lua script reserves units in a Redis counter, then Postgres records the sale", true},
+	{Lua, "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", true},
 	{Atomic, "one conditional UPDATE ... WHERE quantity >= n", true},
 	{ForUpdate, "SELECT ... FOR UPDATE row lock inside a transaction", true},
 }

@@ -1,0 +1,87 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"inventory/internal/lock"
+)
+
+// What the lock strategies (redis, reentrant) share: the lock serialises the
+// buyers, and Postgres has the last word. The transaction claims the stock
+// row with the lease's fencing token before it reads, and its write is
+// guarded; a write that only a broken lock could have let through is
+// refused and reported as ErrLockBreach.
+
+// fencedCheckThenDecrement is a lock holder's transaction: claim the row
+// with the lease's fencing token (refused by Postgres when a holder with the
+// same or a newer token got there first; see claimFence), then check, work,
+// and decrement guarded. Under the claim's row lock the checked quantity
+// cannot change, so a guard refusal here also means the lock broke.
+func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n, fence int64, work time.Duration) (decrement, error) {
+	q, err := t.claimFence(ctx, fence)
+	if err != nil {
+		return decrement{}, err
+	}
+	if err := checkThenWork(ctx, t.id, q, n, work); err != nil {
+		return decrement{}, err
+	}
+	d, err := t.decrementIfEnough(ctx, n)
+	if errors.Is(err, ErrSoldOut) {
+		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", ErrLockBreach, err)
+	}
+	d.fence = fence
+	return d, err
+}
+
+// lost turns a failed sale into ErrLockLost when the lease was lost meanwhile
+// (the failure is then its consequence: a cancelled query, say). A breach
+// keeps its own error, and a commit whose outcome is unknown stays
+// ErrUnavailable: it may have sold.
+func lost(lease *lock.Lease, err error) error {
+	if errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	if lerr := lease.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) {
+		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
+	}
+	return err
+}
+
+// fenceFloor is lock.Options.FenceFloor for a product's lock: the highest
+// token the product's stock row was claimed with, so that a fencing counter
+// lost with Redis never restarts below what Postgres has seen. key is
+// lockKey(id).
+func fenceFloor(st *Store) func(ctx context.Context, key string) (int64, error) {
+	return func(ctx context.Context, key string) (int64, error) {
+		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
+		return st.fence(ctx, id)
+	}
+}
+
+// releaseTimeout bounds giving a lock up, which runs even when the buyer's
+// context has ended.
+const releaseTimeout = 5 * time.Second
+
+// release gives the lease up after the sale is settled. Its error is
+// dropped: the sale's outcome is already decided, and a lock whose release
+// failed expires by its TTL.
+func release(ctx context.Context, lease *lock.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = lease.Release(rctx)
+}
+
+// lockErr translates an error from taking a lock.
+func lockErr(err error) error {
+	switch {
+	case errors.Is(err, lock.ErrTimeout):
+		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+	case errors.Is(err, lock.ErrLost):
+		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	}
+	return redisErr("lock", err)
+}
