@@ -494,8 +494,8 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
-		if err := commitErr(err); !errors.Is(err, ErrOutcomeUnknown) {
-			return Sale{}, err
+		if cerr := commitErr(err); !errors.Is(cerr, ErrOutcomeUnknown) {
+			return Sale{}, cerr
 		}
 		return s.resolve(ctx, sale, saleKey, err)
 	}
@@ -503,7 +503,7 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 }
 
 // resolve finds out from the ledger whether a sale whose COMMIT reply was
-// lost (lost, the error record saw) committed: its sale when it did, an
+// lost (cause, the driver's error) committed: its sale when it did, an
 // ErrUnavailable error when it certainly did not, and an error wrapping
 // ErrOutcomeUnknown only when the ledger could not be read in time (Postgres
 // restarting, say), retrying meanwhile.
@@ -512,7 +512,7 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 // lock, which the sale's transaction took with its decrement and holds until
 // it ends: committed, rolled back, or ended by Postgres after
 // Limits.IdleTimeout when its COMMIT never arrived.
-func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, lost error) (Sale, error) {
+func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, cause error) (Sale, error) {
 	wait := s.limits.IdleTimeout + resolveMargin
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+commitTimeout)
 	defer cancel()
@@ -523,12 +523,10 @@ func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, lost err
 		case err == nil && found:
 			return sale, nil
 		case err == nil:
-			return Sale{}, fmt.Errorf("%w: the ledger shows it did not commit", lost)
-		case !errors.Is(err, ErrUnavailable):
-			return Sale{}, fmt.Errorf("%w: %w", lost, err)
+			return Sale{}, fmt.Errorf("commit: %w: the reply was lost (%v) and the ledger shows the sale did not commit", ErrUnavailable, cause)
 		}
-		if perr := pause(rctx, backoff(attempt, 50*time.Millisecond, time.Second)); perr != nil {
-			return Sale{}, fmt.Errorf("%w: %w: and the ledger could not be read: %w", lost, ErrOutcomeUnknown, err)
+		if !errors.Is(err, ErrUnavailable) || pause(rctx, backoff(attempt, 50*time.Millisecond, time.Second)) != nil {
+			return Sale{}, fmt.Errorf("commit: %w: %w: the reply was lost (%v) and the ledger cannot tell: %w", ErrUnavailable, ErrOutcomeUnknown, cause, err)
 		}
 	}
 }
