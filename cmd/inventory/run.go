@@ -96,8 +96,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	// A sale's transaction waits for the hot row no longer than a buyer
 	// waits for a lock, and is idle only during the simulated work: a
-	// replica paused longer loses its transaction and its row lock.
-	store := stock.NewStore(pool, stock.Limits{LockTimeout: cfg.LockWait, IdleTimeout: cfg.WorkDelay + 5*time.Second})
+	// replica paused longer than that, or than a lock's lease, loses its
+	// transaction and its row lock.
+	store := stock.NewStore(pool, stock.Limits{
+		LockTimeout: cfg.LockWait,
+		IdleTimeout: min(cfg.LockTTL, cfg.WorkDelay+5*time.Second),
+	})
 	deps := stock.Deps{
 		Store:      store,
 		Redis:      rdb,
