@@ -153,10 +153,18 @@ func TestEndToEndThroughRun(t *testing.T) {
 	}
 	call("PUT", "/products/sku-e2e", `{"quantity":2,"name":"e2e"}`, 201)
 	sale := call("POST", "/sale", `{"product_id":"sku-e2e","quantity":1}`, 200)
-	if sale["strategy"] != "reentrant" || sale["remaining"] != float64(1) {
-		t.Errorf("sale = %v, want strategy reentrant (the configured default) and remaining 1", sale)
+	if sale["strategy"] != "reentrant" || sale["remaining"] != float64(1) || sale["round"] != float64(1) {
+		t.Errorf("sale = %v, want strategy reentrant (the configured default), remaining 1, round 1", sale)
 	}
-	call("POST", "/sale?strategy=atomic", `{"product_id":"sku-e2e","quantity":2}`, 409)
+	call("POST", "/sale?strategy=atomic", `{"product_id":"sku-e2e","quantity":2}`, 409) // call sends the admin token
+	if resp, err := http.Post(base+"/sale?strategy=atomic", "application/json", strings.NewReader(`{"product_id":"sku-e2e","quantity":1}`)); err != nil || resp.StatusCode != 401 {
+		t.Errorf("anonymous POST /sale?strategy=atomic = %v, %v; want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if r := call("GET", "/products/sku-e2e/rounds/1", "", 200); r["initial"] != float64(2) || r["sold"] != float64(1) || r["current"] != true {
+		t.Errorf("round 1 = %v, want initial 2, sold 1, current", r)
+	}
 	p := call("GET", "/products/sku-e2e", "", 200)
 	if p["quantity"] != float64(1) || p["sold"] != float64(1) || p["sales"] != float64(1) {
 		t.Errorf("product = %v, want quantity 1, sold 1, sales 1", p)
@@ -199,3 +207,32 @@ func TestShutdownDrainsInFlightSales(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestADefaultSwitchSurvivesRedisLosingItAndARestart(t *testing.T) {
+	pg := testenv.PostgresURL(t)
+	base, stop := startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg})
+	req, _ := http.NewRequest("PUT", base+"/strategy", strings.NewReader(`{"strategy":"optimistic"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("PUT /strategy optimistic = %v, %v; want 200", resp, err)
+	}
+	resp.Body.Close()
+	if err := stop(); err != nil {
+		t.Fatalf("run after cancel = %v", err)
+	}
+
+	// startService takes the test Redis flushed: every key lost. The
+	// restarted replica is configured with reentrant, yet must keep the switch.
+	base, _ = startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg})
+	resp, err = http.Get(base + "/strategy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct{ Strategy string }
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got.Strategy != "optimistic" {
+		t.Errorf("GET /strategy after the switch, Redis flushed and a restart = %q, %v; want optimistic", got.Strategy, err)
+	}
+}

@@ -116,7 +116,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 	}
-	defaultStrategy := settings.NewStrategy(rdb, func(name string) error { _, err := stock.Lookup(name); return err }, 0)
+	defaultStrategy := settings.NewStrategy(rdb, pool, func(name string) error { _, err := stock.Lookup(name); return err },
+		settings.Options{Logger: log})
 	if err := defaultStrategy.Init(ctx, cfg.Strategy); err != nil {
 		return err
 	}

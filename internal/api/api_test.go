@@ -1,14 +1,17 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +40,9 @@ type fixture struct {
 	rdb   *redis.Client
 }
 
-func newFixture(t *testing.T, adminToken string) *fixture {
+// newFixture starts the server; tweaks change its Config first (a test's
+// own seller, say).
+func newFixture(t *testing.T, adminToken string, tweaks ...func(*Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
@@ -69,12 +74,16 @@ func newFixture(t *testing.T, adminToken string) *fixture {
 			t.Fatal(err)
 		}
 	}
-	def := settings.NewStrategy(rdb, func(n string) error { _, err := stock.Lookup(n); return err }, time.Millisecond)
+	def := settings.NewStrategy(rdb, pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{Refresh: time.Millisecond})
 	if err := def.Init(ctx, stock.Atomic); err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewServer(Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-1",
-		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg})
+	cfg := Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-1",
+		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	h, err := NewServer(cfg)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -131,6 +140,9 @@ func (f *fixture) product(id string) stock.Product {
 
 const jsonType = "application/json"
 
+// admin is the header that makes a call an admin's.
+var admin = []string{"Authorization", "Bearer " + adminToken}
+
 func TestBadSaleRequestsAreRefusedAndChangeNothing(t *testing.T) {
 	f := newFixture(t, adminToken)
 	f.restock("sku-1", 5)
@@ -164,8 +176,10 @@ func TestBadSaleRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		{"product id with a brace", "/sale", jsonType, `{"product_id":"sku}{1","quantity":1}`, nil, 400, "bad-product-id"},
 		{"non-ASCII product id", "/sale", jsonType, `{"product_id":"skü-1","quantity":1}`, nil, 400, "bad-product-id"},
 		{"unknown product", "/sale", jsonType, `{"product_id":"sku-404","quantity":1}`, nil, 404, "product-not-found"},
-		{"unknown strategy", "/sale?strategy=magic", jsonType, `{"product_id":"sku-1","quantity":1}`, nil, 400, "unknown-strategy"},
-		{"strategy given twice", "/sale?strategy=atomic&strategy=none", jsonType, `{"product_id":"sku-1","quantity":1}`, nil, 400, "malformed-request"},
+		{"unknown strategy", "/sale?strategy=magic", jsonType, `{"product_id":"sku-1","quantity":1}`, admin, 400, "unknown-strategy"},
+		{"strategy given twice", "/sale?strategy=atomic&strategy=none", jsonType, `{"product_id":"sku-1","quantity":1}`, admin, 400, "malformed-request"},
+		{"mangled query", "/sale?strategy=%zz", jsonType, `{"product_id":"sku-1","quantity":1}`, admin, 400, "malformed-request"},
+		{"strategy without the admin token", "/sale?strategy=none", jsonType, `{"product_id":"sku-1","quantity":1}`, nil, 401, "unauthorized"},
 		{"text content type", "/sale", "text/plain", `{"product_id":"sku-1","quantity":1}`, nil, 415, "unsupported-media-type"},
 		{"no content type", "/sale", "", `{"product_id":"sku-1","quantity":1}`, nil, 415, "unsupported-media-type"},
 		{"oversized body", "/sale", jsonType, `{"product_id":"sku-1","quantity":1,"pad":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "body-too-large"},
@@ -212,11 +226,12 @@ func TestSaleSellsAndSaysWhoSold(t *testing.T) {
 	f.restock("sku-1", 3)
 	for _, strategy := range stock.Names() {
 		f.restock("sku-1", 3)
-		r := f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`, "X-Request-ID", "req-"+strategy)
+		r := f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`, "X-Request-ID", "req-"+strategy, admin[0], admin[1])
 		if r.status != 200 {
 			t.Fatalf("POST /sale?strategy=%s = %d %s, want 200", strategy, r.status, r.raw)
 		}
-		want := map[string]any{"product_id": "sku-1", "quantity": float64(2), "remaining": float64(1), "strategy": strategy, "instance": "test-1"}
+		round := float64(f.product("sku-1").Round)
+		want := map[string]any{"product_id": "sku-1", "quantity": float64(2), "remaining": float64(1), "round": round, "strategy": strategy, "instance": "test-1"}
 		for k, v := range want {
 			if r.body[k] != v {
 				t.Errorf("POST /sale?strategy=%s: %s = %v, want %v (body %s)", strategy, k, r.body[k], v, r.raw)
@@ -231,7 +246,7 @@ func TestSaleSellsAndSaysWhoSold(t *testing.T) {
 		if got := r.header.Get("X-Request-ID"); got != "req-"+strategy {
 			t.Errorf("X-Request-ID = %q, want the incoming req-%s", got, strategy)
 		}
-		r = f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`)
+		r = f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`, admin...)
 		if r.status != 409 || r.body["type"] != problemTypePrefix+"sold-out" {
 			t.Errorf("POST /sale?strategy=%s with 1 left, buying 2 = %d %s, want 409 sold-out", strategy, r.status, r.raw)
 		}
@@ -268,7 +283,7 @@ func TestLockWaitTimeoutIs503WithRetryAfter(t *testing.T) {
 	if err := f.rdb.Set(context.Background(), "lock:{sku-1}", "someone-else", 10*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	r := f.do("POST", "/sale?strategy=redis", jsonType, `{"product_id":"sku-1","quantity":1}`)
+	r := f.do("POST", "/sale?strategy=redis", jsonType, `{"product_id":"sku-1","quantity":1}`, admin...)
 	if r.status != 503 || r.header.Get("Retry-After") == "" || r.body["type"] != problemTypePrefix+"lock-timeout" {
 		t.Errorf("POST /sale?strategy=redis with the lock held elsewhere = %d Retry-After=%q %s, want 503 lock-timeout with Retry-After",
 			r.status, r.header.Get("Retry-After"), r.raw)
@@ -381,12 +396,13 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 		}
 	}
 	f.restock("sku-1", 1)
-	f.do("POST", "/sale?strategy=lua", jsonType, `{"product_id":"sku-1","quantity":1}`)
+	f.do("POST", "/sale?strategy=lua", jsonType, `{"product_id":"sku-1","quantity":1}`, admin...)
 	r := f.do("GET", "/metrics", "", "")
 	for _, want := range []string{
 		`inventory_sales_total{result="ok",strategy="lua"} 1`,
 		`inventory_sale_duration_seconds_bucket{result="ok",strategy="lua",le="0.0001"}`,
 		`inventory_http_requests_total{code="200",method="POST",route="/sale"} 1`,
+		`inventory_lock_breaches_total{strategy="redis"} 0`,
 		"inventory_pg_pool_max_conns", "go_goroutines",
 	} {
 		if !strings.Contains(r.raw, want) {
@@ -417,6 +433,228 @@ func TestClassifyMapsEverySentinel(t *testing.T) {
 	} {
 		if got := classify(err).status; got != want {
 			t.Errorf("classify(%v) = %d, want %d", err, got, want)
+		}
+	}
+}
+
+func TestClassifyCombinedSentinels(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		slug   string
+		retry  bool
+	}{
+		{fmt.Errorf("commit: %w: %w: reply lost", stock.ErrUnavailable, stock.ErrOutcomeUnknown), 503, "outcome-unknown", false},
+		{fmt.Errorf("%w: %w: and the ledger could not be read", stock.ErrLockLost, stock.ErrOutcomeUnknown), 503, "outcome-unknown", false},
+		{fmt.Errorf("%w: %w: fencing token 3 is not newer than 9", stock.ErrLockBreach, stock.ErrLockLost), 503, "lock-lost", true},
+		{fmt.Errorf("%w: the stock changed under the lock: %w", stock.ErrLockBreach, stock.ErrSoldOut), 409, "sold-out", false},
+		{fmt.Errorf("postgres: commit: %w: connection reset", stock.ErrUnavailable), 503, "unavailable", true},
+	} {
+		if k := classify(tc.err); k.status != tc.status || k.slug != tc.slug || k.retry != tc.retry {
+			t.Errorf("classify(%v) = %d %s retry=%v, want %d %s retry=%v", tc.err, k.status, k.slug, k.retry, tc.status, tc.slug, tc.retry)
+		}
+	}
+}
+
+// fakeSeller fails every sale with err.
+type fakeSeller struct{ err error }
+
+func (s fakeSeller) Sell(context.Context, stock.Order) (stock.Sale, error) {
+	return stock.Sale{}, s.err
+}
+
+// logLines collects JSON log lines.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// find returns the log line about request id.
+func (l *logLines) find(id string) map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for line := range strings.SplitSeq(l.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["request_id"] == id {
+			return m
+		}
+	}
+	return nil
+}
+
+func TestSaleProblemsTellNoInternalsAndAreLoggedAtTheirLevel(t *testing.T) {
+	const secret = "dial tcp 10.9.8.7:5432: password=hunter2"
+	var logs logLines
+	fail := &fakeSeller{}
+	f := newFixture(t, adminToken, func(c *Config) {
+		c.Sellers[stock.None] = fail
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	f.restock("sku-1", 5)
+	for _, tc := range []struct {
+		name       string
+		err        error
+		status     int
+		problem    string
+		retryAfter bool
+		breach     bool
+		level      string
+	}{
+		{"breach, lock lost", fmt.Errorf("%w: %w: fencing token 3 is not newer than 9: %s", stock.ErrLockBreach, stock.ErrLockLost, secret), 503, "lock-lost", true, true, "WARN"},
+		{"breach, sold out", fmt.Errorf("%w: the stock changed under the lock: %w: %s", stock.ErrLockBreach, stock.ErrSoldOut, secret), 409, "sold-out", false, true, "WARN"},
+		{"outcome unknown", fmt.Errorf("commit: %w: %w: reply lost: %s", stock.ErrUnavailable, stock.ErrOutcomeUnknown, secret), 503, "outcome-unknown", false, false, "ERROR"},
+		{"unavailable", fmt.Errorf("postgres: read: %w: %s", stock.ErrUnavailable, secret), 503, "unavailable", true, false, "ERROR"},
+		{"internal", fmt.Errorf("postgres: %s", secret), 500, "internal", false, false, "ERROR"},
+		{"lock timeout", fmt.Errorf("%w: %s", stock.ErrLockTimeout, secret), 503, "lock-timeout", true, false, "WARN"},
+		{"contention", fmt.Errorf("%w: %s", stock.ErrContention, secret), 503, "contention", true, false, "WARN"},
+		{"lock lost", fmt.Errorf("%w: %s", stock.ErrLockLost, secret), 503, "lock-lost", true, false, "WARN"},
+		{"canceled", fmt.Errorf("postgres: %s: %w", secret, context.Canceled), 503, "canceled", true, false, "WARN"},
+		{"sold out", fmt.Errorf("1 of \"sku-1\" wanted, 0 left (and returning them failed: %s): %w", secret, stock.ErrSoldOut), 409, "sold-out", false, false, "DEBUG"},
+	} {
+		fail.err = tc.err
+		r := f.do("POST", "/sale?strategy=none", jsonType, `{"product_id":"sku-1","quantity":1}`, admin...)
+		if r.status != tc.status || r.body["type"] != problemTypePrefix+tc.problem || r.header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: POST /sale = %d %s %s, want %d %s problem+json", tc.name, r.status, r.header.Get("Content-Type"), r.raw, tc.status, tc.problem)
+			continue
+		}
+		if strings.Contains(r.raw, "hunter2") || strings.Contains(r.raw, "10.9.8.7") || r.body["detail"] == "" {
+			t.Errorf("%s: answer %s leaks the error's text or has no detail", tc.name, r.raw)
+		}
+		if got := r.header.Get("Retry-After") != ""; got != tc.retryAfter {
+			t.Errorf("%s: Retry-After present = %v, want %v", tc.name, got, tc.retryAfter)
+		}
+		if got, _ := r.body["lock_breach"].(bool); got != tc.breach {
+			t.Errorf("%s: lock_breach = %v in %s, want %v", tc.name, r.body["lock_breach"], r.raw, tc.breach)
+		}
+		line := logs.find(r.header.Get("X-Request-ID"))
+		if line == nil || line["level"] != tc.level || line["problem"] != tc.problem {
+			t.Errorf("%s: log line for request %q = %v, want level %s, problem %s", tc.name, r.header.Get("X-Request-ID"), line, tc.level, tc.problem)
+			continue
+		}
+		if tc.breach && (line["strategy"] != stock.None || line["product_id"] != "sku-1" || line["lock_breach"] != true) {
+			t.Errorf("%s: breach log line %v lacks strategy none, product_id sku-1, lock_breach true", tc.name, line)
+		}
+	}
+	if r := f.do("GET", "/metrics", "", ""); !strings.Contains(r.raw, `inventory_lock_breaches_total{strategy="none"} 2`) {
+		t.Errorf("GET /metrics lacks inventory_lock_breaches_total{strategy=\"none\"} 2 after two breaches")
+	}
+	if r := f.do("GET", "/metrics", "", ""); !strings.Contains(r.raw, `inventory_sales_total{result="outcome-unknown",strategy="none"} 1`) {
+		t.Errorf("GET /metrics lacks the outcome-unknown sale result")
+	}
+	if p := f.product("sku-1"); p.Quantity != 5 || p.Sales != 0 {
+		t.Errorf("failed sales changed the product: %+v", p)
+	}
+}
+
+func TestEveryServerErrorHasAFixedDetail(t *testing.T) {
+	for _, err := range []error{
+		stock.ErrOutcomeUnknown, stock.ErrLockTimeout, stock.ErrContention, stock.ErrLockLost,
+		stock.ErrUnavailable, context.Canceled, context.DeadlineExceeded, errors.New("x"),
+	} {
+		if k := classify(err); k.status < 500 || k.detail == "" || k.level < slog.LevelWarn {
+			t.Errorf("classify(%v) = %d detail %q level %v, want a 5xx with a fixed detail logged at WARN or above", err, k.status, k.detail, k.level)
+		}
+	}
+}
+
+func TestNamingTheStrategyIsAnAdminCall(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-1", 5)
+	before := f.product("sku-1")
+	for _, tc := range []struct {
+		name   string
+		path   string
+		header []string
+	}{
+		{"anonymous", "/sale?strategy=none", nil},
+		{"anonymous, unknown strategy", "/sale?strategy=magic", nil},
+		{"anonymous, empty strategy", "/sale?strategy=", nil},
+		{"wrong token", "/sale?strategy=none", []string{"Authorization", "Bearer nope"}},
+		{"token, wrong scheme", "/sale?strategy=none", []string{"Authorization", "Basic " + adminToken}},
+	} {
+		r := f.do("POST", tc.path, jsonType, `{"product_id":"sku-1","quantity":1}`, tc.header...)
+		if r.status != 401 || r.body["type"] != problemTypePrefix+"unauthorized" || r.header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: POST %s = %d %s, want 401 unauthorized problem+json", tc.name, tc.path, r.status, r.raw)
+		}
+		if r.header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: POST %s: 401 without WWW-Authenticate", tc.name, tc.path)
+		}
+	}
+	if after := f.product("sku-1"); after != before {
+		t.Errorf("refused sales changed the product or its ledger: before %+v, after %+v", before, after)
+	}
+	if count, units, err := f.store.Ledger(context.Background(), "sku-1"); err != nil || count != 0 || units != 0 {
+		t.Errorf("ledger after refused sales = %d rows, %d units, %v; want 0, 0", count, units, err)
+	}
+	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`); r.status != 200 || r.body["strategy"] != stock.Atomic {
+		t.Errorf("anonymous POST /sale (fleet default) = %d %s, want 200 with atomic", r.status, r.raw)
+	}
+}
+
+func TestNamingTheStrategyWithAdminDisabledIs403(t *testing.T) {
+	f := newFixture(t, "")
+	f.restock("sku-1", 5)
+	for _, header := range [][]string{nil, {"Authorization", "Bearer "}, {"Authorization", "Bearer " + adminToken}} {
+		r := f.do("POST", "/sale?strategy=none", jsonType, `{"product_id":"sku-1","quantity":1}`, header...)
+		if r.status != 403 || r.body["type"] != problemTypePrefix+"admin-disabled" {
+			t.Errorf("POST /sale?strategy=none with admin disabled, header %q = %d %s, want 403 admin-disabled", header, r.status, r.raw)
+		}
+	}
+	if p := f.product("sku-1"); p.Quantity != 5 || p.Sales != 0 {
+		t.Errorf("refused sales changed the product: %+v", p)
+	}
+	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`); r.status != 200 {
+		t.Errorf("anonymous POST /sale with admin disabled = %d %s, want 200 (the fleet default needs no token)", r.status, r.raw)
+	}
+}
+
+func TestRounds(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-r", 5)
+	first := f.do("POST", "/sale", jsonType, `{"product_id":"sku-r","quantity":2}`)
+	f.restock("sku-r", 10)
+	second := f.do("POST", "/sale", jsonType, `{"product_id":"sku-r","quantity":1}`)
+	if first.body["round"] != float64(1) || second.body["round"] != float64(2) {
+		t.Fatalf("sales before and after a restock answered round %v and %v, want 1 and 2 (%s, %s)", first.body["round"], second.body["round"], first.raw, second.raw)
+	}
+	for path, want := range map[string]map[string]any{
+		"/products/sku-r/rounds/1": {"product_id": "sku-r", "round": float64(1), "initial": float64(5), "sold": float64(2), "sales": float64(1), "current": false},
+		"/products/sku-r/rounds/2": {"product_id": "sku-r", "round": float64(2), "initial": float64(10), "sold": float64(1), "sales": float64(1), "current": true},
+	} {
+		r := f.do("GET", path, "", "")
+		if r.status != 200 || len(r.body) != len(want) {
+			t.Errorf("GET %s = %d %s, want 200 with exactly %v", path, r.status, r.raw, want)
+			continue
+		}
+		for k, v := range want {
+			if r.body[k] != v {
+				t.Errorf("GET %s: %s = %v, want %v (%s)", path, k, r.body[k], v, r.raw)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		path    string
+		status  int
+		problem string
+	}{
+		{"/products/sku-r/rounds/3", 404, "product-not-found"},
+		{"/products/sku-404/rounds/1", 404, "product-not-found"},
+		{"/products/sku%20x/rounds/1", 400, "bad-product-id"},
+		{"/products/sku-r/rounds/0", 400, "malformed-request"},
+		{"/products/sku-r/rounds/-1", 400, "malformed-request"},
+		{"/products/sku-r/rounds/1.5", 400, "malformed-request"},
+		{"/products/sku-r/rounds/one", 400, "malformed-request"},
+		{"/products/sku-r/rounds/2147483648", 400, "malformed-request"},
+		{"/products/sku-r/rounds/99999999999999999999", 400, "malformed-request"},
+	} {
+		if r := f.do("GET", tc.path, "", ""); r.status != tc.status || r.body["type"] != problemTypePrefix+tc.problem {
+			t.Errorf("GET %s = %d %s, want %d %s", tc.path, r.status, r.raw, tc.status, tc.problem)
 		}
 	}
 }

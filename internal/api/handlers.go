@@ -3,7 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -27,8 +30,10 @@ type saleResponse struct {
 	ProductID string `json:"product_id"`
 	Quantity  int64  `json:"quantity"`
 	Remaining int64  `json:"remaining"`
-	Strategy  string `json:"strategy"`
-	Instance  string `json:"instance"`
+	// Round is the round whose stock the sale decremented.
+	Round    int    `json:"round"`
+	Strategy string `json:"strategy"`
+	Instance string `json:"instance"`
 }
 
 func (s *server) handleSale(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +50,10 @@ func (s *server) handleSale(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Metrics.Sale(strategy, result, time.Since(start))
 	if err != nil {
-		s.writeProblem(w, r, err)
+		if errors.Is(err, stock.ErrLockBreach) {
+			s.Metrics.LockBreach(strategy)
+		}
+		s.writeProblem(w, r, err, "strategy", strategy, "product_id", order.ProductID)
 		return
 	}
 	if sale.Replayed {
@@ -56,6 +64,7 @@ func (s *server) handleSale(w http.ResponseWriter, r *http.Request) {
 		ProductID: sale.ProductID,
 		Quantity:  sale.Quantity,
 		Remaining: sale.Remaining,
+		Round:     sale.Round,
 		Strategy:  sale.Strategy,
 		Instance:  sale.Instance,
 	})
@@ -91,9 +100,18 @@ func (s *server) readSale(w http.ResponseWriter, r *http.Request) (stock.Order, 
 }
 
 // strategyFor is the ?strategy= of the request, or else the fleet default.
+// Naming the strategy is an admin capability (a demo and test tool, not a
+// buyer's choice), checked before anything else about the sale.
 func (s *server) strategyFor(r *http.Request) (string, error) {
-	values, named := r.URL.Query()["strategy"]
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil { // else a mangled ?strategy= would quietly sell with the default
+		return "", fmt.Errorf("%w: query string: %v", errMalformed, err)
+	}
+	values, named := query["strategy"]
 	if named {
+		if err := s.checkAdmin(r); err != nil {
+			return "", err
+		}
 		if len(values) != 1 {
 			return "", fmt.Errorf("%w: give ?strategy= once, got %d values", errMalformed, len(values))
 		}
@@ -102,12 +120,11 @@ func (s *server) strategyFor(r *http.Request) (string, error) {
 		}
 		return values[0], nil
 	}
+	// With its backends down, Default serves the last value it saw (and
+	// logs that once, not per sale).
 	name, err := s.Default.Get(r.Context())
 	if name == "" {
 		return "", fmt.Errorf("%w: no default strategy: %v", stock.ErrUnavailable, err)
-	}
-	if err != nil {
-		s.log.WarnContext(r.Context(), "using the last known default strategy", "strategy", name, "err", err)
 	}
 	return name, nil
 }
@@ -160,6 +177,36 @@ func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toProductResponse(p))
+}
+
+type roundResponse struct {
+	ProductID string `json:"product_id"`
+	Round     int    `json:"round"`
+	Initial   int64  `json:"initial"`
+	Sold      int64  `json:"sold"`
+	Sales     int64  `json:"sales"`
+	Current   bool   `json:"current"`
+}
+
+// handleGetRound answers one round of a product from the ledger, current or past.
+func (s *server) handleGetRound(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if err := stock.ValidateProductID(id); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	// Rounds are Postgres ints: 1 to 2^31-1.
+	n, err := strconv.ParseInt(chi.URLParam(r, "round"), 10, 32)
+	if err != nil || n < 1 {
+		s.writeProblem(w, r, fmt.Errorf("%w: round must be a whole number from 1 to %d, got %q", errMalformed, math.MaxInt32, chi.URLParam(r, "round")))
+		return
+	}
+	rd, err := s.Store.Round(r.Context(), id, int(n))
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, roundResponse{rd.ProductID, rd.Round, rd.Initial, rd.Sold, rd.Sales, rd.Current})
 }
 
 type restockRequest struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"inventory/internal/stock"
@@ -20,60 +21,92 @@ var (
 	errMethodNotAllowed = errors.New("method not allowed")
 )
 
-// kind is one row of the error table: the HTTP status and the problem's stable type.
+// kind is one row of the error table: the HTTP status, the problem's stable
+// type, and how it is told and logged.
 type kind struct {
 	status int
 	slug   string
 	title  string
+	// detail is the answer's detail, whatever the error says. Only the kinds
+	// whose errors are our own validation messages about the request leave
+	// it empty and show the error's text: any other error may carry a
+	// driver's or Redis's words, which are for the log, not the client.
+	detail string
+	// level is how the problem is logged: Debug for the client's mistakes
+	// and business answers, Warn for what load and contention are expected
+	// to cause, Error for failures someone should look at.
+	level slog.Level
+	// retry is whether a 503 says Retry-After: not when a retry could buy
+	// twice without the same Idempotency-Key.
+	retry bool
 }
 
 // problemTypePrefix makes each slug a stable problem type URI (RFC 9457 §3.1.1).
 const problemTypePrefix = "urn:inventory:problem:"
 
 // classify is the one place where an error becomes an HTTP status. The slug
-// doubles as the result label of the sale metrics.
+// doubles as the result label of the sale metrics. Order matters: an error
+// may wrap several sentinels.
 func classify(err error) kind {
+	const debug, warn, fail = slog.LevelDebug, slog.LevelWarn, slog.LevelError
 	switch {
 	case err == nil:
-		return kind{http.StatusOK, "ok", "OK"}
+		return kind{http.StatusOK, "ok", "OK", "", debug, false}
+	// First: whatever else the error says, the sale may have committed.
+	case errors.Is(err, stock.ErrOutcomeUnknown):
+		return kind{http.StatusServiceUnavailable, "outcome-unknown", "Sale outcome unknown",
+			"The sale may or may not have happened: the database did not confirm it in time. " +
+				"Retry with the same Idempotency-Key to get the original sale if it happened, or a new one if it did not; " +
+				"without one, a retry may buy twice.", fail, false}
 	case errors.Is(err, errMalformed):
-		return kind{http.StatusBadRequest, "malformed-request", "Malformed request"}
+		return kind{http.StatusBadRequest, "malformed-request", "Malformed request", "", debug, false}
 	case errors.Is(err, stock.ErrBadProductID):
-		return kind{http.StatusBadRequest, "bad-product-id", "Bad product id"}
+		return kind{http.StatusBadRequest, "bad-product-id", "Bad product id", "", debug, false}
 	case errors.Is(err, stock.ErrBadQuantity):
-		return kind{http.StatusBadRequest, "bad-quantity", "Bad quantity"}
+		return kind{http.StatusBadRequest, "bad-quantity", "Bad quantity", "", debug, false}
 	case errors.Is(err, stock.ErrUnknownStrategy):
-		return kind{http.StatusBadRequest, "unknown-strategy", "Unknown strategy"}
+		return kind{http.StatusBadRequest, "unknown-strategy", "Unknown strategy", "", debug, false}
 	case errors.Is(err, errUnauthorized):
-		return kind{http.StatusUnauthorized, "unauthorized", "Unauthorized"}
+		return kind{http.StatusUnauthorized, "unauthorized", "Unauthorized",
+			"This call needs the admin bearer token (Authorization: Bearer ...).", debug, false}
 	case errors.Is(err, errAdminDisabled):
-		return kind{http.StatusForbidden, "admin-disabled", "Admin calls disabled"}
+		return kind{http.StatusForbidden, "admin-disabled", "Admin calls disabled",
+			"Admin calls are disabled on this service: INVENTORY_ADMIN_TOKEN is not set.", debug, false}
 	case errors.Is(err, stock.ErrNotFound):
-		return kind{http.StatusNotFound, "product-not-found", "Product not found"}
+		return kind{http.StatusNotFound, "product-not-found", "Product not found",
+			"There is no such product, or no such round of it.", debug, false}
 	case errors.Is(err, errRouteNotFound):
-		return kind{http.StatusNotFound, "not-found", "Not found"}
+		return kind{http.StatusNotFound, "not-found", "Not found", "", debug, false}
 	case errors.Is(err, errMethodNotAllowed):
-		return kind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed"}
+		return kind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "", debug, false}
 	case errors.Is(err, stock.ErrSoldOut):
-		return kind{http.StatusConflict, "sold-out", "Sold out"}
+		return kind{http.StatusConflict, "sold-out", "Sold out",
+			"Fewer units are left than this order asks for; nothing was sold.", debug, false}
 	case errors.Is(err, errTooLarge):
-		return kind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large"}
+		return kind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large", "", debug, false}
 	case errors.Is(err, errUnsupportedMedia):
-		return kind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type"}
+		return kind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", "", debug, false}
 	case errors.Is(err, stock.ErrIdempotencyConflict):
-		return kind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused"}
+		return kind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
+			"This Idempotency-Key was already used for a different order; nothing was sold.", debug, false}
 	case errors.Is(err, stock.ErrLockTimeout):
-		return kind{http.StatusServiceUnavailable, "lock-timeout", "Timed out waiting for the lock"}
+		return kind{http.StatusServiceUnavailable, "lock-timeout", "Timed out waiting for the lock",
+			"Too many buyers were ahead of this one to wait for; nothing was sold. Try again shortly.", warn, true}
 	case errors.Is(err, stock.ErrContention):
-		return kind{http.StatusServiceUnavailable, "contention", "Too much contention"}
+		return kind{http.StatusServiceUnavailable, "contention", "Too much contention",
+			"Too many buyers changed this product at once to get this order in; nothing was sold. Try again shortly.", warn, true}
 	case errors.Is(err, stock.ErrLockLost):
-		return kind{http.StatusServiceUnavailable, "lock-lost", "Lock lost, sale rolled back"}
+		return kind{http.StatusServiceUnavailable, "lock-lost", "Lock lost, sale rolled back",
+			"The sale lost its lock before it could commit and was rolled back; nothing was sold. Try again shortly.", warn, true}
 	case errors.Is(err, stock.ErrUnavailable):
-		return kind{http.StatusServiceUnavailable, "unavailable", "Backend unavailable"}
+		return kind{http.StatusServiceUnavailable, "unavailable", "Backend unavailable",
+			"A database this service needs did not answer in time. Try again shortly.", fail, true}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return kind{http.StatusServiceUnavailable, "canceled", "Request canceled or timed out"}
+		return kind{http.StatusServiceUnavailable, "canceled", "Request canceled or timed out",
+			"The request was canceled or ran out of time before it finished.", warn, true}
 	default:
-		return kind{http.StatusInternalServerError, "internal", "Internal error"}
+		return kind{http.StatusInternalServerError, "internal", "Internal error",
+			"Something went wrong on our side; the server log has the details under this request_id.", fail, false}
 	}
 }
 
@@ -85,30 +118,43 @@ type problem struct {
 	Detail    string `json:"detail,omitempty"`
 	Instance  string `json:"instance,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// LockBreach (extension member) says the database refused a write that
+	// the strategy's lock should have made impossible: the lock broke.
+	LockBreach bool `json:"lock_breach,omitempty"`
 }
 
-// writeProblem answers with err as problem+json. Server-side errors are
-// logged once here; their detail is not shown to the client.
-func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+// writeProblem answers with err as problem+json and logs it once, with
+// attrs (slog key-value pairs) added to the log line. The detail shown is
+// the kind's fixed sentence unless the error is one of our own validation
+// messages; the error itself is only logged.
+func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error, attrs ...any) {
 	k := classify(err)
 	p := problem{
-		Type:      problemTypePrefix + k.slug,
-		Title:     k.title,
-		Status:    k.status,
-		Detail:    err.Error(),
-		Instance:  r.URL.Path,
-		RequestID: requestID(r),
+		Type:       problemTypePrefix + k.slug,
+		Title:      k.title,
+		Status:     k.status,
+		Detail:     k.detail,
+		Instance:   r.URL.Path,
+		RequestID:  requestID(r),
+		LockBreach: errors.Is(err, stock.ErrLockBreach),
 	}
+	if p.Detail == "" {
+		p.Detail = err.Error()
+		if k.status >= 500 { // a row without its sentence must still not leak
+			p.Detail = k.title
+		}
+	}
+	msg, level := "request failed", k.level
+	attrs = append([]any{"method", r.Method, "path", r.URL.Path, "request_id", p.RequestID,
+		"status", k.status, "problem", k.slug, "err", err}, attrs...)
+	if p.LockBreach {
+		msg, level = "lock breach caught by the database", max(level, slog.LevelWarn)
+		attrs = append(attrs, "lock_breach", true)
+	}
+	s.log.Log(r.Context(), level, msg, attrs...)
 	switch {
-	case k.status >= 500:
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
-			"request_id", p.RequestID, "problem", k.slug, "err", err)
-		if k.status == http.StatusInternalServerError {
-			p.Detail = "internal error; see the server log for request " + p.RequestID
-		}
-		if k.status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
+	case k.retry:
+		w.Header().Set("Retry-After", "1")
 	case k.status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="inventory"`)
 	}

@@ -10,6 +10,7 @@ func (s *server) routes(r chi.Router) {
 	r.Post("/sale", s.handleSale)
 
 	r.Get("/products/{id}", s.handleGetProduct)
+	r.Get("/products/{id}/rounds/{round}", s.handleGetRound)
 	r.With(s.requireAdmin).Put("/products/{id}", s.handlePutProduct)
 
 	r.Get("/strategies", s.handleListStrategies)

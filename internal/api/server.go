@@ -65,6 +65,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		}
 	}
 	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken))}
+	cfg.Metrics.Strategies(stock.Names()...)
 	r := chi.NewRouter()
 	r.Use(s.instanceHeader, middleware.RequestID, s.requestIDHeader, s.recoverer, s.observe)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -138,22 +139,31 @@ func (s *server) observe(next http.Handler) http.Handler {
 	})
 }
 
-// requireAdmin lets a request through only with the admin bearer token,
-// compared in constant time (hashes first, so the length does not leak either).
+// requireAdmin lets a request through only with the admin bearer token.
 func (s *server) requireAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.AdminToken == "" {
-			s.writeProblem(w, r, errAdminDisabled)
-			return
-		}
-		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		given := sha256.Sum256([]byte(token))
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(given[:], s.adminHash[:]) != 1 {
-			s.writeProblem(w, r, errUnauthorized)
+		if err := s.checkAdmin(r); err != nil {
+			s.writeProblem(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkAdmin is the one admin check: nil when r carries the admin bearer
+// token, compared in constant time (hashes first, so the length does not
+// leak either); errAdminDisabled when no token is configured; else
+// errUnauthorized.
+func (s *server) checkAdmin(r *http.Request) error {
+	if s.AdminToken == "" {
+		return errAdminDisabled
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	given := sha256.Sum256([]byte(token))
+	if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(given[:], s.adminHash[:]) != 1 {
+		return errUnauthorized
+	}
+	return nil
 }
 
 // ready checks that Postgres and Redis answer.

@@ -34,13 +34,13 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	}
 
 	stale := make(chan int, 1)
-	go func() { stale <- sell(t, paused.URL) }()
+	go func() { stale <- sell(t, paused.URL, f.AdminToken) }()
 	time.Sleep(150 * time.Millisecond) // it holds the lock, has read 1 unit left, and is working
 	if err := syscall.Kill(paused.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
 	}
 	time.Sleep(1200 * time.Millisecond) // > TTL: the lock has expired in Redis
-	if got := sell(t, other.URL); got != http.StatusOK {
+	if got := sell(t, other.URL, f.AdminToken); got != http.StatusOK {
 		_ = syscall.Kill(paused.Pid(), syscall.SIGCONT)
 		t.Fatalf("sale on %s while %s is paused = %d, want 200 (the expired lock is free)\n%s", other.Instance, paused.Instance, got, other.Logs())
 	}
@@ -65,10 +65,13 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	}
 }
 
-// sell buys one unit of sku-pause from base with the reentrant strategy and
-// returns the status.
-func sell(t *testing.T, base string) int {
-	resp, err := http.Post(base+"/sale?strategy=reentrant", "application/json", strings.NewReader(`{"product_id":"sku-pause","quantity":1}`))
+// sell buys one unit of sku-pause from base with the reentrant strategy
+// (naming it takes the admin token) and returns the status.
+func sell(t *testing.T, base, adminToken string) int {
+	req, _ := http.NewRequest("POST", base+"/sale?strategy=reentrant", strings.NewReader(`{"product_id":"sku-pause","quantity":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Errorf("POST %s/sale: %v", base, err)
 		return 0

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -132,6 +133,50 @@ func TestStartServesThroughNginxAndStopEndsEveryProcess(t *testing.T) {
 	}
 	if err := f.Stop(); err != nil {
 		t.Errorf("second Stop() = %v, want nil", err)
+	}
+}
+
+func TestNamingTheStrategyThroughNginxNeedsTheAdminToken(t *testing.T) {
+	ctx := context.Background()
+	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, NoFsync: true})
+	if err != nil {
+		t.Fatalf("Start(2 replicas) = %v", err)
+	}
+	t.Cleanup(func() { _ = f.Stop() })
+	do := func(method, path, body, token string) (*http.Response, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, f.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s through nginx: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		_ = json.Unmarshal(raw, &out)
+		return resp, out
+	}
+	if resp, _ := do("PUT", "/products/sku-anon", `{"quantity":5}`, f.AdminToken); resp.StatusCode != 201 {
+		t.Fatalf("PUT /products/sku-anon = %s, want 201", resp.Status)
+	}
+	// Twice, so that both replicas (nginx round-robins) are asked.
+	for range 2 {
+		resp, p := do("POST", "/sale?strategy=none", `{"product_id":"sku-anon","quantity":1}`, "")
+		if resp.StatusCode != 401 || resp.Header.Get("Content-Type") != "application/problem+json" || p["type"] != "urn:inventory:problem:unauthorized" {
+			t.Errorf("anonymous POST /sale?strategy=none through nginx = %s %s %v, want 401 problem+json unauthorized",
+				resp.Status, resp.Header.Get("Content-Type"), p)
+		}
+	}
+	_, p := do("GET", "/products/sku-anon", "", "")
+	if p["quantity"] != float64(5) || p["sold"] != float64(0) || p["sales"] != float64(0) {
+		t.Errorf("after refused anonymous sales: %v, want quantity 5, sold 0, sales 0", p)
+	}
+	if resp, p := do("POST", "/sale?strategy=none", `{"product_id":"sku-anon","quantity":1}`, f.AdminToken); resp.StatusCode != 200 || p["strategy"] != "none" {
+		t.Errorf("POST /sale?strategy=none with the admin token = %s %v, want 200 sold with none", resp.Status, p)
 	}
 }
 

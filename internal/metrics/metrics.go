@@ -1,5 +1,6 @@
 // Package metrics defines the service's Prometheus metrics: sales, lock
-// events, optimistic conflicts, HTTP traffic and connection-pool state.
+// events, lock breaches, optimistic conflicts, HTTP traffic and
+// connection-pool state.
 package metrics
 
 import (
@@ -25,6 +26,7 @@ var latencyBuckets = []float64{
 type Metrics struct {
 	sales        *prometheus.CounterVec
 	saleSeconds  *prometheus.HistogramVec
+	breaches     *prometheus.CounterVec
 	conflicts    prometheus.Counter
 	httpRequests *prometheus.CounterVec
 	httpSeconds  *prometheus.HistogramVec
@@ -46,6 +48,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		saleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "inventory_sale_duration_seconds", Help: "Time to sell, by strategy and result.", Buckets: latencyBuckets,
 		}, []string{"strategy", "result"}),
+		breaches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_lock_breaches_total",
+			Help: "Lock holders' writes that Postgres refused (stale fence or guard) because the lock had broken, by strategy.",
+		}, []string{"strategy"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inventory_optimistic_conflicts_total", Help: "Optimistic compare-and-set attempts that lost and were retried.",
 		}),
@@ -76,7 +82,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(
-		m.sales, m.saleSeconds, m.conflicts, m.httpRequests, m.httpSeconds,
+		m.sales, m.saleSeconds, m.breaches, m.conflicts, m.httpRequests, m.httpSeconds,
 		m.lockAcquire, m.lockTrips, m.lockRenewals, m.lockLost, m.lockHeld, m.lockReleases,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -88,6 +94,19 @@ func New(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) Sale(strategy, result string, d time.Duration) {
 	m.sales.WithLabelValues(strategy, result).Inc()
 	m.saleSeconds.WithLabelValues(strategy, result).Observe(d.Seconds())
+}
+
+// LockBreach counts one write that Postgres refused because strategy's lock
+// had broken.
+func (m *Metrics) LockBreach(strategy string) { m.breaches.WithLabelValues(strategy).Inc() }
+
+// Strategies makes the per-strategy counters of rare events (lock breaches)
+// export 0 for each of strategies before their first event, so that rate()
+// and increase() see that first one.
+func (m *Metrics) Strategies(strategies ...string) {
+	for _, s := range strategies {
+		m.breaches.WithLabelValues(s)
+	}
 }
 
 // OptimisticConflict counts one lost compare-and-set.

@@ -44,6 +44,9 @@ func TestHTTPCode(t *testing.T) {
 func TestEventsReachTheRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
+	m.Strategies("redis", "reentrant")
+	m.LockBreach("redis")
+	m.LockBreach("redis")
 	m.Sale("lua", "ok", 300*time.Microsecond)
 	m.Sale("lua", "sold-out", time.Millisecond)
 	m.OptimisticConflict()
@@ -56,6 +59,10 @@ func TestEventsReachTheRegistry(t *testing.T) {
 # TYPE inventory_sales_total counter
 inventory_sales_total{result="ok",strategy="lua"} 1
 inventory_sales_total{result="sold-out",strategy="lua"} 1
+# HELP inventory_lock_breaches_total Lock holders' writes that Postgres refused (stale fence or guard) because the lock had broken, by strategy.
+# TYPE inventory_lock_breaches_total counter
+inventory_lock_breaches_total{strategy="redis"} 2
+inventory_lock_breaches_total{strategy="reentrant"} 0
 # HELP inventory_optimistic_conflicts_total Optimistic compare-and-set attempts that lost and were retried.
 # TYPE inventory_optimistic_conflicts_total counter
 inventory_optimistic_conflicts_total 1
@@ -64,7 +71,7 @@ inventory_optimistic_conflicts_total 1
 inventory_lock_lost_total{reason="lost"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"inventory_sales_total", "inventory_optimistic_conflicts_total", "inventory_lock_lost_total"); err != nil {
+		"inventory_sales_total", "inventory_lock_breaches_total", "inventory_optimistic_conflicts_total", "inventory_lock_lost_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.saleSeconds); n != 2 {
