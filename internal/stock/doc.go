@@ -1,10 +1,15 @@
 // Package stock sells units of a product without overselling, by one of
 // several named strategies, and shows which of them break.
 //
-// Postgres is the source of truth: every sale decrements stock and writes one
-// ledger row in the same transaction. The strategies differ only in how they
-// keep concurrent buyers from selling the same units twice; the lock
-// strategies deliberately keep the classic unguarded read-check-update inside
-// the lock, so that a broken lock shows up as oversell instead of being
-// masked by the database.
+// Postgres is the source of truth and has the last word: every sale
+// decrements stock and writes one ledger row in the same transaction, and
+// every safe strategy's write is guarded (it never takes stock below zero).
+// The strategies differ in how they keep concurrent buyers from selling the
+// same units: the lock strategies serialise them with a Redis lock and also
+// fence their write with the lock's token, so a broken lock is caught by
+// Postgres and reported as a breach (ErrLockBreach) rather than an oversell;
+// only the unsafe strategies (none, local) write unguarded, to show how
+// overselling happens. Each sale's ledger row carries the round whose stock
+// it decremented, so a restock racing in-flight sales leaves every round
+// consistent on its own.
 package stock
