@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
@@ -66,21 +67,26 @@ func TestUpConcurrent(t *testing.T) {
 	}
 
 	db := dbs[0]
-	var applied int
-	if err := db.QueryRow(`SELECT count(*) FROM goose_db_version WHERE version_id = 1 AND is_applied`).Scan(&applied); err != nil {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded migrations = %v, %v", files, err)
+	}
+	latest := int64(len(files)) // numbered 00001, 00002, … without gaps
+	var applied, rows int
+	if err := db.QueryRow(`SELECT count(DISTINCT version_id), count(*) FROM goose_db_version WHERE version_id > 0 AND is_applied`).Scan(&applied, &rows); err != nil {
 		t.Fatalf("count applied migrations: %v", err)
 	}
-	if applied != 1 {
-		t.Errorf("goose_db_version rows for version 1 = %d, want 1", applied)
+	if applied != len(files) || rows != len(files) {
+		t.Errorf("goose_db_version: %d versions in %d rows, want %d in %d (each applied once)", applied, rows, len(files), len(files))
 	}
-	for _, table := range []string{"stock", "sales"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings"} {
 		if !tableExists(t, db, table) {
 			t.Errorf("table %s missing after Up", table)
 		}
 	}
 	v, err := migrations.Version(ctx, db)
-	if err != nil || v != 1 {
-		t.Errorf("Version = %d, %v; want 1, nil", v, err)
+	if err != nil || v != latest {
+		t.Errorf("Version = %d, %v; want %d, nil", v, err, latest)
 	}
 	if err := migrations.Up(ctx, db); err != nil {
 		t.Errorf("second Up = %v, want nil (nothing to do)", err)
@@ -109,6 +115,11 @@ func TestSchema(t *testing.T) {
 		{"first key", `INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key) VALUES ('p', 1, 1, 'none', 'a', 'k')`, false},
 		{"duplicate key refused", `INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key) VALUES ('p', 1, 1, 'none', 'a', 'k')`, true},
 		{"many null keys", `INSERT INTO sales (product_id, round, quantity, strategy, instance) VALUES ('p', 1, 1, 'none', 'a')`, false},
+		{"first sale key", `INSERT INTO sales (product_id, round, quantity, strategy, instance, sale_key) VALUES ('p', 1, 1, 'none', 'a', 's')`, false},
+		{"duplicate sale key refused", `INSERT INTO sales (product_id, round, quantity, strategy, instance, sale_key) VALUES ('p', 1, 1, 'none', 'a', 's')`, true},
+		{"a round remembered", `INSERT INTO rounds (product_id, round, initial) VALUES ('p', 1, 1)`, false},
+		{"the same round twice refused", `INSERT INTO rounds (product_id, round, initial) VALUES ('p', 1, 5)`, true},
+		{"a round of an unknown product refused", `INSERT INTO rounds (product_id, round, initial) VALUES ('nope', 1, 1)`, true},
 	}
 	for _, c := range cases {
 		_, err := db.ExecContext(ctx, c.sql)
@@ -144,7 +155,7 @@ func TestDown(t *testing.T) {
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("DownTo(0): %v", err)
 	}
-	for _, table := range []string{"stock", "sales"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings"} {
 		if tableExists(t, db, table) {
 			t.Errorf("table %s still there after Down", table)
 		}
