@@ -69,10 +69,87 @@ func (c *client) product(ctx context.Context, id string) (product, error) {
 	return p, err
 }
 
-// restock sets the product's stock, starting a new round of the ledger.
-func (c *client) restock(ctx context.Context, id string, quantity int64) error {
-	body, _ := json.Marshal(map[string]any{"quantity": quantity, "name": "load test " + id})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/products/"+url.PathEscape(id), bytes.NewReader(body))
+// round is GET /products/{id}/rounds/{round}: one round of the ledger, current or past.
+type round struct {
+	ProductID string `json:"product_id"`
+	Round     int64  `json:"round"`
+	Initial   int64  `json:"initial"`
+	Sold      int64  `json:"sold"`  // units in the ledger for this round
+	Sales     int64  `json:"sales"` // ledger rows for this round
+	Current   bool   `json:"current"`
+}
+
+func (c *client) round(ctx context.Context, id string, n int64) (round, error) {
+	var r round
+	err := c.getJSON(ctx, fmt.Sprintf("/products/%s/rounds/%d", url.PathEscape(id), n), &r)
+	return r, err
+}
+
+// restock sets the product's stock, starting a new round of the ledger, and
+// returns the product as restocked.
+func (c *client) restock(ctx context.Context, id string, quantity int64) (product, error) {
+	var p product
+	err := c.admin(ctx, http.MethodPut, "/products/"+url.PathEscape(id), map[string]any{"quantity": quantity, "name": "load test " + id}, &p)
+	if err != nil {
+		return p, fmt.Errorf("restock %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// defaultStrategy is GET /strategy: the fleet default that a sale naming no strategy uses.
+func (c *client) defaultStrategy(ctx context.Context) (string, error) {
+	var out struct{ Strategy string }
+	if err := c.getJSON(ctx, "/strategy", &out); err != nil {
+		return "", err
+	}
+	return out.Strategy, nil
+}
+
+// setDefaultStrategy is PUT /strategy: it switches the fleet default.
+func (c *client) setDefaultStrategy(ctx context.Context, name string) error {
+	if err := c.admin(ctx, http.MethodPut, "/strategy", map[string]string{"strategy": name}, nil); err != nil {
+		return fmt.Errorf("switch the fleet default to %s: %w", name, err)
+	}
+	return nil
+}
+
+// awaitDefault polls GET /strategy until it answers name times in a row,
+// so that every replica behind the load balancer has dropped its cached
+// copy of the old default, and gives up after wait.
+func (c *client) awaitDefault(ctx context.Context, name string, times int, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	inARow, last := 0, ""
+	for inARow < times {
+		got, err := c.defaultStrategy(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("the fleet default is still %q %s after switching it to %s", last, wait, name)
+		case err != nil:
+			return err
+		case got == name:
+			inARow++
+			continue
+		}
+		inARow, last = 0, got
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// admin sends an admin call with a JSON body and decodes a 2xx answer into
+// into, when not nil.
+func (c *client) admin(ctx context.Context, method, path string, in, into any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -80,48 +157,101 @@ func (c *client) restock(ctx context.Context, id string, quantity int64) error {
 	req.Header.Set("Authorization", "Bearer "+c.adminToken)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("restock %s: %w", id, err)
+		return err
 	}
 	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
 	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		hint := ""
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			hint = " (pass the fleet's INVENTORY_ADMIN_TOKEN with --admin-token)"
 		}
-		return fmt.Errorf("restock %s: PUT /products/%s = %s%s: %s", id, id, resp.Status, hint, bytes.TrimSpace(b))
+		return fmt.Errorf("%s %s = %s%s: %s", method, path, resp.Status, hint, bytes.TrimSpace(trim(b, 512)))
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	if into == nil || len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("%s %s: decode %q: %w", method, path, trim(b, 512), err)
+	}
 	return nil
 }
+
+func trim(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// problemOutcomeUnknown is the problem type of a 503 after which the
+// service could not tell whether the sale committed.
+const problemOutcomeUnknown = "urn:inventory:problem:outcome-unknown"
 
 // outcome is what one buyer saw.
 type outcome struct {
 	status   int    // HTTP status, 0 when no answer came back
 	instance string // X-Instance of the replica that answered
 	err      error  // transport error, or the problem body of an unexpected status
+
+	// From a 2xx: the round whose stock the sale decremented (0 when the
+	// answer did not say) and the strategy that sold.
+	round    int64
+	strategy string
+	// From a 409 or 503 problem: the lock broke and the database refused
+	// the write (lock_breach), or the service could not tell whether the
+	// sale committed (type outcome-unknown).
+	breach, unknown bool
 }
 
-// buy sends one POST /sale for one unit with the given strategy.
+// buy sends one POST /sale for one unit. A named strategy is an admin call
+// and carries the admin token; an empty one sells with the fleet default,
+// as a buyer does.
 func (c *client) buy(ctx context.Context, body []byte, strategy string) outcome {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/sale?strategy="+url.QueryEscape(strategy), bytes.NewReader(body))
+	target := c.base + "/sale"
+	if strategy != "" {
+		target += "?strategy=" + url.QueryEscape(strategy)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return outcome{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if strategy != "" {
+		req.Header.Set("Authorization", "Bearer "+c.adminToken)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return outcome{err: err}
 	}
 	defer resp.Body.Close()
 	o := outcome{status: resp.StatusCode, instance: resp.Header.Get("X-Instance")}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	_, _ = io.Copy(io.Discard, resp.Body) // drain so the connection is reused
 	switch {
-	case resp.StatusCode/100 == 2, resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusServiceUnavailable:
-		_, _ = io.Copy(io.Discard, resp.Body) // drain so the connection is reused
+	case err != nil:
+		o.err = fmt.Errorf("POST /sale = %s: read the answer: %w", resp.Status, err)
+	case resp.StatusCode/100 == 2:
+		var sale struct {
+			Round    int64  `json:"round"`
+			Strategy string `json:"strategy"`
+		}
+		// An answer that does not parse still sold: the ledger has the last word.
+		_ = json.Unmarshal(b, &sale)
+		o.round, o.strategy = sale.Round, sale.Strategy
+	case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusServiceUnavailable:
+		var p struct {
+			Type       string `json:"type"`
+			LockBreach bool   `json:"lock_breach"`
+		}
+		_ = json.Unmarshal(b, &p)
+		o.breach = p.LockBreach
+		o.unknown = resp.StatusCode == http.StatusServiceUnavailable && p.Type == problemOutcomeUnknown
 	default:
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		_, _ = io.Copy(io.Discard, resp.Body)
-		o.err = fmt.Errorf("POST /sale = %s: %s", resp.Status, bytes.TrimSpace(b))
+		o.err = fmt.Errorf("POST /sale = %s: %s", resp.Status, bytes.TrimSpace(trim(b, 300)))
 	}
 	return o
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,82 +17,404 @@ import (
 // fakeFleet speaks the inventory API with strategies whose behaviour is
 // fixed, so the load tester's verdicts and exit status can be checked
 // against known outcomes. The real service is exercised in e2e_test.go.
+//
+// Strategies (all claim to be safe but racy):
+//   - honest sells while stock remains, else 409;
+//   - oversells never checks;
+//   - busy always answers 503 lock-timeout;
+//   - racy (unsafe) oversells every other time once sold out;
+//   - breaching is honest, but its sold-out answers and every 4th attempt
+//     are lock breaches (409 / 503 lock-lost with lock_breach, nothing sold);
+//   - unsure is honest, but every 3rd attempt commits and answers 503
+//     outcome-unknown, and every 5th answers it without committing;
+//   - phantom answers 2xx without a ledger row on its 2nd attempt;
+//   - ghost sells on its 2nd attempt but answers 409;
+//   - stale is honest, but its first sale after a restock lands in the
+//     previous round, as a lock that missed the restock would;
+//   - counter sells from its own per-round counter (like a Redis counter)
+//     and writes unguarded: consistent alone, oversells mixed with others.
 type fakeFleet struct {
-	mu                               sync.Mutex
-	qty, initial, sold, sales, round int64
+	mu                sync.Mutex
+	qty, round        int64
+	rounds            map[int64]*fakeRound
+	counter           int64            // counter's units left this round
+	attempts          map[string]int64 // sale attempts per strategy
+	staleRound        int64            // the round stale still believes in
+	def               string           // the fleet default
+	defaults          []string         // every PUT /strategy, in order
+	namedWithoutToken int              // ?strategy= sales without the admin token
+}
+
+type fakeRound struct{ initial, sold, sales int64 }
+
+const fakeStrategies = `[{"name":"honest","safe":true},{"name":"oversells","safe":true},{"name":"busy","safe":true},{"name":"racy","safe":false},` +
+	`{"name":"breaching","safe":true},{"name":"unsure","safe":true},{"name":"phantom","safe":true},{"name":"ghost","safe":true},` +
+	`{"name":"stale","safe":true},{"name":"counter","safe":true}]`
+
+func newFakeFleet(def string) *fakeFleet {
+	return &fakeFleet{rounds: map[int64]*fakeRound{}, attempts: map[string]int64{}, def: def}
 }
 
 func (f *fakeFleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w.Header().Set("X-Instance", "fake-1")
+	admin := r.Header.Get("Authorization") == "Bearer t"
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/strategies":
-		_, _ = w.Write([]byte(`[{"name":"honest","safe":true},{"name":"oversells","safe":true},{"name":"busy","safe":true},{"name":"racy","safe":false}]`))
-	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/products/"):
-		if r.Header.Get("Authorization") != "Bearer t" {
+		_, _ = w.Write([]byte(fakeStrategies))
+	case r.Method == http.MethodGet && r.URL.Path == "/strategy":
+		_ = json.NewEncoder(w).Encode(map[string]string{"strategy": f.def})
+	case r.Method == http.MethodPut && r.URL.Path == "/strategy":
+		if !admin {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		var body struct{ Strategy string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.def = body.Strategy
+		f.defaults = append(f.defaults, body.Strategy)
+		_ = json.NewEncoder(w).Encode(body)
+	case r.Method == http.MethodPut && len(parts) == 2 && parts[0] == "products":
+		if !admin {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
 		var body struct{ Quantity int64 }
 		_ = json.NewDecoder(r.Body).Decode(&body)
-		f.qty, f.initial, f.sold, f.sales = body.Quantity, body.Quantity, 0, 0
 		f.round++
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/products/"):
-		_ = json.NewEncoder(w).Encode(map[string]int64{"quantity": f.qty, "initial": f.initial, "sold": f.sold, "sales": f.sales, "round": f.round})
-	case r.Method == http.MethodPost && r.URL.Path == "/sale":
-		switch s := r.URL.Query().Get("strategy"); {
-		case s == "busy":
-			http.Error(w, "lock wait timed out", http.StatusServiceUnavailable)
-		case s == "honest" && f.qty < 1:
-			http.Error(w, "sold out", http.StatusConflict)
-		case s == "racy" && f.qty < 1 && f.sold%2 == 0: // oversells every other time once sold out
-			http.Error(w, "sold out", http.StatusConflict)
-		default: // "oversells" never checks
-			f.qty--
-			f.sold++
-			f.sales++
+		f.qty, f.counter = body.Quantity, body.Quantity
+		f.rounds[f.round] = &fakeRound{initial: body.Quantity}
+		_ = json.NewEncoder(w).Encode(f.product())
+	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "products":
+		_ = json.NewEncoder(w).Encode(f.product())
+	case r.Method == http.MethodGet && len(parts) == 4 && parts[0] == "products" && parts[2] == "rounds":
+		n, _ := strconv.ParseInt(parts[3], 10, 64)
+		rd, ok := f.rounds[n]
+		if !ok {
+			http.Error(w, "no such round", http.StatusNotFound)
+			return
 		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"round": n, "initial": rd.initial, "sold": rd.sold, "sales": rd.sales, "current": n == f.round})
+	case r.Method == http.MethodPost && r.URL.Path == "/sale":
+		s := f.def
+		if named, ok := r.URL.Query()["strategy"]; ok {
+			if !admin {
+				f.namedWithoutToken++
+				problem(w, http.StatusUnauthorized, "unauthorized", false)
+				return
+			}
+			s = named[0]
+		}
+		f.sell(w, s)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
+func (f *fakeFleet) product() map[string]int64 {
+	rd := f.rounds[f.round]
+	return map[string]int64{"quantity": f.qty, "initial": rd.initial, "sold": rd.sold, "sales": rd.sales, "round": f.round}
+}
+
+func (f *fakeFleet) sell(w http.ResponseWriter, s string) {
+	f.attempts[s]++
+	k := f.attempts[s]
+	record := func(round int64) {
+		f.rounds[round].sold++
+		f.rounds[round].sales++
+		if round == f.round {
+			f.qty--
+		}
+	}
+	ok := func(round int64) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"round": round, "strategy": s, "remaining": f.qty})
+	}
+	switch s {
+	case "busy":
+		problem(w, http.StatusServiceUnavailable, "lock-timeout", false)
+	case "oversells":
+		record(f.round)
+		ok(f.round)
+	case "racy":
+		if f.qty < 1 && f.rounds[f.round].sold%2 == 0 {
+			problem(w, http.StatusConflict, "sold-out", false)
+			return
+		}
+		record(f.round)
+		ok(f.round)
+	case "breaching":
+		switch {
+		case f.qty < 1:
+			problem(w, http.StatusConflict, "sold-out", true)
+		case k%4 == 0:
+			problem(w, http.StatusServiceUnavailable, "lock-lost", true)
+		default:
+			record(f.round)
+			ok(f.round)
+		}
+	case "unsure":
+		switch {
+		case f.qty < 1:
+			problem(w, http.StatusConflict, "sold-out", false)
+		case k%3 == 0:
+			record(f.round)
+			problem(w, http.StatusServiceUnavailable, "outcome-unknown", false)
+		case k%5 == 0:
+			problem(w, http.StatusServiceUnavailable, "outcome-unknown", false)
+		default:
+			record(f.round)
+			ok(f.round)
+		}
+	case "phantom", "ghost":
+		switch {
+		case f.qty < 1:
+			problem(w, http.StatusConflict, "sold-out", false)
+		case k == 2 && s == "phantom":
+			f.qty-- // stock goes down, the ledger never hears of it
+			f.rounds[f.round].sold++
+			ok(f.round)
+		case k == 2 && s == "ghost":
+			record(f.round)
+			problem(w, http.StatusConflict, "sold-out", false)
+		default:
+			record(f.round)
+			ok(f.round)
+		}
+	case "stale":
+		switch {
+		case f.staleRound != 0 && f.staleRound != f.round:
+			old := f.staleRound
+			f.staleRound = f.round
+			record(old)
+			ok(old)
+		case f.qty < 1:
+			f.staleRound = f.round
+			problem(w, http.StatusConflict, "sold-out", false)
+		default:
+			f.staleRound = f.round
+			record(f.round)
+			ok(f.round)
+		}
+	case "counter":
+		if f.counter < 1 {
+			problem(w, http.StatusConflict, "sold-out", false)
+			return
+		}
+		f.counter--
+		record(f.round)
+		ok(f.round)
+	default: // honest
+		if f.qty < 1 {
+			problem(w, http.StatusConflict, "sold-out", false)
+			return
+		}
+		record(f.round)
+		ok(f.round)
+	}
+}
+
+func problem(w http.ResponseWriter, status int, slug string, breach bool) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	p := map[string]any{"type": problemTypePrefix + slug, "status": status}
+	if breach {
+		p["lock_breach"] = true
+	}
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+const problemTypePrefix = "urn:inventory:problem:"
+
+// fakeRun runs the load tester against fake with args (--url, the token and
+// --json - added) and returns the error, the report and the table.
+func fakeRun(t *testing.T, fake *fakeFleet, args ...string) (error, Report, string) {
+	t.Helper()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	args = append([]string{"--url", srv.URL, "--admin-token", "t", "--json", "-"}, args...)
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, &stdout, &stderr)
+	var rep Report
+	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
+		t.Fatalf("run(%q) = %v; JSON = %v, %s\n%s", args, err, jerr, stdout.String(), stderr.String())
+	}
+	return err, rep, stderr.String()
+}
+
 func TestRunVerdictsAndExitStatus(t *testing.T) {
+	tests := []struct {
+		strategy     string
+		wantErr      error
+		wantVerdict  string
+		wantBreaches int64
+		wantUnknown  int64
+	}{
+		{"honest", nil, VerdictSafe, 0, 0},
+		{"oversells", errBroken, VerdictBroken, 0, 0},
+		{"busy", nil, VerdictUndersold, 0, 0}, // reported, but a capacity limit does not fail the run
+		{"racy", nil, VerdictOversold, 0, 0},  // unsafe strategies are expected to oversell
+		// 9 attempts for 5 units: #4 a breach 503, #7–9 breach 409s.
+		{"breaching", nil, VerdictSafe, 4, 0},       // the lock broke, the database held: still SAFE
+		{"unsure", nil, VerdictSafe, 0, 3},          // #3, #5, #6 unknown; #3 and #6 did sell
+		{"phantom", errBroken, VerdictBroken, 0, 0}, // a 2xx without its ledger row
+		{"ghost", errBroken, VerdictBroken, 0, 0},   // a ledger row nobody got a 2xx for
+	}
+	for _, tt := range tests {
+		fake := newFakeFleet("honest")
+		args := []string{"--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", tt.strategy}
+		err, rep, table := fakeRun(t, fake, args...)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+			t.Errorf("run(%q) = %v, want %v", args, err, tt.wantErr)
+		}
+		if len(rep.Results) != 1 {
+			t.Fatalf("run(%q): %d results, want 1", args, len(rep.Results))
+		}
+		res := rep.Results[0]
+		if res.Verdict != tt.wantVerdict || !strings.Contains(table, tt.wantVerdict) {
+			t.Errorf("run(%q) verdict %s (%q), want %s in the JSON and the table:\n%s", args, res.Verdict, res.Reasons, tt.wantVerdict, table)
+		}
+		if res.Breaches != tt.wantBreaches || res.Unknown != tt.wantUnknown {
+			t.Errorf("run(%q) breaches %d unknown %d, want %d and %d", args, res.Breaches, res.Unknown, tt.wantBreaches, tt.wantUnknown)
+		}
+		if rep.Failed != (tt.wantErr != nil) {
+			t.Errorf("run(%q) report.failed = %v, want %v", args, rep.Failed, tt.wantErr != nil)
+		}
+		if fake.namedWithoutToken > 0 {
+			t.Errorf("run(%q) sent %d sales naming ?strategy= without the admin token", args, fake.namedWithoutToken)
+		}
+	}
+}
+
+func TestRestockDuringChecksEveryRound(t *testing.T) {
 	tests := []struct {
 		strategy    string
 		wantErr     error
 		wantVerdict string
+		wantBroken  []int64
 	}{
-		{"honest", nil, VerdictSafe},
-		{"oversells", errBroken, VerdictBroken},
-		{"busy", nil, VerdictUndersold}, // reported, but a capacity limit does not fail the run
-		{"racy", nil, VerdictOversold},  // unsafe strategies are expected to oversell
+		// Round 1 sells out before the restock: its 409s are no sign of
+		// stock left in round 2.
+		{"honest", nil, VerdictSafe, nil},
+		{"unsure", nil, VerdictSafe, nil},
+		// Its first sale after the restock lands in round 1, beyond its 2 units.
+		{"stale", errBroken, VerdictBroken, []int64{1}},
 	}
-	srv := httptest.NewServer(&fakeFleet{})
-	defer srv.Close()
 	for _, tt := range tests {
-		args := []string{"--url", srv.URL, "--admin-token", "t", "--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", tt.strategy, "--json", "-"}
-		var stdout, stderr bytes.Buffer
-		err := run(context.Background(), args, &stdout, &stderr)
+		fake := newFakeFleet("honest")
+		args := []string{"--stock", "2", "--buyers", "9", "--concurrency", "3", "--restock-during", "--strategies", tt.strategy}
+		err, rep, table := fakeRun(t, fake, args...)
 		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 			t.Errorf("run(%q) = %v, want %v", args, err, tt.wantErr)
 		}
-		var rep Report
-		if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil || len(rep.Results) != 1 {
-			t.Fatalf("run(%q) JSON = %v, %s", args, jerr, stdout.String())
+		if len(rep.Results) != 1 {
+			t.Fatalf("run(%q): %d results, want 1", args, len(rep.Results))
 		}
-		if got := rep.Results[0].Verdict; got != tt.wantVerdict || !strings.Contains(stderr.String(), tt.wantVerdict) {
-			t.Errorf("run(%q) verdict %s, want %s in the JSON and the table:\n%s", args, got, tt.wantVerdict, stderr.String())
+		res := rep.Results[0]
+		if res.Verdict != tt.wantVerdict || !slices.Equal(res.BrokenRounds, tt.wantBroken) {
+			t.Errorf("run(%q) = %s, broken rounds %v (%q), want %s, %v\n%s", args, res.Verdict, res.BrokenRounds, res.Reasons, tt.wantVerdict, tt.wantBroken, table)
 		}
-		if rep.Failed != (tt.wantErr != nil) {
-			t.Errorf("run(%q) report.failed = %v, want %v", args, rep.Failed, tt.wantErr != nil)
+		var checked []int64
+		for _, r := range res.Rounds {
+			checked = append(checked, r.Round)
+		}
+		if !slices.Equal(checked, []int64{1, 2}) || res.Round != 2 || !rep.RestockDuring {
+			t.Errorf("run(%q) checked rounds %v, current %d, want [1 2] and 2", args, checked, res.Round)
+		}
+		if !strings.Contains(table, "rounds") {
+			t.Errorf("run(%q): the table has no rounds column:\n%s", args, table)
+		}
+		if tt.wantBroken != nil && !strings.Contains(table, "round 1: oversold 1 unit") {
+			t.Errorf("run(%q): the table does not say which round broke:\n%s", args, table)
+		}
+	}
+}
+
+func TestMixHasItsOwnVerdict(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantErr    error
+		wantRows   []string
+		wantMix    string
+		wantByName int // strategies that sold in the mix row
+	}{
+		{"consistent strategies", []string{"--strategies", "honest,breaching,unsure,racy", "--concurrency", "3"},
+			nil, []string{"honest", "breaching", "unsure", "racy", rowMix}, VerdictSafe, 3},
+		// Alone, counter and honest are SAFE; one product sold by both oversells.
+		{"strategies that are safe only alone", []string{"--strategies", "honest,counter", "--concurrency", "1", "--buyers", "12"},
+			errBroken, []string{"honest", "counter", rowMix}, VerdictBroken, 2},
+	}
+	for _, tt := range tests {
+		fake := newFakeFleet("honest")
+		args := append([]string{"--stock", "5", "--buyers", "9", "--mix"}, tt.args...)
+		err, rep, table := fakeRun(t, fake, args...)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+			t.Errorf("%s: run(%q) = %v, want %v", tt.name, args, err, tt.wantErr)
+		}
+		var rows []string
+		for _, r := range rep.Results {
+			rows = append(rows, r.Strategy)
+			if r.Strategy != rowMix && r.Safe && r.Verdict != VerdictSafe {
+				t.Errorf("%s: run(%q) row %s = %s (%q), want SAFE", tt.name, args, r.Strategy, r.Verdict, r.Reasons)
+			}
+		}
+		if !slices.Equal(rows, tt.wantRows) {
+			t.Fatalf("%s: run(%q) rows %v, want %v", tt.name, args, rows, tt.wantRows)
+		}
+		mix := rep.Results[len(rep.Results)-1]
+		if mix.Verdict != tt.wantMix || !mix.Safe || len(mix.PerStrategy) != tt.wantByName || !rep.Mix {
+			t.Errorf("%s: run(%q) mix = %s safe %v 2xx by strategy %v (%q), want %s with %d strategies selling\n%s",
+				tt.name, args, mix.Verdict, mix.Safe, mix.PerStrategy, mix.Reasons, tt.wantMix, tt.wantByName, table)
+		}
+		if _, ok := mix.PerStrategy["racy"]; ok {
+			t.Errorf("%s: run(%q) mix sold with the unsafe racy: %v", tt.name, args, mix.PerStrategy)
+		}
+	}
+}
+
+func TestSwitchDuring(t *testing.T) {
+	tests := []struct {
+		name         string
+		strategies   string
+		wantErr      error
+		wantVerdict  string
+		wantDefaults []string // PUT /strategy calls, the last one restoring "racy"
+	}{
+		// 12 buyers, one at a time, switching every 3: honest for 1–3,
+		// breaching for 4–6, unsure 7–9, honest 10–12.
+		{"consistent strategies", "honest,breaching,unsure,racy", nil, VerdictSafe,
+			[]string{"honest", "breaching", "unsure", "honest", "racy"}},
+		// honest sells 3 of 5, then counter sells 3 from its own counter.
+		{"strategies that are safe only alone", "honest,counter", errBroken, VerdictBroken,
+			[]string{"honest", "counter", "honest", "counter", "racy"}},
+	}
+	for _, tt := range tests {
+		fake := newFakeFleet("racy")
+		args := []string{"--stock", "5", "--buyers", "12", "--concurrency", "1", "--switch-during", "3", "--strategies", tt.strategies}
+		err, rep, table := fakeRun(t, fake, args...)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+			t.Errorf("%s: run(%q) = %v, want %v", tt.name, args, err, tt.wantErr)
+		}
+		last := rep.Results[len(rep.Results)-1]
+		if last.Strategy != rowSwitch || last.Verdict != tt.wantVerdict || !last.Safe || rep.SwitchEvery != 3 {
+			t.Errorf("%s: run(%q) last row %s = %s (%q), want %s %s\n%s", tt.name, args, last.Strategy, last.Verdict, last.Reasons, rowSwitch, tt.wantVerdict, table)
+		}
+		if !slices.Equal(fake.defaults, tt.wantDefaults) || fake.def != "racy" {
+			t.Errorf("%s: run(%q) switched the default %v, now %q; want %v, the previous default restored", tt.name, args, fake.defaults, fake.def, tt.wantDefaults)
+		}
+		if last.Switches != 3 {
+			t.Errorf("%s: run(%q) reported %d switches, want 3", tt.name, args, last.Switches)
+		}
+		if _, ok := last.PerStrategy["racy"]; ok || len(last.PerStrategy) < 2 {
+			t.Errorf("%s: run(%q) switch row sold by %v, want several safe strategies and never racy", tt.name, args, last.PerStrategy)
 		}
 	}
 }
 
 func TestRunExplainsAWrongAdminToken(t *testing.T) {
-	srv := httptest.NewServer(&fakeFleet{})
+	srv := httptest.NewServer(newFakeFleet("honest"))
 	defer srv.Close()
 	args := []string{"--url", srv.URL, "--admin-token", "wrong", "--strategies", "honest"}
 	err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
@@ -100,5 +424,11 @@ func TestRunExplainsAWrongAdminToken(t *testing.T) {
 	args = []string{"--url", srv.URL, "--admin-token", "t", "--strategies", "honest,nope"}
 	if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "honest, oversells, busy, racy") {
 		t.Errorf("run(%q) = %v, want errUsage listing the fleet's strategies", args, err)
+	}
+	for _, flag := range []string{"--mix", "--switch-during=2"} {
+		args = []string{"--url", srv.URL, "--admin-token", "t", "--strategies", "racy", flag}
+		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v, want errUsage: no safe strategy to mix or switch among", args, err)
+		}
 	}
 }

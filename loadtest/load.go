@@ -12,39 +12,76 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// loadConfig is what every strategy run shares.
+// loadConfig is what every run shares.
 type loadConfig struct {
 	Product     string
 	Stock       int64
 	Buyers      int
 	Concurrency int
+	// RestockDuring restocks the product (same stock) once a third of the
+	// buyers have been answered, so the run spans two rounds.
+	RestockDuring bool
 }
 
-// Result is one strategy run, as printed in the table and written by --json.
+// scenario is one row of the table: who sells and how buyers pick the strategy.
+type scenario struct {
+	Name string // the row's name: a strategy, "mix" or "switch"
+	Safe bool   // every strategy it sells with claims to be safe
+	// Sell is the strategies buyers name with ?strategy=, buyer i taking
+	// Sell[i mod len]. Empty: buyers name none and get the fleet default.
+	Sell []string
+	// Switch, with Sell empty, is the defaults the run cycles the fleet
+	// through (PUT /strategy), starting with Switch[0] and moving on every
+	// SwitchEvery answered buyers; the default found before is restored
+	// afterwards.
+	Switch      []string
+	SwitchEvery int
+}
+
+// Row names of the scenarios that are not one strategy.
+const (
+	rowMix    = "mix"
+	rowSwitch = "switch"
+)
+
+func single(s strategyInfo) scenario {
+	return scenario{Name: s.Name, Safe: s.Safe, Sell: []string{s.Name}}
+}
+
+// Result is one run of one row, as printed in the table and written by --json.
+// With several rounds (--restock-during), Initial, LedgerUnits and
+// LedgerRows are sums over the run's rounds, Oversold is summed round by
+// round, and FinalStock and LostUpdates are the current round's.
 type Result struct {
-	Run         int              `json:"run"`
-	Strategy    string           `json:"strategy"`
-	Round       int64            `json:"round"` // the product's ledger round this run sold in
-	Safe        bool             `json:"safe"`
-	Initial     int64            `json:"initial"`
-	Buyers      int64            `json:"buyers"`
-	OK          int64            `json:"ok_2xx"`
-	SoldOut     int64            `json:"sold_out_409"`
-	Unavailable int64            `json:"unavailable_503"`
-	Errors      int64            `json:"errors"`
-	FinalStock  int64            `json:"final_stock"`
-	LedgerUnits int64            `json:"ledger_units"`
-	LedgerRows  int64            `json:"ledger_rows"`
-	Oversold    int64            `json:"oversold"`
-	LostUpdates int64            `json:"lost_updates"`
-	Undersold   int64            `json:"undersold"`
-	Seconds     float64          `json:"seconds"`
-	Throughput  float64          `json:"throughput_rps"`
-	LatencyMs   Latency          `json:"latency_ms"`
-	PerReplica  map[string]int64 `json:"per_replica"`
-	Verdict     string           `json:"verdict"`
-	Reasons     []string         `json:"reasons,omitempty"`
-	FirstErrors []string         `json:"first_errors,omitempty"`
+	Run          int              `json:"run"`
+	Strategy     string           `json:"strategy"` // a strategy, or the row "mix" or "switch"
+	Round        int64            `json:"round"`    // the product's current round after the run
+	Safe         bool             `json:"safe"`
+	Initial      int64            `json:"initial"`
+	Buyers       int64            `json:"buyers"`
+	OK           int64            `json:"ok_2xx"`
+	SoldOut      int64            `json:"sold_out_409"`
+	Unavailable  int64            `json:"unavailable_503"` // every 503, outcome-unknown included
+	Errors       int64            `json:"errors"`
+	Breaches     int64            `json:"breaches"` // 409/503 answers flagged lock_breach: the lock broke, the database refused the write
+	Unknown      int64            `json:"unknown"`  // 503 outcome-unknown answers: sold or not, the ledger says
+	FinalStock   int64            `json:"final_stock"`
+	LedgerUnits  int64            `json:"ledger_units"`
+	LedgerRows   int64            `json:"ledger_rows"`
+	Oversold     int64            `json:"oversold"`
+	LostUpdates  int64            `json:"lost_updates"`
+	Undersold    int64            `json:"undersold"`
+	Rounds       []RoundResult    `json:"rounds"`                  // every round the run sold in, each checked on its own
+	BrokenRounds []int64          `json:"broken_rounds,omitempty"` // rounds that broke an invariant
+	Switches     int              `json:"switches,omitempty"`      // fleet default switches during the run
+	PerStrategy  map[string]int64 `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
+	Seconds      float64          `json:"seconds"`
+	Throughput   float64          `json:"throughput_rps"`
+	LatencyMs    Latency          `json:"latency_ms"`
+	PerReplica   map[string]int64 `json:"per_replica"`
+	Verdict      string           `json:"verdict"`
+	Reasons      []string         `json:"reasons,omitempty"`
+	FirstErrors  []string         `json:"first_errors,omitempty"`
 }
 
 // Latency holds request latency percentiles in milliseconds.
@@ -57,15 +94,31 @@ type Latency struct {
 
 // tally is what the buyers of one run saw; workers add to it concurrently.
 type tally struct {
-	ok, soldOut, unavailable, errors atomic.Int64
+	ok, soldOut, unavailable, errors, breaches, unknown atomic.Int64
+	// Of buyers who asked after the run's last restock.
+	lateSoldOut, lateTurnedAway atomic.Int64
 
-	mu         sync.Mutex
-	perReplica map[string]int64
-	firstErrs  []string
-	hist       *hdrhistogram.Histogram // microseconds
+	mu          sync.Mutex
+	perReplica  map[string]int64
+	perRound    map[int64]int64 // 2xx by the round the response named
+	perStrategy map[string]int64
+	firstErrs   []string
+	hist        *hdrhistogram.Histogram // microseconds
 }
 
-func (t *tally) add(o outcome, perReplica map[string]int64, hist *hdrhistogram.Histogram) {
+// counts is one worker's share of the tally's maps, merged at the end.
+type counts struct {
+	perReplica  map[string]int64
+	perRound    map[int64]int64
+	perStrategy map[string]int64
+}
+
+func newCounts() counts {
+	return counts{map[string]int64{}, map[int64]int64{}, map[string]int64{}}
+}
+
+// add counts o; late says the buyer asked after the run's last restock.
+func (t *tally) add(o outcome, late bool, c counts) {
 	switch {
 	case o.err != nil:
 		t.errors.Add(1)
@@ -76,25 +129,58 @@ func (t *tally) add(o outcome, perReplica map[string]int64, hist *hdrhistogram.H
 		t.mu.Unlock()
 	case o.status/100 == 2:
 		t.ok.Add(1)
+		c.perRound[o.round]++
+		if o.strategy != "" {
+			c.perStrategy[o.strategy]++
+		}
 	case o.status == 409:
 		t.soldOut.Add(1)
+		if late {
+			t.lateSoldOut.Add(1)
+		}
 	case o.status == 503:
 		t.unavailable.Add(1)
+	}
+	if late && o.status/100 != 2 {
+		t.lateTurnedAway.Add(1)
+	}
+	if o.breach {
+		t.breaches.Add(1)
+	}
+	if o.unknown {
+		t.unknown.Add(1)
 	}
 	if o.status != 0 {
 		name := o.instance
 		if name == "" {
 			name = "(no X-Instance)"
 		}
-		perReplica[name]++
+		c.perReplica[name]++
 	}
 }
 
-// runStrategy restocks the product, fires cfg.Buyers buyers for one unit
-// each through cfg.Concurrency workers, and reads the product back.
-// progress, when not nil, is called once per finished buyer.
-func runStrategy(ctx context.Context, c *client, cfg loadConfig, s strategyInfo, progress func()) (Result, error) {
-	if err := c.restock(ctx, cfg.Product, cfg.Stock); err != nil {
+func (t *tally) merge(c counts, hist *hdrhistogram.Histogram) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hist.Merge(hist)
+	for k, v := range c.perReplica {
+		t.perReplica[k] += v
+	}
+	for k, v := range c.perRound {
+		t.perRound[k] += v
+	}
+	for k, v := range c.perStrategy {
+		t.perStrategy[k] += v
+	}
+}
+
+// runScenario restocks the product, fires cfg.Buyers buyers for one unit
+// each through cfg.Concurrency workers (restocking once more, or switching
+// the fleet default, while they buy, as cfg and sc say), and reads every
+// round the run sold in back from the server. progress, when not nil, is
+// called once per finished buyer.
+func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, progress func()) (_ Result, err error) {
+	if _, err := c.restock(ctx, cfg.Product, cfg.Stock); err != nil {
 		return Result{}, err
 	}
 	before, err := c.product(ctx, cfg.Product)
@@ -105,30 +191,97 @@ func runStrategy(ctx context.Context, c *client, cfg loadConfig, s strategyInfo,
 		return Result{}, fmt.Errorf("after restocking %s to %d: quantity %d, %d sales in round %d; want %d and 0",
 			cfg.Product, cfg.Stock, before.Quantity, before.Sales, before.Round, cfg.Stock)
 	}
+	switches := 0
+	if len(sc.Sell) == 0 {
+		restore, err := c.defaultStrategy(ctx)
+		if err != nil {
+			return Result{}, fmt.Errorf("read the fleet default: %w", err)
+		}
+		defer func() {
+			// Put the default back even after an interrupt.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			rerr := c.setDefaultStrategy(rctx, restore)
+			if rerr == nil {
+				rerr = c.awaitDefault(rctx, restore, 8, 10*time.Second)
+			}
+			if rerr != nil && err == nil {
+				err = fmt.Errorf("restore the fleet default: %w", rerr)
+			}
+		}()
+		if len(sc.Switch) > 0 {
+			if err := c.setDefaultStrategy(ctx, sc.Switch[0]); err != nil {
+				return Result{}, err
+			}
+			// Replicas cache the default briefly; the first buyers must not
+			// get the old one, which may be unsafe.
+			if err := c.awaitDefault(ctx, sc.Switch[0], 8, 10*time.Second); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+
+	// A failed restock or switch stops the run: its figures would not mean what the row says.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var (
+		restockedRound atomic.Int64 // the round the mid-run restock started; 0 until it returned
+		switchMu       sync.Mutex
+		lastSwitch     int64
+	)
+	restockAt := int64(max(1, cfg.Buyers/3))
+	afterAnswer := func(n int64) {
+		if cfg.RestockDuring && n == restockAt {
+			p, err := c.restock(runCtx, cfg.Product, cfg.Stock)
+			if err != nil {
+				stop(fmt.Errorf("mid-run restock: %w", err))
+				return
+			}
+			restockedRound.Store(p.Round)
+		}
+		if len(sc.Switch) > 0 && sc.SwitchEvery > 0 && n%int64(sc.SwitchEvery) == 0 && n < int64(cfg.Buyers) {
+			switchMu.Lock()
+			defer switchMu.Unlock()
+			if n <= lastSwitch { // a later switch got here first
+				return
+			}
+			lastSwitch = n
+			if err := c.setDefaultStrategy(runCtx, sc.Switch[(n/int64(sc.SwitchEvery))%int64(len(sc.Switch))]); err != nil {
+				stop(err)
+				return
+			}
+			switches++
+		}
+	}
 
 	body, _ := json.Marshal(map[string]any{"product_id": cfg.Product, "quantity": 1})
-	t := &tally{perReplica: map[string]int64{}, hist: newHistogram()}
-	var next atomic.Int64
+	t := &tally{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, hist: newHistogram()}
+	var next, answered atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range min(cfg.Concurrency, cfg.Buyers) {
 		wg.Go(func() {
-			hist, per := newHistogram(), map[string]int64{}
-			for next.Add(1) <= int64(cfg.Buyers) && ctx.Err() == nil {
+			hist, cnt := newHistogram(), newCounts()
+			for runCtx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(cfg.Buyers) {
+					break
+				}
+				strategy := ""
+				if len(sc.Sell) > 0 {
+					strategy = sc.Sell[i%int64(len(sc.Sell))]
+				}
+				late := !cfg.RestockDuring || restockedRound.Load() != 0
 				t0 := time.Now()
-				o := c.buy(ctx, body, s.Name)
+				o := c.buy(runCtx, body, strategy)
 				_ = hist.RecordValue(time.Since(t0).Microseconds()) // above the 60 s ceiling cannot happen: the client times out first
-				t.add(o, per, hist)
+				t.add(o, late, cnt)
+				afterAnswer(answered.Add(1))
 				if progress != nil {
 					progress()
 				}
 			}
-			t.mu.Lock()
-			t.hist.Merge(hist)
-			for k, v := range per {
-				t.perReplica[k] += v
-			}
-			t.mu.Unlock()
+			t.merge(cnt, hist)
 		})
 	}
 	wg.Wait()
@@ -136,45 +289,58 @@ func runStrategy(ctx context.Context, c *client, cfg loadConfig, s strategyInfo,
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("interrupted: %w", err)
 	}
+	if err := context.Cause(runCtx); err != nil {
+		return Result{}, err
+	}
 
 	after, err := c.product(ctx, cfg.Product)
 	if err != nil {
 		return Result{}, fmt.Errorf("final state: %w", err)
 	}
-	if after.Round != before.Round {
-		return Result{}, fmt.Errorf("final state: round changed from %d to %d during the run (someone else restocked %s)", before.Round, after.Round, cfg.Product)
+	wantRound := before.Round
+	if cfg.RestockDuring {
+		wantRound = restockedRound.Load()
+	}
+	if after.Round != wantRound {
+		return Result{}, fmt.Errorf("final state: round %d, want %d: someone else restocked %s during the run", after.Round, wantRound, cfg.Product)
 	}
 	f := figures{
-		Safe:        s.Safe,
-		Initial:     before.Initial,
-		Buyers:      int64(cfg.Buyers),
-		OK:          t.ok.Load(),
-		SoldOut:     t.soldOut.Load(),
-		Unavailable: t.unavailable.Load(),
-		Errors:      t.errors.Load(),
-		Final:       after.Quantity,
-		LedgerUnits: after.Sold,
-		LedgerRows:  after.Sales,
+		Safe:           sc.Safe,
+		Buyers:         int64(cfg.Buyers),
+		OK:             t.ok.Load(),
+		SoldOut:        t.soldOut.Load(),
+		Unavailable:    t.unavailable.Load(),
+		Errors:         t.errors.Load(),
+		Unknown:        t.unknown.Load(),
+		Breaches:       t.breaches.Load(),
+		Final:          after.Quantity,
+		LateSoldOut:    t.lateSoldOut.Load(),
+		LateTurnedAway: t.lateTurnedAway.Load(),
+	}
+	if f.Rounds, f.Unattributed, err = readRounds(ctx, c, cfg.Product, before.Round, after, t.perRound); err != nil {
+		return Result{}, err
 	}
 	j := judge(f)
-	return Result{
-		Strategy:    s.Name,
-		Round:       after.Round,
-		Safe:        s.Safe,
-		Initial:     f.Initial,
-		Buyers:      f.Buyers,
-		OK:          f.OK,
-		SoldOut:     f.SoldOut,
-		Unavailable: f.Unavailable,
-		Errors:      f.Errors,
-		FinalStock:  f.Final,
-		LedgerUnits: f.LedgerUnits,
-		LedgerRows:  f.LedgerRows,
-		Oversold:    j.Oversold,
-		LostUpdates: j.LostUpdates,
-		Undersold:   j.Undersold,
-		Seconds:     elapsed.Seconds(),
-		Throughput:  float64(cfg.Buyers) / elapsed.Seconds(),
+	res := Result{
+		Strategy:     sc.Name,
+		Round:        after.Round,
+		Safe:         sc.Safe,
+		Buyers:       f.Buyers,
+		OK:           f.OK,
+		SoldOut:      f.SoldOut,
+		Unavailable:  f.Unavailable,
+		Errors:       f.Errors,
+		Breaches:     f.Breaches,
+		Unknown:      f.Unknown,
+		FinalStock:   f.Final,
+		Oversold:     j.Oversold,
+		LostUpdates:  j.LostUpdates,
+		Undersold:    j.Undersold,
+		Rounds:       j.Rounds,
+		BrokenRounds: j.BrokenRounds(),
+		Switches:     switches,
+		Seconds:      elapsed.Seconds(),
+		Throughput:   float64(cfg.Buyers) / elapsed.Seconds(),
 		LatencyMs: Latency{
 			P50: ms(t.hist.ValueAtQuantile(50)),
 			P95: ms(t.hist.ValueAtQuantile(95)),
@@ -185,7 +351,50 @@ func runStrategy(ctx context.Context, c *client, cfg loadConfig, s strategyInfo,
 		Verdict:     j.Verdict,
 		Reasons:     j.Reasons,
 		FirstErrors: t.firstErrs,
-	}, nil
+	}
+	for _, r := range f.Rounds {
+		res.Initial += r.Initial
+		res.LedgerUnits += r.Units
+		res.LedgerRows += r.Rows
+	}
+	if len(sc.Sell) != 1 && len(t.perStrategy) > 0 {
+		res.PerStrategy = t.perStrategy
+	}
+	return res, nil
+}
+
+// readRounds reads every round from first to the current one (after) back
+// from the server and pairs each with the 2xx answers that named it
+// (okByRound; round 0 is answers that named none, which belong to first
+// when the run sold in one round only). It also returns how many 2xx named
+// no round of the run.
+func readRounds(ctx context.Context, c *client, id string, first int64, after product, okByRound map[int64]int64) ([]roundFigures, int64, error) {
+	var out []roundFigures
+	for n := first; n <= after.Round; n++ {
+		rf := roundFigures{Round: n, OK: okByRound[n]}
+		if n == after.Round {
+			rf.Current, rf.Initial, rf.Units, rf.Rows = true, after.Initial, after.Sold, after.Sales
+		} else {
+			r, err := c.round(ctx, id, n)
+			if err != nil {
+				return nil, 0, fmt.Errorf("read round %d of %s: %w", n, id, err)
+			}
+			rf.Initial, rf.Units, rf.Rows = r.Initial, r.Sold, r.Sales
+		}
+		out = append(out, rf)
+	}
+	var unattributed int64
+	for n, ok := range okByRound {
+		if n < first || n > after.Round {
+			unattributed += ok
+		}
+	}
+	if len(out) == 1 && okByRound[0] > 0 {
+		// A fleet that does not say the round sold in the only one there was.
+		out[0].OK += okByRound[0]
+		unattributed -= okByRound[0]
+	}
+	return out, unattributed, nil
 }
 
 func newHistogram() *hdrhistogram.Histogram {

@@ -1,16 +1,24 @@
 // Command loadtest fires concurrent buyers at an inventory fleet, one
 // strategy at a time, and proves from the database whether each strategy
-// oversold.
+// oversold. Naming a strategy per sale is an admin call: the buyers send
+// the admin token it restocks with.
 //
 // With no --url it starts a local fleet (Postgres, Redis, two replicas and
 // nginx on loopback ports; see internal/fleet), runs every strategy, prints
 // the verdict table and stops everything. With --url it drives a running
 // fleet, e.g. docker compose's nginx on http://localhost:8080.
 //
+// --mix, --restock-during and --switch-during add the design's harder cases:
+// every safe strategy selling one product at once, a restock racing the
+// buyers (every round is then checked on its own), and the fleet default
+// switched while sales are in flight.
+//
 // Exit status: 0 when every safe strategy kept its invariants, 1 when one
 // was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
 // requests), 2 for bad flags. UNDERSOLD (503s while stock remained) is
 // reported but does not fail the run: it is a capacity limit, not oversell.
+// Lock breaches (the lock broke and the database refused the write) are
+// counted but do not fail the run either: the invariants held.
 package main
 
 import (
@@ -63,6 +71,8 @@ type options struct {
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay                                     time.Duration
+	mix, restockDuring                            bool
+	switchEvery                                   int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -70,15 +80,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.url, "url", "", "base URL of a running fleet (e.g. http://localhost:8080); empty starts a local fleet")
-	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("INVENTORY_ADMIN_TOKEN"), "admin bearer token of the fleet at --url, for restocking (default $INVENTORY_ADMIN_TOKEN)")
+	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("INVENTORY_ADMIN_TOKEN"), "admin bearer token of the fleet at --url, for restocking, naming a strategy per sale and switching the default (default $INVENTORY_ADMIN_TOKEN)")
 	fs.StringVar(&o.product, "product", "sku-loadtest", "product id to restock and sell")
 	fs.Int64Var(&o.stock, "stock", 1000, "units in stock at the start of each strategy's run")
 	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers in flight at once")
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
-	fs.IntVar(&o.runs, "runs", 1, "run every strategy this many times (to measure how reproducible the oversell is)")
+	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
+	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
+	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
+	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -96,6 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
 	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
 		return o, fmt.Errorf("%w: --stock, --buyers, --concurrency and --runs must be at least 1", errUsage)
+	case o.switchEvery < 0:
+		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0:
 		return o, fmt.Errorf("%w: --work-delay must not be negative", errUsage)
 	}
@@ -113,6 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rep := Report{
 		Target: o.url, LocalFleet: o.url == "", Product: o.product, Stock: o.stock,
 		Buyers: o.buyers, Concurrency: o.concurrency, Runs: o.runs,
+		Mix: o.mix, RestockDuring: o.restockDuring, SwitchEvery: o.switchEvery,
 		StartedAt: time.Now().UTC().Format(time.RFC3339),
 		WorkDelay: "set by the running fleet",
 	}
@@ -142,18 +158,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%d buyers × 1 unit against %d in stock, %d at a time, work delay %s, %d strateg%s × %d run(s)\n",
-		o.buyers, o.stock, o.concurrency, rep.WorkDelay, len(strategies), plural(len(strategies), "y", "ies"), o.runs)
+	rows, err := scenarios(strategies, o)
+	if err != nil {
+		return err
+	}
+	extra := ""
+	if o.restockDuring {
+		extra = ", restocked once a third of the buyers are answered"
+	}
+	fmt.Fprintf(stderr, "%d buyers × 1 unit against %d in stock%s, %d at a time, work delay %s, %d row%s × %d run(s)\n",
+		o.buyers, o.stock, extra, o.concurrency, rep.WorkDelay, len(rows), plural(len(rows), "", "s"), o.runs)
 
-	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency}
+	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring}
 	for runNo := 1; runNo <= o.runs; runNo++ {
-		for _, s := range strategies {
+		for _, s := range rows {
 			bar := newBar(stderr, o.buyers, fmt.Sprintf("%-10s run %d", s.Name, runNo))
 			var progress func()
 			if bar != nil {
 				progress = func() { _ = bar.Add(1) }
 			}
-			res, err := runStrategy(ctx, c, cfg, s, progress)
+			res, err := runScenario(ctx, c, cfg, s, progress)
 			if bar != nil {
 				if err == nil {
 					_ = bar.Finish()
@@ -163,7 +187,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintln(stderr)
 			}
 			if err != nil {
-				return fmt.Errorf("strategy %s: %w", s.Name, err)
+				return fmt.Errorf("%s: %w", s.Name, err)
 			}
 			res.Run = runNo
 			rep.Results = append(rep.Results, res)
@@ -188,6 +212,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errBroken
 	}
 	return nil
+}
+
+// scenarios is the table's rows: one per strategy, then mix and switch
+// when asked for.
+func scenarios(strategies []strategyInfo, o options) ([]scenario, error) {
+	var rows []scenario
+	var safe []string
+	for _, s := range strategies {
+		rows = append(rows, single(s))
+		if s.Safe {
+			safe = append(safe, s.Name)
+		}
+	}
+	if (o.mix || o.switchEvery > 0) && len(safe) == 0 {
+		return nil, fmt.Errorf("%w: --mix and --switch-during need at least one safe strategy among those selected", errUsage)
+	}
+	if o.mix {
+		rows = append(rows, scenario{Name: rowMix, Safe: true, Sell: safe})
+	}
+	if o.switchEvery > 0 {
+		rows = append(rows, scenario{Name: rowSwitch, Safe: true, Switch: safe, SwitchEvery: o.switchEvery})
+	}
+	return rows, nil
 }
 
 // pickStrategies asks the fleet which strategies exist and keeps the ones named in list (all when empty).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -12,16 +13,21 @@ import (
 
 // Report is everything one invocation measured; --json writes it.
 type Report struct {
-	Target      string   `json:"target"`
-	LocalFleet  bool     `json:"local_fleet"`
-	WorkDelay   string   `json:"work_delay"`
-	Product     string   `json:"product"`
-	Stock       int64    `json:"stock"`
-	Buyers      int      `json:"buyers"`
-	Concurrency int      `json:"concurrency"`
-	Runs        int      `json:"runs"`
-	StartedAt   string   `json:"started_at"`
-	Results     []Result `json:"results"`
+	Target      string `json:"target"`
+	LocalFleet  bool   `json:"local_fleet"`
+	WorkDelay   string `json:"work_delay"`
+	Product     string `json:"product"`
+	Stock       int64  `json:"stock"`
+	Buyers      int    `json:"buyers"`
+	Concurrency int    `json:"concurrency"`
+	Runs        int    `json:"runs"`
+	// Mix, RestockDuring and SwitchEvery are the --mix, --restock-during
+	// and --switch-during flags.
+	Mix           bool     `json:"mix"`
+	RestockDuring bool     `json:"restock_during"`
+	SwitchEvery   int      `json:"switch_every,omitempty"`
+	StartedAt     string   `json:"started_at"`
+	Results       []Result `json:"results"`
 	// Failed is true when some safe strategy was BROKEN; the exit code is then 1.
 	Failed bool `json:"failed"`
 }
@@ -33,12 +39,17 @@ func printTable(w io.Writer, r Report) {
 	t.SetStyle(table.StyleLight)
 	t.Style().Format.Header = text.FormatDefault
 	multiRun := r.Runs > 1
+	multiRound := slices.ContainsFunc(r.Results, func(res Result) bool { return len(res.Rounds) > 1 })
 	header := table.Row{}
 	if multiRun {
 		header = append(header, "run")
 	}
-	header = append(header, "strategy", "safe?", "2xx", "409", "503", "errors", "final", "ledger",
-		"oversold", "lost", "undersold", "req/s", "p50 ms", "p95 ms", "p99 ms", "per replica", "verdict")
+	header = append(header, "strategy", "safe?", "2xx", "409", "503", "errors", "breaches", "final", "ledger",
+		"oversold", "lost", "undersold")
+	if multiRound {
+		header = append(header, "rounds")
+	}
+	header = append(header, "req/s", "p50 ms", "p95 ms", "p99 ms", "per replica", "verdict")
 	t.AppendHeader(header)
 	for _, res := range r.Results {
 		row := table.Row{}
@@ -49,21 +60,39 @@ func printTable(w io.Writer, r Report) {
 		if res.Safe {
 			safe = "yes"
 		}
-		row = append(row, res.Strategy, safe, res.OK, res.SoldOut, res.Unavailable, res.Errors,
-			res.FinalStock, res.LedgerUnits, res.Oversold, res.LostUpdates, res.Undersold,
-			fmt.Sprintf("%.0f", res.Throughput),
+		row = append(row, res.Strategy, safe, res.OK, res.SoldOut, res.Unavailable, res.Errors, res.Breaches,
+			res.FinalStock, res.LedgerUnits, res.Oversold, res.LostUpdates, res.Undersold)
+		if multiRound {
+			row = append(row, rounds(res.Rounds))
+		}
+		row = append(row, fmt.Sprintf("%.0f", res.Throughput),
 			fmt.Sprintf("%.1f", res.LatencyMs.P50), fmt.Sprintf("%.1f", res.LatencyMs.P95), fmt.Sprintf("%.1f", res.LatencyMs.P99),
 			perReplica(res.PerReplica), res.Verdict)
 		t.AppendRow(row)
 	}
 	t.Render()
 	for _, res := range r.Results {
+		prefix := res.Strategy
+		if multiRun {
+			prefix = fmt.Sprintf("%s (run %d)", res.Strategy, res.Run)
+		}
 		for _, reason := range res.Reasons {
-			prefix := res.Strategy
-			if multiRun {
-				prefix = fmt.Sprintf("%s (run %d)", res.Strategy, res.Run)
-			}
 			fmt.Fprintf(w, "  %s %s: %s\n", prefix, res.Verdict, reason)
+		}
+		if res.Breaches > 0 {
+			fmt.Fprintf(w, "  %s: %d lock breach%s caught by the database (the lock broke; the guarded, fenced write was refused)\n",
+				prefix, res.Breaches, plural(int(res.Breaches), "", "es"))
+		}
+		if res.Unknown > 0 {
+			fmt.Fprintf(w, "  %s: %d answer%s outcome-unknown (503): reconciled as 2xx ≤ ledger rows ≤ 2xx + unknown\n",
+				prefix, res.Unknown, plural(int(res.Unknown), "", "s"))
+		}
+		if len(res.PerStrategy) > 0 {
+			fmt.Fprintf(w, "  %s: 2xx by strategy %s", prefix, perReplica(res.PerStrategy))
+			if res.Switches > 0 {
+				fmt.Fprintf(w, ", %d default switch%s", res.Switches, plural(res.Switches, "", "es"))
+			}
+			fmt.Fprintln(w)
 		}
 		for _, e := range res.FirstErrors {
 			fmt.Fprintf(w, "  %s error: %s\n", res.Strategy, e)
@@ -103,6 +132,23 @@ func summary(results []Result) []string {
 	return lines
 }
 
+// rounds lists a run's rounds, marking those that broke an invariant, e.g. "7 8 (broken: 7)".
+func rounds(rs []RoundResult) string {
+	var all, broken []string
+	for _, r := range rs {
+		all = append(all, fmt.Sprint(r.Round))
+		if r.Broken {
+			broken = append(broken, fmt.Sprint(r.Round))
+		}
+	}
+	s := strings.Join(all, " ")
+	if len(broken) > 0 {
+		s += " (broken: " + strings.Join(broken, " ") + ")"
+	}
+	return s
+}
+
+// perReplica formats counts by name, e.g. "inventory-1 750 · inventory-2 750".
 func perReplica(per map[string]int64) string {
 	var parts []string
 	for _, name := range replicaNames(per) {

@@ -2,19 +2,22 @@ package main
 
 import "fmt"
 
-// Verdicts, one per strategy and run.
+// Verdicts, one per row (a strategy, mix or switch) and run. A row sold
+// only by safe strategies is judged as a safe strategy.
 const (
 	// VerdictSafe: a safe strategy sold exactly what it had, no more, and
-	// the ledger matches the answers and the stock.
+	// the ledger matches the answers and the stock, in every round of the
+	// run. Lock breaches the database caught do not change that.
 	VerdictSafe = "SAFE"
 	// VerdictUndersold: a safe strategy kept every invariant but turned
 	// buyers away with 503 (lock wait timed out) while stock remained. Not
 	// a correctness failure, a capacity one: raise INVENTORY_LOCK_WAIT or
 	// lower --concurrency.
 	VerdictUndersold = "UNDERSOLD"
-	// VerdictBroken: a safe strategy oversold, lost an update, disagreed
-	// with its ledger, answered "sold out" with stock left, or failed
-	// requests it should have answered. The load tester exits 1.
+	// VerdictBroken: a safe strategy oversold (in any round), lost an
+	// update, disagreed with its ledger beyond what outcome-unknown answers
+	// allow, answered "sold out" with stock left, or failed requests it
+	// should have answered. The load tester exits 1.
 	VerdictBroken = "BROKEN"
 	// VerdictOversold: an unsafe strategy sold more than it had, which is
 	// what the demo is meant to show.
@@ -27,64 +30,155 @@ const (
 	VerdictNoOversell = "NO OVERSELL"
 )
 
-// figures is what one strategy run measured: the answers buyers got, and
-// the product's state read back afterwards (from Postgres, via the API).
+// figures is what one run measured: the answers buyers got, and the
+// product's state read back afterwards (from Postgres, via the API), round
+// by round.
 type figures struct {
-	Safe        bool  // the strategy claims to be safe with several replicas
-	Initial     int64 // units in stock after the restock
+	Safe        bool  // the strategy (every strategy of a mix or switch row) claims to be safe with several replicas
 	Buyers      int64 // buyers fired, each for one unit
 	OK          int64 // 2xx answers
 	SoldOut     int64 // 409 answers
-	Unavailable int64 // 503 answers
+	Unavailable int64 // 503 answers, Unknown included
 	Errors      int64 // any other status, or no answer
-	Final       int64 // stock quantity afterwards
-	LedgerUnits int64 // units sold per the ledger (current round)
-	LedgerRows  int64 // sales rows in the ledger (current round)
+	// Unknown is the 503s of type outcome-unknown: the service could not
+	// tell whether the sale committed, so each may or may not have a
+	// ledger row.
+	Unknown int64
+	// Breaches is the 409 and 503 answers flagged lock_breach: the lock
+	// broke and the database refused the write. Not an invariant broken:
+	// the database is what keeps them.
+	Breaches int64
+	Final    int64 // stock quantity afterwards, in the current round
+	// LateSoldOut and LateTurnedAway are the 409s, and the 409s, 503s and
+	// errors, of buyers who asked after the run's last restock (every buyer
+	// when the run did not restock): only they could see the current
+	// round's stock.
+	LateSoldOut, LateTurnedAway int64
+	// Unattributed is 2xx answers that named no round of this run.
+	Unattributed int64
+	// Rounds is every round the run sold in, oldest first, exactly one of
+	// them current.
+	Rounds []roundFigures
+}
+
+// roundFigures is one round of the ledger as the server reports it, and
+// the 2xx answers that named it.
+type roundFigures struct {
+	Round   int64
+	Current bool
+	Initial int64 // the round's stock when it started
+	Units   int64 // units in the ledger for this round
+	Rows    int64 // ledger rows for this round
+	OK      int64 // 2xx answers whose response named this round
+}
+
+// RoundResult is one round checked on its own, as --json writes it.
+type RoundResult struct {
+	Round       int64 `json:"round"`
+	Current     bool  `json:"current"`
+	Initial     int64 `json:"initial"`
+	LedgerUnits int64 `json:"ledger_units"`
+	LedgerRows  int64 `json:"ledger_rows"`
+	OK          int64 `json:"ok_2xx"` // 2xx answers that named this round
+	Oversold    int64 `json:"oversold"`
+	Broken      bool  `json:"broken"`
 }
 
 // judgement is the verdict with the derived counts and why.
 type judgement struct {
 	Verdict string
-	// Oversold is units sold beyond the initial stock: max(0, ledger − initial).
+	// Oversold is units sold beyond the initial stock, summed over rounds:
+	// Σ max(0, ledger − initial).
 	Oversold int64
-	// LostUpdates is units the ledger records but the stock never lost:
-	// ledger − (initial − final). Negative means stock fell without a sale.
+	// LostUpdates is units the ledger records but the stock never lost, in
+	// the current round: ledger − (initial − final). Negative means stock
+	// fell without a sale.
 	LostUpdates int64
 	// Undersold is units left in stock while buyers were turned away.
 	Undersold int64
+	// Rounds is every round with its own oversold count and whether it
+	// broke an invariant.
+	Rounds []RoundResult
 	// Reasons explain any verdict other than SAFE.
 	Reasons []string
 }
 
-// judge applies the invariants from design.md to one run.
-func judge(f figures) judgement {
-	j := judgement{
-		Oversold:    max(0, f.LedgerUnits-f.Initial),
-		LostUpdates: f.LedgerUnits - (f.Initial - f.Final),
+// BrokenRounds lists the rounds that broke an invariant.
+func (j judgement) BrokenRounds() []int64 {
+	var out []int64
+	for _, r := range j.Rounds {
+		if r.Broken {
+			out = append(out, r.Round)
+		}
 	}
-	turnedAway := f.SoldOut + f.Unavailable + f.Errors
-	if f.Final > 0 {
-		j.Undersold = min(f.Final, turnedAway)
-	}
+	return out
+}
 
+// judge applies the invariants from design.md to one run, each round on
+// its own: quantity ≥ 0; per round ledger ≤ initial; in the current round
+// initial − quantity = ledger units; 2xx ≤ ledger rows ≤ 2xx + unknown,
+// per round and over the run; sold out exactly.
+func judge(f figures) judgement {
+	var j judgement
 	var broken []string
-	if f.Final < 0 {
-		broken = append(broken, fmt.Sprintf("stock went negative (%d)", f.Final))
+	multi := len(f.Rounds) > 1
+	var current *roundFigures
+	var okSum, rowSum int64
+	for i := range f.Rounds {
+		r := &f.Rounds[i]
+		okSum += r.OK
+		rowSum += r.Rows
+		rr := RoundResult{Round: r.Round, Current: r.Current, Initial: r.Initial, LedgerUnits: r.Units, LedgerRows: r.Rows, OK: r.OK,
+			Oversold: max(0, r.Units-r.Initial)}
+		prefix := ""
+		if multi {
+			prefix = fmt.Sprintf("round %d: ", r.Round)
+		}
+		var why []string
+		if r.Current {
+			current = r
+			if f.Final < 0 {
+				why = append(why, fmt.Sprintf("stock went negative (%d)", f.Final))
+			}
+		}
+		if rr.Oversold > 0 {
+			why = append(why, fmt.Sprintf("oversold %d unit%s: ledger %d > initial %d", rr.Oversold, plural(int(rr.Oversold), "", "s"), r.Units, r.Initial))
+		}
+		if r.Current {
+			if lost := r.Units - (r.Initial - f.Final); lost != 0 {
+				j.LostUpdates = lost
+				why = append(why, fmt.Sprintf("lost updates: ledger %d units but stock fell by %d", r.Units, r.Initial-f.Final))
+			}
+		}
+		if why1 := reconcile(r.Rows, r.OK, f.Unknown); why1 != "" {
+			why = append(why, why1)
+		}
+		if r.Units != r.Rows {
+			why = append(why, fmt.Sprintf("ledger has %d units in %d sales of one unit each", r.Units, r.Rows))
+		}
+		for _, w := range why {
+			broken = append(broken, prefix+w)
+		}
+		rr.Broken = len(why) > 0
+		j.Oversold += rr.Oversold
+		j.Rounds = append(j.Rounds, rr)
 	}
-	if j.Oversold > 0 {
-		broken = append(broken, fmt.Sprintf("oversold %d unit%s: ledger %d > initial %d", j.Oversold, plural(int(j.Oversold), "", "s"), f.LedgerUnits, f.Initial))
+	if current == nil {
+		broken = append(broken, "no current round to check the final stock against")
 	}
-	if j.LostUpdates != 0 {
-		broken = append(broken, fmt.Sprintf("lost updates: ledger %d units but stock fell by %d", f.LedgerUnits, f.Initial-f.Final))
+	if multi {
+		if why := reconcile(rowSum, okSum, f.Unknown); why != "" {
+			broken = append(broken, "over the run: "+why)
+		}
 	}
-	if f.LedgerRows != f.OK {
-		broken = append(broken, fmt.Sprintf("ledger has %d sales but %d buyers got 2xx", f.LedgerRows, f.OK))
+	if f.Unattributed > 0 {
+		broken = append(broken, fmt.Sprintf("%d buyer%s got 2xx naming no round this run sold in", f.Unattributed, plural(int(f.Unattributed), "", "s")))
 	}
-	if f.LedgerUnits != f.LedgerRows {
-		broken = append(broken, fmt.Sprintf("ledger has %d units in %d sales of one unit each", f.LedgerUnits, f.LedgerRows))
+	if f.Final > 0 {
+		j.Undersold = min(f.Final, f.LateTurnedAway)
 	}
-	if f.SoldOut > 0 && f.Final > 0 {
-		broken = append(broken, fmt.Sprintf("answered 409 sold out %d times while %d units remained", f.SoldOut, f.Final))
+	if f.LateSoldOut > 0 && f.Final > 0 {
+		broken = append(broken, fmt.Sprintf("answered 409 sold out %d times while %d units remained", f.LateSoldOut, f.Final))
 	}
 	if f.Errors > 0 {
 		broken = append(broken, fmt.Sprintf("%d requests failed with neither 2xx, 409 nor 503", f.Errors))
@@ -112,6 +206,21 @@ func judge(f figures) judgement {
 		j.Verdict = VerdictSafe
 	}
 	return j
+}
+
+// reconcile checks ledger rows against the 2xx answers: every 2xx has its
+// row, and a row without a 2xx can only belong to a buyer whose outcome was
+// unknown. It returns what is wrong, or "".
+func reconcile(rows, ok, unknown int64) string {
+	switch {
+	case rows < ok:
+		return fmt.Sprintf("ledger has %d sales but %d buyers got 2xx", rows, ok)
+	case rows > ok+unknown && unknown == 0:
+		return fmt.Sprintf("ledger has %d sales but %d buyers got 2xx", rows, ok)
+	case rows > ok+unknown:
+		return fmt.Sprintf("ledger has %d sales but %d buyers got 2xx and %d got outcome-unknown", rows, ok, unknown)
+	}
+	return ""
 }
 
 // failing reports whether a verdict makes the load tester exit non-zero.
