@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test lint demo fleet deps clean
+.PHONY: all build test lint fuzz fuzz-short demo fleet deps clean
 
 all: build
 
@@ -18,9 +18,29 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## test: every test, with the race detector, against real Postgres, Redis and nginx
+## test: every test, with the race detector, against real Postgres, Redis and nginx; then a short fuzz run
 test: deps lint
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory fuzz-short
+
+# Every fuzz target as package:Name. `go test -fuzz` takes one package and
+# one target at a time.
+FUZZ_TARGETS = ./internal/api:FuzzDecodeSale ./internal/api:FuzzIdempotencyKey \
+	./internal/api:FuzzRequestID ./internal/stock:FuzzValidateProductID
+FUZZTIME ?= 60s
+FUZZTIME_SHORT ?= 3s
+
+## fuzz: run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=10m)
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+## fuzz-short: every fuzz target for FUZZTIME_SHORT each (default 3s); make test runs it
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 ## demo: start the local two-replica fleet, run every strategy, print the verdict table
 demo: deps

@@ -136,13 +136,20 @@ func (u *upstream) lastID() string {
 // startNginx runs this directory's nginx.conf in front of ups, as the local fleet does.
 func startNginx(t *testing.T, ups ...*upstream) string {
 	t.Helper()
-	port, err := localstack.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var addrs []string
 	for _, u := range ups {
 		addrs = append(addrs, u.addr)
+	}
+	return startNginxAt(t, addrs...)
+}
+
+// startNginxAt runs this directory's nginx.conf with upstream servers addrs,
+// which need not answer.
+func startNginxAt(t *testing.T, addrs ...string) string {
+	t.Helper()
+	port, err := localstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	files, err := LocalFiles(listen, addrs)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,29 +9,36 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxBodyBytes bounds every request body; our bodies are a few dozen bytes.
 const maxBodyBytes = 4 << 10
 
 // decodeJSON reads exactly one JSON object into dst: the content type must be
-// JSON, unknown fields and trailing data are refused, and the body is capped
-// at maxBodyBytes.
+// JSON, the body is capped at maxBodyBytes and must be UTF-8, and unknown
+// fields and trailing data are refused.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mediaType != "application/json" {
 		return fmt.Errorf("%w: Content-Type must be application/json, got %q", errUnsupportedMedia, r.Header.Get("Content-Type"))
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeError(err)
+	}
+	// encoding/json would quietly turn invalid UTF-8 into U+FFFD, storing
+	// something other than what was sent (RFC 8259 §8.1: JSON is UTF-8).
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		if tooLarge := decodeError(err); errors.Is(tooLarge, errTooLarge) {
-			return tooLarge
-		}
 		return fmt.Errorf("%w: unexpected data after the JSON object", errMalformed)
 	}
 	return nil

@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -235,6 +238,11 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		return
 	case len(req.Name) > 200:
 		s.writeProblem(w, r, fmt.Errorf("%w: name must be at most 200 bytes", errMalformed))
+		return
+	case !utf8.ValidString(req.Name) || strings.ContainsFunc(req.Name, unicode.IsControl):
+		// Postgres refuses NUL in text (a 500), and control characters
+		// would land in logs and pages as they are.
+		s.writeProblem(w, r, fmt.Errorf("%w: name must be UTF-8 text without control characters", errMalformed))
 		return
 	}
 	p, err := stock.Restock(r.Context(), s.Store, s.Redis, id, req.Name, *req.Quantity)

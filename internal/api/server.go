@@ -67,7 +67,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken))}
 	cfg.Metrics.Strategies(stock.Names()...)
 	r := chi.NewRouter()
-	r.Use(s.instanceHeader, middleware.RequestID, s.requestIDHeader, s.recoverer, s.observe)
+	r.Use(s.instanceHeader, withRequestID, s.requestIDHeader, s.recoverer, s.observe)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, fmt.Errorf("%w: %s", errRouteNotFound, r.URL.Path))
 	})
@@ -99,7 +99,8 @@ func (s *server) instanceHeader(next http.Handler) http.Handler {
 	})
 }
 
-// requestIDHeader echoes the request id (nginx's X-Request-ID, or ours).
+// requestIDHeader answers with the request's id, exactly once (the
+// caller's X-Request-ID when withRequestID accepted it, or ours).
 func (s *server) requestIDHeader(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-ID", requestID(r))
@@ -107,7 +108,11 @@ func (s *server) requestIDHeader(next http.Handler) http.Handler {
 	})
 }
 
-func requestID(r *http.Request) string { return middleware.GetReqID(r.Context()) }
+// requestID is the id withRequestID gave r; "" outside that middleware.
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
 
 // recoverer turns a panic into a logged 500 problem instead of a dropped connection.
 func (s *server) recoverer(next http.Handler) http.Handler {
