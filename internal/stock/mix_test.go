@@ -1,0 +1,259 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestEveryOrderedPairOfSafeStrategies sells one product by two safe
+// strategies in turn, on two replicas: for every ordered pair (A, B) of
+// distinct safe strategies, with 2 in stock, A sells 1, B sells 1, and A is
+// then sold out. A strategy that keeps state of its own (lua's Redis
+// counter, a lock's fencing counter) must not trust it over what another
+// strategy did in Postgres meanwhile; e.g. lua, atomic, lua: lua's counter
+// still says 1 left when atomic has sold the last unit.
+func TestEveryOrderedPairOfSafeStrategies(t *testing.T) {
+	names := safeNames()
+	if len(names) < 2 {
+		t.Fatalf("safe strategies %v: want at least two to pair", names)
+	}
+	e := newEnv(t)
+	a := e.safeReplica(t, "replica-a", "", Deps{Lock: testLock})
+	b := e.safeReplica(t, "replica-b", "", Deps{Lock: testLock})
+	ctx := context.Background()
+	for _, first := range names {
+		for _, second := range names {
+			if first == second {
+				continue
+			}
+			t.Run(first+"_then_"+second, func(t *testing.T) {
+				id := "pair-" + first + "-" + second
+				e.restock(t, id, 2)
+				steps := []struct {
+					strategy  string
+					seller    Seller
+					want      error // nil: a sale leaving remaining
+					remaining int64
+				}{
+					{first, a[first], nil, 1},
+					{second, b[second], nil, 0},
+					{first, a[first], ErrSoldOut, 0},
+				}
+				var sales []Sale
+				after := "nothing"
+				for i, s := range steps {
+					o := Order{ProductID: id, Quantity: 1}
+					sale, err := s.seller.Sell(ctx, o)
+					call := fmt.Sprintf("step %d: Sell(ctx, %s) with %s after %s", i+1, formatOrder(o), s.strategy, after)
+					if i == 0 {
+						after = s.strategy
+					} else {
+						after += ", " + s.strategy
+					}
+					if s.want != nil {
+						if !errors.Is(err, s.want) {
+							t.Errorf("%s = %+v, %v; want %v", call, sale, err, s.want)
+						}
+						if errors.Is(err, ErrLockBreach) {
+							t.Logf("%s: lock breach caught by Postgres: %v", call, err)
+						}
+						if err == nil {
+							sales = append(sales, sale)
+						}
+						continue
+					}
+					if err != nil {
+						t.Errorf("%s = %v, want a sale leaving %d", call, err, s.remaining)
+						continue
+					}
+					sales = append(sales, sale)
+					if sale.Remaining != s.remaining || sale.Strategy != s.strategy || sale.Round != 1 || sale.Replayed {
+						t.Errorf("%s = %d remaining, strategy %q, round %d, replayed %v; want %d remaining, strategy %q, round 1, a fresh sale",
+							call, sale.Remaining, sale.Strategy, sale.Round, sale.Replayed, s.remaining, s.strategy)
+					}
+				}
+				e.checkSafety(t, first+" then "+second, id, sales)
+				if p := e.product(t, id); p.Quantity != 0 || p.Sales != 2 || p.Sold != 2 {
+					t.Errorf("after %s, %s, %s on 2 in stock: quantity %d, ledger %d rows / %d units; want 0, 2 / 2",
+						first, second, first, p.Quantity, p.Sales, p.Sold)
+				}
+			})
+		}
+	}
+}
+
+// buyerResult is one buyer's Sell: when it began and returned, and its answer.
+type buyerResult struct {
+	began, ended time.Time
+	sale         Sale
+	err          error
+}
+
+// mixBuyers has buyers single-unit buyers, workers at a time behind a start
+// gate, sell product id; buyer i uses strategy names[i%len(names)] on
+// replica (i/len(names))%len(replicas), so every strategy sells from every
+// replica. afterEach, when set, runs after each buyer returns, with the
+// number returned so far. It returns the tally and each buyer's result.
+func mixBuyers(replicas []map[string]Seller, names []string, id string, buyers, workers int, afterEach func(returned int64)) (*tally, []buyerResult) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	jobs := make(chan int, buyers)
+	for i := range buyers {
+		jobs <- i
+	}
+	close(jobs)
+	start := make(chan struct{})
+	tl := newTally()
+	results := make([]buyerResult, buyers)
+	var (
+		returned atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			<-start
+			for i := range jobs {
+				name := names[i%len(names)]
+				replica := (i / len(names)) % len(replicas)
+				o := Order{ProductID: id, Quantity: 1}
+				began := time.Now()
+				sale, err := replicas[replica][name].Sell(ctx, o)
+				results[i] = buyerResult{began: began, ended: time.Now(), sale: sale, err: err}
+				tl.add(fmt.Sprintf("buyer %d: Sell(ctx, %s) with %s on replica %d", i, formatOrder(o), name, replica), sale, err)
+				n := returned.Add(1)
+				if afterEach != nil {
+					afterEach(n)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return tl, results
+}
+
+// TestAllSafeStrategiesAtOnce has every safe strategy sell one product at
+// the same time from two replicas: 450 buyers for 300 units, 64 at a time.
+// Exactly 300 must sell, and every other buyer be told sold out (or get a
+// 503-class answer); the invariants hold in Postgres.
+func TestAllSafeStrategiesAtOnce(t *testing.T) {
+	const (
+		stock   = 300
+		buyers  = 450
+		workers = 64
+		id      = "all-at-once"
+	)
+	names := safeNames()
+	e := newEnv(t)
+	d := Deps{Lock: testLock, WorkDelay: time.Millisecond}
+	replicas := []map[string]Seller{
+		e.safeReplica(t, "replica-a", "", d),
+		e.safeReplica(t, "replica-b", "", d),
+	}
+	e.restock(t, id, stock)
+	began := time.Now()
+	tl, _ := mixBuyers(replicas, names, id, buyers, workers, nil)
+	label := fmt.Sprintf("%d buyers of %d units by %v at once", buyers, stock, names)
+	tl.report(t, label)
+	rounds := e.checkSafety(t, label, id, tl.sales)
+	p := e.product(t, id)
+	byStrategy := map[string]int{}
+	for _, s := range tl.sales {
+		byStrategy[s.Strategy]++
+	}
+	t.Logf("%s in %v: stock %d, %s; sales by strategy %v", label, time.Since(began).Round(time.Millisecond), p.Quantity, formatRounds(rounds), byStrategy)
+	if len(tl.sales) != stock || p.Quantity != 0 || p.Sold != stock {
+		t.Errorf("%s: %d Sell calls sold, stock %d, ledger %d units; want %d sold, stock 0, %d units",
+			label, len(tl.sales), p.Quantity, p.Sold, stock, stock)
+	}
+	if n := tl.count("sold-out"); n == 0 {
+		t.Errorf("%s: no buyer was told ErrSoldOut, want the %d beyond the stock to be (apart from 503s)", label, buyers-stock)
+	}
+}
+
+// TestRestockDuringSales restocks a product while buyers are in flight
+// (restock-race): 100 units, 600 buyers 64 at a time, and a restock to 100
+// when a third of them have returned. Each sale belongs to the round whose
+// stock it decremented, so every round must be consistent on its own: no
+// round sells more than its initial, the current round's initial - quantity
+// is its ledger, and the buyers told of a sale in a round are that round's
+// ledger rows. Run for each safe strategy alone and for all of them mixed.
+func TestRestockDuringSales(t *testing.T) {
+	const (
+		stock     = 100
+		buyers    = 600
+		workers   = 64
+		restockAt = buyers / 3
+	)
+	e := newEnv(t)
+	d := Deps{Lock: testLock, WorkDelay: time.Millisecond}
+	replicas := []map[string]Seller{
+		e.safeReplica(t, "replica-a", "", d),
+		e.safeReplica(t, "replica-b", "", d),
+	}
+	cases := [][]string{}
+	for _, name := range safeNames() {
+		cases = append(cases, []string{name})
+	}
+	cases = append(cases, safeNames())
+	for _, names := range cases {
+		label := names[0]
+		if len(names) > 1 {
+			label = "mix"
+		}
+		t.Run(label, func(t *testing.T) {
+			id := "restock-" + label
+			e.restock(t, id, stock)
+			var (
+				once       sync.Once
+				restocked  = make(chan struct{})
+				restockErr error
+				atReturn   int64
+				from, to   time.Time
+			)
+			tl, results := mixBuyers(replicas, names, id, buyers, workers, func(returned int64) {
+				if returned < restockAt {
+					return
+				}
+				// The buyer that saw the count reach a third restocks; the
+				// other workers keep selling meanwhile.
+				once.Do(func() {
+					defer close(restocked)
+					atReturn = returned
+					from = time.Now()
+					_, restockErr = Restock(context.Background(), e.store, e.rdb, id, "", stock)
+					to = time.Now()
+				})
+			})
+			<-restocked
+			if restockErr != nil {
+				t.Fatalf("Restock(%q, %d) with %d of %d buyers returned: %v", id, stock, atReturn, buyers, restockErr)
+			}
+			call := fmt.Sprintf("%s: %d buyers of %q with a restock to %d after %d returned", label, buyers, id, stock, atReturn)
+			tl.report(t, call)
+			rounds := e.checkSafety(t, call, id, tl.sales)
+			p := e.product(t, id)
+			t.Logf("%s: stock %d; %s", call, p.Quantity, formatRounds(rounds))
+			// How far the restock raced sales: the buyers in flight while it ran.
+			crossed := map[string]int{}
+			for _, r := range results {
+				if r.began.Before(to) && r.ended.After(from) {
+					k := outcome(r.err)
+					if r.err == nil {
+						k = fmt.Sprintf("sold in round %d", r.sale.Round)
+					}
+					crossed[k]++
+				}
+			}
+			t.Logf("%s: buyers in flight across the restock: %v", call, crossed)
+			if p.Round != 2 {
+				t.Errorf("%s: the product is in round %d, want 2 (one restock after the first)", call, p.Round)
+			}
+		})
+	}
+}
