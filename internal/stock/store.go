@@ -564,13 +564,16 @@ func rollback(ctx context.Context, tx pgx.Tx) {
 	_ = tx.Rollback(rctx)
 }
 
-// commitErr classifies a failed COMMIT. The server answering with an error,
-// or the command never leaving the client, means nothing was committed;
-// anything else (a timeout or a broken connection while waiting for the
-// answer) leaves the outcome unknown.
+// commitErr classifies a failed COMMIT. Only the server answering (with an
+// error, or with ROLLBACK) means nothing was committed; anything else (a
+// timeout or a broken connection while waiting for the answer) leaves the
+// outcome unknown. pgconn.SafeToRetry is no guide here: when the connection
+// breaks while COMMIT's answer is awaited, pgx v5.12 reports "conn closed",
+// which claims to be safe to retry though COMMIT was sent. The ledger (see
+// resolve) answers every case correctly, at the cost of one lookup.
 func commitErr(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
+	if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
 		return dbErr("commit", err)
 	}
 	return fmt.Errorf("commit: %w: %w: reply lost: %w", ErrUnavailable, ErrOutcomeUnknown, err)
