@@ -245,7 +245,9 @@ func TestInterruptStopsTheLocalFleet(t *testing.T) {
 	before := children(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &signalWriter{mark: "local fleet up", ready: make(chan struct{})}
+	// The line announcing the buyers comes once the fleet is up, just
+	// before the first row's restock and buyers.
+	stderr := &signalWriter{mark: "buyers × 1 unit against", ready: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--stock", "100000", "--buyers", "100000", "--strategies", "forupdate"}, &bytes.Buffer{}, stderr)
@@ -257,8 +259,7 @@ func TestInterruptStopsTheLocalFleet(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the local fleet did not come up within 2 minutes:\n%s", stderr.String())
 	}
-	time.Sleep(time.Second) // buyers are now in flight
-	cancel()                // what Ctrl-C does through signal.NotifyContext
+	cancel() // what Ctrl-C does through signal.NotifyContext
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {

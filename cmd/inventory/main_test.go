@@ -14,6 +14,8 @@ import (
 
 	"inventory/internal/localstack"
 	"inventory/internal/testenv"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -175,7 +177,8 @@ func TestEndToEndThroughRun(t *testing.T) {
 }
 
 func TestShutdownDrainsInFlightSales(t *testing.T) {
-	base, stop := startService(t, map[string]string{"INVENTORY_WORK_DELAY": "700ms", "INVENTORY_STRATEGY": "forupdate"})
+	pg := testenv.PostgresURL(t)
+	base, stop := startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg, "INVENTORY_WORK_DELAY": "700ms", "INVENTORY_STRATEGY": "forupdate"})
 	put, _ := http.NewRequest("PUT", base+"/products/sku-drain", strings.NewReader(`{"quantity":10}`))
 	put.Header.Set("Content-Type", "application/json")
 	put.Header.Set("Authorization", "Bearer tok")
@@ -193,7 +196,7 @@ func TestShutdownDrainsInFlightSales(t *testing.T) {
 		resp.Body.Close()
 		status <- resp.StatusCode
 	})
-	time.Sleep(200 * time.Millisecond) // the sale is now inside its 700ms of work
+	waitIdleInTransaction(t, pg) // the sale has locked its row and is inside its 700ms of work
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
 	}
@@ -207,6 +210,35 @@ func TestShutdownDrainsInFlightSales(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// waitIdleInTransaction waits until a session of the database at pgURL sits
+// idle inside a transaction: a sale holding its row while it works.
+func waitIdleInTransaction(t *testing.T, pgURL string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", pgURL, err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n int
+		err := conn.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'`).Scan(&n)
+		if err != nil {
+			t.Fatalf("read pg_stat_activity: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sale transaction was open within 15s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 func TestADefaultSwitchSurvivesRedisLosingItAndARestart(t *testing.T) {
 	pg := testenv.PostgresURL(t)

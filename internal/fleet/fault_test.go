@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestPausedReplicaCannotSellWhatItNoLongerHolds pauses a replica with
@@ -35,11 +38,21 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 
 	stale := make(chan int, 1)
 	go func() { stale <- sell(t, paused.URL, f.AdminToken) }()
-	time.Sleep(150 * time.Millisecond) // it holds the lock, has read 1 unit left, and is working
+	// It holds the lock, has claimed the row with its fence and read 1 unit
+	// left, and is working: its sale's transaction sits idle in Postgres.
+	waitUntil(t, "the sale to be inside its work, transaction open", func() bool {
+		return idleTransactions(t, f.PostgresURL) > 0
+	})
 	if err := syscall.Kill(paused.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
 	}
-	time.Sleep(1200 * time.Millisecond) // > TTL: the lock has expired in Redis
+	// Its watchdog is paused too, so the lease runs out in Redis.
+	rdb := redis.NewClient(mustParseRedisURL(t, f.RedisURL))
+	defer rdb.Close()
+	waitUntil(t, "the paused replica's lock to expire in Redis", func() bool {
+		n, err := rdb.Exists(context.Background(), "lock:{sku-pause}").Result()
+		return err == nil && n == 0
+	})
 	if got := sell(t, other.URL, f.AdminToken); got != http.StatusOK {
 		_ = syscall.Kill(paused.Pid(), syscall.SIGCONT)
 		t.Fatalf("sale on %s while %s is paused = %d, want 200 (the expired lock is free)\n%s", other.Instance, paused.Instance, got, other.Logs())
@@ -79,4 +92,46 @@ func sell(t *testing.T, base, adminToken string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// waitUntil polls cond every 10ms and fails the test when it has not held
+// within 15s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 15s for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// idleTransactions counts the sessions of the database at pgURL, other than
+// this query's, that sit idle inside a transaction.
+func idleTransactions(t *testing.T, pgURL string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", pgURL, err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, `
+		SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'`).Scan(&n)
+	if err != nil {
+		t.Fatalf("read pg_stat_activity: %v", err)
+	}
+	return n
+}
+
+func mustParseRedisURL(t *testing.T, url string) *redis.Options {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("redis.ParseURL(%s): %v", url, err)
+	}
+	return opts
 }
