@@ -60,10 +60,10 @@ func (p *commitCutter) Addr() string { return p.ln.Addr().String() }
 
 // What happens to a COMMIT's reply.
 const (
-	cutNone  = iota // forwarded
-	cutClose        // dropped, and the client's connection closed
-	cutStall        // dropped, with everything after it; the connection stays open
-	cutUnsent       // the COMMIT itself dropped, and the client's connection closed
+	cutNone   = iota // forwarded
+	cutClose         // dropped, and the client's connection closed
+	cutStall         // dropped, with everything after it; the connection stays open
+	cutUnsent        // the COMMIT itself dropped, and the client's connection closed
 )
 
 // Arm makes the proxy lose the reply to the next COMMIT any client sends,
