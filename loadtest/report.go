@@ -80,8 +80,8 @@ func printTable(w io.Writer, r Report) {
 			fmt.Fprintf(w, "  %s %s: %s\n", prefix, res.Verdict, reason)
 		}
 		if res.Breaches > 0 {
-			fmt.Fprintf(w, "  %s: %d lock breach%s caught by the database (the lock broke; the guarded, fenced write was refused)\n",
-				prefix, res.Breaches, plural(int(res.Breaches), "", "es"))
+			fmt.Fprintf(w, "  %s: lock broke %d time%s, the database caught %d (guarded, fenced write refused), oversold %d\n",
+				prefix, res.Breaches, plural(int(res.Breaches), "", "s"), res.Breaches, res.Oversold)
 		}
 		if res.Unknown > 0 {
 			fmt.Fprintf(w, "  %s: %d answer%s outcome-unknown (503): reconciled as 2xx ≤ ledger rows ≤ 2xx + unknown\n",

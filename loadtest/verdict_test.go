@@ -272,7 +272,7 @@ func TestReportShowsEveryFigure(t *testing.T) {
 	for _, want := range []string{
 		"strategy", "2xx", "409", "503", "errors", "breaches", "final", "ledger", "oversold", "lost", "undersold", "rounds", "req/s", "p99 ms", "per replica", "verdict",
 		"7 8", "9 10 (broken: 9)",
-		"redis (run 1): 5 lock breaches caught by the database",
+		"redis (run 1): lock broke 5 times, the database caught 5 (guarded, fenced write refused), oversold 0",
 		"redis (run 1): 2 answers outcome-unknown",
 		"mix (run 1) BROKEN: round 9: oversold 1 unit",
 		"mix (run 1): 2xx by strategy lua 700 · redis 800",
