@@ -33,6 +33,10 @@ type config struct {
 	WorkDelay   time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
 	Migrate     bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
 	MaxQuantity int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
+	// SoldOutTTL is how long a replica answers 409 from memory for a product
+	// it saw sold out, unless a restock announcement ends it sooner; 0 turns
+	// the fast path off.
+	SoldOutTTL time.Duration `env:"INVENTORY_SOLD_OUT_TTL" envDefault:"1s"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -85,6 +89,9 @@ func (c config) validate() error {
 	if c.LockWait < 0 {
 		return bad("INVENTORY_LOCK_WAIT", "must not be negative, got %s", c.LockWait)
 	}
+	if c.SoldOutTTL < 0 {
+		return bad("INVENTORY_SOLD_OUT_TTL", "must be 0 (off) or more, got %s", c.SoldOutTTL)
+	}
 	if c.WorkDelay < 0 || c.WorkDelay >= c.LockTTL {
 		return bad("INVENTORY_WORK_DELAY", "must be between 0 and the lock TTL (%s), got %s", c.LockTTL, c.WorkDelay)
 	}
@@ -109,6 +116,7 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Duration("lock_wait", c.LockWait),
 		slog.Duration("work_delay", c.WorkDelay),
+		slog.Duration("sold_out_ttl", c.SoldOutTTL),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
 	)

@@ -32,6 +32,7 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_LOCK_TTL", "1ms", "INVENTORY_LOCK_TTL: must be at least 10ms"},
 		{"INVENTORY_LOCK_WAIT", "-1s", "INVENTORY_LOCK_WAIT"},
 		{"INVENTORY_WORK_DELAY", "-5ms", "INVENTORY_WORK_DELAY"},
+		{"INVENTORY_SOLD_OUT_TTL", "-1s", "INVENTORY_SOLD_OUT_TTL: must be 0 (off) or more"},
 		{"INVENTORY_WORK_DELAY", "31s", "INVENTORY_WORK_DELAY"},
 		{"INVENTORY_STRATEGY", "magic", `INVENTORY_STRATEGY: unknown strategy "magic" (want one of none, local, redis`},
 		{"INVENTORY_ADDR", "8080", "INVENTORY_ADDR"},

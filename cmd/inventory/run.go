@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -110,11 +111,26 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
 	}
+	// Safe strategies answer the crowd after the last unit from memory;
+	// the unsafe ones are left as they are, oversells and all.
+	soldOut := stock.NewSoldOut(cfg.SoldOutTTL)
+	if cfg.SoldOutTTL > 0 {
+		var listening sync.WaitGroup
+		listenCtx, stopListening := context.WithCancel(ctx)
+		defer listening.Wait()
+		defer stopListening()
+		listening.Go(func() { soldOut.Listen(listenCtx, rdb, log) })
+	}
 	sellers := make(map[string]stock.Seller)
-	for _, name := range stock.Names() {
-		if sellers[name], err = stock.New(name, deps); err != nil {
+	for _, info := range stock.Strategies {
+		s, err := stock.New(info.Name, deps)
+		if err != nil {
 			return err
 		}
+		if info.Safe && cfg.SoldOutTTL > 0 {
+			s = soldOut.Wrap(s, store)
+		}
+		sellers[info.Name] = s
 	}
 	defaultStrategy := settings.NewStrategy(rdb, pool, func(name string) error { _, err := stock.Lookup(name); return err },
 		settings.Options{Logger: log})
@@ -125,7 +141,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	handler, err := api.NewServer(api.Config{
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
-		Logger: log, Metrics: m, Gatherer: reg,
+		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut,
 	})
 	if err != nil {
 		return err

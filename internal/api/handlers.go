@@ -246,6 +246,11 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := stock.Restock(r.Context(), s.Store, s.Redis, id, req.Name, *req.Quantity)
+	if s.SoldOut != nil {
+		// Even when Restock failed after Postgres committed; forgetting is
+		// always safe.
+		s.SoldOut.Forget(id)
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

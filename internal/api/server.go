@@ -41,6 +41,10 @@ type Config struct {
 	Metrics     *metrics.Metrics
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
+	// SoldOut, when set, is this replica's memory of sold-out products
+	// (stock.SoldOut): a restock through this replica forgets its mark at
+	// once, before the announcement reaches the other replicas.
+	SoldOut *stock.SoldOut
 }
 
 type server struct {

@@ -208,6 +208,9 @@ func Restock(ctx context.Context, st *Store, rdb redis.UniversalClient, id, name
 	if err := rdb.Del(ctx, counterKey(id)).Err(); err != nil {
 		return p, redisErr(fmt.Sprintf("restocked %q but could not reset its Redis counter", id), err)
 	}
+	if err := announceRestock(ctx, rdb, id, p.Round); err != nil {
+		return p, redisErr(fmt.Sprintf("restocked %q but could not announce it to the replicas", id), err)
+	}
 	return p, nil
 }
 

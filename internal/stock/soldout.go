@@ -1,0 +1,197 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RestockChannel is the Redis pub/sub channel on which Restock announces a
+// new round ("<product id> <round>"), so that every replica forgets that it
+// saw the product sold out.
+const RestockChannel = "inventory:restocked"
+
+// SoldOut is one replica's memory of the products it has seen sold out: the
+// crowd that arrives after the last unit is answered ErrSoldOut from memory,
+// with no Postgres, Redis or lock, until the product is restocked.
+//
+// A mark is set when a sale leaves 0 in stock or a one-unit order is told
+// ErrSoldOut (so nothing at all is left; a larger order refused says nothing
+// about a smaller one). It is dropped when Restock's announcement arrives
+// (see Listen), and in any case after ttl: a lost announcement, or a lua
+// counter that said 0 while a reservation was about to be given back, costs
+// at most ttl of wrong 409s. A sale that was in flight while an
+// announcement arrived sets no mark: its answer may be from the old round.
+type SoldOut struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu    sync.Mutex
+	marks map[string]time.Time // product id → when its mark expires
+	// forgets counts announcements; a sale only marks when none arrived
+	// while it was in flight.
+	forgets uint64
+}
+
+// maxMarks bounds the memory of marks; beyond it expired marks are pruned.
+const maxMarks = 4096
+
+// NewSoldOut returns an empty memory whose marks last at most ttl.
+func NewSoldOut(ttl time.Duration) *SoldOut {
+	return &SoldOut{ttl: ttl, now: time.Now, marks: map[string]time.Time{}}
+}
+
+// Wrap returns a Seller that answers ErrSoldOut from memory for a product
+// marked sold out, and otherwise sells by s, marking the product when the
+// answer shows it sold out. An order with an Idempotency-Key that an earlier
+// sale used still gets that sale (one indexed read of the ledger), never a 409.
+func (m *SoldOut) Wrap(s Seller, st *Store) Seller {
+	return &soldOutSeller{marks: m, inner: s, store: st}
+}
+
+// Forget drops the mark of product id, e.g. when it is restocked.
+func (m *SoldOut) Forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgets++
+	delete(m.marks, id)
+}
+
+// ForgetAll drops every mark, e.g. when announcements may have been missed.
+func (m *SoldOut) ForgetAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgets++
+	clear(m.marks)
+}
+
+// Marked reports whether product id is marked sold out now.
+func (m *SoldOut) Marked(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.marks[id]
+	if ok && !m.now().Before(until) {
+		delete(m.marks, id)
+		return false
+	}
+	return ok
+}
+
+// begin returns the token a sale hands to mark when it ends.
+func (m *SoldOut) begin() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.forgets
+}
+
+// mark marks product id sold out, unless an announcement arrived since begin
+// returned token.
+func (m *SoldOut) mark(id string, token uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.forgets != token {
+		return
+	}
+	now := m.now()
+	if len(m.marks) >= maxMarks {
+		for k, until := range m.marks {
+			if !now.Before(until) {
+				delete(m.marks, k)
+			}
+		}
+		if len(m.marks) >= maxMarks {
+			return
+		}
+	}
+	m.marks[id] = now.Add(m.ttl)
+}
+
+// Listen forgets each product Restock announces on RestockChannel, until ctx
+// ends. Whenever the subscription is (re)established it forgets every mark,
+// since announcements may have been missed while it was down.
+func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	sub := rdb.Subscribe(ctx, RestockChannel)
+	// Receive does not return when ctx ends, only when its connection does.
+	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
+	defer func() {
+		if stop() {
+			_ = sub.Close()
+		}
+	}()
+	for {
+		msg, err := sub.Receive(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch msg := msg.(type) {
+		case *redis.Subscription:
+			m.ForgetAll()
+		case *redis.Message:
+			id, _, _ := strings.Cut(msg.Payload, " ")
+			m.Forget(id)
+		default:
+			if err != nil {
+				// go-redis reconnects and resubscribes on the next Receive;
+				// marks expire meanwhile.
+				log.Debug("restock announcements: subscription interrupted", "err", err)
+				if pause(ctx, 100*time.Millisecond) != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// announceRestock tells every replica that product id is in a new round.
+func announceRestock(ctx context.Context, rdb redis.UniversalClient, id string, round int) error {
+	return rdb.Publish(ctx, RestockChannel, id+" "+strconv.Itoa(round)).Err()
+}
+
+type soldOutSeller struct {
+	marks *SoldOut
+	inner Seller
+	store *Store
+}
+
+func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
+	if s.marks.Marked(o.ProductID) {
+		return s.fromMemory(ctx, o)
+	}
+	token := s.marks.begin()
+	sale, err := s.inner.Sell(ctx, o)
+	if soldOutNow(o, sale, err) {
+		s.marks.mark(o.ProductID, token)
+	}
+	return sale, err
+}
+
+// fromMemory answers an order for a product marked sold out.
+func (s *soldOutSeller) fromMemory(ctx context.Context, o Order) (Sale, error) {
+	if err := validate(o); err != nil {
+		return Sale{}, err
+	}
+	if o.IdempotencyKey != "" {
+		if earlier, found, err := s.store.replay(ctx, o); err != nil || found {
+			return earlier, err
+		}
+	}
+	return Sale{}, fmt.Errorf("%q was sold out when this replica last looked: %w", o.ProductID, ErrSoldOut)
+}
+
+// soldOutNow reports whether a Sell's answer shows the product has nothing
+// left: a fresh sale leaving 0, or a one-unit order refused as sold out.
+func soldOutNow(o Order, sale Sale, err error) bool {
+	if err == nil {
+		return !sale.Replayed && sale.Remaining == 0
+	}
+	return o.Quantity == 1 && errors.Is(err, ErrSoldOut)
+}
+
+var _ Seller = (*soldOutSeller)(nil)

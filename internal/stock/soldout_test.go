@@ -1,0 +1,206 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeSeller answers every Sell with the next of its answers, counting calls;
+// during, when set, runs inside Sell (to act while a sale is in flight).
+type fakeSeller struct {
+	mu      sync.Mutex
+	calls   int
+	answers []fakeAnswer
+	during  func()
+}
+
+type fakeAnswer struct {
+	sale Sale
+	err  error
+}
+
+func (f *fakeSeller) Sell(_ context.Context, o Order) (Sale, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.during != nil {
+		f.during()
+	}
+	a := fakeAnswer{err: fmt.Errorf("fakeSeller: no answer left for call %d", f.calls+1)}
+	if f.calls < len(f.answers) {
+		a = f.answers[f.calls]
+	}
+	f.calls++
+	return a.sale, a.err
+}
+
+var (
+	sold0     = fakeAnswer{sale: Sale{ID: 1, Quantity: 1, Remaining: 0}}
+	sold3     = fakeAnswer{sale: Sale{ID: 2, Quantity: 1, Remaining: 3}}
+	replayed0 = fakeAnswer{sale: Sale{ID: 3, Quantity: 1, Remaining: 0, Replayed: true}}
+	refused   = fakeAnswer{err: fmt.Errorf("1 of \"p\" wanted, 0 left: %w", ErrSoldOut)}
+	breach    = fakeAnswer{err: fmt.Errorf("guard: %w: %w", ErrLockBreach, ErrSoldOut)}
+	down      = fakeAnswer{err: fmt.Errorf("postgres: %w", ErrUnavailable)}
+)
+
+// TestSoldOutMarks checks when a replica starts answering from memory: the
+// calls the inner strategy gets, for a sequence of orders and its answers.
+func TestSoldOutMarks(t *testing.T) {
+	one := Order{ProductID: "p", Quantity: 1}
+	two := Order{ProductID: "p", Quantity: 2}
+	cases := []struct {
+		name      string
+		orders    []Order
+		answers   []fakeAnswer
+		wantCalls int
+		wantMark  bool
+	}{
+		{"a sale leaving 0 marks", []Order{one, one, one}, []fakeAnswer{sold0}, 1, true},
+		{"a sale leaving some does not", []Order{one, one}, []fakeAnswer{sold3, sold3}, 2, false},
+		{"a replayed sale does not", []Order{one, one}, []fakeAnswer{replayed0, sold3}, 2, false},
+		{"one unit refused marks", []Order{one, one}, []fakeAnswer{refused}, 1, true},
+		{"a breach refused as sold out marks", []Order{one, one}, []fakeAnswer{breach}, 1, true},
+		{"two units refused do not", []Order{two, one}, []fakeAnswer{refused, sold3}, 2, false},
+		{"a 503 does not", []Order{one, one}, []fakeAnswer{down, sold3}, 2, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			marks := NewSoldOut(time.Minute)
+			inner := &fakeSeller{answers: c.answers}
+			s := marks.Wrap(inner, nil)
+			for i, o := range c.orders {
+				_, err := s.Sell(context.Background(), o)
+				if i > 0 && inner.calls < i+1 && !errors.Is(err, ErrSoldOut) {
+					t.Errorf("order %d answered from memory with %v, want ErrSoldOut", i+1, err)
+				}
+			}
+			if inner.calls != c.wantCalls {
+				t.Errorf("%d orders reached the strategy %d times, want %d", len(c.orders), inner.calls, c.wantCalls)
+			}
+			if got := marks.Marked("p"); got != c.wantMark {
+				t.Errorf("Marked(\"p\") = %v, want %v", got, c.wantMark)
+			}
+		})
+	}
+}
+
+func TestSoldOutMarkExpires(t *testing.T) {
+	now := time.Unix(1000, 0)
+	marks := NewSoldOut(time.Second)
+	marks.now = func() time.Time { return now }
+	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
+	s := marks.Wrap(inner, nil)
+	o := Order{ProductID: "p", Quantity: 1}
+	_, _ = s.Sell(context.Background(), o)
+	now = now.Add(999 * time.Millisecond)
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) || inner.calls != 1 {
+		t.Errorf("Sell 999ms after the mark = %v with %d calls to the strategy, want ErrSoldOut from memory (1 call)", err, inner.calls)
+	}
+	now = now.Add(time.Millisecond)
+	if _, err := s.Sell(context.Background(), o); err != nil || inner.calls != 2 {
+		t.Errorf("Sell when the mark's 1s is up = %v with %d calls to the strategy, want the strategy's sale (2 calls)", err, inner.calls)
+	}
+}
+
+// TestSoldOutAnswerRacingARestock: a sale that saw the old round sold out
+// but returns after the restock was announced must not mark the product.
+func TestSoldOutAnswerRacingARestock(t *testing.T) {
+	marks := NewSoldOut(time.Minute)
+	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
+	inner.during = func() { marks.Forget("p") } // the announcement arrives mid-sale
+	s := marks.Wrap(inner, nil)
+	o := Order{ProductID: "p", Quantity: 1}
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) {
+		t.Fatalf("first Sell = %v, want the strategy's ErrSoldOut", err)
+	}
+	if marks.Marked("p") {
+		t.Errorf("Marked(\"p\") = true after a sold-out answer that raced a restock announcement, want false")
+	}
+}
+
+func TestSoldOutFromMemoryStillValidates(t *testing.T) {
+	marks := NewSoldOut(time.Minute)
+	inner := &fakeSeller{answers: []fakeAnswer{refused}}
+	s := marks.Wrap(inner, nil)
+	_, _ = s.Sell(context.Background(), Order{ProductID: "p", Quantity: 1})
+	if _, err := s.Sell(context.Background(), Order{ProductID: "p", Quantity: 0}); !errors.Is(err, ErrBadQuantity) {
+		t.Errorf("Sell of 0 units of a product marked sold out = %v, want ErrBadQuantity", err)
+	}
+}
+
+// TestSoldOutAcrossReplicas: two replicas, each with its own memory and
+// listening to Redis, sell a product out with a safe strategy; both then
+// answer from memory; a restock on either is announced and both sell again
+// at once (the marks here last a minute, so only the announcement can end
+// them); an idempotent retry of a sale that happened gets that sale, not a
+// 409; and a replica whose subscription broke forgets every mark.
+func TestSoldOutAcrossReplicas(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var listening sync.WaitGroup
+	t.Cleanup(func() { cancel(); listening.Wait() })
+
+	type replica struct {
+		marks  *SoldOut
+		seller Seller
+	}
+	var replicas []replica
+	for _, name := range []string{"replica-a", "replica-b"} {
+		marks := NewSoldOut(time.Minute)
+		d := e.deps(name)
+		d.Redis = newRedis(t, e.redisURL)
+		listening.Go(func() { marks.Listen(ctx, d.Redis, slog.New(slog.DiscardHandler)) })
+		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, Atomic, d), e.store)})
+	}
+	a, b := replicas[0], replicas[1]
+	waitFor(t, "both replicas to subscribe to restock announcements", 10*time.Second, func() bool {
+		n, err := e.rdb.PubSubNumSub(ctx, RestockChannel).Result()
+		return err == nil && n[RestockChannel] == 2
+	})
+
+	const id = "sold-out-fast"
+	e.restock(t, id, 2)
+	keyed := Order{ProductID: id, Quantity: 1, IdempotencyKey: "k-1"}
+	first, err := a.seller.Sell(ctx, keyed)
+	if err != nil {
+		t.Fatalf("Sell(%s) on a = %v, want a sale", formatOrder(keyed), err)
+	}
+	one := Order{ProductID: id, Quantity: 1}
+	if sale, err := b.seller.Sell(ctx, one); err != nil || sale.Remaining != 0 {
+		t.Fatalf("Sell(%s) on b = %+v, %v; want the last unit", formatOrder(one), sale, err)
+	}
+	if !b.marks.Marked(id) || a.marks.Marked(id) {
+		t.Errorf("after b sold the last unit: marked on a %v, on b %v; want false, true", a.marks.Marked(id), b.marks.Marked(id))
+	}
+	if _, err := a.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) || !a.marks.Marked(id) {
+		t.Errorf("Sell(%s) on a after the sell-out = %v, marked %v; want ErrSoldOut and a mark", formatOrder(one), err, a.marks.Marked(id))
+	}
+	if sale, err := a.seller.Sell(ctx, keyed); err != nil || !sale.Replayed || sale.ID != first.ID {
+		t.Errorf("retry of %s on a, marked sold out = %+v, %v; want a replay of sale %d", formatOrder(keyed), sale, err, first.ID)
+	}
+
+	e.restock(t, id, 1)
+	waitFor(t, "the restock announcement to reach both replicas", 10*time.Second, func() bool {
+		return !a.marks.Marked(id) && !b.marks.Marked(id)
+	})
+	if sale, err := a.seller.Sell(ctx, one); err != nil || sale.Round != 2 {
+		t.Errorf("Sell(%s) on a after the restock = %+v, %v; want a sale in round 2", formatOrder(one), sale, err)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sold != 1 {
+		t.Errorf("after the restock to 1 and one sale: stock %d, %d sold in round 2; want 0 and 1", p.Quantity, p.Sold)
+	}
+
+	// b's subscription is cut: go-redis resubscribes, and b forgets its marks
+	// because it may have missed announcements meanwhile.
+	if _, err := b.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) || !b.marks.Marked(id) {
+		t.Fatalf("Sell(%s) on b = %v, marked %v; want ErrSoldOut and a mark", formatOrder(one), err, b.marks.Marked(id))
+	}
+	if err := e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
+	}
+	waitFor(t, "b to resubscribe and forget its mark", 10*time.Second, func() bool { return !b.marks.Marked(id) })
+}
