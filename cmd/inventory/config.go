@@ -37,6 +37,9 @@ type config struct {
 	// it saw sold out, unless a restock announcement ends it sooner; 0 turns
 	// the fast path off.
 	SoldOutTTL time.Duration `env:"INVENTORY_SOLD_OUT_TTL" envDefault:"1s"`
+	// MaxWaiting is how many buyers of one product may wait inside a
+	// replica at once; beyond it a buyer gets 503 at once. 0: no limit.
+	MaxWaiting int `env:"INVENTORY_MAX_WAITING" envDefault:"1024"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -89,6 +92,9 @@ func (c config) validate() error {
 	if c.LockWait < 0 {
 		return bad("INVENTORY_LOCK_WAIT", "must not be negative, got %s", c.LockWait)
 	}
+	if c.MaxWaiting < 0 {
+		return bad("INVENTORY_MAX_WAITING", "must be 0 (no limit) or more, got %d", c.MaxWaiting)
+	}
 	if c.SoldOutTTL < 0 {
 		return bad("INVENTORY_SOLD_OUT_TTL", "must be 0 (off) or more, got %s", c.SoldOutTTL)
 	}
@@ -117,6 +123,7 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("lock_wait", c.LockWait),
 		slog.Duration("work_delay", c.WorkDelay),
 		slog.Duration("sold_out_ttl", c.SoldOutTTL),
+		slog.Int("max_waiting", c.MaxWaiting),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
 	)

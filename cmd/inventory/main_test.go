@@ -33,6 +33,8 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_LOCK_WAIT", "-1s", "INVENTORY_LOCK_WAIT"},
 		{"INVENTORY_WORK_DELAY", "-5ms", "INVENTORY_WORK_DELAY"},
 		{"INVENTORY_SOLD_OUT_TTL", "-1s", "INVENTORY_SOLD_OUT_TTL: must be 0 (off) or more"},
+		{"INVENTORY_MAX_WAITING", "-1", "INVENTORY_MAX_WAITING: must be 0 (no limit) or more"},
+		{"INVENTORY_MAX_WAITING", "many", "INVENTORY_MAX_WAITING"},
 		{"INVENTORY_WORK_DELAY", "31s", "INVENTORY_WORK_DELAY"},
 		{"INVENTORY_STRATEGY", "magic", `INVENTORY_STRATEGY: unknown strategy "magic" (want one of none, local, redis`},
 		{"INVENTORY_ADDR", "8080", "INVENTORY_ADDR"},

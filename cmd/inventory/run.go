@@ -121,11 +121,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		defer stopListening()
 		listening.Go(func() { soldOut.Listen(listenCtx, rdb, log) })
 	}
+	// One bound per product across every strategy in this replica.
+	admission := stock.NewAdmission(cfg.MaxWaiting)
 	sellers := make(map[string]stock.Seller)
 	for _, info := range stock.Strategies {
 		s, err := stock.New(info.Name, deps)
 		if err != nil {
 			return err
+		}
+		if cfg.MaxWaiting > 0 {
+			s = admission.Wrap(s)
 		}
 		if info.Safe && cfg.SoldOutTTL > 0 {
 			s = soldOut.Wrap(s, store)

@@ -427,7 +427,7 @@ func TestReadinessFailsWhenRedisIsDown(t *testing.T) {
 func TestClassifyMapsEverySentinel(t *testing.T) {
 	for err, want := range map[error]int{
 		stock.ErrNotFound: 404, stock.ErrSoldOut: 409, stock.ErrBadProductID: 400, stock.ErrBadQuantity: 400,
-		stock.ErrLockTimeout: 503, stock.ErrContention: 503, stock.ErrLockLost: 503, stock.ErrUnavailable: 503,
+		stock.ErrLockTimeout: 503, stock.ErrContention: 503, stock.ErrLockLost: 503, stock.ErrUnavailable: 503, stock.ErrOverloaded: 503,
 		stock.ErrIdempotencyConflict: 422, stock.ErrUnknownStrategy: 400, context.DeadlineExceeded: 503,
 		fmt.Errorf("wrapped: %w", stock.ErrSoldOut): 409, fmt.Errorf("anything else"): 500,
 	} {
@@ -513,6 +513,7 @@ func TestSaleProblemsTellNoInternalsAndAreLoggedAtTheirLevel(t *testing.T) {
 		{"internal", fmt.Errorf("postgres: %s", secret), 500, "internal", false, false, "ERROR"},
 		{"lock timeout", fmt.Errorf("%w: %s", stock.ErrLockTimeout, secret), 503, "lock-timeout", true, false, "WARN"},
 		{"contention", fmt.Errorf("%w: %s", stock.ErrContention, secret), 503, "contention", true, false, "WARN"},
+		{"overloaded", fmt.Errorf("%w: %s", stock.ErrOverloaded, secret), 503, "overloaded", true, false, "WARN"},
 		{"lock lost", fmt.Errorf("%w: %s", stock.ErrLockLost, secret), 503, "lock-lost", true, false, "WARN"},
 		{"canceled", fmt.Errorf("postgres: %s: %w", secret, context.Canceled), 503, "canceled", true, false, "WARN"},
 		{"sold out", fmt.Errorf("1 of \"sku-1\" wanted, 0 left (and returning them failed: %s): %w", secret, stock.ErrSoldOut), 409, "sold-out", false, false, "DEBUG"},

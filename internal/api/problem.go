@@ -95,6 +95,9 @@ func classify(err error) kind {
 	case errors.Is(err, stock.ErrContention):
 		return kind{http.StatusServiceUnavailable, "contention", "Too much contention",
 			"Too many buyers changed this product at once to get this order in; nothing was sold. Try again shortly.", warn, true}
+	case errors.Is(err, stock.ErrOverloaded):
+		return kind{http.StatusServiceUnavailable, "overloaded", "Too many buyers waiting",
+			"As many buyers of this product as this service lets wait are already waiting; nothing was tried. Try again shortly.", warn, true}
 	case errors.Is(err, stock.ErrLockLost):
 		return kind{http.StatusServiceUnavailable, "lock-lost", "Lock lost, sale rolled back",
 			"The sale lost its lock before it could commit and was rolled back; nothing was sold. Try again shortly.", warn, true}

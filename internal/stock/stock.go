@@ -67,6 +67,9 @@ var (
 	ErrLockTimeout         = errors.New("timed out waiting for the lock")
 	ErrLockLost            = errors.New("lock lost before the sale committed")
 	ErrContention          = errors.New("too much contention, try again")
+	// ErrOverloaded: too many buyers of the product are already waiting in
+	// this replica (Admission); nothing was tried.
+	ErrOverloaded = errors.New("too many buyers waiting for this product")
 	ErrIdempotencyConflict = errors.New("idempotency key already used for a different order")
 	ErrUnknownStrategy     = errors.New("unknown strategy")
 	ErrUnavailable         = errors.New("backend unavailable")
