@@ -60,16 +60,16 @@ type Product struct {
 
 // Sentinel errors, matched with errors.Is; the API maps them to HTTP statuses.
 var (
-	ErrNotFound            = errors.New("product not found")
-	ErrSoldOut             = errors.New("sold out")
-	ErrBadProductID        = errors.New("bad product id")
-	ErrBadQuantity         = errors.New("bad quantity")
-	ErrLockTimeout         = errors.New("timed out waiting for the lock")
-	ErrLockLost            = errors.New("lock lost before the sale committed")
-	ErrContention          = errors.New("too much contention, try again")
+	ErrNotFound     = errors.New("product not found")
+	ErrSoldOut      = errors.New("sold out")
+	ErrBadProductID = errors.New("bad product id")
+	ErrBadQuantity  = errors.New("bad quantity")
+	ErrLockTimeout  = errors.New("timed out waiting for the lock")
+	ErrLockLost     = errors.New("lock lost before the sale committed")
+	ErrContention   = errors.New("too much contention, try again")
 	// ErrOverloaded: too many buyers of the product are already waiting in
 	// this replica (Admission); nothing was tried.
-	ErrOverloaded = errors.New("too many buyers waiting for this product")
+	ErrOverloaded          = errors.New("too many buyers waiting for this product")
 	ErrIdempotencyConflict = errors.New("idempotency key already used for a different order")
 	ErrUnknownStrategy     = errors.New("unknown strategy")
 	ErrUnavailable         = errors.New("backend unavailable")
