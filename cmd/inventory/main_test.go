@@ -271,3 +271,53 @@ func TestADefaultSwitchSurvivesRedisLosingItAndARestart(t *testing.T) {
 		t.Errorf("GET /strategy after the switch, Redis flushed and a restart = %q, %v; want optimistic", got.Strategy, err)
 	}
 }
+
+// TestABuyerBeyondMaxWaitingIsTurnedAwayAtOnce: with INVENTORY_MAX_WAITING=1
+// and one sale of a product inside its work, the next buyer of that product
+// gets 503 overloaded with Retry-After at once, and nothing is sold for it.
+func TestABuyerBeyondMaxWaitingIsTurnedAwayAtOnce(t *testing.T) {
+	pg := testenv.PostgresURL(t)
+	base, _ := startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg, "INVENTORY_MAX_WAITING": "1",
+		"INVENTORY_WORK_DELAY": "2s", "INVENTORY_LOCK_TTL": "10s", "INVENTORY_STRATEGY": "forupdate"})
+	put, _ := http.NewRequest("PUT", base+"/products/sku-busy", strings.NewReader(`{"quantity":10}`))
+	put.Header.Set("Content-Type", "application/json")
+	put.Header.Set("Authorization", "Bearer tok")
+	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("PUT product: %v %v", resp, err)
+	}
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(base+"/sale", "application/json", strings.NewReader(`{"product_id":"sku-busy","quantity":1}`))
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	waitIdleInTransaction(t, pg) // the first buyer is inside its 2s of work
+	resp, err := http.Post(base+"/sale", "application/json", strings.NewReader(`{"product_id":"sku-busy","quantity":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Type string }
+	_ = json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || p.Type != "urn:inventory:problem:overloaded" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("second buyer while one waits = %d %s, Retry-After %q; want 503 overloaded with Retry-After",
+			resp.StatusCode, p.Type, resp.Header.Get("Retry-After"))
+	}
+	if got := <-first; got != 200 {
+		t.Errorf("first buyer = %d, want 200", got)
+	}
+	resp, err = http.Get(base + "/products/sku-busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prod struct{ Quantity, Sold int64 }
+	_ = json.NewDecoder(resp.Body).Decode(&prod)
+	resp.Body.Close()
+	if prod.Quantity != 9 || prod.Sold != 1 {
+		t.Errorf("after one sale and one turned away: quantity %d, sold %d; want 9 and 1", prod.Quantity, prod.Sold)
+	}
+}
