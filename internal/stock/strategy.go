@@ -20,6 +20,7 @@ const (
 	Lua        = "lua"
 	Atomic     = "atomic"
 	ForUpdate  = "forupdate"
+	Batch      = "batch"
 )
 
 // Info describes a strategy for GET /strategies.
@@ -40,6 +41,7 @@ var Strategies = []Info{
 	{Lua, "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", true},
 	{Atomic, "one conditional UPDATE ... WHERE quantity >= n", true},
 	{ForUpdate, "SELECT ... FOR UPDATE row lock inside a transaction", true},
+	{Batch, "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", true},
 }
 
 // Names returns every strategy name in the order of Strategies.
@@ -102,6 +104,8 @@ func New(name string, d Deps) (Seller, error) {
 		return newAtomic(d), nil
 	case ForUpdate:
 		return newForUpdate(d), nil
+	case Batch:
+		return newBatch(d), nil
 	}
 	_, err := Lookup(name)
 	return nil, err

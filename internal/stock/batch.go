@@ -1,0 +1,157 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// batch queues the sales of each product inside a replica and commits them
+// together: safe, each batch is one transaction that locks the product's row
+// once, gives units in arrival order, writes a guarded decrement and every
+// ledger row, and commits; a buyer hears of its sale only after that COMMIT.
+// One commit then carries many sales, so a hot product sells faster than
+// Postgres commits one-sale transactions on its row.
+//
+// There is no timer: a batch is whatever queued while the previous one was
+// committing, so a lone buyer is not delayed, and batches grow with the load.
+type batch struct {
+	d Deps
+
+	mu     sync.Mutex
+	queues map[string]*batchQueue // product id → its queue, while it has a committer
+}
+
+// batchQueue is one product's waiting orders; a committer goroutine exists
+// exactly while the queue is in batch.queues.
+type batchQueue struct {
+	waiting []*batchOrder
+}
+
+type batchOrder struct {
+	o      Order
+	answer chan batchAnswer // buffered: the committer never blocks on a buyer
+}
+
+const (
+	// maxBatchQueue bounds the orders of one product waiting in one replica
+	// (Admission usually refuses buyers before this): beyond it, ErrOverloaded.
+	maxBatchQueue = 4096
+	// maxBatchSize bounds one batch's transaction.
+	maxBatchSize = 1000
+	// batchTimeout bounds one batch's transaction, which runs detached from
+	// any buyer's request.
+	batchTimeout = 30 * time.Second
+)
+
+func newBatch(d Deps) *batch { return &batch{d: d, queues: map[string]*batchQueue{}} }
+
+// Sell validates o and sells it in the next batch of its product, at most
+// once per idempotency key.
+func (s *batch) Sell(ctx context.Context, o Order) (Sale, error) {
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+// sell queues o and waits for its batch. A buyer that gives up while its
+// order is still queued takes it out; once its batch has begun, it waits for
+// the batch's answer, since the sale may commit.
+func (s *batch) sell(ctx context.Context, o Order) (Sale, error) {
+	bo := &batchOrder{o: o, answer: make(chan batchAnswer, 1)}
+	if err := s.enqueue(bo); err != nil {
+		return Sale{}, err
+	}
+	var a batchAnswer
+	select {
+	case a = <-bo.answer:
+	case <-ctx.Done():
+		if s.withdraw(bo) {
+			return Sale{}, fmt.Errorf("waiting for a batch: %w", interrupted(ctx))
+		}
+		a = <-bo.answer
+	}
+	if a.replay {
+		// The key was taken meanwhile: the ledger has the sale it names.
+		sale, found, err := s.d.Store.replay(context.WithoutCancel(ctx), o)
+		if err == nil && !found {
+			err = fmt.Errorf("idempotency key %q: taken but its sale cannot be read", o.IdempotencyKey)
+		}
+		return sale, err
+	}
+	return a.sale, a.err
+}
+
+// enqueue adds bo to its product's queue, starting the product's committer
+// when it has none.
+func (s *batch) enqueue(bo *batchOrder) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := bo.o.ProductID
+	q, running := s.queues[id]
+	if !running {
+		q = &batchQueue{}
+		s.queues[id] = q
+		go s.commit(id, q)
+	}
+	if len(q.waiting) >= maxBatchQueue {
+		return fmt.Errorf("%d orders of %q already queued for a batch: %w", len(q.waiting), id, ErrOverloaded)
+	}
+	q.waiting = append(q.waiting, bo)
+	return nil
+}
+
+// withdraw takes bo out of its queue if no batch has taken it yet.
+func (s *batch) withdraw(bo *batchOrder) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[bo.o.ProductID]
+	if q == nil {
+		return false
+	}
+	i := slices.Index(q.waiting, bo)
+	if i < 0 {
+		return false
+	}
+	q.waiting = slices.Delete(q.waiting, i, i+1)
+	return true
+}
+
+// next takes the next batch of product id's queue; when the queue is empty
+// it retires the committer (nil) under the same lock, so an order queued
+// later starts a new one.
+func (s *batch) next(id string, q *batchQueue) []*batchOrder {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(q.waiting) == 0 {
+		delete(s.queues, id)
+		return nil
+	}
+	n := min(len(q.waiting), maxBatchSize)
+	taken := slices.Clone(q.waiting[:n])
+	q.waiting = slices.Delete(q.waiting, 0, n)
+	return taken
+}
+
+// commit is product id's committer: it commits batch after batch until the
+// queue is empty.
+func (s *batch) commit(id string, q *batchQueue) {
+	for {
+		taken := s.next(id, q)
+		if taken == nil {
+			return
+		}
+		orders := make([]Order, len(taken))
+		for i, bo := range taken {
+			orders[i] = bo.o
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		answers := s.d.Store.recordBatch(ctx, id, Batch, s.d.Instance, orders)
+		cancel()
+		for i, bo := range taken {
+			bo.answer <- answers[i]
+		}
+	}
+}
+
+var _ Seller = (*batch)(nil)

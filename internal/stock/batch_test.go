@@ -1,0 +1,120 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// TestRecordBatchAllocatesInArrivalOrder: 6 in stock, orders of 3, 5, 1, 1,
+// 1 and 1: the 3 fits, the 5 does not, the 1s after it still fit until the
+// stock is allocated. An order whose key a committed sale or an order ahead
+// of it in the batch took is left to the ledger (replay), and its units go
+// to nobody in this batch (the last order is refused though 2 remain).
+func TestRecordBatchAllocatesInArrivalOrder(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const id = "batch-order"
+	e.restock(t, id, 10)
+	if _, err := e.seller(t, Atomic, e.deps("earlier")).Sell(ctx, Order{ProductID: id, Quantity: 4, IdempotencyKey: "taken"}); err != nil {
+		t.Fatalf("an earlier sale under key \"taken\": %v", err)
+	}
+	orders := []Order{
+		{ProductID: id, Quantity: 3},
+		{ProductID: id, Quantity: 5},
+		{ProductID: id, Quantity: 1, IdempotencyKey: "taken"}, // a committed sale has it
+		{ProductID: id, Quantity: 1, IdempotencyKey: "twin"},
+		{ProductID: id, Quantity: 1, IdempotencyKey: "twin"}, // the order ahead has it
+		{ProductID: id, Quantity: 1},
+	}
+	answers := e.store.recordBatch(ctx, id, Batch, "replica-a", orders)
+	want := []struct {
+		sold      bool
+		remaining int64
+		soldOut   bool
+		replay    bool
+	}{
+		{sold: true, remaining: 3},
+		{soldOut: true},
+		{replay: true},
+		{sold: true, remaining: 2},
+		{replay: true},
+		{soldOut: true}, // the units allocated to the replays were not given on
+	}
+	for i, a := range answers {
+		w := want[i]
+		call := fmt.Sprintf("order %d (%s)", i+1, formatOrder(orders[i]))
+		switch {
+		case w.sold && (a.err != nil || a.replay || a.sale.ID == 0 || a.sale.Remaining != w.remaining || a.sale.Round != 1):
+			t.Errorf("%s = %+v; want a sale in round 1 leaving %d", call, a, w.remaining)
+		case w.soldOut && !errors.Is(a.err, ErrSoldOut):
+			t.Errorf("%s = %+v; want ErrSoldOut", call, a)
+		case w.replay && (!a.replay || a.err != nil):
+			t.Errorf("%s = %+v; want it left to the ledger (replay)", call, a)
+		}
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 2 || p.Sales != 3 || p.Sold != 8 {
+		t.Errorf("after the batch: stock %d, %d ledger rows, %d units; want 2, 3, 8", p.Quantity, p.Sales, p.Sold)
+	}
+}
+
+// TestBatchCommitsManySalesPerTransaction: 64 buyers at once on one
+// replica share transactions (the rows of one transaction carry its
+// timestamp), and a retried key sells once however many copies race.
+func TestBatchCommitsManySalesPerTransaction(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const id = "batch-many"
+	e.restock(t, id, 1000)
+	s := e.seller(t, Batch, e.deps("replica-a"))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ids := map[int64]int{}
+	var errs []error
+	for i := range 64 {
+		wg.Go(func() {
+			<-start
+			o := Order{ProductID: id, Quantity: 1}
+			if i%8 == 0 {
+				o.IdempotencyKey = "same-key" // 8 copies of one retried order
+			}
+			sale, err := s.Sell(ctx, o)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			ids[sale.ID]++
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("Sell = %v, want a sale", err)
+	}
+	var transactions, rows int64
+	if err := e.pool.QueryRow(ctx, `SELECT count(DISTINCT created_at), count(*) FROM sales WHERE product_id = $1`, id).Scan(&transactions, &rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("64 buyers (8 copies of one keyed order): %d ledger rows in %d transactions", rows, transactions)
+	if rows != 57 {
+		t.Errorf("%d ledger rows, want 57 (56 plain orders and one keyed order sold once)", rows)
+	}
+	if transactions*2 > rows {
+		t.Errorf("%d ledger rows in %d transactions: want batches (at most half as many transactions as rows)", rows, transactions)
+	}
+	var keyed int64
+	if err := e.pool.QueryRow(ctx, `SELECT id FROM sales WHERE idempotency_key = 'same-key'`).Scan(&keyed); err != nil {
+		t.Fatal(err)
+	}
+	if ids[keyed] != 8 {
+		t.Errorf("the 8 copies of the keyed order got sale %d %d times, want 8", keyed, ids[keyed])
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 1000-57 {
+		t.Errorf("stock %d, want %d", p.Quantity, 1000-57)
+	}
+}

@@ -1,0 +1,169 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// batchAnswer is one order's outcome in a batch.
+type batchAnswer struct {
+	sale Sale
+	err  error
+	// replay: the order's Idempotency-Key was already taken (by an earlier
+	// sale, or an order ahead of it in this batch); its answer is looked up
+	// in the ledger after the batch ends.
+	replay bool
+}
+
+// recordBatch sells orders, all of product id and in arrival order, in one
+// transaction: it locks the stock row once, gives each order its units while
+// they last (an order that does not fit is told ErrSoldOut, a later smaller
+// one may still fit), writes every ledger row in one statement with the
+// stock's guarded decrement, and commits. The answers are in the order of
+// orders. When the transaction fails, every order gets the same error; a
+// lost COMMIT reply is resolved from the ledger (see resolve), for the whole
+// batch at once, since it committed all or nothing.
+func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, orders []Order) []batchAnswer {
+	answers := make([]batchAnswer, len(orders))
+	fail := func(err error) []batchAnswer {
+		for i := range answers {
+			answers[i] = batchAnswer{err: err}
+		}
+		return answers
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
+	if err != nil {
+		return fail(dbErr("begin batch", err))
+	}
+	defer rollback(ctx, tx)
+
+	var stock int64
+	var round int
+	err = tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&stock, &round)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fail(fmt.Errorf("product %q: %w", id, ErrNotFound))
+	}
+	if err != nil {
+		return fail(dbErr("lock stock row", err))
+	}
+
+	// Allocate in arrival order. Units of an order whose key turns out to
+	// be taken are not given to a later order: that costs at most a 409
+	// that the next buyer does not get.
+	left := stock
+	var (
+		quantities []int64
+		keys       []*string
+		saleKeys   []string
+		bySaleKey  = map[string]int{}
+	)
+	for i, o := range orders {
+		if o.Quantity > left {
+			answers[i].err = fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, id, left, ErrSoldOut)
+			continue
+		}
+		left -= o.Quantity
+		var key *string
+		if o.IdempotencyKey != "" {
+			key = &o.IdempotencyKey
+		}
+		sk := uuid.NewString()
+		quantities, keys, saleKeys = append(quantities, o.Quantity), append(keys, key), append(saleKeys, sk)
+		bySaleKey[sk] = i
+	}
+	if len(saleKeys) == 0 {
+		return answers // every order refused; nothing to write
+	}
+
+	// The ledger rows and the guarded decrement of what they sold, in one
+	// statement. A row whose Idempotency-Key is taken is skipped (its order
+	// is answered from the ledger afterwards) and not decremented.
+	rows, err := tx.Query(ctx, `
+		WITH ins AS (
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key)
+			SELECT $1, $2, t.q, $3, $4, t.k, t.sk
+			FROM unnest($5::bigint[], $6::text[], $7::text[]) WITH ORDINALITY AS t(q, k, sk, n)
+			ORDER BY t.n
+			ON CONFLICT (idempotency_key) DO NOTHING
+			RETURNING id, sale_key, quantity, created_at
+		), dec AS (
+			UPDATE stock SET quantity = quantity - (SELECT coalesce(sum(quantity), 0) FROM ins),
+			                 version = version + 1, updated_at = now()
+			WHERE product_id = $1 AND quantity >= (SELECT coalesce(sum(quantity), 0) FROM ins)
+			RETURNING quantity
+		)
+		SELECT ins.id, ins.sale_key, ins.created_at, (SELECT quantity FROM dec) FROM ins`,
+		id, round, strategy, instance, quantities, keys, saleKeys)
+	if err != nil {
+		return fail(dbErr("write batch", err))
+	}
+	written := map[int]Sale{}
+	var firstKey string
+	var decremented bool
+	for rows.Next() {
+		var sk string
+		var sale Sale
+		var remaining *int64
+		if err := rows.Scan(&sale.ID, &sk, &sale.CreatedAt, &remaining); err != nil {
+			rows.Close()
+			return fail(dbErr("write batch", err))
+		}
+		decremented = remaining != nil
+		if firstKey == "" {
+			firstKey = sk
+		}
+		written[bySaleKey[sk]] = sale
+	}
+	if err := rows.Err(); err != nil {
+		return fail(dbErr("write batch", err))
+	}
+	if len(written) > 0 && !decremented {
+		// The row lock makes this impossible; the guard refused all the same.
+		return fail(fmt.Errorf("batch of %d on %q: %w: the guard refused a decrement made under the row lock", len(written), id, ErrSoldOut))
+	}
+
+	if len(written) == 0 {
+		// Every written order's key was taken: nothing sold, nothing to commit.
+		for i := range orders {
+			if answers[i].err == nil {
+				answers[i].replay = true
+			}
+		}
+		return answers
+	}
+
+	// A lost COMMIT reply is resolved from the ledger: all rows or none.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		if cerr := commitErr(err); !errors.Is(cerr, ErrOutcomeUnknown) {
+			return fail(cerr)
+		}
+		if _, err := s.resolve(ctx, Sale{ProductID: id}, firstKey, err); err != nil {
+			return fail(err)
+		}
+	}
+
+	// Each sale's Remaining is the stock after it and every written order
+	// ahead of it in the batch.
+	remaining := stock
+	for i, o := range orders {
+		if answers[i].err != nil {
+			continue
+		}
+		sale, ok := written[i]
+		if !ok {
+			answers[i].replay = true
+			continue
+		}
+		remaining -= o.Quantity
+		sale.ProductID, sale.Quantity, sale.Remaining, sale.Round = id, o.Quantity, remaining, round
+		sale.Strategy, sale.Instance = strategy, instance
+		answers[i].sale = sale
+	}
+	return answers
+}
