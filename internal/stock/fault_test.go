@@ -211,7 +211,9 @@ func TestReentrantOwnerFromContext(t *testing.T) {
 	const id = "nested"
 	e.restock(t, id, 10)
 	d := e.deps("replica-a")
-	d.Lock.Wait = 300 * time.Millisecond
+	// About 25 attempts' worth of budget, so that even on a loaded machine
+	// several attempts lose before it runs out.
+	d.Lock.Wait = time.Second
 	s := newReentrant(d)
 	ctx := lock.WithOwner(context.Background(), "request-1")
 	// Owners are scoped to one lock.Reentrant, so hold the seller's own.
@@ -580,7 +582,9 @@ func TestOptimisticContention(t *testing.T) {
 	var conflicts atomicInt
 	d := e.deps("replica-a")
 	d.WorkDelay = 40 * time.Millisecond
-	d.Lock.Wait = 300 * time.Millisecond
+	// About 25 attempts' worth of budget, so that even on a loaded machine
+	// several attempts lose before it runs out.
+	d.Lock.Wait = time.Second
 	d.OnConflict = conflicts.add
 	s := e.seller(t, Optimistic, d)
 	other := e.seller(t, Atomic, e.deps("replica-b"))

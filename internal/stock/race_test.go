@@ -85,6 +85,15 @@ func TestRace(t *testing.T) {
 				e.replica(t, info.Name, "replica-a", delay),
 				e.replica(t, info.Name, "replica-b", delay),
 			}
+			// Each replica sells once first, so that both race with open
+			// connections: a replica still connecting would leave the
+			// whole race to the other (batch sells 100 in a few batches).
+			for i, r := range replicas {
+				e.restock(t, id, 1)
+				if _, err := r.Sell(context.Background(), Order{ProductID: id, Quantity: 1}); err != nil {
+					t.Fatalf("warm-up sale on replica %d: %v", i+1, err)
+				}
+			}
 			// An unsafe strategy oversells on almost every run here (it did
 			// on every one of dozens tried); a run where the replicas' reads
 			// happened not to overlap at the very end is retried, up to three
