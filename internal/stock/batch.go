@@ -17,8 +17,13 @@ import (
 //
 // There is no timer: a batch is whatever queued while the previous one was
 // committing, so a lone buyer is not delayed, and batches grow with the load.
+//
+// The queue and its committer are shared with handoff, which sells each
+// batch under a Redis lock instead (sellBatch).
 type batch struct {
 	d Deps
+	// sellBatch sells one batch of product id's orders, answering each.
+	sellBatch func(ctx context.Context, id string, orders []Order) []batchAnswer
 
 	mu     sync.Mutex
 	queues map[string]*batchQueue // product id → its queue, while it has a committer
@@ -46,7 +51,17 @@ const (
 	batchTimeout = 30 * time.Second
 )
 
-func newBatch(d Deps) *batch { return &batch{d: d, queues: map[string]*batchQueue{}} }
+func newBatch(d Deps) *batch {
+	return newQueued(d, func(ctx context.Context, id string, orders []Order) []batchAnswer {
+		return d.Store.recordBatch(ctx, id, Batch, d.Instance, 0, orders)
+	})
+}
+
+// newQueued is a strategy that queues each product's orders in this replica
+// and sells them a batch at a time by sellBatch.
+func newQueued(d Deps, sellBatch func(ctx context.Context, id string, orders []Order) []batchAnswer) *batch {
+	return &batch{d: d, sellBatch: sellBatch, queues: map[string]*batchQueue{}}
+}
 
 // Sell validates o and sells it in the next batch of its product, at most
 // once per idempotency key.
@@ -146,7 +161,7 @@ func (s *batch) commit(id string, q *batchQueue) {
 			orders[i] = bo.o
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-		answers := s.d.Store.recordBatch(ctx, id, Batch, s.d.Instance, orders)
+		answers := s.sellBatch(ctx, id, orders)
 		cancel()
 		for i, bo := range taken {
 			bo.answer <- answers[i]

@@ -29,7 +29,7 @@ func TestRecordBatchAllocatesInArrivalOrder(t *testing.T) {
 		{ProductID: id, Quantity: 1, IdempotencyKey: "twin"}, // the order ahead has it
 		{ProductID: id, Quantity: 1},
 	}
-	answers := e.store.recordBatch(ctx, id, Batch, "replica-a", orders)
+	answers := e.store.recordBatch(ctx, id, Batch, "replica-a", 0, orders)
 	want := []struct {
 		sold      bool
 		remaining int64

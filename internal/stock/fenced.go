@@ -22,7 +22,7 @@ import (
 // and decrement guarded. Under the claim's row lock the checked quantity
 // cannot change, so a guard refusal here also means the lock broke.
 func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n, fence int64, work time.Duration) (decrement, error) {
-	q, err := t.claimFence(ctx, fence)
+	q, _, err := t.claimFence(ctx, fence)
 	if err != nil {
 		return decrement{}, err
 	}

@@ -121,7 +121,11 @@ func TestRace(t *testing.T) {
 				if int64(r.ok) != p.Sales || int64(r.ok) != p.Sold {
 					t.Errorf("%d Sell calls succeeded, ledger has %d rows and %d units: want all equal", r.ok, p.Sales, p.Sold)
 				}
-				if len(r.byInstance) != 2 {
+				// A queueing strategy sells a replica's whole queue at once, so
+				// one replica may take the race (handoff's holder re-takes the
+				// lock while the other replica's waiter sleeps between polls).
+				queueing := info.Name == Batch || info.Name == Handoff
+				if len(r.byInstance) != 2 && !queueing {
 					t.Errorf("sales by instance = %v, want both replicas selling", r.byInstance)
 				}
 				if info.Safe {

@@ -398,7 +398,8 @@ func (t *saleTx) decrementIfEnoughIn(ctx context.Context, n int64, round int) (d
 var errRoundChanged = errors.New("restocked meanwhile")
 
 // claimFence makes this transaction the product's writer under fencing
-// token fence and returns the quantity left. Its UPDATE takes the row lock
+// token fence and returns the quantity left and the round. Its UPDATE takes
+// the row lock
 // first, so it waits for any transaction still holding it (a stale holder
 // paused between its decrement and its COMMIT) and then sees that sale; it
 // refuses when a holder with the same or a newer token has claimed the row,
@@ -411,27 +412,27 @@ var errRoundChanged = errors.New("restocked meanwhile")
 // The comparison is strict because each hold claims once: after Redis loses
 // its data mid-sale, the next token is minted above the highest committed
 // fence and can equal the in-flight holder's; "<" lets only one of them on.
-func (t *saleTx) claimFence(ctx context.Context, fence int64) (int64, error) {
+func (t *saleTx) claimFence(ctx context.Context, fence int64) (quantity int64, round int, err error) {
 	var q int64
-	err := t.tx.QueryRow(ctx, `
+	err = t.tx.QueryRow(ctx, `
 		UPDATE stock SET fence = $2, updated_at = now() WHERE product_id = $1 AND fence < $2
-		RETURNING quantity`, t.id, fence).Scan(&q)
+		RETURNING quantity, round`, t.id, fence).Scan(&q, &round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var newest int64
 		err := t.tx.QueryRow(ctx, `SELECT fence FROM stock WHERE product_id = $1`, t.id).Scan(&newest)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
+			return 0, 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
 		}
 		if err != nil {
-			return 0, dbErr("read fence", err)
+			return 0, 0, dbErr("read fence", err)
 		}
-		return 0, fmt.Errorf("%w: %w: fencing token %d is not newer than %d, the last claim on %q",
+		return 0, 0, fmt.Errorf("%w: %w: fencing token %d is not newer than %d, the last claim on %q",
 			ErrLockBreach, ErrLockLost, fence, newest, t.id)
 	}
 	if err != nil {
-		return 0, dbErr("claim fence", err)
+		return 0, 0, dbErr("claim fence", err)
 	}
-	return q, nil
+	return q, round, nil
 }
 
 // record runs one sale's transaction: body checks and decrements, then record

@@ -20,14 +20,15 @@ type batchAnswer struct {
 }
 
 // recordBatch sells orders, all of product id and in arrival order, in one
-// transaction: it locks the stock row once, gives each order its units while
+// transaction: it locks the stock row once (claiming it with fencing token
+// fence when that is not 0, see claimFence), gives each order its units while
 // they last (an order that does not fit is told ErrSoldOut, a later smaller
 // one may still fit), writes every ledger row in one statement with the
 // stock's guarded decrement, and commits. The answers are in the order of
 // orders. When the transaction fails, every order gets the same error; a
 // lost COMMIT reply is resolved from the ledger (see resolve), for the whole
 // batch at once, since it committed all or nothing.
-func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, orders []Order) []batchAnswer {
+func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, fence int64, orders []Order) []batchAnswer {
 	answers := make([]batchAnswer, len(orders))
 	fail := func(err error) []batchAnswer {
 		for i := range answers {
@@ -43,12 +44,18 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 
 	var stock int64
 	var round int
-	err = tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&stock, &round)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fail(fmt.Errorf("product %q: %w", id, ErrNotFound))
+	if fence != 0 {
+		stock, round, err = (&saleTx{tx: tx, id: id}).claimFence(ctx, fence)
+	} else {
+		err = tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&stock, &round)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("product %q: %w", id, ErrNotFound)
+		} else if err != nil {
+			err = dbErr("lock stock row", err)
+		}
 	}
 	if err != nil {
-		return fail(dbErr("lock stock row", err))
+		return fail(err)
 	}
 
 	// Allocate in arrival order. Units of an order whose key turns out to
@@ -84,8 +91,8 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 	// is answered from the ledger afterwards) and not decremented.
 	rows, err := tx.Query(ctx, `
 		WITH ins AS (
-			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key)
-			SELECT $1, $2, t.q, $3, $4, t.k, t.sk
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence)
+			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0)
 			FROM unnest($5::bigint[], $6::text[], $7::text[]) WITH ORDINALITY AS t(q, k, sk, n)
 			ORDER BY t.n
 			ON CONFLICT (idempotency_key) DO NOTHING
@@ -97,7 +104,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 			RETURNING quantity
 		)
 		SELECT ins.id, ins.sale_key, ins.created_at, (SELECT quantity FROM dec) FROM ins`,
-		id, round, strategy, instance, quantities, keys, saleKeys)
+		id, round, strategy, instance, quantities, keys, saleKeys, fence)
 	if err != nil {
 		return fail(dbErr("write batch", err))
 	}
@@ -123,7 +130,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 	}
 	if len(written) > 0 && !decremented {
 		// The row lock makes this impossible; the guard refused all the same.
-		return fail(fmt.Errorf("batch of %d on %q: %w: the guard refused a decrement made under the row lock", len(written), id, ErrSoldOut))
+		return fail(fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a decrement made under the row lock", len(written), id, ErrLockBreach, ErrSoldOut))
 	}
 
 	if len(written) == 0 {
@@ -162,7 +169,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		}
 		remaining -= o.Quantity
 		sale.ProductID, sale.Quantity, sale.Remaining, sale.Round = id, o.Quantity, remaining, round
-		sale.Strategy, sale.Instance = strategy, instance
+		sale.Strategy, sale.Instance, sale.Fence = strategy, instance, fence
 		answers[i].sale = sale
 	}
 	return answers

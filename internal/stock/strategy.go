@@ -21,6 +21,7 @@ const (
 	Atomic     = "atomic"
 	ForUpdate  = "forupdate"
 	Batch      = "batch"
+	Handoff    = "handoff"
 )
 
 // Info describes a strategy for GET /strategies.
@@ -42,6 +43,7 @@ var Strategies = []Info{
 	{Atomic, "one conditional UPDATE ... WHERE quantity >= n", true},
 	{ForUpdate, "SELECT ... FOR UPDATE row lock inside a transaction", true},
 	{Batch, "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", true},
+	{Handoff, "the redis lock with a local queue: one contender per product per replica, the holder sells for the whole queue in one fenced transaction", true},
 }
 
 // Names returns every strategy name in the order of Strategies.
@@ -106,6 +108,8 @@ func New(name string, d Deps) (Seller, error) {
 		return newForUpdate(d), nil
 	case Batch:
 		return newBatch(d), nil
+	case Handoff:
+		return newHandoff(d), nil
 	}
 	_, err := Lookup(name)
 	return nil, err

@@ -1,0 +1,63 @@
+package stock
+
+import (
+	"context"
+	"errors"
+
+	"inventory/internal/lock"
+)
+
+// handoff is the Redis lock with a local queue (seed 003): in each replica
+// only one goroutine per product contends for the product's lock; the other
+// buyers wait in the replica's queue, and the holder sells for the whole
+// queue in one critical section and one transaction. Safe like redis: the
+// transaction claims the stock row with the lease's fencing token, the write
+// is guarded, and a broken lock is caught by Postgres as a breach.
+//
+// The simulated work (Deps.WorkDelay) is spent once per critical section.
+type handoff struct {
+	d  Deps
+	mu *lock.Mutex
+}
+
+func newHandoff(d Deps) *batch {
+	opts := d.Lock
+	opts.Watchdog = false // the plain lock, as redis: the lease time bounds a holder
+	opts.FenceFloor = fenceFloor(d.Store)
+	h := &handoff{d: d, mu: lock.NewMutex(d.Redis, opts)}
+	return newQueued(d, h.sellBatch)
+}
+
+// sellBatch takes product id's lock, works, sells orders in one fenced
+// transaction under the lease's context, and releases the lock after the
+// commit.
+func (h *handoff) sellBatch(ctx context.Context, id string, orders []Order) []batchAnswer {
+	all := func(err error) []batchAnswer {
+		answers := make([]batchAnswer, len(orders))
+		for i := range answers {
+			answers[i].err = err
+		}
+		return answers
+	}
+	// An unknown product must not get a lock or fencing key in Redis.
+	if err := h.d.Store.exists(ctx, id); err != nil {
+		return all(err)
+	}
+	lease, err := h.mu.Lock(ctx, lockKey(id))
+	if err != nil {
+		return all(lockErr(err))
+	}
+	defer release(ctx, lease)
+	if err := pause(lease.Context(), h.d.WorkDelay); err != nil {
+		return all(lost(lease, err))
+	}
+	answers := h.d.Store.recordBatch(lease.Context(), id, Handoff, h.d.Instance, lease.Fence(), orders)
+	for i, a := range answers {
+		// An order that did not fit was answered by a transaction that
+		// committed; anything else may be the lost lock's doing.
+		if a.err != nil && !errors.Is(a.err, ErrSoldOut) {
+			answers[i].err = lost(lease, a.err)
+		}
+	}
+	return answers
+}
