@@ -185,6 +185,15 @@ func TestBadSaleRequestsAreRefusedAndChangeNothing(t *testing.T) {
 		{"oversized body", "/sale", jsonType, `{"product_id":"sku-1","quantity":1,"pad":"` + strings.Repeat("x", 5000) + `"}`, nil, 413, "body-too-large"},
 		{"overlong idempotency key", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "malformed-request"},
 		{"idempotency key with a space", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`, []string{"Idempotency-Key", "a b"}, 400, "malformed-request"},
+		// The same sale with the product in the path.
+		{"path: product_id in the body too", "/products/sku-1/sale", jsonType, `{"product_id":"sku-1","quantity":1}`, nil, 400, "malformed-request"},
+		{"path: missing quantity", "/products/sku-1/sale", jsonType, `{}`, nil, 400, "malformed-request"},
+		{"path: zero quantity", "/products/sku-1/sale", jsonType, `{"quantity":0}`, nil, 400, "bad-quantity"},
+		{"path: bad product id", "/products/sku%201/sale", jsonType, `{"quantity":1}`, nil, 400, "bad-product-id"},
+		{"path: unknown product", "/products/sku-404/sale", jsonType, `{"quantity":1}`, nil, 404, "product-not-found"},
+		{"path: strategy without the admin token", "/products/sku-1/sale?strategy=none", jsonType, `{"quantity":1}`, nil, 401, "unauthorized"},
+		{"path: text content type", "/products/sku-1/sale", "text/plain", `{"quantity":1}`, nil, 415, "unsupported-media-type"},
+		{"path: bad idempotency key", "/products/sku-1/sale", jsonType, `{"quantity":1}`, []string{"Idempotency-Key", "a b"}, 400, "malformed-request"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,6 +259,31 @@ func TestSaleSellsAndSaysWhoSold(t *testing.T) {
 		if r.status != 409 || r.body["type"] != problemTypePrefix+"sold-out" {
 			t.Errorf("POST /sale?strategy=%s with 1 left, buying 2 = %d %s, want 409 sold-out", strategy, r.status, r.raw)
 		}
+	}
+}
+
+// TestSaleByProductPath: POST /products/{id}/sale sells like POST /sale,
+// with the fleet default or a named strategy, and replays by key.
+func TestSaleByProductPath(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-1", 3)
+	r := f.do("POST", "/products/sku-1/sale", jsonType, `{"quantity":2}`, "Idempotency-Key", "path-1")
+	if r.status != 200 || r.body["product_id"] != "sku-1" || r.body["remaining"] != float64(1) {
+		t.Fatalf("POST /products/sku-1/sale = %d %s, want 200 leaving 1", r.status, r.raw)
+	}
+	again := f.do("POST", "/products/sku-1/sale", jsonType, `{"quantity":2}`, "Idempotency-Key", "path-1")
+	if again.status != 200 || again.body["sale_id"] != r.body["sale_id"] || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the same key again = %d %s, want a replay of sale %v", again.status, again.raw, r.body["sale_id"])
+	}
+	named := f.do("POST", "/products/sku-1/sale?strategy=atomic", jsonType, `{"quantity":1}`, admin...)
+	if named.status != 200 || named.body["strategy"] != "atomic" || named.body["remaining"] != float64(0) {
+		t.Errorf("POST /products/sku-1/sale?strategy=atomic = %d %s, want 200 by atomic leaving 0", named.status, named.raw)
+	}
+	if r := f.do("POST", "/products/sku-1/sale", jsonType, `{"quantity":1}`); r.status != 409 || r.body["type"] != problemTypePrefix+"sold-out" {
+		t.Errorf("POST /products/sku-1/sale when sold out = %d %s, want 409 sold-out", r.status, r.raw)
+	}
+	if p := f.product("sku-1"); p.Quantity != 0 || p.Sales != 2 {
+		t.Errorf("after two sales by path and a replay: stock %d, %d ledger rows; want 0, 2", p.Quantity, p.Sales)
 	}
 }
 

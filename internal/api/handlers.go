@@ -39,9 +39,26 @@ type saleResponse struct {
 	Instance string `json:"instance"`
 }
 
+// productSaleRequest is the body of POST /products/{id}/sale.
+type productSaleRequest struct {
+	Quantity *int64 `json:"quantity"`
+}
+
+// handleSale is POST /sale, the product in the body.
 func (s *server) handleSale(w http.ResponseWriter, r *http.Request) {
+	s.serveSale(w, r, s.readSale)
+}
+
+// handleProductSale is POST /products/{id}/sale: the same sale with the
+// product in the path, so a load balancer can route by product.
+func (s *server) handleProductSale(w http.ResponseWriter, r *http.Request) {
+	s.serveSale(w, r, s.readProductSale)
+}
+
+// serveSale reads a sale with read, sells it and answers.
+func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(http.ResponseWriter, *http.Request) (stock.Order, string, error)) {
 	start := time.Now()
-	order, strategy, err := s.readSale(w, r)
+	order, strategy, err := read(w, r)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -83,23 +100,43 @@ func (s *server) readSale(w http.ResponseWriter, r *http.Request) (stock.Order, 
 	if err := decodeJSON(w, r, &req); err != nil {
 		return stock.Order{}, "", err
 	}
-	switch {
-	case req.ProductID == nil:
+	if req.ProductID == nil {
 		return stock.Order{}, "", fmt.Errorf("%w: product_id is required", errMalformed)
-	case req.Quantity == nil:
-		return stock.Order{}, "", fmt.Errorf("%w: quantity is required", errMalformed)
 	}
-	if err := stock.ValidateProductID(*req.ProductID); err != nil {
-		return stock.Order{}, "", err
-	}
-	if q := *req.Quantity; q < 1 || q > s.MaxQuantity {
-		return stock.Order{}, "", fmt.Errorf("%w: quantity must be between 1 and %d, got %d", stock.ErrBadQuantity, s.MaxQuantity, q)
-	}
-	key, err := idempotencyKey(r)
+	order, err := s.order(r, *req.ProductID, req.Quantity)
+	return order, strategy, err
+}
+
+// readProductSale is readSale for POST /products/{id}/sale.
+func (s *server) readProductSale(w http.ResponseWriter, r *http.Request) (stock.Order, string, error) {
+	strategy, err := s.strategyFor(r)
 	if err != nil {
 		return stock.Order{}, "", err
 	}
-	return stock.Order{ProductID: *req.ProductID, Quantity: *req.Quantity, IdempotencyKey: key}, strategy, nil
+	var req productSaleRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return stock.Order{}, "", err
+	}
+	order, err := s.order(r, chi.URLParam(r, "id"), req.Quantity)
+	return order, strategy, err
+}
+
+// order checks a sale's product id, quantity and Idempotency-Key.
+func (s *server) order(r *http.Request, id string, quantity *int64) (stock.Order, error) {
+	if quantity == nil {
+		return stock.Order{}, fmt.Errorf("%w: quantity is required", errMalformed)
+	}
+	if err := stock.ValidateProductID(id); err != nil {
+		return stock.Order{}, err
+	}
+	if q := *quantity; q < 1 || q > s.MaxQuantity {
+		return stock.Order{}, fmt.Errorf("%w: quantity must be between 1 and %d, got %d", stock.ErrBadQuantity, s.MaxQuantity, q)
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return stock.Order{}, err
+	}
+	return stock.Order{ProductID: id, Quantity: *quantity, IdempotencyKey: key}, nil
 }
 
 // strategyFor is the ?strategy= of the request, or else the fleet default.

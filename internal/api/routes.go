@@ -8,6 +8,7 @@ import (
 // routes is the whole API on one screen.
 func (s *server) routes(r chi.Router) {
 	r.Post("/sale", s.handleSale)
+	r.Post("/products/{id}/sale", s.handleProductSale)
 
 	r.Get("/products/{id}", s.handleGetProduct)
 	r.Get("/products/{id}/rounds/{round}", s.handleGetRound)
