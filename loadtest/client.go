@@ -17,6 +17,9 @@ type client struct {
 	base       string
 	adminToken string
 	http       *http.Client
+	// byProduct sends sales as POST /products/{id}/sale, which nginx routes
+	// to one replica per product, instead of POST /sale.
+	byProduct bool
 }
 
 func newClient(base, adminToken string, concurrency int) *client {
@@ -207,15 +210,23 @@ type outcome struct {
 	breach, unknown bool
 }
 
-// buy sends one POST /sale for one unit. A named strategy is an admin call
+// buy sends one sale of one unit of product: POST /sale, or POST
+// /products/{id}/sale when c.byProduct. A named strategy is an admin call
 // and carries the admin token; an empty one sells with the fleet default,
 // as a buyer does.
-func (c *client) buy(ctx context.Context, body []byte, strategy string) outcome {
-	target := c.base + "/sale"
+func (c *client) buy(ctx context.Context, product, strategy string) outcome {
+	target, body := c.base+"/sale", map[string]any{"product_id": product, "quantity": 1}
+	if c.byProduct {
+		target, body = c.base+"/products/"+url.PathEscape(product)+"/sale", map[string]any{"quantity": 1}
+	}
+	encoded, err := json.Marshal(body)
+	if err != nil {
+		return outcome{err: err}
+	}
 	if strategy != "" {
 		target += "?strategy=" + url.QueryEscape(strategy)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(encoded))
 	if err != nil {
 		return outcome{err: err}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -254,7 +253,6 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		}
 	}
 
-	body, _ := json.Marshal(map[string]any{"product_id": cfg.Product, "quantity": 1})
 	t := &tally{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, hist: newHistogram()}
 	var next, answered atomic.Int64
 	var wg sync.WaitGroup
@@ -273,7 +271,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				}
 				late := !cfg.RestockDuring || restockedRound.Load() != 0
 				t0 := time.Now()
-				o := c.buy(runCtx, body, strategy)
+				o := c.buy(runCtx, cfg.Product, strategy)
 				_ = hist.RecordValue(time.Since(t0).Microseconds()) // above the 60 s ceiling cannot happen: the client times out first
 				t.add(o, late, cnt)
 				afterAnswer(answered.Add(1))

@@ -71,7 +71,7 @@ type options struct {
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay                                     time.Duration
-	mix, restockDuring                            bool
+	mix, restockDuring, byProduct                 bool
 	switchEvery                                   int
 }
 
@@ -91,6 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
+	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -153,6 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	c := newClient(rep.Target, o.adminToken, o.concurrency)
+	c.byProduct = o.byProduct
 	defer c.close()
 	strategies, err := pickStrategies(ctx, c, o.strategies)
 	if err != nil {
@@ -165,6 +167,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	extra := ""
 	if o.restockDuring {
 		extra = ", restocked once a third of the buyers are answered"
+	}
+	if o.byProduct {
+		extra += ", sold by POST /products/{id}/sale (one replica per product)"
 	}
 	fmt.Fprintf(stderr, "%d buyers × 1 unit against %d in stock%s, %d at a time, work delay %s, %d row%s × %d run(s)\n",
 		o.buyers, o.stock, extra, o.concurrency, rep.WorkDelay, len(rows), plural(len(rows), "", "s"), o.runs)
