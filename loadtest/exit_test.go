@@ -63,6 +63,8 @@ func (f *fakeFleet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	admin := r.Header.Get("Authorization") == "Bearer t"
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/healthz":
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	case r.Method == http.MethodGet && r.URL.Path == "/strategies":
 		_, _ = w.Write([]byte(fakeStrategies))
 	case r.Method == http.MethodGet && r.URL.Path == "/strategy":
@@ -308,6 +310,31 @@ func TestByProductSellsThroughTheProductPath(t *testing.T) {
 	}
 	if fake.byPath != 9 {
 		t.Errorf("run(%q) sent %d of 9 sales by product path, want all", args, fake.byPath)
+	}
+}
+
+// TestCeilings: --ceilings measures /healthz through the target (Postgres
+// and Redis only when given), and each one-strategy row that ended at
+// exactly 0 gets its sold-out answers per second, printed against them.
+func TestCeilings(t *testing.T) {
+	fake := newFakeFleet("honest")
+	args := []string{"--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", "honest,racy", "--ceilings", "--ceiling-time", "200ms"}
+	err, rep, table := fakeRun(t, fake, args...)
+	if err != nil {
+		t.Fatalf("run(%q) = %v", args, err)
+	}
+	if rep.Ceilings == nil || rep.Ceilings.Healthz <= 0 || rep.Ceilings.HotRow != 0 || rep.Ceilings.Redis != 0 {
+		t.Fatalf("run(%q) ceilings = %+v, want /healthz measured and no Postgres or Redis figure (no URLs given)", args, rep.Ceilings)
+	}
+	for _, res := range rep.Results {
+		if sold := res.SoldOutRate > 0; sold != (res.Strategy == "honest") {
+			t.Errorf("run(%q) row %s sold-out rate %.0f/s, want one only for the row that ended sold out (racy oversold)", args, res.Strategy, res.SoldOutRate)
+		}
+	}
+	for _, want := range []string{"ceilings, measured in this run", "GET /healthz", "sold-out 409/s", "% of healthz"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("run(%q) output lacks %q:\n%s", args, want, table)
+		}
 	}
 }
 

@@ -76,11 +76,14 @@ type Result struct {
 	PerStrategy  map[string]int64 `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
 	Seconds      float64          `json:"seconds"`
 	Throughput   float64          `json:"throughput_rps"`
-	LatencyMs    Latency          `json:"latency_ms"`
-	PerReplica   map[string]int64 `json:"per_replica"`
-	Verdict      string           `json:"verdict"`
-	Reasons      []string         `json:"reasons,omitempty"`
-	FirstErrors  []string         `json:"first_errors,omitempty"`
+	// SoldOutRate is 409s per second once the product was sold out, with
+	// --ceilings (one-strategy rows that sold out).
+	SoldOutRate float64          `json:"sold_out_per_s,omitempty"`
+	LatencyMs   Latency          `json:"latency_ms"`
+	PerReplica  map[string]int64 `json:"per_replica"`
+	Verdict     string           `json:"verdict"`
+	Reasons     []string         `json:"reasons,omitempty"`
+	FirstErrors []string         `json:"first_errors,omitempty"`
 }
 
 // Latency holds request latency percentiles in milliseconds.

@@ -71,7 +71,9 @@ type options struct {
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay                                     time.Duration
-	mix, restockDuring, byProduct                 bool
+	mix, restockDuring, byProduct, ceilings       bool
+	ceilingTime                                   time.Duration
+	postgresURL, redisURL                         string
 	switchEvery                                   int
 }
 
@@ -91,6 +93,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
+	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
+	fs.DurationVar(&o.ceilingTime, "ceiling-time", 5*time.Second, "how long --ceilings measures each figure")
+	fs.StringVar(&o.postgresURL, "postgres-url", "", "with --url and --ceilings: the fleet's Postgres, for the hot-row ceiling (the local fleet's is known)")
+	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
 	if err := fs.Parse(args); err != nil {
@@ -114,6 +120,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0:
 		return o, fmt.Errorf("%w: --work-delay must not be negative", errUsage)
+	case o.ceilingTime <= 0:
+		return o, fmt.Errorf("%w: --ceiling-time must be positive", errUsage)
+	case o.url == "" && (o.postgresURL != "" || o.redisURL != ""):
+		return o, fmt.Errorf("%w: --postgres-url and --redis-url are for a fleet given by --url; the local fleet's are known", errUsage)
 	}
 	return o, nil
 }
@@ -150,6 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}()
 		rep.Target, o.adminToken = f.URL, f.AdminToken
+		o.postgresURL, o.redisURL = f.PostgresURL, f.RedisURL
 		fmt.Fprintf(stderr, "local fleet up: nginx %s → %s\n", f.URL, replicaURLs(f))
 	}
 
@@ -174,6 +185,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "%d buyers × 1 unit against %d in stock%s, %d at a time, work delay %s, %d row%s × %d run(s)\n",
 		o.buyers, o.stock, extra, o.concurrency, rep.WorkDelay, len(rows), plural(len(rows), "", "s"), o.runs)
 
+	if o.ceilings {
+		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
+		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
+		if err != nil {
+			return err
+		}
+		rep.Ceilings = &ceil
+	}
+
 	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring}
 	for runNo := 1; runNo <= o.runs; runNo++ {
 		for _, s := range rows {
@@ -195,6 +215,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: %w", s.Name, err)
 			}
 			res.Run = runNo
+			if o.ceilings && len(s.Sell) == 1 && res.FinalStock == 0 {
+				// The crowd that arrives after the last unit.
+				if res.SoldOutRate, err = soldOutRate(ctx, c, o.product, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
+					return fmt.Errorf("%s: sold-out phase: %w", s.Name, err)
+				}
+			}
 			rep.Results = append(rep.Results, res)
 			rep.Failed = rep.Failed || failing(res.Verdict)
 		}
@@ -205,6 +231,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tableOut = stderr
 	}
 	printTable(tableOut, rep)
+	printCeilings(tableOut, rep)
 	if undersold := countVerdict(rep.Results, VerdictUndersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}

@@ -23,11 +23,13 @@ type Report struct {
 	Runs        int    `json:"runs"`
 	// Mix, RestockDuring and SwitchEvery are the --mix, --restock-during
 	// and --switch-during flags.
-	Mix           bool     `json:"mix"`
-	RestockDuring bool     `json:"restock_during"`
-	SwitchEvery   int      `json:"switch_every,omitempty"`
-	StartedAt     string   `json:"started_at"`
-	Results       []Result `json:"results"`
+	Mix           bool   `json:"mix"`
+	RestockDuring bool   `json:"restock_during"`
+	SwitchEvery   int    `json:"switch_every,omitempty"`
+	StartedAt     string `json:"started_at"`
+	// Ceilings are the comparison figures measured in this run (--ceilings).
+	Ceilings *Ceilings `json:"ceilings,omitempty"`
+	Results  []Result  `json:"results"`
 	// Failed is true when some safe strategy was BROKEN; the exit code is then 1.
 	Failed bool `json:"failed"`
 }

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// Ceilings are what the strategies are compared against, measured in the
+// same run on the same machine (--ceilings): the hot-row rate is the one a
+// one-sale-per-transaction strategy cannot beat, /healthz the rate the fleet
+// answers at all.
+type Ceilings struct {
+	// HotRow is one-sale transactions per second on one stock row, straight
+	// to Postgres like pgbench: UPDATE … WHERE quantity >= 1 and a ledger
+	// INSERT per transaction, from HotRowClients connections. 0: not measured
+	// (no Postgres URL).
+	HotRow        float64 `json:"hot_row_tps"`
+	HotRowClients int     `json:"hot_row_clients"`
+	// Redis is PING round trips per second from the run's concurrency.
+	Redis float64 `json:"redis_round_trips_per_s"`
+	// Healthz is GET /healthz answers per second through the target at the
+	// run's concurrency.
+	Healthz float64 `json:"healthz_per_s"`
+	Seconds float64 `json:"seconds_each"`
+}
+
+// hotRowClients is pgbench's client count in the issue's reference figure.
+const hotRowClients = 8
+
+// measureCeilings measures each ceiling for d; pgURL and redisURL may be
+// empty, which skips that ceiling.
+func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, concurrency int, d time.Duration) (Ceilings, error) {
+	out := Ceilings{Seconds: d.Seconds(), HotRowClients: hotRowClients}
+	if pgURL != "" {
+		tps, err := hotRowRate(ctx, c, pgURL, d)
+		if err != nil {
+			return out, fmt.Errorf("hot-row ceiling: %w", err)
+		}
+		out.HotRow = tps
+	}
+	if redisURL != "" {
+		rps, err := redisRate(ctx, redisURL, concurrency, d)
+		if err != nil {
+			return out, fmt.Errorf("redis ceiling: %w", err)
+		}
+		out.Redis = rps
+	}
+	rps, err := rate(ctx, concurrency, d, func(ctx context.Context) error {
+		return c.healthz(ctx)
+	})
+	if err != nil {
+		return out, fmt.Errorf("healthz ceiling: %w", err)
+	}
+	out.Healthz = rps
+	return out, nil
+}
+
+// hotRowRate sells one unit per transaction of a product of its own,
+// restocked through the API so that its ledger stays consistent.
+func hotRowRate(ctx context.Context, c *client, pgURL string, d time.Duration) (float64, error) {
+	const id = "ceiling-hot-row"
+	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
+		return 0, err
+	}
+	cfg, err := pgxpool.ParseConfig(pgURL)
+	if err != nil {
+		return 0, err
+	}
+	cfg.MaxConns = hotRowClients
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	return rate(ctx, hotRowClients, d, func(ctx context.Context) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		var round int
+		if err := tx.QueryRow(ctx, `
+			UPDATE stock SET quantity = quantity - 1, version = version + 1
+			WHERE product_id = $1 AND quantity >= 1 RETURNING round`, id).Scan(&round); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, sale_key)
+			VALUES ($1, $2, 1, 'ceiling', 'loadtest', $3)`, id, round, uuid.NewString()); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+}
+
+func redisRate(ctx context.Context, redisURL string, concurrency int, d time.Duration) (float64, error) {
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return 0, err
+	}
+	opts.PoolSize = concurrency
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	return rate(ctx, concurrency, d, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+}
+
+// rate runs op from workers goroutines for d and returns the successful
+// operations per second; the first error ends the measurement.
+func rate(ctx context.Context, workers int, d time.Duration, op func(context.Context) error) (float64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		done     atomic.Int64
+		firstErr error
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if err := op(ctx); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	return float64(done.Load()) / time.Since(start).Seconds(), nil
+}
+
+// healthz asks GET /healthz and drains the answer.
+func (c *client) healthz(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /healthz = %s", resp.Status)
+	}
+	return nil
+}
+
+// soldOutRate asks n buyers, concurrency at a time, for one unit of a
+// product that is sold out, with strategy, and returns the 409s per
+// second; any other answer is an error.
+func soldOutRate(ctx context.Context, c *client, product, strategy string, concurrency int, d time.Duration) (float64, error) {
+	return rate(ctx, concurrency, d, func(ctx context.Context) error {
+		o := c.buy(ctx, product, strategy)
+		if o.err != nil {
+			return o.err
+		}
+		if o.status != http.StatusConflict {
+			return fmt.Errorf("a buyer of sold-out %q got %d, want 409", product, o.status)
+		}
+		return nil
+	})
+}
+
+// printCeilings writes the ceilings and, per one-strategy row, its sales per
+// second as a multiple of the hot-row rate and its sold-out answers as a
+// share of /healthz. Nothing without --ceilings.
+func printCeilings(w io.Writer, r Report) {
+	c := r.Ceilings
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nceilings, measured in this run for %.0fs each: ", c.Seconds)
+	if c.HotRow > 0 {
+		fmt.Fprintf(w, "hot row %.0f one-sale transactions/s (%d clients, straight to Postgres) · ", c.HotRow, c.HotRowClients)
+	}
+	if c.Redis > 0 {
+		fmt.Fprintf(w, "Redis %.0f round trips/s · ", c.Redis)
+	}
+	fmt.Fprintf(w, "GET /healthz %.0f/s through the target\n", c.Healthz)
+	fmt.Fprintf(w, "%-10s %4s %9s %10s %14s %12s\n", "strategy", "run", "sales/s", "× hot row", "sold-out 409/s", "% of healthz")
+	for _, res := range r.Results {
+		if res.Seconds <= 0 {
+			continue
+		}
+		sales := float64(res.OK) / res.Seconds
+		times, share := "-", "-"
+		if c.HotRow > 0 {
+			times = fmt.Sprintf("%.2f", sales/c.HotRow)
+		}
+		soldOut := "-"
+		if res.SoldOutRate > 0 {
+			soldOut = fmt.Sprintf("%.0f", res.SoldOutRate)
+			if c.Healthz > 0 {
+				share = fmt.Sprintf("%.0f%%", 100*res.SoldOutRate/c.Healthz)
+			}
+		}
+		fmt.Fprintf(w, "%-10s %4d %9.0f %10s %14s %12s\n", res.Strategy, res.Run, sales, times, soldOut, share)
+	}
+}
