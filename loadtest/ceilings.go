@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/stock"
 )
 
 // Ceilings are what the strategies are compared against, measured in the
@@ -30,7 +32,12 @@ type Ceilings struct {
 	// Healthz is GET /healthz answers per second through the target at the
 	// run's concurrency.
 	Healthz float64 `json:"healthz_per_s"`
-	Seconds float64 `json:"seconds_each"`
+	// Serial is each strategy's own serial ceiling: sales per second by one
+	// buyer at a time, in-process (no HTTP), on the fleet's Postgres and
+	// Redis: for a lock strategy its lock round trips, read, write and
+	// commit back to back. Measured when the Postgres and Redis URLs are known.
+	Serial  map[string]float64 `json:"serial_sales_per_s,omitempty"`
+	Seconds float64            `json:"seconds_each"`
 }
 
 // hotRowClients is pgbench's client count in the issue's reference figure.
@@ -38,8 +45,18 @@ const hotRowClients = 8
 
 // measureCeilings measures each ceiling for d; pgURL and redisURL may be
 // empty, which skips that ceiling.
-func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, concurrency int, d time.Duration) (Ceilings, error) {
+func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, strategies []string, concurrency int, d time.Duration) (Ceilings, error) {
 	out := Ceilings{Seconds: d.Seconds(), HotRowClients: hotRowClients}
+	if pgURL != "" && redisURL != "" {
+		out.Serial = map[string]float64{}
+		for _, name := range strategies {
+			sps, err := serialRate(ctx, c, pgURL, redisURL, name, d)
+			if err != nil {
+				return out, fmt.Errorf("serial ceiling of %s: %w", name, err)
+			}
+			out.Serial[name] = sps
+		}
+	}
 	if pgURL != "" {
 		tps, err := hotRowRate(ctx, c, pgURL, d)
 		if err != nil {
@@ -99,6 +116,34 @@ func hotRowRate(ctx context.Context, c *client, pgURL string, d time.Duration) (
 			return err
 		}
 		return tx.Commit(ctx)
+	})
+}
+
+// serialRate sells a product of its own by strategy name, one buyer at a
+// time, in this process with the service's own code.
+func serialRate(ctx context.Context, c *client, pgURL, redisURL, name string, d time.Duration) (float64, error) {
+	id := "ceiling-serial-" + name
+	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
+		return 0, err
+	}
+	pool, err := pgxpool.New(ctx, pgURL)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return 0, err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	seller, err := stock.New(name, stock.Deps{Store: stock.NewStore(pool, stock.Limits{}), Redis: rdb, Instance: "loadtest-serial"})
+	if err != nil {
+		return 0, err
+	}
+	return rate(ctx, 1, d, func(ctx context.Context) error {
+		_, err := seller.Sell(ctx, stock.Order{ProductID: id, Quantity: 1})
+		return err
 	})
 }
 
@@ -194,7 +239,7 @@ func printCeilings(w io.Writer, r Report) {
 		fmt.Fprintf(w, "Redis %.0f round trips/s · ", c.Redis)
 	}
 	fmt.Fprintf(w, "GET /healthz %.0f/s through the target\n", c.Healthz)
-	fmt.Fprintf(w, "%-10s %4s %9s %10s %14s %12s\n", "strategy", "run", "sales/s", "× hot row", "sold-out 409/s", "% of healthz")
+	fmt.Fprintf(w, "%-10s %4s %9s %10s %9s %9s %14s %12s\n", "strategy", "run", "sales/s", "× hot row", "serial/s", "% serial", "sold-out 409/s", "% of healthz")
 	for _, res := range r.Results {
 		if res.Seconds <= 0 {
 			continue
@@ -211,6 +256,10 @@ func printCeilings(w io.Writer, r Report) {
 				share = fmt.Sprintf("%.0f%%", 100*res.SoldOutRate/c.Healthz)
 			}
 		}
-		fmt.Fprintf(w, "%-10s %4d %9.0f %10s %14s %12s\n", res.Strategy, res.Run, sales, times, soldOut, share)
+		serial, ofSerial := "-", "-"
+		if sps := c.Serial[res.Strategy]; sps > 0 {
+			serial, ofSerial = fmt.Sprintf("%.0f", sps), fmt.Sprintf("%.0f%%", 100*sales/sps)
+		}
+		fmt.Fprintf(w, "%-10s %4d %9.0f %10s %9s %9s %14s %12s\n", res.Strategy, res.Run, sales, times, serial, ofSerial, soldOut, share)
 	}
 }

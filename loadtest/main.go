@@ -187,7 +187,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if o.ceilings {
 		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
-		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
+		var names []string
+		for _, st := range strategies {
+			names = append(names, st.Name)
+		}
+		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, names, o.concurrency, o.ceilingTime)
 		if err != nil {
 			return err
 		}
