@@ -693,3 +693,16 @@ func TestRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestProfilesAreForTheAdminOnly: Go's profiles are served under
+// /debug/pprof/ with the admin token, and refused without it.
+func TestProfilesAreForTheAdminOnly(t *testing.T) {
+	f := newFixture(t, adminToken)
+	if r := f.do("GET", "/debug/pprof/goroutine?debug=1", "", ""); r.status != 401 || r.body["type"] != problemTypePrefix+"unauthorized" {
+		t.Errorf("GET /debug/pprof/goroutine without the token = %d %.200s, want 401 unauthorized", r.status, r.raw)
+	}
+	r := f.do("GET", "/debug/pprof/goroutine?debug=1", "", "", admin...)
+	if r.status != 200 || !strings.Contains(r.raw, "goroutine profile:") {
+		t.Errorf("GET /debug/pprof/goroutine with the token = %d %.200s, want the goroutine profile", r.status, r.raw)
+	}
+}
