@@ -25,7 +25,9 @@ const RestockChannel = "inventory:restocked"
 // A mark is set when a sale leaves 0 in stock or a one-unit order is told
 // ErrSoldOut (so nothing at all is left; a larger order refused says nothing
 // about a smaller one). It is dropped when Restock's announcement arrives
-// (see Listen), and in any case after ttl: a lost announcement, or a lua
+// (see Listen), and it expires after ttl: the next buyer then reads the
+// stock row (one indexed read, no lock) and renews the mark while it shows
+// 0, else goes through the strategy. So a lost announcement, or a lua
 // counter that said 0 while a reservation was about to be given back, costs
 // at most ttl of wrong 409s. A sale that was in flight while an
 // announcement arrived sets no mark: its answer may be from the old round.
@@ -74,14 +76,32 @@ func (m *SoldOut) ForgetAll() {
 
 // Marked reports whether product id is marked sold out now.
 func (m *SoldOut) Marked(id string) bool {
+	marked, _ := m.lookup(id)
+	return marked
+}
+
+// lookup reports whether product id is marked now, or was until its mark
+// expired (which is kept until drop or mark decides).
+func (m *SoldOut) lookup(id string) (marked, expired bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	until, ok := m.marks[id]
-	if ok && !m.now().Before(until) {
-		delete(m.marks, id)
-		return false
+	if !ok {
+		return false, false
 	}
-	return ok
+	if m.now().Before(until) {
+		return true, false
+	}
+	return false, true
+}
+
+// drop forgets product id's expired mark without counting an announcement.
+func (m *SoldOut) drop(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if until, ok := m.marks[id]; ok && !m.now().Before(until) {
+		delete(m.marks, id)
+	}
 }
 
 // begin returns the token a sale hands to mark when it ends.
@@ -161,10 +181,21 @@ type soldOutSeller struct {
 }
 
 func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
-	if s.marks.Marked(o.ProductID) {
+	marked, expired := s.marks.lookup(o.ProductID)
+	if marked {
 		return s.fromMemory(ctx, o)
 	}
 	token := s.marks.begin()
+	if expired {
+		// Renew from the stock row itself (one indexed read, no lock)
+		// rather than send every buyer that arrives meanwhile through the
+		// strategy, which for a lock strategy means queueing for the lock.
+		if q, _, err := s.store.quantity(ctx, o.ProductID); err == nil && q < 1 {
+			s.marks.mark(o.ProductID, token)
+			return s.fromMemory(ctx, o)
+		}
+		s.marks.drop(o.ProductID)
+	}
 	sale, err := s.inner.Sell(ctx, o)
 	if soldOutNow(o, sale, err) {
 		s.marks.mark(o.ProductID, token)

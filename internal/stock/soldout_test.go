@@ -88,21 +88,38 @@ func TestSoldOutMarks(t *testing.T) {
 	}
 }
 
+// TestSoldOutMarkExpires: a mark answers for its ttl; then the next buyer
+// reads the stock row: still 0 renews the mark without the strategy, stock
+// there (a restock whose announcement was lost) sends buyers through it.
 func TestSoldOutMarkExpires(t *testing.T) {
+	e := newEnv(t)
+	const id = "expiring"
+	e.restock(t, id, 0)
 	now := time.Unix(1000, 0)
 	marks := NewSoldOut(time.Second)
 	marks.now = func() time.Time { return now }
 	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
-	s := marks.Wrap(inner, nil)
-	o := Order{ProductID: "p", Quantity: 1}
+	s := marks.Wrap(inner, e.store)
+	o := Order{ProductID: id, Quantity: 1}
 	_, _ = s.Sell(context.Background(), o)
 	now = now.Add(999 * time.Millisecond)
 	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) || inner.calls != 1 {
 		t.Errorf("Sell 999ms after the mark = %v with %d calls to the strategy, want ErrSoldOut from memory (1 call)", err, inner.calls)
 	}
 	now = now.Add(time.Millisecond)
-	if _, err := s.Sell(context.Background(), o); err != nil || inner.calls != 2 {
-		t.Errorf("Sell when the mark's 1s is up = %v with %d calls to the strategy, want the strategy's sale (2 calls)", err, inner.calls)
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) || inner.calls != 1 || !marks.Marked(id) {
+		t.Errorf("Sell when the mark's 1s is up, stock still 0 = %v with %d calls, marked %v; want ErrSoldOut, the mark renewed from the stock row (1 call)",
+			err, inner.calls, marks.Marked(id))
+	}
+	// A restock whose announcement never arrived: this replica learns of it
+	// when the renewed mark expires.
+	if _, err := e.pool.Exec(context.Background(), `UPDATE stock SET quantity = 5 WHERE product_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if _, err := s.Sell(context.Background(), o); err != nil || inner.calls != 2 || marks.Marked(id) {
+		t.Errorf("Sell when the renewed mark is up, 5 in stock = %v with %d calls, marked %v; want the strategy's sale (2 calls), no mark",
+			err, inner.calls, marks.Marked(id))
 	}
 }
 
