@@ -94,6 +94,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	metrics.RegisterPools(reg, pool, rdb)
+	metrics.RegisterBackendPings(reg, map[string]metrics.Pinger{
+		"postgres": pool.Ping,
+		"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+	})
 
 	// A sale's transaction waits for the hot row no longer than a buyer
 	// waits for a lock, and is idle only during the simulated work: a

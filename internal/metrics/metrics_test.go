@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -76,5 +77,32 @@ inventory_lock_lost_total{reason="lost"} 1
 	}
 	if n := testutil.CollectAndCount(m.saleSeconds); n != 2 {
 		t.Errorf("sale latency series = %d, want 2 (one per strategy and result)", n)
+	}
+}
+
+// TestBackendPings: every scrape pings each backend; one that answers has
+// its round trip and up 1, one that fails has up 0 and no round trip.
+func TestBackendPings(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	pings := 0
+	RegisterBackendPings(reg, map[string]Pinger{
+		"postgres": func(context.Context) error { pings++; return nil },
+		"redis":    func(context.Context) error { return errors.New("connection refused") },
+	})
+	want := `
+# HELP inventory_backend_up 1 when the backend answered its ping at scrape time, else 0.
+# TYPE inventory_backend_up gauge
+inventory_backend_up{backend="postgres"} 1
+inventory_backend_up{backend="redis"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inventory_backend_up"); err != nil {
+		t.Error(err)
+	}
+	n, err := testutil.GatherAndCount(reg, "inventory_backend_ping_seconds")
+	if err != nil || n != 1 {
+		t.Errorf("inventory_backend_ping_seconds series = %d, %v; want 1 (postgres only)", n, err)
+	}
+	if pings != 2 {
+		t.Errorf("postgres pinged %d times in two scrapes, want 2", pings)
 	}
 }
