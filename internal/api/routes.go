@@ -20,4 +20,9 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	r.Method("GET", "/metrics", promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}))
+
+	r.Get("/openapi.yaml", s.handleOpenAPI)
+	r.Method("GET", "/docs", s.docs)
+	r.Method("GET", "/docs/", s.docs)
+	r.Get("/docs/{asset}", s.handleDocsAsset)
 }
