@@ -44,8 +44,10 @@ func specChecker(t testing.TB) *spectest.Checker {
 // notExercisedHere are the documented answers this package's tests cannot
 // produce, each with the reason and where it is covered instead.
 var notExercisedHere = map[spectest.Triple]string{
-	{Method: "POST", Path: "/sale", Status: 502}: "nginx's own answer when no replica can be reached; nginx/edge_test.go (TestNginxUnreachableReplicasAreProblems) checks it",
-	{Method: "POST", Path: "/sale", Status: 504}: "nginx's own answer when a replica does not answer in time; nginx/edge_test.go (TestNginxUnreachableReplicasAreProblems) checks it",
+	{Method: "POST", Path: "/sale", Status: 502}: "nginx's own answer when no replica can be reached: produced by the real nginx config " +
+		"and validated against openapi.yaml in nginx (TestNginxUnreachableReplicasAreProblems) and internal/fleet (TestEdge/ReplicasGone)",
+	{Method: "POST", Path: "/sale", Status: 504}: "nginx's own answer when a replica does not answer in time: produced by the real nginx config " +
+		"and validated against openapi.yaml in nginx (TestNginxUnreachableReplicasAreProblems)",
 }
 
 // fullRun reports whether every test of the package ran (no -run or -skip

@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -225,9 +224,14 @@ func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) er
 	return nil
 }
 
+// Reporter is told of every failed check; a *testing.T is one.
+type Reporter interface {
+	Errorf(format string, args ...any)
+}
+
 // Handler wraps h so that every exchange it serves is checked; a failed
-// check fails t.
-func (c *Checker) Handler(t testing.TB, h http.Handler) http.Handler {
+// check is reported to t.
+func (c *Checker) Handler(t Reporter, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reqBody, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -268,9 +272,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 }
 
 // Transport wraps rt (nil: http.DefaultTransport) so that every exchange a
-// client makes through it is checked; a failed check fails t. Use it for a
-// server the test cannot wrap, such as a fleet behind nginx.
-func (c *Checker) Transport(t testing.TB, rt http.RoundTripper) http.RoundTripper {
+// client makes through it is checked; a failed check is reported to t. Use
+// it for a server the test cannot wrap, such as a fleet behind nginx.
+func (c *Checker) Transport(t Reporter, rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
