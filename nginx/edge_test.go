@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"inventory/internal/api"
+	"inventory/internal/api/spectest"
 )
 
 // The edge: what nginx itself answers (body limit, its own errors as
@@ -349,6 +352,13 @@ func TestNginxOwnErrorsAreProblems(t *testing.T) {
 
 func TestNginxUnreachableReplicasAreProblems(t *testing.T) {
 	c := &http.Client{Timeout: 30 * time.Second}
+	// POST /sale is an operation of the API: its 502 and 504 must match
+	// what the OpenAPI description promises buyers.
+	checker, err := spectest.New(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := &http.Client{Timeout: 30 * time.Second, Transport: checker.Transport(t, nil)}
 	tests := []struct {
 		name      string
 		addr      string
@@ -366,7 +376,16 @@ func TestNginxUnreachableReplicasAreProblems(t *testing.T) {
 			if tt.requestID != "" {
 				req.Header.Set("X-Request-ID", tt.requestID)
 			}
-			checkNginxProblem(t, fmt.Sprintf("%s /sale when %s", method, tt.name), send(t, c, req), tt.status, tt.requestID)
+			client := c
+			if method == http.MethodPost {
+				client = checked
+			}
+			checkNginxProblem(t, fmt.Sprintf("%s /sale when %s", method, tt.name), send(t, client, req), tt.status, tt.requestID)
+		}
+	}
+	for _, status := range []int{502, 504} {
+		if !slices.Contains(checker.Seen(), spectest.Triple{Method: http.MethodPost, Path: "/sale", Status: status}) {
+			t.Errorf("POST /sale %d was not checked against the OpenAPI description", status)
 		}
 	}
 }

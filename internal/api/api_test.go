@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -28,16 +29,25 @@ import (
 	"inventory/migrations"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain runs the tests, then (on a full, passing run) checks that they
+// saw every answer the OpenAPI description documents.
+func TestMain(m *testing.M) {
+	code := testenv.Run(m)
+	if code == 0 && fullRun() {
+		code = checkSpecCoverage(os.Stderr)
+	}
+	os.Exit(code)
+}
 
 const adminToken = "s3cret-token"
 
 // fixture is one API server on real Postgres and Redis.
 type fixture struct {
-	t     *testing.T
-	url   string
-	store *stock.Store
-	rdb   *redis.Client
+	t       *testing.T
+	url     string
+	handler http.Handler // NewServer's, unwrapped
+	store   *stock.Store
+	rdb     *redis.Client
 }
 
 // newFixture starts the server; tweaks change its Config first (a test's
@@ -87,9 +97,10 @@ func newFixture(t *testing.T, adminToken string, tweaks ...func(*Config)) *fixtu
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
-	srv := httptest.NewServer(h)
+	// Every exchange of every test is checked against openapi.yaml.
+	srv := httptest.NewServer(specChecker(t).Handler(t, h))
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, url: srv.URL, store: store, rdb: rdb}
+	return &fixture{t: t, url: srv.URL, handler: h, store: store, rdb: rdb}
 }
 
 type response struct {

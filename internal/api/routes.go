@@ -24,4 +24,9 @@ func (s *server) routes(r chi.Router) {
 	r.Method("GET", "/metrics", promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}))
 	// Go's profiles (net/http/pprof) and expvars, for the admin only.
 	r.With(s.requireAdmin).Mount("/debug", middleware.Profiler())
+
+	r.Get("/openapi.yaml", s.handleOpenAPI)
+	r.Method("GET", "/docs", s.docs)
+	r.Method("GET", "/docs/", s.docs)
+	r.Get("/docs/{asset}", s.handleDocsAsset)
 }

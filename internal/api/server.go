@@ -51,6 +51,9 @@ type server struct {
 	Config
 	log       *slog.Logger
 	adminHash [sha256.Size]byte
+	// docs serves the docs page and docsAssets, its files.
+	docs       http.Handler
+	docsAssets map[string]bool
 }
 
 // NewServer returns the service's HTTP handler.
@@ -68,7 +71,12 @@ func NewServer(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("api.NewServer: no seller for strategy %q", name)
 		}
 	}
-	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken))}
+	assets, err := docsAssets()
+	if err != nil {
+		return nil, fmt.Errorf("api.NewServer: %w", err)
+	}
+	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
+		docs: docsHandler(), docsAssets: assets}
 	cfg.Metrics.Strategies(stock.Names()...)
 	r := chi.NewRouter()
 	r.Use(s.instanceHeader, withRequestID, s.requestIDHeader, s.recoverer, s.observe)

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,8 +9,11 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"inventory/internal/api"
 )
 
 // The edge of the real stack: nginx's body limit and problem answers, the
@@ -172,6 +176,49 @@ func TestEdge(t *testing.T) {
 		const name = "Ünïcødé – “hot” ✓"
 		if a := edgeDo(t, "PUT", f.URL+"/products/sku-edge-2", token, strings.NewReader(`{"quantity":3,"name":"`+name+`"}`)); a.status != 201 || a.body["name"] != name {
 			t.Errorf("PUT /products/sku-edge-2 with name %q = %d %s, want 201 with the name kept", name, a.status, a.raw)
+		}
+	})
+
+	t.Run("DocsOffline", func(t *testing.T) {
+		a := edgeDo(t, "GET", f.URL+"/openapi.yaml", "", nil)
+		if a.status != 200 || a.header.Get("Content-Type") != "application/yaml" || !bytes.Equal(a.raw, api.OpenAPI) {
+			t.Errorf("GET /openapi.yaml through nginx = %d %s (%d bytes), want 200 application/yaml, the embedded description", a.status, a.header.Get("Content-Type"), len(a.raw))
+		}
+		for _, path := range []string{"/docs", "/docs/"} {
+			a := edgeDo(t, "GET", f.URL+path, "", nil)
+			if a.status != 200 || !strings.HasPrefix(a.header.Get("Content-Type"), "text/html") {
+				t.Fatalf("GET %s through nginx = %d %s, want 200 text/html", path, a.status, a.header.Get("Content-Type"))
+			}
+			// Everything the page loads comes from the fleet itself.
+			refs := regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllSubmatch(a.raw, -1)
+			if len(refs) < 3 {
+				t.Errorf("GET %s through nginx: the page loads %d files, want its scripts and styles", path, len(refs))
+			}
+			for _, ref := range refs {
+				asset := string(ref[1])
+				if !strings.HasPrefix(asset, "/docs/") {
+					t.Errorf("GET %s through nginx: the page loads %q, want a file under /docs/ (no internet)", path, asset)
+					continue
+				}
+				if a := edgeDo(t, "GET", f.URL+asset, "", nil); a.status != 200 || len(a.raw) == 0 {
+					t.Errorf("GET %s through nginx = %d with %d bytes, want 200 with the file", asset, a.status, len(a.raw))
+				}
+			}
+		}
+	})
+
+	// Last: it leaves the fleet without replicas.
+	t.Run("ReplicasGone", func(t *testing.T) {
+		for _, r := range f.Replicas {
+			if err := syscall.Kill(r.Pid(), syscall.SIGKILL); err != nil {
+				t.Fatalf("SIGKILL %s: %v", r.Instance, err)
+			}
+		}
+		waitUntil(t, "both replicas to exit", func() bool { return f.Replicas[0].Exited() && f.Replicas[1].Exited() })
+		a := edgeDo(t, "POST", f.URL+"/sale", "", strings.NewReader(`{"product_id":"sku-edge","quantity":1}`), "Idempotency-Key", "gone-1")
+		checkProblem(t, "POST /sale through nginx with no replica up", a, 502, "bad-gateway")
+		if a.header.Get("Retry-After") != "" || !strings.Contains(string(a.raw), "Idempotency-Key") {
+			t.Errorf("POST /sale with no replica up: Retry-After %q, body %s; want none, and the advice to retry with the same Idempotency-Key", a.header.Get("Retry-After"), a.raw)
 		}
 	})
 }

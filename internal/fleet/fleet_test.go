@@ -12,10 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"inventory/internal/api"
+	"inventory/internal/api/spectest"
 	"inventory/internal/localstack"
 
 	"github.com/jackc/pgx/v5"
@@ -37,9 +40,44 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build the inventory binary for the fleet tests:", err)
 		os.Exit(1)
 	}
+	// Every exchange of these tests with nginx or a replica goes through
+	// http.DefaultTransport: check each against the OpenAPI description.
+	checker, err := spectest.New(api.OpenAPI)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var failures specFailures
+	http.DefaultTransport = checker.Transport(&failures, http.DefaultTransport)
 	code := m.Run()
+	if failures.report(os.Stderr) && code == 0 {
+		code = 1
+	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// specFailures collects the exchanges that did not match the OpenAPI
+// description; the transport that finds them belongs to no single test.
+type specFailures struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (f *specFailures) Errorf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+}
+
+// report writes the failures to w and says whether there were any.
+func (f *specFailures) report(w io.Writer) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.errs {
+		fmt.Fprintln(w, "FAIL:", e)
+	}
+	return len(f.errs) > 0
 }
 
 // children lists the process ids of this test binary's child processes.

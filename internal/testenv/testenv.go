@@ -49,14 +49,18 @@ var (
 )
 
 // Main runs the tests and then stops the servers this binary started.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit, for a TestMain with more to check after the
+// tests: it runs them, stops the servers and returns m.Run's exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
 	for i := len(stops) - 1; i >= 0; i-- {
 		stops[i]()
 	}
 	mu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 func onExit(f func()) {

@@ -1,0 +1,270 @@
+package api
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/api/spectest"
+	"inventory/internal/metrics"
+	"inventory/internal/settings"
+	"inventory/internal/stock"
+)
+
+// checker is the one spectest.Checker of this test binary: it validates
+// every exchange of every fixture and records which documented answers the
+// tests produced.
+var checker = sync.OnceValues(func() (*spectest.Checker, error) { return spectest.New(OpenAPI) })
+
+func specChecker(t testing.TB) *spectest.Checker {
+	t.Helper()
+	c, err := checker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// notExercisedHere are the documented answers this package's tests cannot
+// produce, each with the reason and where it is covered instead.
+var notExercisedHere = map[spectest.Triple]string{
+	{Method: "POST", Path: "/sale", Status: 502}: "nginx's own answer when no replica can be reached: produced by the real nginx config " +
+		"and validated against openapi.yaml in nginx (TestNginxUnreachableReplicasAreProblems) and internal/fleet (TestEdge/ReplicasGone)",
+	{Method: "POST", Path: "/sale", Status: 504}: "nginx's own answer when a replica does not answer in time: produced by the real nginx config " +
+		"and validated against openapi.yaml in nginx (TestNginxUnreachableReplicasAreProblems)",
+}
+
+// fullRun reports whether every test of the package ran (no -run or -skip
+// filter), so that an unseen answer means a missing test.
+func fullRun() bool {
+	for _, name := range []string{"test.run", "test.skip"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkSpecCoverage reports to w every documented answer that no test
+// produced and returns the exit code: 0 when there is none.
+func checkSpecCoverage(w io.Writer) int {
+	c, err := checker()
+	if err != nil {
+		fmt.Fprintln(w, err)
+		return 1
+	}
+	documented := c.Documented()
+	unseen := c.Unseen(notExercisedHere)
+	if len(unseen) > 0 {
+		fmt.Fprintf(w, "FAIL: %d of the %d answers documented in openapi.yaml were never produced by a test:\n", len(unseen), len(documented))
+		for _, t := range unseen {
+			fmt.Fprintln(w, "\t", t)
+		}
+		return 1
+	}
+	fmt.Fprintf(w, "openapi.yaml: %d of the %d documented answers were produced and validated here; the other %d are nginx's (notExercisedHere)\n",
+		len(documented)-len(notExercisedHere), len(documented), len(notExercisedHere))
+	return 0
+}
+
+func TestSpecLoadsAndValidates(t *testing.T) {
+	c := specChecker(t)
+	if got := c.Doc().OpenAPI; !strings.HasPrefix(got, "3.1.") {
+		t.Errorf("openapi.yaml is OpenAPI %s, want 3.1", got)
+	}
+	for triple := range notExercisedHere {
+		if !slices.Contains(c.Documented(), triple) {
+			t.Errorf("notExercisedHere names %s, which openapi.yaml does not document", triple)
+		}
+	}
+}
+
+func TestEveryRouteIsDescribedAndEveryDescribedOperationRouted(t *testing.T) {
+	f := newFixture(t, adminToken)
+	routed := map[string]bool{}
+	err := chi.Walk(f.handler.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		routed[method+" "+route] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("chi.Walk: %v", err)
+	}
+	described := map[string]bool{}
+	for path, item := range specChecker(t).Doc().Paths.Map() {
+		for method := range item.Operations() {
+			described[method+" "+path] = true
+		}
+	}
+	for _, op := range slices.Sorted(maps.Keys(routed)) {
+		if !described[op] {
+			t.Errorf("route %s is not in openapi.yaml", op)
+		}
+	}
+	for _, op := range slices.Sorted(maps.Keys(described)) {
+		if !routed[op] {
+			t.Errorf("openapi.yaml describes %s, which is not routed", op)
+		}
+	}
+}
+
+func TestOpenAPIIsServed(t *testing.T) {
+	f := newFixture(t, adminToken)
+	r := f.do("GET", "/openapi.yaml", "", "")
+	if r.status != 200 || r.header.Get("Content-Type") != "application/yaml" || r.raw != string(OpenAPI) {
+		t.Errorf("GET /openapi.yaml = %d %s (%d bytes), want 200 application/yaml with the embedded openapi.yaml", r.status, r.header.Get("Content-Type"), len(r.raw))
+	}
+}
+
+// assetRef finds what a page loads: src= and href= values.
+var assetRef = regexp.MustCompile(`(?:src|href)="([^"]*)"`)
+
+func TestDocsAreServedFromTheBinary(t *testing.T) {
+	f := newFixture(t, adminToken)
+	for _, path := range []string{"/docs", "/docs/"} {
+		r := f.do("GET", path, "", "")
+		if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
+			t.Fatalf("GET %s = %d %s, want 200 text/html", path, r.status, r.header.Get("Content-Type"))
+		}
+		if !strings.Contains(r.raw, `"/openapi.yaml"`) || !strings.Contains(r.raw, "validatorUrl: null") {
+			t.Errorf("GET %s: the page does not point at /openapi.yaml with the validator off:\n%s", path, r.raw)
+		}
+		for _, cdn := range []string{`src="http`, `href="http`, `src="//`, `href="//`, "cdn.", "unpkg", "jsdelivr", "cdnjs"} {
+			if strings.Contains(r.raw, cdn) {
+				t.Errorf("GET %s: the page has %q; everything must come from the binary", path, cdn)
+			}
+		}
+		refs := assetRef.FindAllStringSubmatch(r.raw, -1)
+		if len(refs) < 3 {
+			t.Errorf("GET %s: the page loads %d files, want its scripts and styles", path, len(refs))
+		}
+		for _, ref := range refs {
+			if !strings.HasPrefix(ref[1], "/docs/") {
+				t.Errorf("GET %s: the page loads %q, want a file under /docs/", path, ref[1])
+				continue
+			}
+			if a := f.do("GET", ref[1], "", ""); a.status != 200 || len(a.raw) == 0 {
+				t.Errorf("GET %s (loaded by %s) = %d with %d bytes, want 200 with the file", ref[1], path, a.status, len(a.raw))
+			}
+		}
+	}
+	for _, path := range []string{"/docs/nope.js", "/docs/swagger-ui.css.gz"} {
+		if r := f.do("GET", path, "", ""); r.status != 404 || r.body["type"] != problemTypePrefix+"not-found" {
+			t.Errorf("GET %s = %d %s, want 404 not-found", path, r.status, r.raw)
+		}
+	}
+}
+
+// deadAddr is a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// newDownFixture is a server whose Postgres and Redis do not answer: their
+// addresses refuse connections.
+func newDownFixture(t *testing.T) *fixture {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), "postgres://postgres@"+deadAddr(t)+"/inventory?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	rdb := redis.NewClient(&redis.Options{Addr: deadAddr(t), MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	store := stock.NewStore(pool, stock.Limits{})
+	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-down"}
+	sellers := map[string]stock.Seller{}
+	for _, name := range stock.Names() {
+		if sellers[name], err = stock.New(name, deps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	def := settings.NewStrategy(rdb, pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{})
+	h, err := NewServer(Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-down",
+		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg})
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	srv := httptest.NewServer(specChecker(t).Handler(t, h))
+	t.Cleanup(srv.Close)
+	return &fixture{t: t, url: srv.URL, handler: h, store: store, rdb: rdb}
+}
+
+func TestBackendsDownAre503WithRetryAfter(t *testing.T) {
+	f := newDownFixture(t)
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/readyz", ""},
+		{"GET", "/products/sku-1", ""},
+		{"GET", "/products/sku-1/rounds/1", ""},
+		{"PUT", "/products/sku-1", `{"quantity":5}`},
+		{"GET", "/strategy", ""},
+		{"PUT", "/strategy", `{"strategy":"atomic"}`},
+		{"POST", "/sale", `{"product_id":"sku-1","quantity":1}`},
+	} {
+		r := f.do(tc.method, tc.path, jsonType, tc.body, admin...)
+		if r.status != 503 || r.body["type"] != problemTypePrefix+"unavailable" || r.header.Get("Retry-After") == "" {
+			t.Errorf("%s %s with Postgres and Redis down = %d Retry-After=%q %s, want 503 unavailable with Retry-After",
+				tc.method, tc.path, r.status, r.header.Get("Retry-After"), r.raw)
+		}
+		if strings.Contains(r.raw, "127.0.0.1") || strings.Contains(r.raw, "refused") {
+			t.Errorf("%s %s: the answer %s tells the backend's error", tc.method, tc.path, r.raw)
+		}
+	}
+	if r := f.do("GET", "/healthz", "", ""); r.status != 200 {
+		t.Errorf("GET /healthz with the backends down = %d %s, want 200 (liveness needs no backend)", r.status, r.raw)
+	}
+}
+
+func TestAdminBodiesAreCheckedLikeSales(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-1", 5)
+	big := `{"quantity":1,"name":"` + strings.Repeat("x", 5000) + `"}`
+	for _, tc := range []struct {
+		name, method, path, contentType, body string
+		header                                []string
+		status                                int
+		problem                               string
+	}{
+		{"restock, text body", "PUT", "/products/sku-1", "text/plain", `{"quantity":1}`, admin, 415, "unsupported-media-type"},
+		{"restock, oversized body", "PUT", "/products/sku-1", jsonType, big, admin, 413, "body-too-large"},
+		{"switch, text body", "PUT", "/strategy", "text/plain", `{"strategy":"none"}`, admin, 415, "unsupported-media-type"},
+		{"switch, oversized body", "PUT", "/strategy", jsonType, big, admin, 413, "body-too-large"},
+		{"switch, no token", "PUT", "/strategy", jsonType, `{"strategy":"none"}`, nil, 401, "unauthorized"},
+		{"switch, wrong token", "PUT", "/strategy", jsonType, `{"strategy":"none"}`, []string{"Authorization", "Bearer nope"}, 401, "unauthorized"},
+	} {
+		r := f.do(tc.method, tc.path, tc.contentType, tc.body, tc.header...)
+		if r.status != tc.status || r.body["type"] != problemTypePrefix+tc.problem {
+			t.Errorf("%s: %s %s = %d %s, want %d %s", tc.name, tc.method, tc.path, r.status, r.raw, tc.status, tc.problem)
+		}
+	}
+	if p := f.product("sku-1"); p.Quantity != 5 || p.Round != 1 {
+		t.Errorf("refused admin calls changed the product: %+v", p)
+	}
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Atomic {
+		t.Errorf("refused switches changed the default: %s", r.raw)
+	}
+}
