@@ -643,6 +643,43 @@ func TestNamingTheStrategyIsAnAdminCall(t *testing.T) {
 	}
 }
 
+// TestSaleByProductPathAnswersLikeSale: the answers POST /sale gives that
+// POST /products/{id}/sale gives too: admin calls disabled, a body too
+// large, a key reused for another order, a failing strategy.
+func TestSaleByProductPathAnswersLikeSale(t *testing.T) {
+	disabled := newFixture(t, "")
+	disabled.restock("sku-1", 5)
+	if r := disabled.do("POST", "/products/sku-1/sale?strategy=none", jsonType, `{"quantity":1}`); r.status != 403 || r.body["type"] != problemTypePrefix+"admin-disabled" {
+		t.Errorf("POST /products/sku-1/sale?strategy=none with admin disabled = %d %s, want 403 admin-disabled", r.status, r.raw)
+	}
+	if r := disabled.do("GET", "/debug/pprof/heap", "", ""); r.status != 403 || r.body["type"] != problemTypePrefix+"admin-disabled" {
+		t.Errorf("GET /debug/pprof/heap with admin disabled = %d %.200s, want 403 admin-disabled", r.status, r.raw)
+	}
+
+	var fail fakeSeller
+	f := newFixture(t, adminToken, func(c *Config) { c.Sellers[stock.None] = &fail })
+	f.restock("sku-1", 5)
+	if r := f.do("POST", "/products/sku-1/sale", jsonType, `{"quantity":1,"pad":"`+strings.Repeat("x", 5000)+`"}`); r.status != 413 {
+		t.Errorf("POST /products/sku-1/sale with a 5 KB body = %d %s, want 413", r.status, r.raw)
+	}
+	f.do("POST", "/products/sku-1/sale", jsonType, `{"quantity":1}`, "Idempotency-Key", "path-k")
+	if r := f.do("POST", "/products/sku-1/sale", jsonType, `{"quantity":2}`, "Idempotency-Key", "path-k"); r.status != 422 {
+		t.Errorf("POST /products/sku-1/sale reusing a key for 2 units = %d %s, want 422", r.status, r.raw)
+	}
+	for _, tc := range []struct {
+		err    error
+		status int
+	}{
+		{fmt.Errorf("postgres: %w", stock.ErrUnavailable), 503},
+		{errors.New("a bug"), 500},
+	} {
+		fail.err = tc.err
+		if r := f.do("POST", "/products/sku-1/sale?strategy=none", jsonType, `{"quantity":1}`, admin...); r.status != tc.status {
+			t.Errorf("POST /products/sku-1/sale when the strategy fails with %v = %d %s, want %d", tc.err, r.status, r.raw, tc.status)
+		}
+	}
+}
+
 func TestNamingTheStrategyWithAdminDisabledIs403(t *testing.T) {
 	f := newFixture(t, "")
 	f.restock("sku-1", 5)
@@ -715,5 +752,8 @@ func TestProfilesAreForTheAdminOnly(t *testing.T) {
 	r := f.do("GET", "/debug/pprof/goroutine?debug=1", "", "", admin...)
 	if r.status != 200 || !strings.Contains(r.raw, "goroutine profile:") {
 		t.Errorf("GET /debug/pprof/goroutine with the token = %d %.200s, want the goroutine profile", r.status, r.raw)
+	}
+	if r := f.do("GET", "/debug/pprof/nonsense", "", "", admin...); r.status != 404 || r.body["type"] != problemTypePrefix+"not-found" {
+		t.Errorf("GET /debug/pprof/nonsense with the token = %d %.200s, want 404 not-found", r.status, r.raw)
 	}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -22,8 +21,7 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	r.Method("GET", "/metrics", promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}))
-	// Go's profiles (net/http/pprof) and expvars, for the admin only.
-	r.With(s.requireAdmin).Mount("/debug", middleware.Profiler())
+	r.With(s.requireAdmin).Get("/debug/pprof/{profile}", s.handleProfile)
 
 	r.Get("/openapi.yaml", s.handleOpenAPI)
 	r.Method("GET", "/docs", s.docs)

@@ -48,6 +48,8 @@ var notExercisedHere = map[spectest.Triple]string{
 		"and validated against openapi.yaml in nginx (TestNginxUnreachableReplicasAreProblems) and internal/fleet (TestEdge/ReplicasGone)",
 	{Method: "POST", Path: "/sale", Status: 504}: "nginx's own answer when a replica does not answer in time: produced by the real nginx config " +
 		"and validated against openapi.yaml in nginx (TestNginxUnreachableReplicasAreProblems)",
+	{Method: "POST", Path: "/products/{id}/sale", Status: 502}: "nginx's own answer, the same as for POST /sale (the same error pages serve every location)",
+	{Method: "POST", Path: "/products/{id}/sale", Status: 504}: "nginx's own answer, the same as for POST /sale (the same error pages serve every location)",
 }
 
 // fullRun reports whether every test of the package ran (no -run or -skip
