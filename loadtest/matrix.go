@@ -44,7 +44,7 @@ type Cell struct {
 	Runs int `json:"runs"`
 	Kept int `json:"kept"`
 	// Missed is runs whose buyers all finished before the fault could
-	// strike: not counted in Runs.
+	// strike: not counted in Runs, and tried again (twice at most per cell).
 	Missed int `json:"missed,omitempty"`
 	// NotApplicable says why the fault has nothing to act on with this strategy.
 	NotApplicable string `json:"not_applicable,omitempty"`
