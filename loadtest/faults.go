@@ -114,7 +114,7 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	printMatrix(tableOut, m, isTerminal(tableOut))
 	if o.jsonOut != "" {
-		if err := writeMatrix(o.jsonOut, stdout, m); err != nil {
+		if err := writeReport(o.jsonOut, stdout, m); err != nil {
 			return err
 		}
 	}

@@ -269,7 +269,8 @@ func pickStrategies(ctx context.Context, c *client, list string) ([]strategyInfo
 	return picked, nil
 }
 
-func writeReport(path string, stdout io.Writer, rep Report) error {
+// writeReport writes rep (a Report or a Matrix) as JSON to path, or to stdout for "-".
+func writeReport(path string, stdout io.Writer, rep any) error {
 	if path == "-" {
 		return writeJSON(stdout, rep)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -177,19 +176,4 @@ func printMatrix(w io.Writer, m Matrix, colour bool) {
 			fmt.Fprintf(w, "  %s × %s run %d (%s): %s\n", c.Strategy, c.Fault, r.Run, kind, strings.Join(r.Reasons, "; "))
 		}
 	}
-}
-
-func writeMatrix(path string, stdout io.Writer, m Matrix) error {
-	if path == "-" {
-		return writeJSON(stdout, m)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--json: %w", err)
-	}
-	if err := writeJSON(f, m); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
 }
