@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test lint fuzz fuzz-short demo fleet deps clean
+.PHONY: all build test lint fuzz fuzz-short demo fleet faults deps clean
 
 all: build
 
@@ -18,7 +18,7 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## test: every test, with the race detector, against real Postgres, Redis and nginx; then a short fuzz run
+## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run
 test: deps lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz-short
@@ -45,6 +45,11 @@ fuzz-short:
 ## demo: start the local two-replica fleet, run every strategy, print the verdict table
 demo: deps
 	$(GO) run ./loadtest
+
+## faults: the fault matrix: every strategy × every fault, RUNS faulted runs per cell (default 3), on a local fleet
+RUNS ?= 3
+faults: deps
+	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json
 
 ## fleet: run Postgres, Redis, 2 replicas and nginx on 127.0.0.1:8080 until Ctrl-C (try the API with curl)
 fleet: deps

@@ -212,7 +212,7 @@ func (c *client) healthz(ctx context.Context) error {
 // second; any other answer is an error.
 func soldOutRate(ctx context.Context, c *client, product, strategy string, concurrency int, d time.Duration) (float64, error) {
 	return rate(ctx, concurrency, d, func(ctx context.Context) error {
-		o := c.buy(ctx, product, strategy)
+		o := c.buy(ctx, product, strategy, "")
 		if o.err != nil {
 			return o.err
 		}

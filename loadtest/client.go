@@ -200,8 +200,9 @@ type outcome struct {
 	instance string // X-Instance of the replica that answered
 	err      error  // transport error, or the problem body of an unexpected status
 
-	// From a 2xx: the round whose stock the sale decremented (0 when the
-	// answer did not say) and the strategy that sold.
+	// From a 2xx: the sale's id, the round whose stock it decremented (0
+	// when the answer did not say) and the strategy that sold.
+	saleID   int64
 	round    int64
 	strategy string
 	// From a 409 or 503 problem: the lock broke and the database refused
@@ -210,11 +211,15 @@ type outcome struct {
 	breach, unknown bool
 }
 
+// definite reports whether the answer says for certain whether the buyer
+// bought: sold (2xx) or sold out (409).
+func (o outcome) definite() bool { return o.status/100 == 2 || o.status == http.StatusConflict }
+
 // buy sends one sale of one unit of product: POST /sale, or POST
 // /products/{id}/sale when c.byProduct. A named strategy is an admin call
 // and carries the admin token; an empty one sells with the fleet default,
-// as a buyer does.
-func (c *client) buy(ctx context.Context, product, strategy string) outcome {
+// as a buyer does. A non-empty key is sent as the Idempotency-Key.
+func (c *client) buy(ctx context.Context, product, strategy, key string) outcome {
 	target, body := c.base+"/sale", map[string]any{"product_id": product, "quantity": 1}
 	if c.byProduct {
 		target, body = c.base+"/products/"+url.PathEscape(product)+"/sale", map[string]any{"quantity": 1}
@@ -234,6 +239,9 @@ func (c *client) buy(ctx context.Context, product, strategy string) outcome {
 	if strategy != "" {
 		req.Header.Set("Authorization", "Bearer "+c.adminToken)
 	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return outcome{err: err}
@@ -247,12 +255,13 @@ func (c *client) buy(ctx context.Context, product, strategy string) outcome {
 		o.err = fmt.Errorf("POST /sale = %s: read the answer: %w", resp.Status, err)
 	case resp.StatusCode/100 == 2:
 		var sale struct {
+			SaleID   int64  `json:"sale_id"`
 			Round    int64  `json:"round"`
 			Strategy string `json:"strategy"`
 		}
 		// An answer that does not parse still sold: the ledger has the last word.
 		_ = json.Unmarshal(b, &sale)
-		o.round, o.strategy = sale.Round, sale.Strategy
+		o.saleID, o.round, o.strategy = sale.SaleID, sale.Round, sale.Strategy
 	case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusServiceUnavailable:
 		var p struct {
 			Type       string `json:"type"`

@@ -20,6 +20,26 @@ type loadConfig struct {
 	// RestockDuring restocks the product (same stock) once a third of the
 	// buyers have been answered, so the run spans two rounds.
 	RestockDuring bool
+	// Keys, when not empty, makes buyer i send the Idempotency-Key
+	// "<Keys>-<i>" and retry an answer that is not definite (5xx or none)
+	// with the same key, up to Retries times; the answer counted is the
+	// last one.
+	Keys    string
+	Retries int
+	// Disturb, when set, runs alongside the buyers (a fault): answered
+	// reports how many buyers have their answer, and selling is closed once
+	// all have. The run waits for it before reading the final state, and
+	// its error ends the run. A disturbed run may span rounds, and is
+	// judged as faulted (see figures.Faulted).
+	Disturb func(ctx context.Context, answered func() int64, selling <-chan struct{}) error
+}
+
+// keyedAnswer is the last answer a buyer with an Idempotency-Key got.
+type keyedAnswer struct {
+	Key      string
+	Definite bool  // 2xx or 409
+	OK       bool  // 2xx
+	SaleID   int64 // from a 2xx
 }
 
 // scenario is one row of the table: who sells and how buyers pick the strategy.
@@ -52,24 +72,28 @@ func single(s strategyInfo) scenario {
 // LedgerRows are sums over the run's rounds, Oversold is summed round by
 // round, and FinalStock and LostUpdates are the current round's.
 type Result struct {
-	Run          int              `json:"run"`
-	Strategy     string           `json:"strategy"` // a strategy, or the row "mix" or "switch"
-	Round        int64            `json:"round"`    // the product's current round after the run
-	Safe         bool             `json:"safe"`
-	Initial      int64            `json:"initial"`
-	Buyers       int64            `json:"buyers"`
-	OK           int64            `json:"ok_2xx"`
-	SoldOut      int64            `json:"sold_out_409"`
-	Unavailable  int64            `json:"unavailable_503"` // every 503, outcome-unknown included
-	Errors       int64            `json:"errors"`
-	Breaches     int64            `json:"breaches"` // 409/503 answers flagged lock_breach: the lock broke, the database refused the write
-	Unknown      int64            `json:"unknown"`  // 503 outcome-unknown answers: sold or not, the ledger says
+	Run         int    `json:"run"`
+	Strategy    string `json:"strategy"` // a strategy, or the row "mix" or "switch"
+	Round       int64  `json:"round"`    // the product's current round after the run
+	Safe        bool   `json:"safe"`
+	Initial     int64  `json:"initial"`
+	Buyers      int64  `json:"buyers"`
+	OK          int64  `json:"ok_2xx"`
+	SoldOut     int64  `json:"sold_out_409"`
+	Unavailable int64  `json:"unavailable_503"` // every 503, outcome-unknown included
+	Errors      int64  `json:"errors"`
+	Breaches    int64  `json:"breaches"` // 409/503 answers flagged lock_breach: the lock broke, the database refused the write
+	// BreachMetric is the rise of the replicas' inventory_lock_breaches_total
+	// for the strategy during a faulted run (a killed replica's count is lost).
+	BreachMetric int64            `json:"breach_metric,omitempty"`
+	Unknown      int64            `json:"unknown"` // 503 outcome-unknown answers: sold or not, the ledger says
 	FinalStock   int64            `json:"final_stock"`
 	LedgerUnits  int64            `json:"ledger_units"`
 	LedgerRows   int64            `json:"ledger_rows"`
 	Oversold     int64            `json:"oversold"`
 	LostUpdates  int64            `json:"lost_updates"`
 	Undersold    int64            `json:"undersold"`
+	Retries      int64            `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not definite
 	Rounds       []RoundResult    `json:"rounds"`                  // every round the run sold in, each checked on its own
 	BrokenRounds []int64          `json:"broken_rounds,omitempty"` // rounds that broke an invariant
 	Switches     int              `json:"switches,omitempty"`      // fleet default switches during the run
@@ -84,6 +108,8 @@ type Result struct {
 	Verdict     string           `json:"verdict"`
 	Reasons     []string         `json:"reasons,omitempty"`
 	FirstErrors []string         `json:"first_errors,omitempty"`
+
+	answers []keyedAnswer // with loadConfig.Keys: every buyer's last answer
 }
 
 // Latency holds request latency percentiles in milliseconds.
@@ -96,7 +122,7 @@ type Latency struct {
 
 // tally is what the buyers of one run saw; workers add to it concurrently.
 type tally struct {
-	ok, soldOut, unavailable, errors, breaches, unknown atomic.Int64
+	ok, soldOut, unavailable, errors, breaches, unknown, retries atomic.Int64
 	// Of buyers who asked after the run's last restock.
 	lateSoldOut, lateTurnedAway atomic.Int64
 
@@ -105,6 +131,7 @@ type tally struct {
 	perRound    map[int64]int64 // 2xx by the round the response named
 	perStrategy map[string]int64
 	firstErrs   []string
+	answers     []keyedAnswer
 	hist        *hdrhistogram.Histogram // microseconds
 }
 
@@ -113,10 +140,11 @@ type counts struct {
 	perReplica  map[string]int64
 	perRound    map[int64]int64
 	perStrategy map[string]int64
+	answers     []keyedAnswer
 }
 
 func newCounts() counts {
-	return counts{map[string]int64{}, map[int64]int64{}, map[string]int64{}}
+	return counts{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}}
 }
 
 // add counts o; late says the buyer asked after the run's last restock.
@@ -174,6 +202,7 @@ func (t *tally) merge(c counts, hist *hdrhistogram.Histogram) {
 	for k, v := range c.perStrategy {
 		t.perStrategy[k] += v
 	}
+	t.answers = append(t.answers, c.answers...)
 }
 
 // runScenario restocks the product, fires cfg.Buyers buyers for one unit
@@ -259,6 +288,11 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	t := &tally{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, hist: newHistogram()}
 	var next, answered atomic.Int64
 	var wg sync.WaitGroup
+	selling := make(chan struct{})
+	disturbed := make(chan error, 1)
+	if cfg.Disturb != nil {
+		go func() { disturbed <- cfg.Disturb(ctx, answered.Load, selling) }()
+	}
 	start := time.Now()
 	for range min(cfg.Concurrency, cfg.Buyers) {
 		wg.Go(func() {
@@ -273,10 +307,26 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 					strategy = sc.Sell[i%int64(len(sc.Sell))]
 				}
 				late := !cfg.RestockDuring || restockedRound.Load() != 0
+				key := ""
+				if cfg.Keys != "" {
+					key = fmt.Sprintf("%s-%d", cfg.Keys, i)
+				}
 				t0 := time.Now()
-				o := c.buy(runCtx, cfg.Product, strategy)
-				_ = hist.RecordValue(time.Since(t0).Microseconds()) // above the 60 s ceiling cannot happen: the client times out first
+				o := c.buy(runCtx, cfg.Product, strategy, key)
+				for try := range cfg.Retries {
+					if key == "" || o.definite() || !sleepCtx(runCtx, retryBackoff<<try) {
+						break
+					}
+					t.retries.Add(1)
+					o = c.buy(runCtx, cfg.Product, strategy, key)
+				}
+				// Latency is the buyer's, retries included. Above the 60 s
+				// ceiling is recorded as the ceiling.
+				_ = hist.RecordValue(min(time.Since(t0).Microseconds(), hist.HighestTrackableValue()))
 				t.add(o, late, cnt)
+				if key != "" {
+					cnt.answers = append(cnt.answers, keyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
+				}
 				afterAnswer(answered.Add(1))
 				if progress != nil {
 					progress()
@@ -287,6 +337,12 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	close(selling)
+	if cfg.Disturb != nil {
+		if err := <-disturbed; err != nil {
+			return Result{}, fmt.Errorf("fault: %w", err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("interrupted: %w", err)
 	}
@@ -302,11 +358,12 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	if cfg.RestockDuring {
 		wantRound = restockedRound.Load()
 	}
-	if after.Round != wantRound {
+	if after.Round != wantRound && (cfg.Disturb == nil || after.Round < before.Round) {
 		return Result{}, fmt.Errorf("final state: round %d, want %d: someone else restocked %s during the run", after.Round, wantRound, cfg.Product)
 	}
 	f := figures{
 		Safe:           sc.Safe,
+		Faulted:        cfg.Disturb != nil,
 		Buyers:         int64(cfg.Buyers),
 		OK:             t.ok.Load(),
 		SoldOut:        t.soldOut.Load(),
@@ -337,6 +394,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		Oversold:     j.Oversold,
 		LostUpdates:  j.LostUpdates,
 		Undersold:    j.Undersold,
+		Retries:      t.retries.Load(),
 		Rounds:       j.Rounds,
 		BrokenRounds: j.BrokenRounds(),
 		Switches:     switches,
@@ -352,6 +410,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		Verdict:     j.Verdict,
 		Reasons:     j.Reasons,
 		FirstErrors: t.firstErrs,
+		answers:     t.answers,
 	}
 	for _, r := range f.Rounds {
 		res.Initial += r.Initial
@@ -396,6 +455,20 @@ func readRounds(ctx context.Context, c *client, id string, first int64, after pr
 		unattributed -= okByRound[0]
 	}
 	return out, unattributed, nil
+}
+
+// retryBackoff is a buyer's first wait before re-sending with the same
+// Idempotency-Key; it doubles on every retry.
+const retryBackoff = 50 * time.Millisecond
+
+// sleepCtx waits d and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
 }
 
 func newHistogram() *hdrhistogram.Histogram {

@@ -13,6 +13,10 @@
 // buyers (every round is then checked on its own), and the fleet default
 // switched while sales are in flight.
 //
+// `loadtest faults` runs the fault matrix instead: every strategy × every
+// fault of internal/faults, N faulted runs per cell, against a local fleet
+// (see faults.go; `loadtest faults -h` lists its flags).
+//
 // Exit status: 0 when every safe strategy kept its invariants, 1 when one
 // was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
 // requests), 2 for bad flags. UNDERSOLD (503s while stock remained) is
@@ -131,6 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(args) > 0 && args[0] == "faults" {
+		return runFaults(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -298,7 +305,8 @@ func pickStrategies(ctx context.Context, c *client, list string) ([]strategyInfo
 	return picked, nil
 }
 
-func writeReport(path string, stdout io.Writer, rep Report) error {
+// writeReport writes rep (a Report or a Matrix) as JSON to path, or to stdout for "-".
+func writeReport(path string, stdout io.Writer, rep any) error {
 	if path == "-" {
 		return writeJSON(stdout, rep)
 	}

@@ -159,7 +159,7 @@ func perReplica(per map[string]int64) string {
 	return strings.Join(parts, " · ")
 }
 
-func writeJSON(w io.Writer, r Report) error {
+func writeJSON(w io.Writer, r any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(r); err != nil {

@@ -34,7 +34,15 @@ const (
 // product's state read back afterwards (from Postgres, via the API), round
 // by round.
 type figures struct {
-	Safe        bool  // the strategy (every strategy of a mix or switch row) claims to be safe with several replicas
+	Safe bool // the strategy (every strategy of a mix or switch row) claims to be safe with several replicas
+	// Faulted says a fault struck during the run (the fault matrix). Then
+	// an answer that is not definite (a 503 or another 5xx, or none: a
+	// killed replica, Postgres restarting) is a figure, not a failure; any
+	// such buyer may or may not have a ledger row; and a 409 while stock
+	// remained (a counter or lock lost and rebuilt) is undersell, not a
+	// broken invariant. Oversell, lost updates and 2xx without their row
+	// still break.
+	Faulted     bool
 	Buyers      int64 // buyers fired, each for one unit
 	OK          int64 // 2xx answers
 	SoldOut     int64 // 409 answers
@@ -150,7 +158,7 @@ func judge(f figures) judgement {
 				why = append(why, fmt.Sprintf("lost updates: ledger %d units but stock fell by %d", r.Units, r.Initial-f.Final))
 			}
 		}
-		if why1 := reconcile(r.Rows, r.OK, f.Unknown); why1 != "" {
+		if why1 := reconcile(r.Rows, r.OK, f.slack()); why1 != "" {
 			why = append(why, why1)
 		}
 		if r.Units != r.Rows {
@@ -167,7 +175,7 @@ func judge(f figures) judgement {
 		broken = append(broken, "no current round to check the final stock against")
 	}
 	if multi {
-		if why := reconcile(rowSum, okSum, f.Unknown); why != "" {
+		if why := reconcile(rowSum, okSum, f.slack()); why != "" {
 			broken = append(broken, "over the run: "+why)
 		}
 	}
@@ -177,10 +185,10 @@ func judge(f figures) judgement {
 	if f.Final > 0 {
 		j.Undersold = min(f.Final, f.LateTurnedAway)
 	}
-	if f.LateSoldOut > 0 && f.Final > 0 {
+	if f.LateSoldOut > 0 && f.Final > 0 && !f.Faulted {
 		broken = append(broken, fmt.Sprintf("answered 409 sold out %d times while %d units remained", f.LateSoldOut, f.Final))
 	}
-	if f.Errors > 0 {
+	if f.Errors > 0 && !f.Faulted {
 		broken = append(broken, fmt.Sprintf("%d requests failed with neither 2xx, 409 nor 503", f.Errors))
 	}
 
@@ -206,6 +214,15 @@ func judge(f figures) judgement {
 		j.Verdict = VerdictSafe
 	}
 	return j
+}
+
+// slack is how many ledger rows may lack a 2xx: the buyers whose answer
+// did not say whether they bought.
+func (f figures) slack() int64 {
+	if f.Faulted {
+		return f.Unavailable + f.Errors
+	}
+	return f.Unknown
 }
 
 // reconcile checks ledger rows against the 2xx answers: every 2xx has its

@@ -306,3 +306,20 @@ func TestReportShowsEveryFigure(t *testing.T) {
 		}
 	}
 }
+
+func TestJudgeFaulted(t *testing.T) {
+	// A killed replica: 3 buyers got no definite answer, 2 of them sold.
+	f := figures{Safe: true, Faulted: true, Buyers: 10, OK: 5, SoldOut: 2, Unavailable: 1, Errors: 2, Final: 3,
+		Rounds: []roundFigures{{Round: 1, Current: true, Initial: 10, Units: 7, Rows: 7, OK: 5}}}
+	if j := judge(f); j.Verdict != VerdictSafe && j.Verdict != VerdictUndersold {
+		t.Errorf("judge(faulted, 2 rows among 3 indefinite answers) = %s %v, want SAFE or UNDERSOLD", j.Verdict, j.Reasons)
+	}
+	f.Rounds[0].Rows, f.Rounds[0].Units, f.Final = 4, 4, 6 // a 2xx without its row
+	if j := judge(f); j.Verdict != VerdictBroken {
+		t.Errorf("judge(faulted, fewer rows than 2xx) = %s, want BROKEN", j.Verdict)
+	}
+	f.Rounds[0].Rows, f.Rounds[0].Units, f.Final = 11, 11, -1
+	if j := judge(f); j.Verdict != VerdictBroken || j.Oversold != 1 {
+		t.Errorf("judge(faulted, oversold) = %s oversold %d, want BROKEN 1", j.Verdict, j.Oversold)
+	}
+}

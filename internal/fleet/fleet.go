@@ -82,7 +82,10 @@ type Replica struct {
 	Addr string
 	URL  string
 
-	proc *localstack.Process
+	bin  string            // the binary, to start it again after a kill
+	env  map[string]string // its INVENTORY_* settings
+	mu   sync.Mutex
+	proc *localstack.Process // replaced by Restart
 }
 
 // ErrNotReady is returned (wrapped, with the replica's log tail) when a
@@ -206,14 +209,56 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string) (*Re
 	env["INVENTORY_ADDR"] = addr
 	env["INVENTORY_INSTANCE"] = instance
 
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = childEnv(os.Environ(), env)
-	// SIGTERM: the service drains in-flight sales and exits 0.
-	proc, err := localstack.StartProcess(instance, cmd, syscall.SIGTERM)
-	if err != nil {
-		return nil, fmt.Errorf("%w (%s)", err, bin)
+	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, bin: bin, env: env}
+	if err := r.launch(); err != nil {
+		return nil, err
 	}
-	return &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, proc: proc}, nil
+	return r, nil
+}
+
+// launch starts the replica's process on its address.
+func (r *Replica) launch() error {
+	cmd := exec.Command(r.bin, "serve")
+	cmd.Env = childEnv(os.Environ(), r.env)
+	// SIGTERM: the service drains in-flight sales and exits 0.
+	proc, err := localstack.StartProcess(r.Instance, cmd, syscall.SIGTERM)
+	if err != nil {
+		return fmt.Errorf("%w (%s)", err, r.bin)
+	}
+	r.mu.Lock()
+	r.proc = proc
+	r.mu.Unlock()
+	return nil
+}
+
+// process is the replica's current process.
+func (r *Replica) process() *localstack.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc
+}
+
+// Kill ends the replica with SIGKILL, as a crash would: no draining, no
+// release of what it holds. It returns once the process is gone.
+func (r *Replica) Kill() error {
+	p := r.process()
+	if err := p.Signal(syscall.SIGKILL); err != nil && !p.Exited() {
+		return fmt.Errorf("kill %s: %w", r.Instance, err)
+	}
+	<-p.Done()
+	return nil
+}
+
+// Restart starts the replica again on the same address with the same
+// settings, after it has exited (see Kill), and waits until it is ready.
+func (r *Replica) Restart(ctx context.Context, timeout time.Duration) error {
+	if !r.process().Exited() {
+		return fmt.Errorf("restart %s: it is still running (Kill it first)", r.Instance)
+	}
+	if err := r.launch(); err != nil {
+		return fmt.Errorf("restart %s: %w", r.Instance, err)
+	}
+	return r.waitReady(ctx, timeout)
 }
 
 // childEnv is the parent's environment without any INVENTORY_* variable
@@ -251,18 +296,20 @@ func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Ngin
 }
 
 // Pid is the replica's process id, e.g. for SIGSTOP in fault tests.
-func (r *Replica) Pid() int { return r.proc.Pid() }
+func (r *Replica) Pid() int { return r.process().Pid() }
 
-// Logs returns the tail of what the replica wrote to stdout and stderr.
-func (r *Replica) Logs() string { return r.proc.Logs() }
+// Logs returns the tail of what the replica's current process wrote to
+// stdout and stderr.
+func (r *Replica) Logs() string { return r.process().Logs() }
 
 // Exited reports whether the replica process has ended.
-func (r *Replica) Exited() bool { return r.proc.Exited() }
+func (r *Replica) Exited() bool { return r.process().Exited() }
 
 func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := &http.Client{Timeout: 2 * time.Second}
+	p := r.process()
 	delay := 10 * time.Millisecond
 	var last error
 	for {
@@ -271,8 +318,8 @@ func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-r.proc.Done():
-			return fmt.Errorf("%s exited (%v): %w: %v\n%s", r.Instance, r.proc.Err(), ErrNotReady, last, tail(r.Logs(), 3000))
+		case <-p.Done():
+			return fmt.Errorf("%s exited (%v): %w: %v\n%s", r.Instance, p.Err(), ErrNotReady, last, tail(r.Logs(), 3000))
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w within %v: %v\n%s", r.Instance, ErrNotReady, timeout, last, tail(r.Logs(), 3000))
 		case <-time.After(delay):
@@ -284,16 +331,17 @@ func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
 // stop sends SIGTERM (the service drains and exits 0) and kills the replica
 // if it has not exited after grace. It reports a non-zero exit.
 func (r *Replica) stop(grace time.Duration) error {
-	if err := r.proc.Stop(grace); err != nil {
+	p := r.process()
+	if err := p.Stop(grace); err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(r.Logs(), 2000))
 	}
 	var exit *exec.ExitError
-	if errors.As(r.proc.Err(), &exit) {
+	if errors.As(p.Err(), &exit) {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() != syscall.SIGTERM {
 			return nil // it was already gone, e.g. SIGKILLed by a fault test
 		}
 	}
-	if err := r.proc.Err(); err != nil {
+	if err := p.Err(); err != nil {
 		return fmt.Errorf("%s exited with %v after SIGTERM\n%s", r.Instance, err, tail(r.Logs(), 2000))
 	}
 	return nil

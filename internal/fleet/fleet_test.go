@@ -269,3 +269,32 @@ func TestChildEnvDropsStrayInventoryVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestKilledReplicaRestartsOnItsAddress(t *testing.T) {
+	ctx := context.Background()
+	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, NoFsync: true, AdminToken: "tok"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Stop() })
+	r := f.Replicas[0]
+	pid := r.Pid()
+	if err := r.Kill(); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	if !r.Exited() {
+		t.Fatalf("%s has not exited after Kill", r.Instance)
+	}
+	if err := get200(ctx, http.DefaultClient, f.URL+"/readyz"); err != nil {
+		t.Errorf("nginx with one replica killed: %v, want the other to answer", err)
+	}
+	if err := r.Restart(ctx, 30*time.Second); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if r.Pid() == pid {
+		t.Errorf("Restart kept pid %d, want a new process", pid)
+	}
+	if err := get200(ctx, http.DefaultClient, r.URL+"/readyz"); err != nil {
+		t.Errorf("%s after Restart: %v", r.Instance, err)
+	}
+}

@@ -130,3 +130,46 @@ func TestStartNginxRefusesATakenAddress(t *testing.T) {
 		t.Fatalf("StartNginx on an address another server holds = nil, want an error")
 	}
 }
+
+func TestPostgresRestartImmediateLosesOpenTransactionsOnly(t *testing.T) {
+	ctx := context.Background()
+	pg, err := StartPostgres(ctx, PostgresOptions{}) // durable: NoFsync loses recent commits too
+
+	if err != nil {
+		t.Fatalf("StartPostgres: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE t (v int); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO t VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	pid := pg.Pid()
+	if err := pg.RestartImmediate(ctx); err != nil {
+		t.Fatalf("RestartImmediate: %v", err)
+	}
+	if pg.Pid() == pid {
+		t.Errorf("RestartImmediate kept pid %d, want a new postmaster", pid)
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Errorf("COMMIT of a transaction open across an immediate restart = nil, want an error")
+	}
+	conn2, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatalf("connect after RestartImmediate: %v", err)
+	}
+	defer conn2.Close(ctx)
+	var n int
+	if err := conn2.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("rows after restart = %d, %v; want 1 (the committed one), nil", n, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,7 +33,11 @@ type Postgres struct {
 	Port int
 
 	dir  string
-	proc *Process
+	bin  string              // the postgres binary
+	args []string            // its command line, to start it again
+	cred *syscall.Credential // who it runs as; nil for ourselves
+	mu   sync.Mutex
+	proc *Process // replaced by Restart
 }
 
 // StartPostgres runs initdb and starts postgres on a free loopback port in a
@@ -93,20 +98,67 @@ func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *sy
 	if opts.NoFsync {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	cmd = exec.Command(postgres, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	pg.bin, pg.args, pg.cred = postgres, args, cred
+	if err := pg.launch(ctx); err != nil {
+		return err
+	}
+	if err := exec1(ctx, pg.adminURL(), "CREATE DATABASE inventory"); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	return nil
+}
+
+// launch starts the server on its data directory and port and waits until
+// it answers queries.
+func (pg *Postgres) launch(ctx context.Context) error {
+	cmd := exec.Command(pg.bin, pg.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
 	cmd.Dir = pg.dir
 	p, err := StartProcess("postgres", cmd, syscall.SIGINT) // SIGINT = fast shutdown
 	if err != nil {
 		return err
 	}
+	pg.mu.Lock()
 	pg.proc = p
-	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", hostPort(port))
-	if err := p.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return exec1(ctx, admin, "SELECT 1") }); err != nil {
-		return err
+	pg.mu.Unlock()
+	return p.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return exec1(ctx, pg.adminURL(), "SELECT 1") })
+}
+
+func (pg *Postgres) adminURL() string {
+	return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", hostPort(pg.Port))
+}
+
+func (pg *Postgres) process() *Process {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	return pg.proc
+}
+
+// RestartImmediate stops the server with an immediate shutdown (SIGQUIT:
+// every session is cut, open transactions are lost, and the next start runs
+// crash recovery), starts it again on the same port and data, and waits
+// until it answers queries. A durable server keeps every committed
+// transaction; with NoFsync (synchronous_commit off) the last commits
+// acknowledged may be lost as well.
+func (pg *Postgres) RestartImmediate(ctx context.Context) error {
+	p := pg.process()
+	if err := p.Signal(syscall.SIGQUIT); err != nil {
+		return fmt.Errorf("postgres immediate shutdown: %w", err)
 	}
-	if err := exec1(ctx, admin, "CREATE DATABASE inventory"); err != nil {
-		return fmt.Errorf("create database: %w", err)
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("postgres immediate shutdown: %w", ctx.Err())
+	}
+	var err error
+	for range 50 { // the port may linger briefly after the old process exits
+		if err = pg.launch(ctx); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("restart postgres on port %d: %w", pg.Port, err)
 	}
 	return nil
 }
@@ -114,20 +166,19 @@ func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *sy
 // CreateDatabase creates another empty database on the same server and
 // returns its URL, so tests can isolate themselves cheaply.
 func (pg *Postgres) CreateDatabase(ctx context.Context, name string) (string, error) {
-	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", hostPort(pg.Port))
-	if err := exec1(ctx, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := exec1(ctx, pg.adminURL(), "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(pg.Port), name), nil
 }
 
 // Pid is the postmaster's process id.
-func (pg *Postgres) Pid() int { return pg.proc.Pid() }
+func (pg *Postgres) Pid() int { return pg.process().Pid() }
 
 // Stop shuts the server down and removes its directory.
 func (pg *Postgres) Stop() error {
-	if pg.proc != nil {
-		_ = pg.proc.Stop(10 * time.Second)
+	if p := pg.process(); p != nil {
+		_ = p.Stop(10 * time.Second)
 	}
 	return os.RemoveAll(pg.dir)
 }

@@ -1,0 +1,9 @@
+// Package faults injects the faults of the design's vocabulary (replica
+// paused or killed, Redis restarted empty, Postgres restarted, a lock key
+// removed under its holder, a restock or a strategy switch racing the
+// buyers) into a running local fleet, one file per fault.
+//
+// A fault only injects and heals; it never judges. Whoever runs it (the
+// load tester's fault matrix) checks the invariants from the database and
+// the answers buyers got.
+package faults

@@ -1,0 +1,72 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"inventory/internal/fleet"
+)
+
+// Fault is one injectable fault. Inject returns once the fault has struck
+// (a fault with a duration, such as a pause, holds it before returning);
+// Heal undoes it and returns once the fleet can serve again. Heal is called
+// after every Inject that returned nil, on the same value: a Fault keeps
+// what it needs to heal between the two calls, so one value serves one run
+// at a time.
+type Fault interface {
+	// Name is the fault's name in the design's vocabulary, e.g. "replica-kill".
+	Name() string
+	Inject(ctx context.Context, t Target) error
+	Heal(ctx context.Context) error
+}
+
+// Target is one faulted run: the fleet, the product the buyers are
+// buying and the strategy they buy with (the fleet default).
+type Target struct {
+	Fleet   *fleet.Fleet
+	Product string
+	// Strategy is the fleet default the buyers sell with; Strategies is
+	// every strategy the fleet offers (strategy-switch picks from them).
+	Strategy   string
+	Strategies []Strategy
+	// LockTTL is the fleet's INVENTORY_LOCK_TTL: replica-pause pauses for
+	// longer than this.
+	LockTTL time.Duration
+	// Selling is closed once every buyer of the run has its answer: a
+	// fault still waiting for its moment then gives up with ErrMissed.
+	Selling <-chan struct{}
+}
+
+// Strategy is one entry of GET /strategies.
+type Strategy struct {
+	Name string
+	Safe bool
+}
+
+var (
+	// ErrNotApplicable: the fault has nothing to act on with this strategy
+	// (no lock key for lock-expired-early, no other strategy to switch to).
+	ErrNotApplicable = errors.New("fault does not apply to this strategy")
+	// ErrMissed: the buyers were all answered before the fault's moment
+	// came, so the run was not faulted mid-sale.
+	ErrMissed = errors.New("the buyers finished before the fault could strike")
+)
+
+// All returns a fresh value of every fault, in the order of the design's
+// vocabulary.
+func All() []Fault {
+	return []Fault{
+		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &PGRestart{},
+		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{},
+	}
+}
+
+// Names returns the names of All.
+func Names() []string {
+	var names []string
+	for _, f := range All() {
+		names = append(names, f.Name())
+	}
+	return names
+}

@@ -1,0 +1,41 @@
+package faults
+
+import (
+	"context"
+	"time"
+
+	"inventory/internal/fleet"
+)
+
+// ReplicaKill is replica-kill: the first replica is killed (SIGKILL: no
+// draining, its locks and transactions abandoned) while a sale is inside
+// its critical section, then started again on the same address.
+type ReplicaKill struct {
+	killed *fleet.Replica
+}
+
+// Name implements Fault.
+func (*ReplicaKill) Name() string { return "replica-kill" }
+
+// Inject implements Fault.
+func (f *ReplicaKill) Inject(ctx context.Context, t Target) error {
+	if err := saleInFlight(ctx, t); err != nil {
+		return err
+	}
+	r := t.Fleet.Replicas[0]
+	if err := r.Kill(); err != nil {
+		return err
+	}
+	f.killed = r
+	return nil
+}
+
+// Heal implements Fault.
+func (f *ReplicaKill) Heal(ctx context.Context) error {
+	if f.killed == nil {
+		return nil
+	}
+	r := f.killed
+	f.killed = nil
+	return r.Restart(ctx, time.Minute)
+}

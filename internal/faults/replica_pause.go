@@ -1,0 +1,47 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+
+	"inventory/internal/fleet"
+)
+
+// ReplicaPause is replica-pause: the first replica's process is stopped
+// (SIGSTOP, the server itself, not a wrapper) while a sale is inside its
+// critical section, for twice the lock TTL, so every lock it holds expires
+// (its watchdog is stopped with it) and the other replica goes on selling;
+// then it is continued (SIGCONT) and its stale sales resume.
+type ReplicaPause struct {
+	paused *fleet.Replica
+}
+
+// Name implements Fault.
+func (*ReplicaPause) Name() string { return "replica-pause" }
+
+// Inject implements Fault.
+func (f *ReplicaPause) Inject(ctx context.Context, t Target) error {
+	if err := saleInFlight(ctx, t); err != nil {
+		return err
+	}
+	r := t.Fleet.Replicas[0]
+	if err := syscall.Kill(r.Pid(), syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP %s: %w", r.Instance, err)
+	}
+	f.paused = r
+	return hold(ctx, 2*t.LockTTL)
+}
+
+// Heal implements Fault.
+func (f *ReplicaPause) Heal(context.Context) error {
+	if f.paused == nil {
+		return nil
+	}
+	r := f.paused
+	f.paused = nil
+	if err := syscall.Kill(r.Pid(), syscall.SIGCONT); err != nil {
+		return fmt.Errorf("SIGCONT %s: %w", r.Instance, err)
+	}
+	return nil
+}

@@ -1,0 +1,32 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+)
+
+// RestockRace is restock-race: while a sale is inside its critical
+// section, an admin restocks the product (PUT /products/{id}) to its
+// initial stock, starting a new round; in-flight sales land in the round
+// whose stock they decremented.
+type RestockRace struct{}
+
+// Name implements Fault.
+func (*RestockRace) Name() string { return "restock-race" }
+
+// Inject implements Fault.
+func (*RestockRace) Inject(ctx context.Context, t Target) error {
+	if err := saleInFlight(ctx, t); err != nil {
+		return err
+	}
+	path := "/products/" + url.PathEscape(t.Product)
+	var p struct{ Initial int64 }
+	if err := getJSON(ctx, t.Fleet.URL+path, &p); err != nil {
+		return fmt.Errorf("restock-race: %w", err)
+	}
+	return adminCall(ctx, t, "PUT", path, map[string]any{"quantity": p.Initial}, nil)
+}
+
+// Heal implements Fault: a restock needs no healing.
+func (*RestockRace) Heal(context.Context) error { return nil }

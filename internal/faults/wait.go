@@ -1,0 +1,101 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// waitFor polls cond every millisecond until it holds. It returns ErrMissed when
+// the run's buyers are all answered first, and ctx's error when ctx ends.
+func waitFor(ctx context.Context, t Target, what string, cond func(context.Context) (bool, error)) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-t.Selling:
+			return fmt.Errorf("wait for %s: %w", what, ErrMissed)
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// saleInFlight waits until a sale's transaction is open in Postgres (a
+// session of the inventory database inside a transaction): a buyer is
+// inside its critical section. Every strategy writes the stock row in a
+// transaction, so every strategy passes through this state.
+func saleInFlight(ctx context.Context, t Target) error {
+	conn, err := pgx.Connect(ctx, t.Fleet.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return waitFor(ctx, t, "a sale transaction open in pg_stat_activity", func(ctx context.Context) (bool, error) {
+		var n int
+		err := conn.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			  AND xact_start IS NOT NULL AND backend_type = 'client backend'`).Scan(&n)
+		return n > 0, err
+	})
+}
+
+// hold waits d, the fault's own duration (not a wait for a condition).
+func hold(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// replicasReady waits until every replica answers 200 on /readyz (it
+// reaches Postgres and Redis again), for at most a minute.
+func replicasReady(ctx context.Context, t Target) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c := &http.Client{Timeout: 2 * time.Second}
+	for _, r := range t.Fleet.Replicas {
+		for {
+			err := get200(ctx, c, r.URL+"/readyz")
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s not ready after the fault: %w (last: %v)", r.Instance, ctx.Err(), err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func get200(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s = %s", url, resp.Status)
+	}
+	return nil
+}

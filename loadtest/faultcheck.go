@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// checkKeys reads the ledger of product (every round from first) straight
+// from Postgres and holds it against every buyer's last answer: each 2xx
+// has its row, under its Idempotency-Key and with the sale id it was told;
+// no key has two rows (a retry sold twice); and no row belongs to a buyer
+// who was told 409 sold out or to no buyer at all. It returns what is
+// wrong, one line each.
+func checkKeys(ctx context.Context, pgURL, product string, first int64, answers []keyedAnswer) ([]string, error) {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("check the ledger: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT id, coalesce(idempotency_key, '') FROM sales WHERE product_id = $1 AND round >= $2`, product, first)
+	if err != nil {
+		return nil, fmt.Errorf("check the ledger: %w", err)
+	}
+	byKey := map[string][]int64{}
+	for rows.Next() {
+		var id int64
+		var key string
+		if err := rows.Scan(&id, &key); err != nil {
+			return nil, fmt.Errorf("check the ledger: %w", err)
+		}
+		byKey[key] = append(byKey[key], id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check the ledger: %w", err)
+	}
+	var why []string
+	note := func(format string, args ...any) {
+		if len(why) < 5 {
+			why = append(why, fmt.Sprintf(format, args...))
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range answers {
+		seen[a.Key] = true
+		ids := byKey[a.Key]
+		switch {
+		case len(ids) > 1:
+			note("key %s has %d ledger rows %v: a retry sold twice", a.Key, len(ids), ids)
+		case a.OK && len(ids) == 0:
+			note("key %s got 2xx (sale %d) but has no ledger row", a.Key, a.SaleID)
+		case a.OK && a.SaleID != 0 && ids[0] != a.SaleID:
+			note("key %s was told sale %d but its ledger row is %d", a.Key, a.SaleID, ids[0])
+		case a.Definite && !a.OK && len(ids) > 0:
+			note("key %s was told 409 sold out but has ledger row %d", a.Key, ids[0])
+		}
+	}
+	for key, ids := range byKey {
+		if !seen[key] {
+			note("ledger rows %v under key %q belong to no buyer of this run", ids, key)
+		}
+	}
+	return why, nil
+}
+
+// breachCounts scrapes inventory_lock_breaches_total{strategy} from every
+// replica's /metrics and returns it by replica URL.
+func breachCounts(ctx context.Context, urls []string, strategy string) (map[string]int64, error) {
+	out := map[string]int64{}
+	want := `inventory_lock_breaches_total{strategy="` + strategy + `"}`
+	for _, u := range urls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/metrics", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s/metrics: %w", u, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), want+" "); ok {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				out[u] = int64(n)
+			}
+		}
+		resp.Body.Close()
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("GET %s/metrics: %w", u, err)
+		}
+	}
+	return out, nil
+}
+
+// breachDelta is the breaches counted between two scrapes. A replica whose
+// counter went down was restarted: all it counted since is new.
+func breachDelta(before, after map[string]int64) int64 {
+	var n int64
+	for u, a := range after {
+		if b := before[u]; a >= b {
+			n += a - b
+		} else {
+			n += a
+		}
+	}
+	return n
+}

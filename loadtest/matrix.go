@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+)
+
+// Matrix is what `loadtest faults` measured; --json writes it.
+type Matrix struct {
+	StartedAt   string         `json:"started_at"`
+	Runs        int            `json:"runs"` // faulted runs asked for per cell
+	Stock       int64          `json:"stock"`
+	Buyers      int            `json:"buyers"`
+	Concurrency int            `json:"concurrency"`
+	Retries     int            `json:"retries"`
+	WorkDelay   string         `json:"work_delay"`
+	LockTTL     string         `json:"lock_ttl"`
+	Strategies  []StrategyInfo `json:"strategies"`
+	Faults      []string       `json:"faults"`
+	Cells       []Cell         `json:"cells"`
+	// Failed is true when a safe strategy broke an invariant in some run; the exit status is then 1.
+	Failed bool `json:"failed"`
+}
+
+// StrategyInfo names a row of the matrix.
+type StrategyInfo struct {
+	Name string `json:"name"`
+	Safe bool   `json:"safe"`
+}
+
+// Cell is one strategy under one fault, over its runs.
+type Cell struct {
+	Strategy string `json:"strategy"`
+	Fault    string `json:"fault"`
+	Safe     bool   `json:"safe"`
+	// Runs is the faulted runs judged; Kept those that kept every
+	// invariant (stock ≥ 0, initial − stock = ledger per round, no round
+	// oversold, every 2xx with its row under its key, no key sold twice).
+	Runs int `json:"runs"`
+	Kept int `json:"kept"`
+	// Missed is runs whose buyers all finished before the fault could
+	// strike: not counted in Runs, and tried again (twice at most per cell).
+	Missed int `json:"missed,omitempty"`
+	// NotApplicable says why the fault has nothing to act on with this strategy.
+	NotApplicable string `json:"not_applicable,omitempty"`
+	Oversold      int64  `json:"oversold"`       // units, summed over runs
+	Breaches      int64  `json:"breaches"`       // answers flagged lock_breach
+	BreachMetric  int64  `json:"breach_metric"`  // rise of inventory_lock_breaches_total (at least: a killed replica's count is lost)
+	Definite      int64  `json:"definite"`       // buyers whose last answer was 2xx or 409
+	Indefinite    int64  `json:"indefinite_5xx"` // buyers whose last answer was 503, another 5xx or none
+	Retries       int64  `json:"retries"`        // requests re-sent with the same Idempotency-Key
+	// P50 and P99 are the worst run's buyer latency percentiles, retries included.
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	// SafeBroke is true when the strategy is safe and a run broke an invariant.
+	SafeBroke bool     `json:"safe_broke"`
+	Results   []Result `json:"results"`
+}
+
+// kept reports whether a run kept every invariant.
+func kept(r Result) bool {
+	if r.Safe {
+		return r.Verdict == VerdictSafe || r.Verdict == VerdictUndersold
+	}
+	return len(r.Reasons) == 0
+}
+
+func (c *Cell) add(r Result) {
+	c.Runs++
+	if kept(r) {
+		c.Kept++
+	}
+	c.Oversold += r.Oversold
+	c.Breaches += r.Breaches
+	c.BreachMetric += r.BreachMetric
+	c.Definite += r.OK + r.SoldOut
+	c.Indefinite += r.Unavailable + r.Errors
+	c.Retries += r.Retries
+	c.P50 = max(c.P50, r.LatencyMs.P50)
+	c.P99 = max(c.P99, r.LatencyMs.P99)
+	c.Results = append(c.Results, r)
+}
+
+func (c *Cell) finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
+
+// Short is the cell as the matrix shows it: "3/3", "n/a", with "*" when runs were missed.
+func (c Cell) Short() string {
+	if c.NotApplicable != "" {
+		return "n/a"
+	}
+	s := fmt.Sprintf("%d/%d", c.Kept, c.Runs)
+	if c.Missed > 0 {
+		s += "*"
+	}
+	return s
+}
+
+// Summary is one line about the cell, for progress output.
+func (c Cell) Summary() string {
+	if c.NotApplicable != "" {
+		return "n/a: " + c.NotApplicable
+	}
+	return fmt.Sprintf("%s kept the invariants, oversold %d, breaches %d, definite %d, 5xx %d, p99 %.0f ms",
+		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Definite, c.Indefinite, c.P99)
+}
+
+// printMatrix writes the strategies × faults table, then the figures of
+// every cell and the reasons of every run that broke. colour marks the
+// cells where a safe strategy broke (red) on a terminal.
+func printMatrix(w io.Writer, m Matrix, colour bool) {
+	cell := map[[2]string]Cell{}
+	for _, c := range m.Cells {
+		cell[[2]string{c.Strategy, c.Fault}] = c
+	}
+	t := table.NewWriter()
+	t.SetOutputMirror(w)
+	t.SetStyle(table.StyleLight)
+	t.Style().Format.Header = text.FormatDefault
+	header := table.Row{"strategy", "safe?"}
+	for _, f := range m.Faults {
+		header = append(header, f)
+	}
+	t.AppendHeader(header)
+	for _, s := range m.Strategies {
+		safe := "no"
+		if s.Safe {
+			safe = "yes"
+		}
+		row := table.Row{s.Name, safe}
+		for _, f := range m.Faults {
+			c := cell[[2]string{s.Name, f}]
+			v := c.Short()
+			if c.SafeBroke {
+				v += " BROKE"
+				if colour {
+					v = text.FgRed.Sprint(v)
+				}
+			}
+			row = append(row, v)
+		}
+		t.AppendRow(row)
+	}
+	t.Render()
+	fmt.Fprintf(w, "cells: runs that kept every invariant / faulted runs (N=%d asked; * = some runs' buyers finished before the fault struck, not counted).\n", m.Runs)
+	fmt.Fprintln(w, "Unsafe strategies (safe? no) are expected to break; only a safe strategy's broken run fails the matrix.")
+
+	d := table.NewWriter()
+	d.SetOutputMirror(w)
+	d.SetStyle(table.StyleLight)
+	d.Style().Format.Header = text.FormatDefault
+	d.AppendHeader(table.Row{"strategy", "fault", "kept", "oversold", "breaches (answers/metric)", "definite", "5xx", "retries", "p50 ms", "p99 ms"})
+	for _, c := range m.Cells {
+		if c.NotApplicable != "" {
+			continue
+		}
+		d.AppendRow(table.Row{c.Strategy, c.Fault, c.Short(), c.Oversold, fmt.Sprintf("%d/%d", c.Breaches, c.BreachMetric),
+			c.Definite, c.Indefinite, c.Retries, fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P99)})
+	}
+	d.Render()
+	for _, c := range m.Cells {
+		if c.NotApplicable != "" {
+			fmt.Fprintf(w, "  %s × %s: n/a (%s)\n", c.Strategy, c.Fault, c.NotApplicable)
+		}
+		for _, r := range c.Results {
+			if kept(r) {
+				continue
+			}
+			kind := "expected, unsafe"
+			if c.Safe {
+				kind = "SAFE STRATEGY BROKE"
+			}
+			fmt.Fprintf(w, "  %s × %s run %d (%s): %s\n", c.Strategy, c.Fault, r.Run, kind, strings.Join(r.Reasons, "; "))
+		}
+	}
+}
