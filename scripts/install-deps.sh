@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the servers that the tests and the demo start as local processes
-# (postgres, redis-server, nginx) when they are missing. Debian/Ubuntu only;
+# (postgres, redis-server, nginx, and prometheus for the dashboards test)
+# when they are missing. Debian/Ubuntu only;
 # elsewhere it prints what to install.
 set -euo pipefail
 
@@ -16,14 +17,23 @@ missing=()
 have postgres || missing+=(postgresql)
 have redis-server || missing+=(redis-server)
 have nginx || missing+=(nginx)
-[ ${#missing[@]} -eq 0 ] && exit 0
+lean=()
+have prometheus || lean+=(prometheus)
+[ ${#missing[@]} -eq 0 ] && [ ${#lean[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "missing: ${missing[*]} — install PostgreSQL >= 15, Redis >= 7 and nginx with your package manager" >&2
+  echo "missing: ${missing[*]} ${lean[*]} — install PostgreSQL >= 15, Redis >= 7, nginx and Prometheus with your package manager" >&2
   exit 1
 fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "installing ${missing[*]} with apt-get" >&2
+echo "installing ${missing[*]} ${lean[*]} with apt-get" >&2
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# Without recommends: prometheus would pull in its node exporter and more,
+# which nothing here needs.
+if [ ${#lean[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${lean[@]}" >/dev/null
+fi
