@@ -159,16 +159,20 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []fault
 		for _, fault := range fl {
 			cell := Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}
 			// A missed run (the buyers all answered before the fault's moment,
-			// which happens to the fastest strategies) is tried again, twice at most.
+			// which happens to the fastest strategies) is tried again, twice at
+			// most, each time with four times the stock and buyers, so that
+			// sales are still in flight when the fault strikes.
+			ro := o
 			for run := 1; cell.Runs < o.runs && run <= o.runs+2; run++ {
 				product := fmt.Sprintf("f%d-%s-%s-%d", stamp, s.Name, fault.Name(), run)
 				t := faults.Target{Fleet: f, Product: product, Strategy: s.Name, Strategies: all, LockTTL: o.lockTTL}
-				res, err := faultedRun(ctx, c, o, f.PostgresURL, urls, s, fault, t)
+				res, err := faultedRun(ctx, c, ro, f.PostgresURL, urls, s, fault, t)
 				switch {
 				case errors.Is(err, faults.ErrNotApplicable):
 					cell.NotApplicable = err.Error()
 				case errors.Is(err, faults.ErrMissed):
 					cell.Missed++
+					ro.stock, ro.buyers = 4*ro.stock, 4*ro.buyers
 				case err != nil:
 					return Matrix{}, fmt.Errorf("%s × %s run %d: %w", s.Name, fault.Name(), run, err)
 				default:
