@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the servers that the tests and the demo start as local processes
-# (postgres, redis-server, nginx, and prometheus for the dashboards test)
-# when they are missing. Debian/Ubuntu only;
+# (postgres, redis-server, nginx; prometheus for the dashboards test and
+# chromium for the live page's browser test) when they are missing. Debian/Ubuntu only;
 # elsewhere it prints what to install.
 set -euo pipefail
 
@@ -19,10 +19,11 @@ have redis-server || missing+=(redis-server)
 have nginx || missing+=(nginx)
 lean=()
 have prometheus || lean+=(prometheus)
+have chromium || lean+=(chromium)
 [ ${#missing[@]} -eq 0 ] && [ ${#lean[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "missing: ${missing[*]} ${lean[*]} — install PostgreSQL >= 15, Redis >= 7, nginx and Prometheus with your package manager" >&2
+  echo "missing: ${missing[*]} ${lean[*]} — install PostgreSQL >= 15, Redis >= 7, nginx, Prometheus and Chromium with your package manager" >&2
   exit 1
 fi
 sudo=""
@@ -32,8 +33,8 @@ $sudo apt-get update -qq
 if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# Without recommends: prometheus would pull in its node exporter and more,
-# which nothing here needs.
+# Without recommends: prometheus would pull in its node exporter, chromium
+# its drivers and fonts, which nothing here needs.
 if [ ${#lean[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${lean[@]}" >/dev/null
 fi

@@ -7,6 +7,9 @@ import (
 
 // routes is the whole API on one screen.
 func (s *server) routes(r chi.Router) {
+	r.Get("/", s.handleIndex)
+	r.Get("/live", s.handleLive)
+
 	r.Post("/sale", s.handleSale)
 	r.Post("/products/{id}/sale", s.handleProductSale)
 

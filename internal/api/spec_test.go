@@ -222,6 +222,7 @@ func TestBackendsDownAre503WithRetryAfter(t *testing.T) {
 		{"GET", "/readyz", ""},
 		{"GET", "/products/sku-1", ""},
 		{"GET", "/products/sku-1/rounds/1", ""},
+		{"GET", "/live", ""},
 		{"PUT", "/products/sku-1", `{"quantity":5}`},
 		{"GET", "/strategy", ""},
 		{"PUT", "/strategy", `{"strategy":"atomic"}`},
