@@ -45,14 +45,14 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## demo: start the local two-replica fleet, run every strategy, print the verdict table
+## demo: start the local two-replica fleet, run every strategy, print the verdict table and write demo-report.html
 demo: deps
-	$(GO) run ./loadtest
+	$(GO) run ./loadtest --html demo-report.html
 
 ## faults: the fault matrix: every strategy × every fault, RUNS faulted runs per cell (default 3), on a local fleet
 RUNS ?= 3
 faults: deps
-	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json
+	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json --html faults.html
 
 ## fleet: run Postgres, Redis, 2 replicas and nginx on 127.0.0.1:8080 until Ctrl-C (try the API with curl)
 fleet: deps

@@ -21,6 +21,7 @@ import (
 // faultOptions are the flags of `loadtest faults`.
 type faultOptions struct {
 	strategies, faults, jsonOut string
+	htmlOut                     string
 	runs, buyers, concurrency   int
 	stock                       int64
 	workDelay, lockTTL          time.Duration
@@ -41,6 +42,7 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the replicas (keeps buyers inside their critical sections)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", time.Second, "INVENTORY_LOCK_TTL for the replicas; replica-pause pauses for twice this")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the matrix as JSON to this file, or - for stdout (the table then goes to stderr)")
+	fs.StringVar(&o.htmlOut, "html", "", "also write the matrix as a self-contained HTML heat map to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -117,6 +119,12 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := writeReport(o.jsonOut, stdout, m); err != nil {
 			return err
 		}
+	}
+	if o.htmlOut != "" {
+		if err := writeHTML(o.htmlOut, nil, &m); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "report: %s\n", absPath(o.htmlOut))
 	}
 	if m.Failed {
 		return errSafeBroke

@@ -109,6 +109,10 @@ type Result struct {
 	Reasons     []string         `json:"reasons,omitempty"`
 	FirstErrors []string         `json:"first_errors,omitempty"`
 
+	// Timeline is the 2xx answers in each 100 ms (tick) since the buyers
+	// started: sales over time, for the HTML report.
+	Timeline []int64 `json:"sales_per_100ms,omitempty"`
+
 	answers []keyedAnswer // with loadConfig.Keys: every buyer's last answer
 }
 
@@ -130,6 +134,7 @@ type tally struct {
 	perReplica  map[string]int64
 	perRound    map[int64]int64 // 2xx by the round the response named
 	perStrategy map[string]int64
+	perTick     map[int64]int64 // 2xx by 100 ms since the buyers started
 	firstErrs   []string
 	answers     []keyedAnswer
 	hist        *hdrhistogram.Histogram // microseconds
@@ -140,11 +145,12 @@ type counts struct {
 	perReplica  map[string]int64
 	perRound    map[int64]int64
 	perStrategy map[string]int64
+	perTick     map[int64]int64 // 2xx answers by 100 ms since the buyers started
 	answers     []keyedAnswer
 }
 
 func newCounts() counts {
-	return counts{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}}
+	return counts{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, perTick: map[int64]int64{}}
 }
 
 // add counts o; late says the buyer asked after the run's last restock.
@@ -201,6 +207,9 @@ func (t *tally) merge(c counts, hist *hdrhistogram.Histogram) {
 	}
 	for k, v := range c.perStrategy {
 		t.perStrategy[k] += v
+	}
+	for k, v := range c.perTick {
+		t.perTick[k] += v
 	}
 	t.answers = append(t.answers, c.answers...)
 }
@@ -285,7 +294,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		}
 	}
 
-	t := &tally{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, hist: newHistogram()}
+	t := &tally{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, perTick: map[int64]int64{}, hist: newHistogram()}
 	var next, answered atomic.Int64
 	var wg sync.WaitGroup
 	selling := make(chan struct{})
@@ -324,6 +333,9 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				// ceiling is recorded as the ceiling.
 				_ = hist.RecordValue(min(time.Since(t0).Microseconds(), hist.HighestTrackableValue()))
 				t.add(o, late, cnt)
+				if o.status/100 == 2 {
+					cnt.perTick[int64(time.Since(start)/tick)]++
+				}
 				if key != "" {
 					cnt.answers = append(cnt.answers, keyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
 				}
@@ -407,6 +419,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 			Max: ms(t.hist.Max()),
 		},
 		PerReplica:  t.perReplica,
+		Timeline:    dense(t.perTick, elapsed),
 		Verdict:     j.Verdict,
 		Reasons:     j.Reasons,
 		FirstErrors: t.firstErrs,
@@ -485,4 +498,18 @@ func replicaNames(per map[string]int64) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// tick is the width of one slot of Result.Timeline.
+const tick = 100 * time.Millisecond
+
+// dense lays the counts by tick out as a slice covering elapsed.
+func dense(byTick map[int64]int64, elapsed time.Duration) []int64 {
+	out := make([]int64, int64(elapsed/tick)+1)
+	for i, n := range byTick {
+		if i >= 0 && i < int64(len(out)) {
+			out[i] += n
+		}
+	}
+	return out
 }

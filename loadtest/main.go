@@ -72,6 +72,7 @@ var (
 
 type options struct {
 	url, adminToken, product, strategies, jsonOut string
+	htmlOut                                       string
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay                                     time.Duration
@@ -92,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers in flight at once")
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
+	fs.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report (charts, no internet needed) to this file")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
@@ -250,6 +252,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := writeReport(o.jsonOut, stdout, rep); err != nil {
 			return err
 		}
+	}
+	if o.htmlOut != "" {
+		if err := writeHTML(o.htmlOut, &rep, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "report: %s\n", absPath(o.htmlOut))
 	}
 	if rep.Failed {
 		return errBroken
