@@ -47,7 +47,8 @@ fuzz-short:
 
 ## demo: start the local two-replica fleet, run every strategy, print the verdict table and write demo-report.html
 demo: deps
-	$(GO) run ./loadtest --html demo-report.html
+	$(GO) build -o bin/ ./cmd/inventory ./loadtest
+	bin/loadtest --binary bin/inventory --html demo-report.html
 
 ## faults: the fault matrix: every strategy × every fault, RUNS faulted runs per cell (default 3), on a local fleet
 RUNS ?= 3

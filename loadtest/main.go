@@ -72,7 +72,7 @@ var (
 
 type options struct {
 	url, adminToken, product, strategies, jsonOut string
-	htmlOut                                       string
+	htmlOut, binary                               string
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay                                     time.Duration
@@ -93,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers in flight at once")
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
+	fs.StringVar(&o.binary, "binary", "", "a built inventory binary for the local fleet (default: go build it first)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report (charts, no internet needed) to this file")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
@@ -128,6 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --work-delay must not be negative", errUsage)
 	case o.ceilingTime <= 0:
 		return o, fmt.Errorf("%w: --ceiling-time must be positive", errUsage)
+	case o.url != "" && o.binary != "":
+		return o, fmt.Errorf("%w: --binary is for the local fleet; a running fleet at --url has its own", errUsage)
 	case o.url == "" && (o.postgresURL != "" || o.redisURL != ""):
 		return o, fmt.Errorf("%w: --postgres-url and --redis-url are for a fleet given by --url; the local fleet's are known", errUsage)
 	}
@@ -155,8 +158,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.url == "" {
 		rep.WorkDelay = o.workDelay.String()
 		fmt.Fprintf(stderr, "starting a local fleet: Postgres, Redis, 2 replicas (INVENTORY_WORK_DELAY=%s), nginx …\n", o.workDelay)
+		began := time.Now()
 		f, err := fleet.Start(ctx, fleet.Options{
 			Replicas: 2,
+			Binary:   o.binary,
 			Env:      map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String()},
 		})
 		if err != nil {
@@ -170,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 		rep.Target, o.adminToken = f.URL, f.AdminToken
 		o.postgresURL, o.redisURL = f.PostgresURL, f.RedisURL
-		fmt.Fprintf(stderr, "local fleet up: nginx %s → %s\n", f.URL, replicaURLs(f))
+		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
 
 	c := newClient(rep.Target, o.adminToken, o.concurrency)
@@ -228,6 +233,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: %w", s.Name, err)
 			}
 			res.Run = runNo
+			if bar == nil { // no terminal: one line per row instead of a bar
+				fmt.Fprintf(stderr, "  %-10s run %d: %s in %.1fs\n", s.Name, runNo, res.Verdict, res.Seconds)
+			}
 			if o.ceilings && len(s.Sell) == 1 && res.FinalStock == 0 {
 				// The crowd that arrives after the last unit.
 				if res.SoldOutRate, err = soldOutRate(ctx, c, o.product, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
