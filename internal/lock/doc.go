@@ -74,12 +74,49 @@
 // unknown (network error) deletes its key by token before Lock returns
 // (best effort, up to 2s), so it leaves no orphan and no goroutine.
 //
-// Waiting. Lock retries with exponential backoff and full jitter between
-// MinBackoff and MaxBackoff (1ms–32ms by default), for at most Options.Wait
-// and never past ctx; it makes a last try just before the budget ends rather
-// than giving up early, and never spins. Giving up returns ErrTimeout
-// wrapping ctx.Err() (context.Canceled or context.DeadlineExceeded), never a
-// generic "retries exhausted". TryLock tries once.
+// Waiting. A Lock that finds the key held waits for the holder's release
+// instead of sleep-polling. The release scripts (Mutex release, Reentrant's
+// last release, and the cleanup after an acquire of unknown outcome)
+// PUBLISH on the key's release channel, "lock:{sku-1}:released" (same
+// hash tag as the key). Each Mutex or Reentrant value keeps one pub/sub
+// connection, opened when its first waiter needs it and closed after 2s
+// without waiters (or by Close), and subscribes the channels of the keys
+// it has waiters on; the channel stays subscribed for 2s after its last
+// waiter, so steady contention does not re-subscribe. A waiter tries once,
+// joins (after the subscription is confirmed, or at once if it already
+// was, it tries again, so a release between its try and its joining is
+// not missed), then parks. Each notice wakes one parked waiter of the
+// process, the longest parked; the others stay parked (no thundering
+// herd). With two processes a release wakes one waiter in each and one of
+// them wins; the loser parks again. A notice that comes while every local
+// waiter is busy trying is kept for the next one to park.
+//
+// Pub/sub rather than a blocking list pop per lock: BLPOP needs a
+// connection per blocked waiter (hundreds of waiters, hundreds of
+// connections) or a hand-off protocol that keeps the list consistent with
+// the key through expiries and Redis restarts; a PUBLISH costs the release
+// one command in the same script, loses nothing of the lock's safety (it
+// only tells waiters when to try; the acquire script still decides), and
+// is fire-and-forget, which is why polling stays as the fallback.
+//
+// Lost notices. A notice is lost when the subscriber's connection drops
+// (go-redis reconnects and subscribes again; on the re-confirmation one
+// waiter per channel tries at once), or when the key goes without a
+// release: it expires (a holder paused or gone) or is deleted behind the
+// lock's back. So every parked waiter also has a timed retry: after a
+// jittered [½, 1] × Options.PollInterval (default 1s; with more than 10
+// waiters on the key in the process, proportionally longer, so they make
+// about 10 retries per interval in all), and no later than just after the
+// holder's remaining TTL as the failed try reported it. Options.PollOnly
+// turns notices off: waiters then retry with exponential backoff and full
+// jitter between MinBackoff and MaxBackoff (1ms–32ms), as before notices
+// existed.
+//
+// Either way Lock waits for at most Options.Wait and never past ctx; it
+// makes a last try just before the budget ends rather than giving up early,
+// and never spins. Giving up returns ErrTimeout wrapping ctx.Err()
+// (context.Canceled or context.DeadlineExceeded), never a generic "retries
+// exhausted". TryLock tries once and never subscribes.
 //
 // Errors. Every error is an *Error carrying the operation and the key, and
 // wraps one of: ErrNotAcquired (contention), ErrTimeout (plus the context
@@ -114,9 +151,10 @@
 // Redlock. Redis' own clock matters too: a Redis host whose clock jumps
 // expires keys early, which looks like a deletion (detected within TTL/3).
 //
-// It is not fair: waiters poll, and a holder that releases and locks again
-// at once usually wins before a sleeping waiter wakes (see the p99 below).
-// No waiter gives up before its Wait budget.
+// It is not fair: a notice wakes the longest-parked waiter of each process,
+// but a holder that releases and locks again at once (or a newcomer's first
+// try) can win before the woken waiter's try arrives, and the waiters of
+// two processes race. No waiter gives up before its Wait budget.
 //
 // Owners are scoped to one Reentrant value: the same owner name used through
 // two of them (or two processes) contends rather than re-entering. (A Mutex
@@ -131,6 +169,7 @@
 //	                    Reentrant: hash {<owner>: count, "\x00tok": token,
 //	                    "\x00fence": fence, "\x00op": last operation id}, PX TTL
 //	lock:{sku-1}:fence  hash {n: last fence, rel: last released token}, no TTL
+//	lock:{sku-1}:released  pub/sub channel: an empty message per release
 //
 // # Measured
 //

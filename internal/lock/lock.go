@@ -18,7 +18,10 @@ type Options struct {
 	// before trying again anyway, in case one was lost (the subscription's
 	// connection dropped, or a key expired or was deleted without a
 	// release). Each wait is uniform in [PollInterval/2, PollInterval] and
-	// not much longer than the holder's remaining TTL; default 1s.
+	// not much longer than the holder's remaining TTL; default 1s. With
+	// more than 10 waiters on a key in one process, each waits
+	// proportionally longer, so that together they retry about 10 times per
+	// PollInterval.
 	PollInterval time.Duration
 	// PollOnly makes waiters sleep-poll with backoff (MinBackoff,
 	// MaxBackoff) instead of waiting for release notices: no pub/sub

@@ -257,7 +257,7 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 			if len(r) >= 2 {
 				pttl = time.Duration(r[1]) * time.Millisecond
 			}
-			d = pollDelay(o.PollInterval, pttl)
+			d = w.pollDelay(o.PollInterval, pttl)
 		} else {
 			d = bo.next()
 		}

@@ -274,11 +274,25 @@ func (w *waiter) leave() {
 	}
 }
 
+// pollShare is how many timed retries per PollInterval the waiters on one
+// key in one process make in all, at most (about): with many waiters each
+// waits longer, so that the fallback does not become the polling load
+// that notices replaced, while one of them still looks soon after a lost
+// notice.
+const pollShare = 10
+
 // pollDelay is how long a notified waiter waits for a notice before trying
-// anyway: uniform in [poll/2, poll], so waiters that missed the same notice
-// do not retry in lockstep, and not much past the holder's remaining TTL
-// (pttl, when known), after which the key expires without a release.
-func pollDelay(poll, pttl time.Duration) time.Duration {
+// anyway: uniform in [p/2, p] where p is poll, or poll·waiting/pollShare
+// with many waiters, so that waiters do not retry in lockstep, and not much
+// past the holder's remaining TTL (pttl, when known), after which the key
+// expires without a release.
+func (w *waiter) pollDelay(poll, pttl time.Duration) time.Duration {
+	w.n.mu.Lock()
+	waiting := w.c.waiting
+	w.n.mu.Unlock()
+	if waiting > pollShare {
+		poll = poll * time.Duration(waiting) / pollShare
+	}
 	d := poll/2 + rand.N(poll/2+1)
 	if pttl > 0 && pttl < d {
 		d = pttl + rand.N(pttl/8+time.Millisecond)

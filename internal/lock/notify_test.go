@@ -282,3 +282,30 @@ func killPubSub(t *testing.T, rdb *redis.Client, name string) {
 		t.Fatalf("no pub/sub connection named %q to kill in:\n%s", name, list)
 	}
 }
+
+// TestPollDelay: timed retries are jittered over [p/2, p], p growing with
+// the waiters on the key beyond pollShare, and come soon after the
+// holder's remaining TTL when that is sooner.
+func TestPollDelay(t *testing.T) {
+	const poll = time.Second
+	tests := []struct {
+		waiting  int
+		pttl     time.Duration
+		min, max time.Duration
+	}{
+		{1, 0, poll / 2, poll},
+		{pollShare, 0, poll / 2, poll},
+		{10 * pollShare, 0, 5 * poll, 10 * poll},
+		{1, -1, poll / 2, poll}, // no TTL reported
+		{1, 100 * time.Millisecond, 100 * time.Millisecond, 100*time.Millisecond + 100*time.Millisecond/8 + time.Millisecond},
+		{10 * pollShare, 3 * time.Second, 3 * time.Second, 3*time.Second + 3*time.Second/8 + time.Millisecond},
+	}
+	for _, tt := range tests {
+		w := &waiter{n: newNotifier(nil), c: &channel{waiting: tt.waiting}}
+		for range 100 {
+			if d := w.pollDelay(poll, tt.pttl); d < tt.min || d > tt.max {
+				t.Fatalf("pollDelay(%v, pttl %v) with %d waiting = %v, want within [%v, %v]", poll, tt.pttl, tt.waiting, d, tt.min, tt.max)
+			}
+		}
+	}
+}
