@@ -55,7 +55,9 @@ var benchLockers = []benchLocker{
 // notices ("notified", the default) and by backoff polling ("polling",
 // Options.PollOnly), in the same run: uncontended (1 goroutine) and
 // contended (8 and 64 goroutines over two clients, as two replicas), with
-// an empty critical section and with 1ms of work in it. Reported:
+// an empty critical section and with 1ms of work in it, and 512 goroutines
+// with 1ms of work (a crowd larger than the clients' connection pools, as
+// at the load tester's 1500 buyers at once). Reported:
 // acquisitions/s, p50/p99/max wait inside Lock, and Redis commands per
 // acquisition (acquire tries, renewals and the release; not the few
 // SUBSCRIBE and PING commands on the notifier's own connection).
@@ -64,7 +66,7 @@ func BenchmarkLock(b *testing.B) {
 	cases := []struct {
 		goroutines int
 		work       time.Duration
-	}{{1, 0}, {8, 0}, {64, 0}, {8, time.Millisecond}, {64, time.Millisecond}}
+	}{{1, 0}, {8, 0}, {64, 0}, {8, time.Millisecond}, {64, time.Millisecond}, {512, time.Millisecond}}
 	for _, bl := range benchLockers {
 		for _, c := range cases {
 			for _, mode := range []string{"notified", "polling"} {
