@@ -309,3 +309,36 @@ func TestPollDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlapManyWaiters: mutual exclusion still holds with many waiters
+// parked on notices (64 goroutines over two clients, each lock value with
+// its own subscription), with the fallback retries frequent enough to
+// race the notices too.
+func TestOverlapManyWaiters(t *testing.T) {
+	url := sharedRedis(t)
+	c1, c2 := client(t, url), client(t, url)
+	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second, PollInterval: 20 * time.Millisecond}
+	tests := []struct {
+		name     string
+		acquires []acquireFunc
+	}{
+		{"Mutex", []acquireFunc{
+			mutexAcquire2(closing(t, NewMutex(c1, opts)), "lock:{many-m}"),
+			mutexAcquire2(closing(t, NewMutex(c2, opts)), "lock:{many-m}")}},
+		{"Reentrant", []acquireFunc{
+			reentrantAcquire2(closing(t, NewReentrant(c1, opts)), "lock:{many-r}"),
+			reentrantAcquire2(closing(t, NewReentrant(c2, opts)), "lock:{many-r}")}},
+		{"Mutex and Reentrant", []acquireFunc{
+			mutexAcquire2(closing(t, NewMutex(c1, opts)), "lock:{many-mr}"),
+			reentrantAcquire2(closing(t, NewReentrant(c2, opts)), "lock:{many-mr}")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const goroutines, iters = 64, 5
+			overlaps, entries, lost := runOverlap(t, []*redis.Client{c1, c2}, tt.acquires, goroutines, iters)
+			if entries != goroutines*iters || overlaps != 0 || lost != 0 {
+				t.Errorf("%s: %d critical sections (want %d), %d overlapped another, %d updates lost; want 0 and 0", tt.name, entries, goroutines*iters, overlaps, lost)
+			}
+		})
+	}
+}
