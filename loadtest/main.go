@@ -75,7 +75,7 @@ type options struct {
 	htmlOut, binary                               string
 	stock                                         int64
 	buyers, concurrency, runs                     int
-	workDelay                                     time.Duration
+	workDelay, lockWait                           time.Duration
 	mix, restockDuring, byProduct, ceilings       bool
 	ceilingTime                                   time.Duration
 	postgresURL, redisURL                         string
@@ -98,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
+	fs.DurationVar(&o.lockWait, "lock-wait", 0, "INVENTORY_LOCK_WAIT for the local fleet's replicas (0: the service's default)")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
 	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
@@ -119,14 +120,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	case o.url != "" && set["work-delay"]:
 		return o, fmt.Errorf("%w: --work-delay only applies to the local fleet; a running fleet has its own INVENTORY_WORK_DELAY", errUsage)
+	case o.url != "" && set["lock-wait"]:
+		return o, fmt.Errorf("%w: --lock-wait only applies to the local fleet; a running fleet has its own INVENTORY_LOCK_WAIT", errUsage)
 	case o.url != "" && o.adminToken == "":
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
 	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
 		return o, fmt.Errorf("%w: --stock, --buyers, --concurrency and --runs must be at least 1", errUsage)
 	case o.switchEvery < 0:
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
-	case o.workDelay < 0:
-		return o, fmt.Errorf("%w: --work-delay must not be negative", errUsage)
+	case o.workDelay < 0, o.lockWait < 0:
+		return o, fmt.Errorf("%w: --work-delay and --lock-wait must not be negative", errUsage)
 	case o.ceilingTime <= 0:
 		return o, fmt.Errorf("%w: --ceiling-time must be positive", errUsage)
 	case o.url != "" && o.binary != "":
@@ -158,12 +161,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.url == "" {
 		rep.WorkDelay = o.workDelay.String()
 		fmt.Fprintf(stderr, "starting a local fleet: Postgres, Redis, 2 replicas (INVENTORY_WORK_DELAY=%s), nginx …\n", o.workDelay)
+		env := map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String()}
+		if o.lockWait > 0 {
+			env["INVENTORY_LOCK_WAIT"] = o.lockWait.String()
+			fmt.Fprintf(stderr, "INVENTORY_LOCK_WAIT=%s\n", o.lockWait)
+		}
 		began := time.Now()
-		f, err := fleet.Start(ctx, fleet.Options{
-			Replicas: 2,
-			Binary:   o.binary,
-			Env:      map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String()},
-		})
+		f, err := fleet.Start(ctx, fleet.Options{Replicas: 2, Binary: o.binary, Env: env})
 		if err != nil {
 			return err
 		}

@@ -233,6 +233,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--work-delay", "5ms"}, errUsage},
 		{[]string{"--buyers", "0"}, errUsage},
 		{[]string{"--work-delay", "-1ms"}, errUsage},
+		{[]string{"--lock-wait", "-1s"}, errUsage},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--lock-wait", "20s"}, errUsage},
 		{[]string{"--nope"}, errUsage},
 		{[]string{"extra"}, errUsage},
 		{[]string{"--mix", "--restock-during", "--switch-during", "25"}, nil},

@@ -18,6 +18,7 @@ func ExampleMutex_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
 	m := lock.NewMutex(rdb, lock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second})
+	defer m.Close() // stops the subscription that wakes waiters (it also stops when idle)
 
 	ctx := context.Background()
 	lease, err := m.Lock(ctx, "lock:{sku-1}")
@@ -40,6 +41,7 @@ func ExampleReentrant_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
 	r := lock.NewReentrant(rdb, lock.Options{MaxHold: time.Minute})
+	defer r.Close()
 
 	ctx := lock.WithOwner(context.Background(), "request-42")
 	outer, err := r.Lock(ctx, "lock:{sku-1}")

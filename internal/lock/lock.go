@@ -14,8 +14,21 @@ type Options struct {
 	TTL time.Duration
 	// Wait bounds how long Lock waits for a held lock, on top of ctx; default 10s.
 	Wait time.Duration
+	// PollInterval is the longest a waiter waits for a release notice
+	// before trying again anyway, in case one was lost (the subscription's
+	// connection dropped, or a key expired or was deleted without a
+	// release). Each wait is uniform in [PollInterval/2, PollInterval] and
+	// not much longer than the holder's remaining TTL; default 1s. With
+	// more than 10 waiters on a key in one process, each waits
+	// proportionally longer, so that together they retry about 10 times per
+	// PollInterval.
+	PollInterval time.Duration
+	// PollOnly makes waiters sleep-poll with backoff (MinBackoff,
+	// MaxBackoff) instead of waiting for release notices: no pub/sub
+	// subscription. For comparison; the default is notified waiting.
+	PollOnly bool
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
-	// between tries while waiting; defaults 1ms and 32ms.
+	// between tries of a PollOnly waiter; defaults 1ms and 32ms.
 	MinBackoff, MaxBackoff time.Duration
 	// Watchdog renews a Mutex's lease every TTL/3 while it is held. A
 	// Reentrant lock always has one.

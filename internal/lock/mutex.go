@@ -31,6 +31,9 @@ func (o Options) withDefaults() Options {
 		o.MaxBackoff = 32 * time.Millisecond
 	}
 	o.MaxBackoff = max(o.MaxBackoff, o.MinBackoff)
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
@@ -53,17 +56,38 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // that also mints the fencing token), released by compare-and-delete.
 // Create one per process and share it; it is safe for concurrent use.
 type Mutex struct {
-	rdb  redis.UniversalClient
-	opts Options
+	rdb    redis.UniversalClient
+	opts   Options
+	notify *notifier // nil when PollOnly
 }
 
 // NewMutex returns a Mutex over rdb; see Options for the defaults.
 func NewMutex(rdb redis.UniversalClient, opts Options) *Mutex {
-	return &Mutex{rdb: rdb, opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Mutex{rdb: rdb, opts: opts, notify: newNotifierUnless(rdb, opts.PollOnly)}
 }
 
-// Lock acquires key, waiting with jittered exponential backoff while it is
-// held, for at most Options.Wait and never past ctx. Giving up returns
+// newNotifierUnless is a notifier over rdb, or nil for a PollOnly lock.
+func newNotifierUnless(rdb redis.UniversalClient, pollOnly bool) *notifier {
+	if pollOnly {
+		return nil
+	}
+	return newNotifier(rdb)
+}
+
+// Close stops the subscription that wakes waiters, if one is running (it
+// also stops by itself a few seconds after the last waiter), and waits for
+// its goroutine to exit. The Mutex stays usable: held leases can be
+// released, and later waiters poll.
+func (m *Mutex) Close() {
+	if m.notify != nil {
+		m.notify.close()
+	}
+}
+
+// Lock acquires key, waiting while it is held until a release notice (or,
+// when that is lost, a timed retry) lets it try again, for at most
+// Options.Wait and never past ctx. Giving up returns
 // *Error wrapping ErrTimeout and ctx.Err() (or context.DeadlineExceeded for
 // the Wait budget); a Redis failure returns *Error wrapping it.
 func (m *Mutex) Lock(ctx context.Context, key string) (*Lease, error) {
@@ -89,6 +113,10 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 	if err != nil {
 		return nil, &Error{Op: op, Key: key, Err: err}
 	}
+	ch, err := releaseChannel(key)
+	if err != nil {
+		return nil, &Error{Op: op, Key: key, Err: err}
+	}
 	keys := []string{key, fk}
 	token := newToken()
 	var renew func(context.Context) (bool, error)
@@ -99,21 +127,21 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 		}
 	}
 	h := newHold(key, token, &m.opts, renew)
-	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips,
+	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
 		},
-		func(ctx context.Context) { _, _, _ = run(ctx, m.rdb, mutexRelease, keys, token) })
+		func(ctx context.Context) { _, _, _ = run(ctx, m.rdb, mutexRelease, keys, token, ch) })
 	if err != nil {
 		return nil, err
 	}
 	h.arm(sent, fence)
 	return h.addLease(ctx, func(ctx context.Context, l *Lease) error {
-		return m.release(ctx, l, keys, token)
+		return m.release(ctx, l, keys, token, ch)
 	}), nil
 }
 
-func (m *Mutex) release(ctx context.Context, l *Lease, keys []string, token string) error {
+func (m *Mutex) release(ctx context.Context, l *Lease, keys []string, token, ch string) error {
 	if l.released.Swap(true) {
 		return &Error{Op: "release", Key: l.h.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
 	}
@@ -123,7 +151,7 @@ func (m *Mutex) release(ctx context.Context, l *Lease, keys []string, token stri
 	l.cancel(&Error{Op: "release", Key: h.key, Err: ErrReleased})
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
-	v, _, err := run(ctx, m.rdb, mutexRelease, keys, token)
+	v, _, err := run(ctx, m.rdb, mutexRelease, keys, token, ch)
 	rerr := releaseResult(h.key, lost, v == int64(1), err)
 	m.opts.Observer.Released(h.key, time.Since(l.start), rerr)
 	return rerr
@@ -143,10 +171,12 @@ func releaseResult(key string, lost error, released bool, err error) error {
 }
 
 // grant runs an acquire script until it grants the lock, waiting between
-// tries when wait is set. try runs the script once with the given fence
-// floor; cleanup removes our key after a try whose outcome is unknown. It
-// returns the fence and when the granting command was sent.
-func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int,
+// tries when wait is set: parked until a release notice on channel when
+// notify is set (see notifier), else sleeping with backoff. try runs the
+// script once with the given fence floor; cleanup removes our key after a
+// try whose outcome is unknown. It returns the fence and when the granting
+// command was sent.
+func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int, notify *notifier, channel string,
 	try func(ctx context.Context, floor string) (any, int, error), cleanup func(context.Context)) (int64, time.Time, error) {
 	floor := ""
 	if o.FenceFloor == nil {
@@ -159,6 +189,12 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		defer cancel()
 	}
 	bo := newBackoff(o.MinBackoff, o.MaxBackoff)
+	var w *waiter // joined after the first try that found the lock held
+	defer func() {
+		if w != nil {
+			w.leave()
+		}
+	}()
 	var timer *time.Timer
 	lastTry := false
 	for {
@@ -208,16 +244,37 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		if !wait {
 			return 0, time.Time{}, &Error{Op: op, Key: key, Err: ErrNotAcquired}
 		}
-		d := bo.next()
+		if w == nil && notify != nil {
+			if w = notify.join(wctx, channel); w != nil && w.ready == nil {
+				// Already subscribed, but the release may have come between
+				// the try and joining: try again, now sure to hear the next.
+				continue
+			}
+		}
+		var d time.Duration
+		if w != nil {
+			var pttl time.Duration
+			if len(r) >= 2 {
+				pttl = time.Duration(r[1]) * time.Millisecond
+			}
+			d = w.pollDelay(o.PollInterval, pttl)
+		} else {
+			d = bo.next()
+		}
 		if dl, ok := wctx.Deadline(); ok && time.Until(dl) <= d {
-			// Make one last try just before the budget ends rather than give up early.
-			if lastTry { // the budget ends before another try could: let it run out
+			// Make one last timed try just before the budget ends rather
+			// than give up early; after it only a notice brings another.
+			rem := time.Until(dl)
+			switch {
+			case !lastTry:
+				lastTry = true
+				d = rem - min(rem/2, time.Millisecond)
+			case w != nil:
+				d = rem + time.Second // the budget ends first
+			default: // the budget ends before another try could: let it run out
 				<-wctx.Done()
 				return 0, time.Time{}, timeoutError(op, key, wctx)
 			}
-			lastTry = true
-			rem := time.Until(dl)
-			d = rem - min(rem/2, time.Millisecond)
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -225,7 +282,13 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		} else {
 			timer.Reset(d) // Go >= 1.23: no stale tick can be left in timer.C
 		}
-		if !sleep(wctx, timer) {
+		var again bool
+		if w != nil {
+			again = w.park(wctx, timer)
+		} else {
+			again = sleep(wctx, timer)
+		}
+		if !again {
 			return 0, time.Time{}, timeoutError(op, key, wctx)
 		}
 	}

@@ -189,36 +189,51 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 }
 
 // TestLockWaitsWithoutSpinning: a waiter gets the lock soon after the holder
-// releases it, in a bounded number of tries.
+// releases it, in a bounded number of tries: a notified one tries about
+// twice before parking and once when woken; a PollOnly one polls with
+// backoff, some tries but no spinning.
 func TestLockWaitsWithoutSpinning(t *testing.T) {
 	url := sharedRedis(t)
-	rec := &recorder{}
-	holder := NewMutex(client(t, url), Options{})
-	waiter := NewMutex(client(t, url), Options{Observer: rec})
-	ctx := context.Background()
-	const key = "lock:{wait}"
-	held, err := holder.Lock(ctx, key)
-	if err != nil {
-		t.Fatalf("holder Lock(%q) = %v", key, err)
+	tests := []struct {
+		name               string
+		opts               Options
+		minTrips, maxTrips int
+	}{
+		{"notified", Options{}, 2, 4},
+		{"PollOnly", Options{PollOnly: true}, 5, 150},
 	}
-	const hold = 300 * time.Millisecond
-	releasedAt := make(chan time.Time, 1)
-	go func() {
-		time.Sleep(hold)
-		releasedAt <- time.Now()
-		_ = held.Release(ctx)
-	}()
-	l, err := waiter.Lock(ctx, key)
-	if err != nil {
-		t.Fatalf("waiter Lock(%q) = %v, want it to wait for the release", key, err)
-	}
-	got := time.Now()
-	defer l.Release(ctx)
-	if late := got.Sub(<-releasedAt); late > 100*time.Millisecond {
-		t.Errorf("waiter acquired %v after the release, want within MaxBackoff (32ms) plus slack", late)
-	}
-	if trips := rec.acquired[0].trips; trips < 5 || trips > 150 {
-		t.Errorf("waiting %v made %d round trips, want some (≥ 5) but no spinning (≤ 150)", hold, trips)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			holder := closing(t, NewMutex(client(t, url), Options{}))
+			tt.opts.Observer = rec
+			waiter := closing(t, NewMutex(client(t, url), tt.opts))
+			ctx := context.Background()
+			key := "lock:{wait-" + tt.name + "}"
+			held, err := holder.Lock(ctx, key)
+			if err != nil {
+				t.Fatalf("holder Lock(%q) = %v", key, err)
+			}
+			const hold = 300 * time.Millisecond
+			releasedAt := make(chan time.Time, 1)
+			go func() {
+				time.Sleep(hold) // the holder's work
+				releasedAt <- time.Now()
+				_ = held.Release(ctx)
+			}()
+			l, err := waiter.Lock(ctx, key)
+			if err != nil {
+				t.Fatalf("waiter Lock(%q) = %v, want it to wait for the release", key, err)
+			}
+			got := time.Now()
+			defer l.Release(ctx)
+			if late := got.Sub(<-releasedAt); late > 100*time.Millisecond {
+				t.Errorf("waiter acquired %v after the release, want within 100ms", late)
+			}
+			if trips := rec.acquired[0].trips; trips < tt.minTrips || trips > tt.maxTrips {
+				t.Errorf("waiting %v made %d round trips, want %d to %d", hold, trips, tt.minTrips, tt.maxTrips)
+			}
+		})
 	}
 }
 

@@ -36,8 +36,9 @@ func OwnerFrom(ctx context.Context) (string, bool) {
 // it; it is safe for concurrent use. Owners are scoped to it: the same owner
 // name used through two Reentrant values (or two processes) contends.
 type Reentrant struct {
-	rdb  redis.UniversalClient
-	opts Options
+	rdb    redis.UniversalClient
+	opts   Options
+	notify *notifier // nil when PollOnly
 
 	mu      sync.Mutex
 	entries map[entryKey]*entry
@@ -52,15 +53,24 @@ type entry struct {
 
 	h     *hold // the current hold, nil when none
 	keys  []string
-	count int   // nested leases not yet released
-	seq   int64 // last operation id sent for h
+	ch    string // the release channel
+	count int    // nested leases not yet released
+	seq   int64  // last operation id sent for h
 }
 
 // NewReentrant returns a Reentrant lock over rdb; see Options for the
 // defaults. Options.Watchdog is implied.
 func NewReentrant(rdb redis.UniversalClient, opts Options) *Reentrant {
 	opts.Watchdog = true
-	return &Reentrant{rdb: rdb, opts: opts.withDefaults(), entries: map[entryKey]*entry{}}
+	opts = opts.withDefaults()
+	return &Reentrant{rdb: rdb, opts: opts, notify: newNotifierUnless(rdb, opts.PollOnly), entries: map[entryKey]*entry{}}
+}
+
+// Close stops the subscription that wakes waiters, as Mutex.Close does.
+func (r *Reentrant) Close() {
+	if r.notify != nil {
+		r.notify.close()
+	}
 }
 
 // Lock acquires key for the owner in ctx (ErrNoOwner without one), or
@@ -140,22 +150,28 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	if e.h != nil {
 		return r.reenter(ctx, op, k, e, trips)
 	}
+	ch, err := releaseChannel(key)
+	if err != nil {
+		return nil, &Error{Op: op, Key: key, Err: err}
+	}
 	keys := []string{key, fk}
 	token := newToken()
 	h := newHold(key, token, &r.opts, func(ctx context.Context) (bool, error) {
 		v, _, err := run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
 		return v == int64(1), err
 	})
-	fence, sent, err := grant(ctx, &r.opts, op, key, wait, trips,
+	fence, sent, err := grant(ctx, &r.opts, op, key, wait, trips, r.notify, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
 		},
-		func(ctx context.Context) { _, _, _ = run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1") })
+		func(ctx context.Context) {
+			_, _, _ = run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1", ch)
+		})
 	if err != nil {
 		return nil, err
 	}
 	h.arm(sent, fence)
-	e.h, e.keys, e.count, e.seq = h, keys, 1, 0
+	e.h, e.keys, e.ch, e.count, e.seq = h, keys, ch, 1, 0
 	r.use(k) // the hold keeps the entry until its last release
 	return r.lease(ctx, k, e, h, owner), nil
 }
@@ -215,7 +231,7 @@ func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry)
 		err = r.releaseNested(ctx, k, e)
 	} else {
 		lost := h.end() // the watchdog has stopped when this returns
-		v, _, rerr := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1")
+		v, _, rerr := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1", e.ch)
 		err = releaseResult(k.key, lost, v == int64(0), rerr)
 		e.h = nil
 		r.unuse(k, e)
@@ -230,7 +246,7 @@ func (r *Reentrant) releaseNested(ctx context.Context, k entryKey, e *entry) err
 		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
 	}
 	e.seq++
-	v, _, err := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0")
+	v, _, err := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0", e.ch)
 	switch {
 	case err != nil:
 		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}

@@ -1,7 +1,8 @@
 -- Release one level of a Reentrant hold.
 -- KEYS[1] lock hash, KEYS[2] fence hash. ARGV[1] owner, ARGV[2] hold token,
 -- ARGV[3] operation id, ARGV[4] '1' for the holder's last release (delete the
--- hold whatever the count says), '0' for a nested one (decrement).
+-- hold whatever the count says), '0' for a nested one (decrement), ARGV[5] the
+-- release channel, on which deleting the hold is announced to wake a waiter.
 -- Reply n > 0: the owner's count left. Reply 0: released entirely (now, or by
 -- an earlier send of this command: the token is the fence hash's tombstone).
 -- Reply -1: not held by this hold.
@@ -14,6 +15,7 @@ end
 if ARGV[4] == '1' then
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[2], 'rel', ARGV[2])
+  redis.call('PUBLISH', ARGV[5], '')
   return 0
 end
 if redis.call('HGET', KEYS[1], '\0op') ~= ARGV[3] then

@@ -122,7 +122,7 @@ func TestReleaseScriptRefusesOtherHold(t *testing.T) {
 	}
 	defer l.Release(a)
 	for _, final := range []string{"0", "1"} {
-		v, _, err := run(bg, rdb, reentrantRelease, []string{key, key + ":fence"}, "b", newToken(), "7", final)
+		v, _, err := run(bg, rdb, reentrantRelease, []string{key, key + ":fence"}, "b", newToken(), "7", final, key+":released")
 		if err != nil || v != int64(-1) {
 			t.Errorf("release script (final=%s) with a foreign token = %v, %v; want -1 (not held)", final, v, err)
 		}
