@@ -46,9 +46,9 @@ type midSale struct {
 var (
 	// inWork: buyer 1 is in its simulated work (Deps.WorkDelay), holding
 	// whatever the strategy holds there: a lock and an open transaction
-	// (redis, reentrant, optimistic, forupdate), or a reservation (lua).
+	// (redis, reentrant, pglock, optimistic, forupdate), or a reservation (lua).
 	inWork = midSale{"in-work", func(s string) bool {
-		return slices.Contains([]string{RedisLock, Reentrant, Optimistic, Lua, ForUpdate}, s)
+		return slices.Contains([]string{RedisLock, Reentrant, PgLock, Optimistic, Lua, ForUpdate}, s)
 	}}
 	// atWrite: buyer 1 is blocked on the stock row, which the test holds
 	// locked, with everything the strategy took before its write. Every
