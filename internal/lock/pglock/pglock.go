@@ -151,15 +151,17 @@ func New(db DB, opts Options) *Locker {
 
 // acquireSQL inserts the lock's row or takes it over when it is free or
 // expired, in one statement; no row comes back when someone else holds it.
-// The time is Postgres' own (clock_timestamp(), not the statement's start,
-// as it may have waited for the row lock of a competing acquire).
+// The time is Postgres' own, read once (clock_timestamp(), not the
+// transaction's start). If the statement then waits for a competing
+// acquire's row lock, the time is from before the wait: the expiry check
+// and the new expiry are then a little early, which errs towards the
+// current holder.
 const acquireSQL = `
 INSERT INTO locks AS l (name, token, fence, expires_at, acquired_at)
-VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 microsecond', clock_timestamp())
+SELECT $1, $2, 1, t + $3::bigint * interval '1 microsecond', t FROM (SELECT clock_timestamp() AS t) AS now
 ON CONFLICT (name) DO UPDATE
-SET token = excluded.token, fence = l.fence + 1,
-    expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond', acquired_at = clock_timestamp()
-WHERE l.token IS NULL OR l.expires_at <= clock_timestamp()
+SET token = excluded.token, fence = l.fence + 1, expires_at = excluded.expires_at, acquired_at = excluded.acquired_at
+WHERE l.token IS NULL OR l.expires_at <= excluded.acquired_at
 RETURNING fence`
 
 // releaseSQL frees the lock only if this lease still holds it; the row and
