@@ -25,9 +25,18 @@ import (
 
 // contractStrategies are the strategy names of design.md and whether each is safe.
 var contractStrategies = map[string]bool{
-	"none": false, "local": false,
-	"redis": true, "reentrant": true, "optimistic": true, "lua": true, "atomic": true, "forupdate": true,
+	"none": false, "local": false, "setnx": false,
+	"redis": true, "reentrant": true, "pglock": true, "optimistic": true, "lua": true, "atomic": true, "forupdate": true,
 }
+
+// needsShortTTL are the unsafe strategies whose failure needs a sale to
+// outlive the lock TTL: setnx excludes like a working lock while every
+// critical section ends within it. The fleets here keep the service's 30s
+// TTL with a few ms of work, so they are not expected to oversell (nor
+// asserted not to); stock's TestRace and
+// TestSetNXOversellsWhenTheSectionOutlivesTheTTL show them overselling, and
+// the README how to see it with the load tester (--lock-ttl).
+var needsShortTTL = map[string]bool{"setnx": true}
 
 const (
 	e2eStock  = 100
@@ -91,7 +100,7 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	}
 	results := rep.Results
 	for _, r := range rep.Results {
-		for attempt := 2; !r.Safe && r.Verdict != VerdictOversold && attempt <= unsafeAttempts; attempt++ {
+		for attempt := 2; !r.Safe && !needsShortTTL[r.Strategy] && r.Verdict != VerdictOversold && attempt <= unsafeAttempts; attempt++ {
 			again := loadtest(r.Strategy)
 			r = again.Results[0]
 			results = append(results, r)
@@ -176,7 +185,7 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 		}
 	}
 	for name, safe := range contractStrategies {
-		if !safe {
+		if !safe && !needsShortTTL[name] {
 			t.Logf("%s oversold in %d of %d runs", name, oversoldRuns[name], runs[name])
 			if oversoldRuns[name] == 0 {
 				t.Errorf("%s (unsafe): no oversell in %d runs with work delay %s, want it observed", name, runs[name], e2eWorkDelay)

@@ -75,7 +75,7 @@ type options struct {
 	htmlOut, binary                               string
 	stock                                         int64
 	buyers, concurrency, runs                     int
-	workDelay, lockWait                           time.Duration
+	workDelay, lockWait, lockTTL                  time.Duration
 	mix, restockDuring, byProduct, ceilings       bool
 	ceilingTime                                   time.Duration
 	postgresURL, redisURL                         string
@@ -99,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
 	fs.DurationVar(&o.lockWait, "lock-wait", 0, "INVENTORY_LOCK_WAIT for the local fleet's replicas (0: the service's default)")
+	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "INVENTORY_LOCK_TTL for the local fleet's replicas (0: the service's default, 30s); once a sale spends longer than this inside its lock, setnx oversells and the safe lock strategies turn buyers away (at least 10ms, above --work-delay)")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
 	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
@@ -122,6 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --work-delay only applies to the local fleet; a running fleet has its own INVENTORY_WORK_DELAY", errUsage)
 	case o.url != "" && set["lock-wait"]:
 		return o, fmt.Errorf("%w: --lock-wait only applies to the local fleet; a running fleet has its own INVENTORY_LOCK_WAIT", errUsage)
+	case o.url != "" && set["lock-ttl"]:
+		return o, fmt.Errorf("%w: --lock-ttl only applies to the local fleet; a running fleet has its own INVENTORY_LOCK_TTL", errUsage)
 	case o.url != "" && o.adminToken == "":
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
 	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
@@ -130,6 +133,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0, o.lockWait < 0:
 		return o, fmt.Errorf("%w: --work-delay and --lock-wait must not be negative", errUsage)
+	case o.lockTTL != 0 && (o.lockTTL < 10*time.Millisecond || o.lockTTL <= o.workDelay):
+		// The service refuses these at start (INVENTORY_LOCK_TTL, INVENTORY_WORK_DELAY).
+		return o, fmt.Errorf("%w: --lock-ttl must be at least 10ms and above --work-delay (%s)", errUsage, o.workDelay)
 	case o.ceilingTime <= 0:
 		return o, fmt.Errorf("%w: --ceiling-time must be positive", errUsage)
 	case o.url != "" && o.binary != "":
@@ -160,12 +166,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.url == "" {
 		rep.WorkDelay = o.workDelay.String()
-		fmt.Fprintf(stderr, "starting a local fleet: Postgres, Redis, 2 replicas (INVENTORY_WORK_DELAY=%s), nginx …\n", o.workDelay)
 		env := map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String()}
+		settings := "INVENTORY_WORK_DELAY=" + o.workDelay.String()
+		if o.lockTTL > 0 {
+			rep.LockTTL = o.lockTTL.String()
+			env["INVENTORY_LOCK_TTL"] = rep.LockTTL
+			settings += ", INVENTORY_LOCK_TTL=" + rep.LockTTL
+		}
 		if o.lockWait > 0 {
 			env["INVENTORY_LOCK_WAIT"] = o.lockWait.String()
-			fmt.Fprintf(stderr, "INVENTORY_LOCK_WAIT=%s\n", o.lockWait)
+			settings += ", INVENTORY_LOCK_WAIT=" + o.lockWait.String()
 		}
+		fmt.Fprintf(stderr, "starting a local fleet: Postgres, Redis, 2 replicas (%s), nginx …\n", settings)
 		began := time.Now()
 		f, err := fleet.Start(ctx, fleet.Options{Replicas: 2, Binary: o.binary, Env: env})
 		if err != nil {

@@ -13,9 +13,11 @@ import (
 
 // Report is everything one invocation measured; --json writes it.
 type Report struct {
-	Target      string `json:"target"`
-	LocalFleet  bool   `json:"local_fleet"`
-	WorkDelay   string `json:"work_delay"`
+	Target     string `json:"target"`
+	LocalFleet bool   `json:"local_fleet"`
+	WorkDelay  string `json:"work_delay"`
+	// LockTTL is the local fleet's INVENTORY_LOCK_TTL when --lock-ttl set it.
+	LockTTL     string `json:"lock_ttl,omitempty"`
 	Product     string `json:"product"`
 	Stock       int64  `json:"stock"`
 	Buyers      int    `json:"buyers"`

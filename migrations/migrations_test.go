@@ -79,7 +79,7 @@ func TestUpConcurrent(t *testing.T) {
 	if applied != len(files) || rows != len(files) {
 		t.Errorf("goose_db_version: %d versions in %d rows, want %d in %d (each applied once)", applied, rows, len(files), len(files))
 	}
-	for _, table := range []string{"stock", "sales", "rounds", "settings"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings", "locks"} {
 		if !tableExists(t, db, table) {
 			t.Errorf("table %s missing after Up", table)
 		}
@@ -128,16 +128,16 @@ func TestSchema(t *testing.T) {
 		}
 	}
 	var def struct {
-		version, fence int64
-		round          int
-		name           string
+		version, fence, pglockFence int64
+		round                       int
+		name                        string
 	}
-	if err := db.QueryRowContext(ctx, `SELECT version, fence, round, name FROM stock WHERE product_id = 'p'`).
-		Scan(&def.version, &def.fence, &def.round, &def.name); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT version, fence, pglock_fence, round, name FROM stock WHERE product_id = 'p'`).
+		Scan(&def.version, &def.fence, &def.pglockFence, &def.round, &def.name); err != nil {
 		t.Fatalf("read defaults: %v", err)
 	}
-	if def.version != 0 || def.fence != 0 || def.round != 1 || def.name != "" {
-		t.Errorf("stock defaults = %+v, want version 0, fence 0, round 1, name empty", def)
+	if def.version != 0 || def.fence != 0 || def.pglockFence != 0 || def.round != 1 || def.name != "" {
+		t.Errorf("stock defaults = %+v, want version 0, fences 0, round 1, name empty", def)
 	}
 }
 
@@ -155,7 +155,7 @@ func TestDown(t *testing.T) {
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("DownTo(0): %v", err)
 	}
-	for _, table := range []string{"stock", "sales", "rounds", "settings"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings", "locks"} {
 		if tableExists(t, db, table) {
 			t.Errorf("table %s still there after Down", table)
 		}

@@ -11,6 +11,11 @@
 //     increments instead of deadlocking; each release decrements, the last
 //     one deletes the key. A watchdog always renews it.
 //
+// SetNX is the seeds' naive lock (SETNX, then PEXPIRE, unconditional DEL,
+// no token, no lease), kept only so the unsafe setnx strategy can show how
+// a lock breaks; its doc says how. The lock table in Postgres lives in
+// package pglock, which does not import Redis.
+//
 // A Lease carries the fencing token (Fence), the local validity deadline
 // (Deadline) and a Context derived from the caller's that is cancelled the
 // moment the lock is known or presumed lost. Run the protected work under

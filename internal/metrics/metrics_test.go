@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/pglock"
 )
 
 func TestLockResultLabels(t *testing.T) {
@@ -27,6 +28,9 @@ func TestLockResultLabels(t *testing.T) {
 		wrap(lock.ErrNotHeld):          "not_held",
 		wrap(lock.ErrReleaseUnknown):   "unknown",
 		errors.New("connection reset"): "error",
+		&pglock.Error{Op: "lock", Key: "lock:{k}", Err: pglock.ErrTimeout}:        "timeout",
+		&pglock.Error{Op: "trylock", Key: "lock:{k}", Err: pglock.ErrNotAcquired}: "not_acquired",
+		&pglock.Error{Op: "release", Key: "lock:{k}", Err: pglock.ErrNotHeld}:     "not_held",
 	} {
 		if got := lockResult(err); got != want {
 			t.Errorf("lockResult(%v) = %q, want %q", err, got, want)

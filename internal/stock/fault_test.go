@@ -122,7 +122,7 @@ func TestStaleFenceRejected(t *testing.T) {
 	for _, s := range steps {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Reentrant, "test",
 			func(ctx context.Context, tx *saleTx) (decrement, error) {
-				return fencedCheckThenDecrement(ctx, tx, 1, s.fence, 0)
+				return fencedCheckThenDecrement(ctx, tx, 1, redisFence, s.fence, 0)
 			})
 		if !errors.Is(err, s.want) || (s.want == nil && err != nil) || (err != nil && !errors.Is(err, ErrLockLost)) {
 			t.Errorf("record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
@@ -662,7 +662,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	wrote, resume, staleDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		_, err := e.store.record(ctx, one, Reentrant, "stale", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			d, err := fencedCheckThenDecrement(ctx, tx, 1, 1, 0)
+			d, err := fencedCheckThenDecrement(ctx, tx, 1, redisFence, 1, 0)
 			close(wrote)
 			<-resume // paused between its UPDATE and its COMMIT
 			return d, err
@@ -673,7 +673,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	newDone := make(chan error, 1)
 	go func() {
 		_, err := e.store.record(ctx, one, Reentrant, "new", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, 2, 0)
+			return fencedCheckThenDecrement(ctx, tx, 1, redisFence, 2, 0)
 		})
 		newDone <- err
 	}()

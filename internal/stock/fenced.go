@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/pglock"
 )
 
-// What the lock strategies (redis, reentrant) share: the lock serialises the
+// What the lock strategies (redis, reentrant, pglock) share: the lock serialises the
 // buyers, and Postgres has the last word. The transaction claims the stock
 // row with the lease's fencing token before it reads, and its write is
 // guarded; a write that only a broken lock could have let through is
@@ -21,8 +22,8 @@ import (
 // same or a newer token got there first; see claimFence), then check, work,
 // and decrement guarded. Under the claim's row lock the checked quantity
 // cannot change, so a guard refusal here also means the lock broke.
-func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n, fence int64, work time.Duration) (decrement, error) {
-	q, _, err := t.claimFence(ctx, fence)
+func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, col fenceColumn, fence int64, work time.Duration) (decrement, error) {
+	q, _, err := t.claimFence(ctx, col, fence)
 	if err != nil {
 		return decrement{}, err
 	}
@@ -41,11 +42,11 @@ func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n, fence int64, wo
 // (the failure is then its consequence: a cancelled query, say). A breach
 // keeps its own error, and a commit whose outcome is unknown stays
 // ErrUnavailable: it may have sold.
-func lost(lease *lock.Lease, err error) error {
+func lost(l interface{ Err() error }, err error) error {
 	if errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
-	if lerr := lease.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) {
+	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) {
 		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
 	}
 	return err
@@ -69,19 +70,22 @@ const releaseTimeout = 5 * time.Second
 // release gives the lease up after the sale is settled. Its error is
 // dropped: the sale's outcome is already decided, and a lock whose release
 // failed expires by its TTL.
-func release(ctx context.Context, lease *lock.Lease) {
+func release(ctx context.Context, l interface{ Release(context.Context) error }) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_ = lease.Release(rctx)
+	_ = l.Release(rctx)
 }
 
-// lockErr translates an error from taking a lock.
+// lockErr translates an error from taking a lock, of any backend.
 func lockErr(err error) error {
+	var pgErr *pglock.Error
 	switch {
-	case errors.Is(err, lock.ErrTimeout):
+	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	case errors.Is(err, lock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	case errors.As(err, &pgErr):
+		return dbErr("lock", err)
 	}
 	return redisErr("lock", err)
 }

@@ -77,11 +77,17 @@ var testLock = lock.Options{TTL: 5 * time.Second, Wait: 10 * time.Second, MaxBac
 // and Redis client, its own instance name.
 func (e *env) replica(t *testing.T, name, instance string, workDelay time.Duration) Seller {
 	t.Helper()
+	return e.replicaWith(t, name, instance, testLock, workDelay)
+}
+
+// replicaWith is replica with lock options of the test's own.
+func (e *env) replicaWith(t *testing.T, name, instance string, opts lock.Options, workDelay time.Duration) Seller {
+	t.Helper()
 	return e.seller(t, name, Deps{
 		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
 		Redis:     newRedis(t, e.redisURL),
 		Instance:  instance,
-		Lock:      testLock,
+		Lock:      opts,
 		WorkDelay: workDelay,
 	})
 }

@@ -66,7 +66,7 @@ func (s *reentrant) sellHeld(ctx context.Context, o Order) (Sale, error) {
 	}
 	defer release(ctx, lease)
 	sale, err := s.d.Store.record(lease.Context(), o, Reentrant, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence(), s.d.WorkDelay)
 	})
 	if err != nil {
 		return Sale{}, lost(lease, err)

@@ -46,9 +46,9 @@ type midSale struct {
 var (
 	// inWork: buyer 1 is in its simulated work (Deps.WorkDelay), holding
 	// whatever the strategy holds there: a lock and an open transaction
-	// (redis, reentrant, optimistic, forupdate), or a reservation (lua).
+	// (redis, reentrant, pglock, optimistic, forupdate), or a reservation (lua).
 	inWork = midSale{"in-work", func(s string) bool {
-		return slices.Contains([]string{RedisLock, Reentrant, Optimistic, Lua, ForUpdate}, s)
+		return slices.Contains([]string{RedisLock, Reentrant, PgLock, Optimistic, Lua, ForUpdate}, s)
 	}}
 	// atWrite: buyer 1 is blocked on the stock row, which the test holds
 	// locked, with everything the strategy took before its write. Every
@@ -117,7 +117,9 @@ func TestRedisLostMidSale(t *testing.T) {
 						}
 						wait2 = sellAsync(other[name], o)
 						// Let buyer 2 get as far as it can: blocked on the row
-						// too, or answered without it.
+						// too, or answered without it. A lock kept outside
+						// Redis (pglock's row, held by buyer 1) survives the
+						// loss: buyer 2 can get no further than waiting for it.
 						done2 := make(chan struct{})
 						go func() { wait2(); close(done2) }()
 						got := until(10*time.Second, func() bool {
@@ -125,7 +127,7 @@ func TestRedisLostMidSale(t *testing.T) {
 							case <-done2:
 								return true
 							default:
-								return rowWaiters(e) >= 2
+								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id))
 							}
 						})
 						if !got {
@@ -215,6 +217,14 @@ func holdRow(t *testing.T, e *env, id string) (release func()) {
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// pgLockHeld reports whether product id's pglock row is held and unexpired.
+func pgLockHeld(e *env, id string) bool {
+	var held bool
+	err := e.pool.QueryRow(context.Background(), `
+		SELECT token IS NOT NULL AND expires_at > clock_timestamp() FROM locks WHERE name = $1`, lockKey(id)).Scan(&held)
+	return err == nil && held
 }
 
 // rowWaiters counts the sessions of the test's database waiting for a row lock.

@@ -397,29 +397,53 @@ func (t *saleTx) decrementIfEnoughIn(ctx context.Context, n int64, round int) (d
 // reservation and its write.
 var errRoundChanged = errors.New("restocked meanwhile")
 
+// fenceColumn says which of the stock row's fences a lock's tokens are
+// compared with. Each lock backend counts its tokens on its own, and tokens
+// of two independent counters say nothing about each other's order: a
+// pglock token compared with a Redis one would refuse honest holders. Two
+// holders of different backends do not exclude each other anyway; their
+// claims serialise them on the row lock, and the guard holds between them.
+type fenceColumn int
+
+const (
+	redisFence  fenceColumn = iota // stock.fence: redis, reentrant and handoff, one counter in Redis
+	pglockFence                    // stock.pglock_fence: the locks table's counter
+)
+
+var (
+	claimSQL = [...]string{
+		redisFence: `UPDATE stock SET fence = $2, updated_at = now() WHERE product_id = $1 AND fence < $2
+			RETURNING quantity, round`,
+		pglockFence: `UPDATE stock SET pglock_fence = $2, updated_at = now() WHERE product_id = $1 AND pglock_fence < $2
+			RETURNING quantity, round`,
+	}
+	newestFenceSQL = [...]string{
+		redisFence:  `SELECT fence FROM stock WHERE product_id = $1`,
+		pglockFence: `SELECT pglock_fence FROM stock WHERE product_id = $1`,
+	}
+)
+
 // claimFence makes this transaction the product's writer under fencing
-// token fence and returns the quantity left and the round. Its UPDATE takes
-// the row lock
-// first, so it waits for any transaction still holding it (a stale holder
-// paused between its decrement and its COMMIT) and then sees that sale; it
-// refuses when a holder with the same or a newer token has claimed the row,
-// which only a broken lock allows: ErrLockBreach with ErrLockLost.
-// Everything the transaction does afterwards runs under the row lock, and a
-// stale holder that writes later finds the newer fence. A holder paused
-// inside the transaction has its session ended by Postgres after
-// Limits.IdleTimeout, so its row lock cannot stall the next holder for ever.
+// token fence (of column col's lock) and returns the quantity left and the
+// round. Its UPDATE takes the row lock first, so it waits for any
+// transaction still holding it (a stale holder paused between its decrement
+// and its COMMIT) and then sees that sale; it refuses when a holder with the
+// same or a newer token has claimed the row, which only a broken lock
+// allows: ErrLockBreach with ErrLockLost. Everything the transaction does
+// afterwards runs under the row lock, and a stale holder that writes later
+// finds the newer fence. A holder paused inside the transaction has its
+// session ended by Postgres after Limits.IdleTimeout, so its row lock
+// cannot stall the next holder for ever.
 //
 // The comparison is strict because each hold claims once: after Redis loses
 // its data mid-sale, the next token is minted above the highest committed
 // fence and can equal the in-flight holder's; "<" lets only one of them on.
-func (t *saleTx) claimFence(ctx context.Context, fence int64) (quantity int64, round int, err error) {
+func (t *saleTx) claimFence(ctx context.Context, col fenceColumn, fence int64) (quantity int64, round int, err error) {
 	var q int64
-	err = t.tx.QueryRow(ctx, `
-		UPDATE stock SET fence = $2, updated_at = now() WHERE product_id = $1 AND fence < $2
-		RETURNING quantity, round`, t.id, fence).Scan(&q, &round)
+	err = t.tx.QueryRow(ctx, claimSQL[col], t.id, fence).Scan(&q, &round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var newest int64
-		err := t.tx.QueryRow(ctx, `SELECT fence FROM stock WHERE product_id = $1`, t.id).Scan(&newest)
+		err := t.tx.QueryRow(ctx, newestFenceSQL[col], t.id).Scan(&newest)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return 0, 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
 		}

@@ -20,8 +20,8 @@ type batchAnswer struct {
 }
 
 // recordBatch sells orders, all of product id and in arrival order, in one
-// transaction: it locks the stock row once (claiming it with fencing token
-// fence when that is not 0, see claimFence), gives each order its units while
+// transaction: it locks the stock row once (claiming it with the Redis
+// lock's fencing token fence when that is not 0, see claimFence), gives each order its units while
 // they last (an order that does not fit is told ErrSoldOut, a later smaller
 // one may still fit), writes every ledger row in one statement with the
 // stock's guarded decrement, and commits. The answers are in the order of
@@ -45,7 +45,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 	var stock int64
 	var round int
 	if fence != 0 {
-		stock, round, err = (&saleTx{tx: tx, id: id}).claimFence(ctx, fence)
+		stock, round, err = (&saleTx{tx: tx, id: id}).claimFence(ctx, redisFence, fence)
 	} else {
 		err = tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&stock, &round)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -14,8 +14,10 @@ import (
 const (
 	None       = "none"
 	Local      = "local"
+	SetNX      = "setnx"
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
+	PgLock     = "pglock"
 	Optimistic = "optimistic"
 	Lua        = "lua"
 	Atomic     = "atomic"
@@ -36,8 +38,10 @@ type Info struct {
 var Strategies = []Info{
 	{None, "read, check and update with no coordination at all", false},
 	{Local, "read-check-update inside an in-process mutex: each replica has its own lock", false},
+	{SetNX, "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", false},
 	{RedisLock, "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", true},
 	{Reentrant, "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", true},
+	{PgLock, "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", true},
 	{Optimistic, "compare-and-set on a version column, retried with jittered backoff", true},
 	{Lua, "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", true},
 	{Atomic, "one conditional UPDATE ... WHERE quantity >= n", true},
@@ -71,7 +75,8 @@ type Deps struct {
 	Store    *Store
 	Redis    redis.UniversalClient
 	Instance string
-	// Lock configures the lock strategies (redis, reentrant); Lock.Wait is
+	// Lock configures the lock strategies (setnx, redis, reentrant, pglock:
+	// TTL, Wait and the backoff; Observer too, but for setnx); Lock.Wait is
 	// also the budget within which optimistic keeps retrying. Defaults are
 	// lock.Options'.
 	Lock lock.Options
@@ -94,10 +99,14 @@ func New(name string, d Deps) (Seller, error) {
 		return newNone(d), nil
 	case Local:
 		return newLocal(d), nil
+	case SetNX:
+		return newSetNX(d), nil
 	case RedisLock:
 		return newRedisLock(d), nil
 	case Reentrant:
 		return newReentrant(d), nil
+	case PgLock:
+		return newPgLock(d), nil
 	case Optimistic:
 		return newOptimistic(d), nil
 	case Lua:

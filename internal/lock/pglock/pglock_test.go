@@ -1,0 +1,370 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"inventory/internal/testenv"
+	"inventory/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// newDB returns a fresh migrated database's URL and a pool on it ("one
+// replica"); more pools on the URL are more replicas.
+func newDB(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	url := testenv.PostgresURL(t)
+	pool := newPool(t, url)
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatalf("migrations.Up: %v", err)
+	}
+	return url, pool
+}
+
+func newPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatalf("pgxpool.New: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// waitFor polls cond every millisecond until it holds, failing after d.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestOverlapDetector: 16 goroutines over two pools ("replicas") take one
+// lock 25 times each and do an unguarded read-modify-write of a counter
+// row inside it. With the lock, no critical section overlaps another and
+// no update is lost; without it (the control) both happen, which proves
+// the detector can see a broken lock.
+func TestOverlapDetector(t *testing.T) {
+	url, pool := newDB(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE counter (n bigint NOT NULL); INSERT INTO counter VALUES (0)`); err != nil {
+		t.Fatalf("create counter: %v", err)
+	}
+	pools := []*pgxpool.Pool{pool, newPool(t, url)}
+	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second}
+	lockers := []*Locker{New(pools[0], opts), New(pools[1], opts)}
+	const goroutines, iters = 16, 25
+	for _, locked := range []bool{true, false} {
+		name := "lock"
+		if !locked {
+			name = "no lock (control)"
+		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := pool.Exec(ctx, `UPDATE counter SET n = 0`); err != nil {
+				t.Fatalf("reset counter: %v", err)
+			}
+			var inside atomic.Int32
+			var overlaps, entries atomic.Int64
+			gate := make(chan struct{})
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					<-gate
+					db := pools[g%2]
+					for i := range iters {
+						var lease *Lease
+						if locked {
+							var err error
+							if lease, err = lockers[g%2].Lock(ctx, "overlap"); err != nil {
+								t.Errorf("goroutine %d, iteration %d: Lock = %v", g, i, err)
+								return
+							}
+						}
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						entries.Add(1)
+						var n int64
+						if err := db.QueryRow(ctx, `SELECT n FROM counter`).Scan(&n); err != nil {
+							t.Errorf("read counter: %v", err)
+						}
+						time.Sleep(100 * time.Microsecond) // the business work between read and write
+						if _, err := db.Exec(ctx, `UPDATE counter SET n = $1`, n+1); err != nil {
+							t.Errorf("write counter: %v", err)
+						}
+						inside.Add(-1)
+						if lease != nil {
+							if err := lease.Release(ctx); err != nil {
+								t.Errorf("goroutine %d, iteration %d: Release = %v", g, i, err)
+							}
+						}
+					}
+				})
+			}
+			close(gate)
+			wg.Wait()
+			var final int64
+			if err := pool.QueryRow(ctx, `SELECT n FROM counter`).Scan(&final); err != nil {
+				t.Fatalf("read counter: %v", err)
+			}
+			lost := entries.Load() - final
+			t.Logf("%s: %d overlaps, %d lost updates in %d critical sections", name, overlaps.Load(), lost, entries.Load())
+			if locked && (overlaps.Load() != 0 || lost != 0) {
+				t.Errorf("with the lock: %d overlaps, %d lost updates; want 0 and 0", overlaps.Load(), lost)
+			}
+			if !locked && (overlaps.Load() == 0 || lost == 0) {
+				t.Errorf("without a lock: %d overlaps, %d lost updates; want both > 0, or the detector cannot see a broken lock", overlaps.Load(), lost)
+			}
+		})
+	}
+}
+
+// TestTryLockExactlyOneWinner: 100 TryLocks at once over two pools on a
+// free lock; exactly one wins, every other is told ErrNotAcquired.
+func TestTryLockExactlyOneWinner(t *testing.T) {
+	url, pool := newDB(t)
+	lockers := []*Locker{New(pool, Options{}), New(newPool(t, url), Options{})}
+	ctx := context.Background()
+	gate := make(chan struct{})
+	var wins, refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 100 {
+		wg.Go(func() {
+			<-gate
+			_, err := lockers[g%2].TryLock(ctx, "one-winner")
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, ErrNotAcquired):
+				refused.Add(1)
+			default:
+				t.Errorf("TryLock(one-winner) = %v, want a lease or ErrNotAcquired", err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	if wins.Load() != 1 || refused.Load() != 99 {
+		t.Errorf("100 TryLocks: %d won, %d refused; want 1 and 99", wins.Load(), refused.Load())
+	}
+}
+
+// TestExpiryTakeOverAndFence: a lease ends at its TTL (its Context is
+// cancelled with ErrExpired), another locker then takes the row over with a
+// larger fence, the expired holder's release frees nothing, and fences keep
+// growing across releases and take-overs.
+func TestExpiryTakeOverAndFence(t *testing.T) {
+	url, pool := newDB(t)
+	ctx := context.Background()
+	short := New(pool, Options{TTL: 300 * time.Millisecond})
+	other := New(newPool(t, url), Options{TTL: 10 * time.Second})
+
+	var fences []int64
+	a, err := short.Lock(ctx, "expiry")
+	if err != nil {
+		t.Fatalf("a: Lock = %v", err)
+	}
+	fences = append(fences, a.Fence())
+	if _, err := other.TryLock(ctx, "expiry"); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock while a holds = %v, want ErrNotAcquired", err)
+	}
+	var acquired, expires time.Time
+	if err := pool.QueryRow(ctx, `SELECT acquired_at, expires_at FROM locks WHERE name = 'expiry'`).Scan(&acquired, &expires); err != nil {
+		t.Fatalf("read lock row: %v", err)
+	}
+	if d := expires.Sub(acquired); d != 300*time.Millisecond {
+		t.Errorf("lock row: expires_at - acquired_at = %v, want the TTL 300ms, on Postgres' clock", d)
+	}
+
+	select {
+	case <-a.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a's Context not cancelled 5s after its 300ms TTL")
+	}
+	if cause := context.Cause(a.Context()); !errors.Is(cause, ErrLost) || !errors.Is(cause, ErrExpired) {
+		t.Errorf("a's Context cause = %v, want ErrLost and ErrExpired", cause)
+	}
+	if err := a.Err(); !errors.Is(err, ErrExpired) {
+		t.Errorf("a.Err() after its deadline = %v, want ErrExpired", err)
+	}
+	// Postgres' expiry is no earlier than a's local deadline: poll until it passes.
+	var b *Lease
+	waitFor(t, "b to take the expired lock over", 5*time.Second, func() bool {
+		b, err = other.TryLock(ctx, "expiry")
+		if err != nil && !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("b: TryLock = %v", err)
+		}
+		return err == nil
+	})
+	fences = append(fences, b.Fence())
+	if err := a.Release(ctx); !errors.Is(err, ErrLost) {
+		t.Errorf("a.Release after b took over = %v, want ErrLost", err)
+	}
+	if _, err := short.TryLock(ctx, "expiry"); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock after the expired holder's release = %v, want ErrNotAcquired: b still holds", err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Errorf("b.Release = %v, want nil", err)
+	}
+	if err := b.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("b.Release twice = %v, want ErrNotHeld", err)
+	}
+	if err := b.Err(); !errors.Is(err, ErrReleased) {
+		t.Errorf("b.Err() after Release = %v, want ErrReleased", err)
+	}
+	for i := range 3 {
+		l, err := other.Lock(ctx, "expiry")
+		if err != nil {
+			t.Fatalf("Lock %d after releases: %v", i, err)
+		}
+		fences = append(fences, l.Fence())
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("Release %d: %v", i, err)
+		}
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Errorf("fences %v: not strictly increasing at %d", fences, i)
+		}
+	}
+}
+
+// TestReleaseOnlyByHolder: a lease whose token is not the row's (a forged
+// one here) frees nothing, and the holder's release still works.
+func TestReleaseOnlyByHolder(t *testing.T) {
+	_, pool := newDB(t)
+	ctx := context.Background()
+	l := New(pool, Options{})
+	held, err := l.Lock(ctx, "mine")
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	forged := l.grant(ctx, "mine", "not-the-holders-token", held.Fence(), time.Now())
+	if err := forged.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release by a non-holder = %v, want ErrNotHeld", err)
+	}
+	if _, err := l.TryLock(ctx, "mine"); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock after a non-holder's release = %v, want ErrNotAcquired", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Errorf("holder's Release = %v, want nil", err)
+	}
+	if _, err := l.TryLock(ctx, "mine"); err != nil {
+		t.Errorf("TryLock after the holder's release = %v, want a lease", err)
+	}
+}
+
+// TestWaiting: a waiter gets the lock once the holder releases it; it gives
+// up at its Wait budget or when its context is cancelled, with ErrTimeout
+// wrapping the context's error, and leaves the lock alone.
+func TestWaiting(t *testing.T) {
+	url, pool := newDB(t)
+	ctx := context.Background()
+	holder := New(pool, Options{TTL: 30 * time.Second})
+	waiter := New(newPool(t, url), Options{Wait: 10 * time.Second})
+	h, err := holder.Lock(ctx, "wait")
+	if err != nil {
+		t.Fatalf("holder: Lock = %v", err)
+	}
+
+	t.Run("Wait budget", func(t *testing.T) {
+		short := New(pool, Options{Wait: 50 * time.Millisecond})
+		began := time.Now()
+		_, err := short.Lock(ctx, "wait")
+		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lock with Wait 50ms on a held lock = %v, want ErrTimeout wrapping DeadlineExceeded", err)
+		}
+		if took := time.Since(began); took < 50*time.Millisecond || took > 2*time.Second {
+			t.Errorf("Lock with Wait 50ms gave up after %v", took)
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		db := &countingDB{DB: pool}
+		done := make(chan error, 1)
+		go func() { _, err := New(db, Options{Wait: 10 * time.Second}).Lock(cctx, "wait"); done <- err }()
+		waitFor(t, "the waiter to try twice", 5*time.Second, func() bool { return db.queries.Load() >= 2 })
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
+				t.Errorf("Lock with its context cancelled = %v, want ErrTimeout wrapping context.Canceled", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Lock did not return within 5s of its context being cancelled")
+		}
+	})
+	if h.Err() != nil {
+		t.Fatalf("holder's lease after the waiters gave up: %v, want held", h.Err())
+	}
+	t.Run("released", func(t *testing.T) {
+		done := make(chan *Lease, 1)
+		go func() {
+			l, err := waiter.Lock(ctx, "wait")
+			if err != nil {
+				t.Errorf("waiter: Lock = %v, want the lock once released", err)
+			}
+			done <- l
+		}()
+		if err := h.Release(ctx); err != nil {
+			t.Fatalf("holder: Release = %v", err)
+		}
+		select {
+		case l := <-done:
+			if l != nil && l.Fence() <= h.Fence() {
+				t.Errorf("waiter's fence %d, holder's %d: want larger", l.Fence(), h.Fence())
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiter did not get the lock within 5s of its release")
+		}
+	})
+}
+
+// TestDatabaseDown: an unreachable Postgres is an error, not contention.
+func TestDatabaseDown(t *testing.T) {
+	url, _ := newDB(t)
+	pool := newPool(t, url)
+	pool.Close()
+	_, err := New(pool, Options{}).TryLock(context.Background(), "down")
+	if err == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrTimeout) {
+		t.Errorf("TryLock on a closed pool = %v, want the database error", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Op != "trylock" || e.Key != "down" {
+		t.Errorf("TryLock on a closed pool = %v, want *Error{trylock, down}", err)
+	}
+}
+
+// countingDB counts the statements a Locker sends.
+type countingDB struct {
+	DB
+	queries atomic.Int64
+}
+
+func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.queries.Add(1)
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.queries.Add(1)
+	return c.DB.Exec(ctx, sql, args...)
+}

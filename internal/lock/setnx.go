@@ -1,0 +1,72 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SetNX is the seeds' first Redis lock, kept to show how a lock breaks: do
+// not protect anything with it. It takes a key with SETNX, then gives it a
+// TTL with a separate PEXPIRE (the seeds use EXPIRE, in seconds; PEXPIRE
+// lets a demo use millisecond TTLs and changes nothing else), and Unlock is
+// an unconditional DEL. What is wrong with it:
+//
+//   - The key carries no token. A holder whose critical section outlives
+//     the TTL has lost the lock without knowing it (no watchdog, no
+//     deadline, no lease context), the next buyer takes it, and the first
+//     one's DEL then deletes the second's lock, letting a third in: with
+//     the TTL shorter than the work, holders overlap on every sale.
+//   - SETNX and PEXPIRE are two commands: a holder that dies between them
+//     leaves a key with no TTL, and the lock is taken for good.
+//   - There is no fencing token, so the protected storage cannot tell a
+//     stale holder from the current one.
+//
+// Mutex is the same lock done right: SET NX PX with a token in one
+// command, compare-and-delete release, a fencing token and a lease whose
+// context ends when the lock is lost.
+type SetNX struct {
+	rdb  redis.UniversalClient
+	opts Options
+}
+
+// NewSetNX returns the naive lock over rdb. Of opts it uses TTL, Wait,
+// MinBackoff, MaxBackoff and their defaults; nothing else.
+func NewSetNX(rdb redis.UniversalClient, opts Options) *SetNX {
+	return &SetNX{rdb: rdb, opts: opts.withDefaults()}
+}
+
+// Lock polls SETNX with jittered backoff until it sets key, for at most
+// Options.Wait and never past ctx (then *Error wrapping ErrTimeout), and
+// then sets the TTL. It returns the function that deletes key, whoever
+// holds it by then.
+func (s *SetNX) Lock(ctx context.Context, key string) (unlock func(context.Context) error, err error) {
+	wctx, cancel := context.WithTimeout(ctx, s.opts.Wait)
+	defer cancel()
+	bo := newBackoff(s.opts.MinBackoff, s.opts.MaxBackoff)
+	for {
+		ok, err := s.rdb.SetNX(wctx, key, 1, 0).Result()
+		switch {
+		case wctx.Err() != nil:
+			return nil, timeoutError("lock", key, wctx)
+		case err != nil:
+			return nil, &Error{Op: "lock", Key: key, Err: err}
+		case ok:
+			if err := s.rdb.PExpire(wctx, key, s.opts.TTL).Err(); err != nil {
+				// The seeds' lock stops here too: the key stays, with no TTL.
+				return nil, &Error{Op: "lock", Key: key, Err: err}
+			}
+			return func(ctx context.Context) error {
+				if err := s.rdb.Del(ctx, key).Err(); err != nil {
+					return &Error{Op: "release", Key: key, Err: err}
+				}
+				return nil
+			}, nil
+		}
+		t := time.NewTimer(bo.next())
+		if !sleep(wctx, t) {
+			return nil, timeoutError("lock", key, wctx)
+		}
+	}
+}
