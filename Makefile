@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test lint fuzz fuzz-short demo fleet faults deps clean
+.PHONY: all build test lint fuzz fuzz-short demo fleet faults deps demo-deps clean
 
 all: build
 
@@ -9,9 +9,13 @@ all: build
 build:
 	$(GO) build -o bin/inventory ./cmd/inventory
 
-## deps: install postgres, redis-server and nginx if missing (apt, Debian/Ubuntu)
+## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, prometheus, chromium (apt, Debian/Ubuntu)
 deps:
 	./scripts/install-deps.sh
+
+## demo-deps: only what make demo needs: postgres, redis-server and nginx
+demo-deps:
+	./scripts/install-deps.sh --demo
 
 ## lint: go vet and a gofmt check
 lint:
@@ -46,7 +50,7 @@ fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 ## demo: start the local two-replica fleet, run every strategy, print the verdict table and write demo-report.html
-demo: deps
+demo: demo-deps
 	$(GO) build -o bin/ ./cmd/inventory ./loadtest
 	bin/loadtest --binary bin/inventory --html demo-report.html
 
@@ -56,7 +60,7 @@ faults: deps
 	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json --html faults.html
 
 ## fleet: run Postgres, Redis, 2 replicas and nginx on 127.0.0.1:8080 until Ctrl-C (try the API with curl)
-fleet: deps
+fleet: demo-deps
 	$(GO) run ./cmd/fleet
 
 clean:
