@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -21,17 +20,21 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout bytes.Buffer
+	var stdout localstack.LogBuffer // written by run's goroutine while the test reads it
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port)}, &stdout, io.Discard) }()
 
+	// Up means run has said so (every part of the fleet checked), not merely
+	// that nginx answers: cancelling before that is a failed start.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 && strings.HasPrefix(resp.Header.Get("X-Instance"), "inventory-") {
-				break
+		if strings.Contains(stdout.String(), "inventory is up at ") {
+			resp, err := http.Get(base + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 && strings.HasPrefix(resp.Header.Get("X-Instance"), "inventory-") {
+					break
+				}
 			}
 		}
 		select {
