@@ -405,7 +405,7 @@ func TestStrategies(t *testing.T) {
 		t.Fatalf("GET /strategies = %s (%v), want %d strategies", r.raw, err, len(stock.Names()))
 	}
 	for _, s := range list {
-		wantSafe := s.Name != stock.None && s.Name != stock.Local
+		wantSafe := s.Name != stock.None && s.Name != stock.Local && s.Name != stock.SetNX
 		if s.Safe != wantSafe || s.Description == "" {
 			t.Errorf("strategy %s: safe=%v description=%q, want safe=%v and a description", s.Name, s.Safe, s.Description, wantSafe)
 		}
