@@ -36,7 +36,7 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_MAX_WAITING", "-1", "INVENTORY_MAX_WAITING: must be 0 (no limit) or more"},
 		{"INVENTORY_MAX_WAITING", "many", "INVENTORY_MAX_WAITING"},
 		{"INVENTORY_WORK_DELAY", "31s", "INVENTORY_WORK_DELAY"},
-		{"INVENTORY_STRATEGY", "magic", `INVENTORY_STRATEGY: unknown strategy "magic" (want one of none, local, `},
+		{"INVENTORY_STRATEGY", "magic", `INVENTORY_STRATEGY: unknown strategy "magic" (want one of none, local, setnx, redis`},
 		{"INVENTORY_ADDR", "8080", "INVENTORY_ADDR"},
 		{"INVENTORY_MIGRATE", "maybe", "INVENTORY_MIGRATE"},
 		{"INVENTORY_MAX_QUANTITY", "0", "INVENTORY_MAX_QUANTITY"},
