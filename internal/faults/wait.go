@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,39 +62,12 @@ func hold(ctx context.Context, d time.Duration) error {
 }
 
 // replicasReady waits until every replica answers 200 on /readyz (it
-// reaches Postgres and Redis again), for at most a minute.
+// reaches Postgres and Redis again), for at most a minute each.
 func replicasReady(ctx context.Context, t Target) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	c := &http.Client{Timeout: 2 * time.Second}
 	for _, r := range t.Fleet.Replicas {
-		for {
-			err := get200(ctx, c, r.URL+"/readyz")
-			if err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s not ready after the fault: %w (last: %v)", r.Instance, ctx.Err(), err)
-			case <-time.After(20 * time.Millisecond):
-			}
+		if err := r.WaitReady(ctx, time.Minute); err != nil {
+			return fmt.Errorf("after the fault: %w", err)
 		}
-	}
-	return nil
-}
-
-func get200(ctx context.Context, c *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s = %s", url, resp.Status)
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	errs := make([]error, len(f.Replicas))
 	for i, r := range f.Replicas { // migrations run concurrently, as in compose
-		wg.Go(func() { errs[i] = r.waitReady(ctx, opts.ReadyTimeout) })
+		wg.Go(func() { errs[i] = r.WaitReady(ctx, opts.ReadyTimeout) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -258,7 +258,7 @@ func (r *Replica) Restart(ctx context.Context, timeout time.Duration) error {
 	if err := r.launch(); err != nil {
 		return fmt.Errorf("restart %s: %w", r.Instance, err)
 	}
-	return r.waitReady(ctx, timeout)
+	return r.WaitReady(ctx, timeout)
 }
 
 // childEnv is the parent's environment without any INVENTORY_* variable
@@ -305,7 +305,9 @@ func (r *Replica) Logs() string { return r.process().Logs() }
 // Exited reports whether the replica process has ended.
 func (r *Replica) Exited() bool { return r.process().Exited() }
 
-func (r *Replica) waitReady(ctx context.Context, timeout time.Duration) error {
+// WaitReady waits up to timeout until the replica answers 200 on /readyz
+// (it reaches Postgres and Redis); it fails at once if the process exits.
+func (r *Replica) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := &http.Client{Timeout: 2 * time.Second}
