@@ -130,6 +130,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	sellers := make(map[string]stock.Seller)
 	for _, info := range stock.Strategies {
 		s, err := stock.New(info.Name, deps)
+		if errors.Is(err, stock.ErrNotConfigured) {
+			// Listed as unavailable; its sales get 503 strategy-unavailable.
+			if info.Name == cfg.Strategy {
+				return fmt.Errorf("config: INVENTORY_STRATEGY: %w", err)
+			}
+			log.Info("strategy unavailable", "strategy", info.Name, "needs", info.Needs)
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -63,7 +63,12 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		s.writeProblem(w, r, err)
 		return
 	}
-	sale, err := s.Sellers[strategy].Sell(r.Context(), order)
+	seller, err := s.seller(strategy)
+	if err != nil {
+		s.writeProblem(w, r, err, "strategy", strategy)
+		return
+	}
+	sale, err := seller.Sell(r.Context(), order)
 	result := classify(err).slug
 	if err == nil && sale.Replayed {
 		result = "replayed"
@@ -137,6 +142,20 @@ func (s *server) order(r *http.Request, id string, quantity *int64) (stock.Order
 		return stock.Order{}, err
 	}
 	return stock.Order{ProductID: id, Quantity: *quantity, IdempotencyKey: key}, nil
+}
+
+// seller is the strategy's seller, or an error wrapping
+// stock.ErrNotConfigured, naming the missing setting, when this replica was
+// started without the lock service the strategy needs.
+func (s *server) seller(strategy string) (stock.Seller, error) {
+	if seller := s.Sellers[strategy]; seller != nil {
+		return seller, nil
+	}
+	info, err := stock.Lookup(strategy)
+	if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: strategy %q needs %s, which this replica was started without", stock.ErrNotConfigured, strategy, info.Needs)
 }
 
 // strategyFor is the ?strategy= of the request, or else the fleet default.
@@ -305,12 +324,16 @@ type strategyInfo struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	Safe        bool   `json:"safe"`
+	// Available is false when this replica was started without the lock
+	// service the strategy needs; Needs then names its setting.
+	Available bool   `json:"available"`
+	Needs     string `json:"needs,omitempty"`
 }
 
 func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
 	list := make([]strategyInfo, len(stock.Strategies))
 	for i, st := range stock.Strategies {
-		list[i] = strategyInfo{st.Name, st.Description, st.Safe}
+		list[i] = strategyInfo{st.Name, st.Description, st.Safe, s.Sellers[st.Name] != nil, st.Needs}
 	}
 	writeJSON(w, http.StatusOK, list)
 }
@@ -336,6 +359,12 @@ func (s *server) handlePutStrategy(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Strategy == nil {
 		s.writeProblem(w, r, fmt.Errorf("%w: strategy is required", errMalformed))
+		return
+	}
+	// A fleet default this replica cannot sell with is refused here; the
+	// other replicas are expected to run with the same settings.
+	if _, err := s.seller(*req.Strategy); err != nil {
+		s.writeProblem(w, r, err)
 		return
 	}
 	if err := s.Default.Set(r.Context(), *req.Strategy); err != nil {

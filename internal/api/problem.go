@@ -101,6 +101,8 @@ func classify(err error) kind {
 	case errors.Is(err, stock.ErrLockLost):
 		return kind{http.StatusServiceUnavailable, "lock-lost", "Lock lost, sale rolled back",
 			"The sale lost its lock before it could commit and was rolled back; nothing was sold. Try again shortly.", warn, true}
+	case errors.Is(err, stock.ErrNotConfigured):
+		return kind{http.StatusServiceUnavailable, "strategy-unavailable", "Strategy unavailable", "", debug, false}
 	case errors.Is(err, stock.ErrUnavailable):
 		return kind{http.StatusServiceUnavailable, "unavailable", "Backend unavailable",
 			"A database this service needs did not answer in time. Try again shortly.", fail, true}
@@ -143,7 +145,9 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error,
 	}
 	if p.Detail == "" {
 		p.Detail = err.Error()
-		if k.status >= 500 { // a row without its sentence must still not leak
+		// A row without its sentence must still not leak; the one 5xx
+		// whose message is ours names the setting a strategy is missing.
+		if k.status >= 500 && !errors.Is(err, stock.ErrNotConfigured) {
 			p.Detail = k.title
 		}
 	}

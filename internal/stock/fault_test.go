@@ -135,7 +135,7 @@ func TestStaleFenceRejected(t *testing.T) {
 	if p.Quantity != 10-sold || p.Sales != sold {
 		t.Errorf("stock %d, %d ledger rows; want %d and %d", p.Quantity, p.Sales, 10-sold, sold)
 	}
-	if f, err := e.store.fence(ctx, id); err != nil || f != 6 {
+	if f, err := e.store.fence(ctx, redisFence, id); err != nil || f != 6 {
 		t.Errorf("fence(%q) = %d, %v; want 6, nil", id, f, err)
 	}
 }

@@ -53,13 +53,13 @@ func lost(l interface{ Err() error }, err error) error {
 }
 
 // fenceFloor is lock.Options.FenceFloor for a product's lock: the highest
-// token the product's stock row was claimed with, so that a fencing counter
-// lost with Redis never restarts below what Postgres has seen. key is
-// lockKey(id).
-func fenceFloor(st *Store) func(ctx context.Context, key string) (int64, error) {
+// token of column col's lock the product's stock row was claimed with, so
+// that a fencing counter lost with Redis never restarts below what Postgres
+// has seen. key is lockKey(id).
+func fenceFloor(st *Store, col fenceColumn) func(ctx context.Context, key string) (int64, error) {
 	return func(ctx context.Context, key string) (int64, error) {
 		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
-		return st.fence(ctx, id)
+		return st.fence(ctx, col, id)
 	}
 }
 

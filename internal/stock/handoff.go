@@ -23,7 +23,7 @@ type handoff struct {
 func newHandoff(d Deps) *batch {
 	opts := d.Lock
 	opts.Watchdog = false // the plain lock, as redis: the lease time bounds a holder
-	opts.FenceFloor = fenceFloor(d.Store)
+	opts.FenceFloor = fenceFloor(d.Store, redisFence)
 	h := &handoff{d: d, mu: lock.NewMutex(d.Redis, opts)}
 	return newQueued(d, h.sellBatch)
 }

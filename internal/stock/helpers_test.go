@@ -92,8 +92,17 @@ func (e *env) replicaWith(t *testing.T, name, instance string, opts lock.Options
 	})
 }
 
+// backends fill in the Deps fields of the strategies that need a lock
+// service of their own (Info.Needs), each registered by its strategy's test
+// file. e.seller calls every one for every seller it builds, so that each
+// seller has clients of its own, as a replica would.
+var backends []func(t *testing.T, d *Deps)
+
 func (e *env) seller(t *testing.T, name string, d Deps) Seller {
 	t.Helper()
+	for _, fill := range backends {
+		fill(t, &d)
+	}
 	s, err := New(name, d)
 	if err != nil {
 		t.Fatalf("New(%q): %v", name, err)

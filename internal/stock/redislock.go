@@ -21,7 +21,7 @@ func newRedisLock(d Deps) *redisLock {
 	// This strategy is the plain lock: lease time and nothing else renews
 	// it (the reentrant strategy has the watchdog).
 	opts.Watchdog = false
-	opts.FenceFloor = fenceFloor(d.Store)
+	opts.FenceFloor = fenceFloor(d.Store, redisFence)
 	return &redisLock{d: d, mu: lock.NewMutex(d.Redis, opts)}
 }
 

@@ -21,7 +21,7 @@ func newReentrant(d Deps) *reentrant {
 	opts := d.Lock
 	// Fencing tokens must keep rising even when Redis lost its counter:
 	// start above the highest token Postgres has seen.
-	opts.FenceFloor = fenceFloor(d.Store)
+	opts.FenceFloor = fenceFloor(d.Store, redisFence)
 	return &reentrant{d: d, lk: lock.NewReentrant(d.Redis, opts)}
 }
 

@@ -72,7 +72,10 @@ var (
 	ErrOverloaded          = errors.New("too many buyers waiting for this product")
 	ErrIdempotencyConflict = errors.New("idempotency key already used for a different order")
 	ErrUnknownStrategy     = errors.New("unknown strategy")
-	ErrUnavailable         = errors.New("backend unavailable")
+	// ErrNotConfigured: the strategy needs a lock service (Info.Needs) this
+	// process was not given; it cannot sell until restarted with it.
+	ErrNotConfigured = errors.New("strategy not configured")
+	ErrUnavailable   = errors.New("backend unavailable")
 	// ErrLockBreach: Postgres refused a lock holder's write that its lock
 	// should have made impossible (a stale fencing token, or the guard
 	// finding too little stock inside the critical section): the lock broke

@@ -239,11 +239,12 @@ func (s *Store) quantity(ctx context.Context, id string) (q int64, round int, er
 	return q, round, nil
 }
 
-// fence returns the highest fencing token id's stock was written with; 0 for
-// an unknown product, whose sale fails later with ErrNotFound.
-func (s *Store) fence(ctx context.Context, id string) (int64, error) {
+// fence returns the highest fencing token of column col's lock that id's
+// stock was written with; 0 for an unknown product, whose sale fails later
+// with ErrNotFound.
+func (s *Store) fence(ctx context.Context, col fenceColumn, id string) (int64, error) {
 	var f int64
-	err := s.pool.QueryRow(ctx, `SELECT fence FROM stock WHERE product_id = $1`, id).Scan(&f)
+	err := s.pool.QueryRow(ctx, newestFenceSQL[col], id).Scan(&f)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -406,22 +407,36 @@ var errRoundChanged = errors.New("restocked meanwhile")
 type fenceColumn int
 
 const (
-	redisFence  fenceColumn = iota // stock.fence: redis, reentrant and handoff, one counter in Redis
-	pglockFence                    // stock.pglock_fence: the locks table's counter
+	redisFence     fenceColumn = iota // stock.fence: redis, reentrant and handoff, one counter in Redis
+	pglockFence                       // stock.pglock_fence: the locks table's counter
+	redlockFence                      // stock.redlock_fence: a counter on a quorum of the Redlock servers
+	etcdFence                         // stock.etcd_fence: the etcd lock key's create revision
+	zookeeperFence                    // stock.zookeeper_fence: the ZooKeeper lock node's czxid
+	fairFence                         // stock.fair_fence: the fair Redis lock's counter
 )
 
+// fenceColumns names each fenceColumn's column in stock.
+var fenceColumns = [...]string{
+	redisFence:     "fence",
+	pglockFence:    "pglock_fence",
+	redlockFence:   "redlock_fence",
+	etcdFence:      "etcd_fence",
+	zookeeperFence: "zookeeper_fence",
+	fairFence:      "fair_fence",
+}
+
 var (
-	claimSQL = [...]string{
-		redisFence: `UPDATE stock SET fence = $2, updated_at = now() WHERE product_id = $1 AND fence < $2
-			RETURNING quantity, round`,
-		pglockFence: `UPDATE stock SET pglock_fence = $2, updated_at = now() WHERE product_id = $1 AND pglock_fence < $2
-			RETURNING quantity, round`,
-	}
-	newestFenceSQL = [...]string{
-		redisFence:  `SELECT fence FROM stock WHERE product_id = $1`,
-		pglockFence: `SELECT pglock_fence FROM stock WHERE product_id = $1`,
-	}
+	claimSQL       [len(fenceColumns)]string
+	newestFenceSQL [len(fenceColumns)]string
 )
+
+func init() {
+	for col, name := range fenceColumns {
+		claimSQL[col] = `UPDATE stock SET ` + name + ` = $2, updated_at = now() WHERE product_id = $1 AND ` + name + ` < $2
+			RETURNING quantity, round`
+		newestFenceSQL[col] = `SELECT ` + name + ` FROM stock WHERE product_id = $1`
+	}
+}
 
 // claimFence makes this transaction the product's writer under fencing
 // token fence (of column col's lock) and returns the quantity left and the

@@ -32,22 +32,26 @@ type Info struct {
 	Description string
 	// Safe is whether the strategy never oversells with several replicas.
 	Safe bool
+	// Needs names the setting (an environment variable) of the lock service
+	// the strategy needs besides Postgres and Redis; empty when none. New
+	// returns ErrNotConfigured when Deps lacks that service.
+	Needs string
 }
 
 // Strategies lists every strategy, unsafe ones first.
 var Strategies = []Info{
-	{None, "read, check and update with no coordination at all", false},
-	{Local, "read-check-update inside an in-process mutex: each replica has its own lock", false},
-	{SetNX, "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", false},
-	{RedisLock, "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", true},
-	{Reentrant, "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", true},
-	{PgLock, "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", true},
-	{Optimistic, "compare-and-set on a version column, retried with jittered backoff", true},
-	{Lua, "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", true},
-	{Atomic, "one conditional UPDATE ... WHERE quantity >= n", true},
-	{ForUpdate, "SELECT ... FOR UPDATE row lock inside a transaction", true},
-	{Batch, "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", true},
-	{Handoff, "the redis lock with a local queue: one contender per product per replica, the holder sells for the whole queue in one fenced transaction", true},
+	{Name: None, Description: "read, check and update with no coordination at all", Safe: false},
+	{Name: Local, Description: "read-check-update inside an in-process mutex: each replica has its own lock", Safe: false},
+	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false},
+	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
+	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
+	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
+	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
+	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true},
+	{Name: Atomic, Description: "one conditional UPDATE ... WHERE quantity >= n", Safe: true},
+	{Name: ForUpdate, Description: "SELECT ... FOR UPDATE row lock inside a transaction", Safe: true},
+	{Name: Batch, Description: "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", Safe: true},
+	{Name: Handoff, Description: "the redis lock with a local queue: one contender per product per replica, the holder sells for the whole queue in one fenced transaction", Safe: true},
 }
 
 // Names returns every strategy name in the order of Strategies.
@@ -57,6 +61,11 @@ func Names() []string {
 		names[i] = s.Name
 	}
 	return names
+}
+
+// notConfigured is New's error for a strategy whose lock service Deps lacks.
+func notConfigured(info Info) error {
+	return fmt.Errorf("%w: strategy %q needs %s, which is not set", ErrNotConfigured, info.Name, info.Needs)
 }
 
 // Lookup returns the strategy called name, or ErrUnknownStrategy.
