@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers that the tests and the demo start as local processes
-# (postgres, redis-server, nginx; prometheus for the dashboards test and
-# chromium for the live page's browser test) when they are missing. Debian/Ubuntu only;
+# (postgres, redis-server, nginx, etcd and ZooKeeper; prometheus for the
+# dashboards test and chromium for the live page's browser test) when they
+# are missing. Debian/Ubuntu only;
 # elsewhere it prints what to install.
 set -euo pipefail
 
@@ -17,9 +18,13 @@ missing=()
 have postgres || missing+=(postgresql)
 have redis-server || missing+=(redis-server)
 have nginx || missing+=(nginx)
-# The demo needs only the three above; the tests also need these (skip them
-# with --demo).
+# The backends of the etcd and zookeeper strategies, installed without
+# recommends like the lean ones below.
 lean=()
+have etcd || lean+=(etcd-server)
+[ -f /usr/share/java/zookeeper.jar ] || lean+=(zookeeper)
+# The demo needs only the ones above; the tests also need these (skip them
+# with --demo).
 if [ "${1:-}" != "--demo" ]; then
   have prometheus || lean+=(prometheus)
   have chromium || lean+=(chromium)
@@ -27,7 +32,7 @@ fi
 [ ${#missing[@]} -eq 0 ] && [ ${#lean[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "missing: ${missing[*]} ${lean[*]} — install PostgreSQL >= 15, Redis >= 7, nginx, Prometheus and Chromium with your package manager" >&2
+  echo "missing: ${missing[*]} ${lean[*]} — install PostgreSQL >= 15, Redis >= 7, nginx, etcd, ZooKeeper, Prometheus and Chromium with your package manager" >&2
   exit 1
 fi
 sudo=""
@@ -38,7 +43,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Without recommends: prometheus would pull in its node exporter, chromium
-# its drivers and fonts, which nothing here needs.
+# its drivers and fonts, zookeeper a full desktop Java, which nothing here needs.
 if [ ${#lean[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${lean[@]}" >/dev/null
 fi
