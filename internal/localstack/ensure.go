@@ -17,6 +17,7 @@ var debianPackage = map[string]string{
 	"initdb":       "postgresql",
 	"redis-server": "redis-server",
 	"nginx":        "nginx",
+	"java":         "zookeeper", // StartZooKeeper: Debian's zookeeper depends on a JRE
 }
 
 var aptMu sync.Mutex // apt-get holds a global lock; one install at a time per process
