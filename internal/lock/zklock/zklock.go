@@ -1,0 +1,952 @@
+// Package zklock provides a ZooKeeper lock whose leases end with the
+// holder's ZooKeeper session and carry the lock node's czxid as fencing
+// token.
+//
+// The recipe is ZooKeeper's own (and Apache Curator's InterProcessMutex):
+// to lock key, create an EPHEMERAL|SEQUENTIAL node under
+// Root/key, named _c_<guid>-lock-<sequence>; list the children; the lowest
+// sequence holds the lock. Anyone else watches only its predecessor (a
+// get with a watch, so no watch is left on a node that is already gone)
+// and looks again when the predecessor goes: one waiter wakes per
+// release, in sequence (arrival) order, and nobody polls. The GUID in the
+// name ("protection") lets a create whose reply was lost with the
+// connection find its node after reconnecting instead of leaking it.
+// Release deletes the node; so does giving up (Options.Wait or ctx: the
+// error wraps ErrTimeout). A delete that cannot be sent is retried in the
+// background until it succeeds, the session ends, or Close.
+//
+// The fencing token is the node's czxid, the ZooKeeper transaction id that
+// created it: nodes are created in sequence order, so every holder's
+// token is larger than all earlier holders' of any lock in the ensemble.
+//
+// # Faults
+//
+// One Locker is one ZooKeeper session (one per replica). Its timeout is
+// Options.TTL, clamped by the server to [minSessionTimeout,
+// maxSessionTimeout] (by default 2 and 20 ticks). The client pings within
+// it; when the server hears nothing for that long it expires the session
+// and deletes its nodes, and the next waiter is woken.
+//
+//   - Holder paused or cut off past the TTL: the server expires the
+//     session and hands the lock on. The holder learns it only when it runs
+//     again; until then it may still write: the fence protects the data.
+//   - Connection lost (Disconnected, not yet Expired): every lease of the
+//     Locker is treated as lost at once, its Context cancelled with ErrLost
+//     wrapping ErrDisconnected. Curator calls this SUSPENDED and says you
+//     cannot be sure you still hold the lock. go-zookeeper only declares a
+//     connection lost after 2/3 of the session timeout without a packet,
+//     and the server counts from its last packet from us, so by then the
+//     session may already have expired or may at any moment: no safe margin
+//     is left to keep working in. The node itself is kept if the session
+//     survives, and is deleted by Release as usual.
+//   - Session expired: ErrSessionExpired (if no disconnect came first);
+//     go-zookeeper then opens a new session, and new Locks work again.
+//   - Lock node deleted by hand: a watch on it loses the lease
+//     (ErrNodeDeleted) when the deletion reaches us; the next waiter may
+//     already hold the lock by then.
+//   - Server restarted with its data: sessions within their timeout and
+//     their nodes survive; leases held across the restart are lost (the
+//     connection dropped). Without its data (a fresh ensemble) zxids start
+//     again near 0 and every new fence is below what Postgres has seen, so
+//     every fenced write is refused until the zookeeper_fence column is
+//     reset: no oversell, but no sales either.
+//
+// go-zookeeper's calls take no context; each is run in a goroutine the
+// Locker owns (Close waits for them), so that Lock and Release return on
+// time even while the connection is down.
+//
+// The package knows nothing of stock; it imports no Redis client.
+package zklock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Options configures a Locker. The zero value works.
+type Options struct {
+	// TTL is the ZooKeeper session timeout asked for; default 30s. The
+	// server clamps it to its [minSessionTimeout, maxSessionTimeout].
+	// A holder that the server has not heard from for this long loses its
+	// locks; nothing else limits how long a lock is held.
+	TTL time.Duration
+	// Wait bounds how long Lock waits for a held lock, on top of ctx; default 10s.
+	Wait time.Duration
+	// Root is the znode under which each key gets its lock node; default
+	// "/inventory/locks". Created when missing.
+	Root string
+	// Observer receives events for metrics; nil means none.
+	Observer Observer
+	// Dialer opens connections to the servers; nil means net.DialTimeout.
+	// (Tests use it to cut a Locker off.)
+	Dialer func(network, address string, timeout time.Duration) (net.Conn, error)
+}
+
+// Observer receives lock events, e.g. to export metrics. Implementations must
+// be safe for concurrent use and must not block: Lost is called from the
+// ZooKeeper client's own goroutine. (Its methods are a subset of the Redis
+// lock package's Observer, so one value can serve both.)
+type Observer interface {
+	// Acquired reports one Lock or TryLock call: nil on success, else the
+	// error returned; how long it waited; the ZooKeeper requests it made.
+	Acquired(key string, err error, wait time.Duration, roundTrips int)
+	// Lost reports a lease lost while held.
+	Lost(key string, reason error)
+	// Released reports a release and how long the lock was held.
+	Released(key string, held time.Duration, err error)
+}
+
+// Errors returned by this package, wrapped in *Error; match them with
+// errors.Is. They mean what the Redis lock package's errors of the same
+// names mean.
+var (
+	// ErrNotAcquired: the lock is held by someone else (TryLock).
+	ErrNotAcquired = errors.New("lock held by someone else")
+	// ErrTimeout: Lock gave up waiting; it also wraps ctx.Err() or
+	// context.DeadlineExceeded for the Wait budget.
+	ErrTimeout = errors.New("timed out waiting for lock")
+	// ErrLost: the lease is lost or may be; it comes with ErrDisconnected,
+	// ErrSessionExpired, ErrNodeDeleted or ErrClosed.
+	ErrLost = errors.New("lock lost")
+	// ErrDisconnected: the connection to ZooKeeper dropped while the lock
+	// was held; the session may have expired (see the package doc).
+	ErrDisconnected = errors.New("connection to ZooKeeper lost")
+	// ErrSessionExpired: ZooKeeper expired the session, deleting its nodes.
+	ErrSessionExpired = errors.New("ZooKeeper session expired")
+	// ErrNodeDeleted: the lock node was deleted by someone else while held.
+	ErrNodeDeleted = errors.New("lock node deleted")
+	// ErrClosed: the Locker was closed (its session ended).
+	ErrClosed = errors.New("locker closed")
+	// ErrNotHeld: a release of a lock this lease no longer holds (its node
+	// is gone with its session, or the lease was already released).
+	ErrNotHeld = errors.New("lock not held by this owner")
+	// ErrReleaseUnknown: the delete could not be confirmed (connection
+	// down); it is retried in the background, and the node goes with the
+	// session at the latest.
+	ErrReleaseUnknown = errors.New("lock release outcome unknown")
+	// ErrReleased: the cause of a lease context cancelled by Release.
+	ErrReleased = errors.New("lock released")
+)
+
+// Error carries the operation and key that an error is about.
+type Error struct {
+	Op  string // "lock", "trylock", "release", "connect"
+	Key string
+	Err error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("zklock: %s %s: %v", e.Op, e.Key, e.Err) }
+
+// Unwrap lets errors.Is see the sentinel (and ctx.Err() for timeouts).
+func (e *Error) Unwrap() error { return e.Err }
+
+const (
+	// protectedPrefix is Curator's (and go-zookeeper's) mark of a
+	// protected node: _c_<guid>-.
+	protectedPrefix = "_c_"
+	lockName        = "lock-"
+	// seqDigits is the width of the sequence ZooKeeper appends.
+	seqDigits = 10
+)
+
+// Locker takes and releases locks in ZooKeeper over one session. Create one
+// per process and share it; it is safe for concurrent use. Close it.
+type Locker struct {
+	conn   *zk.Conn
+	events <-chan zk.Event
+	opts   Options
+	acl    []zk.ACL
+
+	mu     sync.Mutex
+	epoch  uint64              // connection losses so far
+	leases map[*Lease]struct{} // granted and neither lost nor released
+	closed bool
+	up     chan struct{} // closed (and replaced) when a session is (re)established
+	quit   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+
+	parents sync.Map // lock parents known to exist
+}
+
+// New connects to servers (host:port each) and waits, up to ctx, for a
+// session.
+func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
+	if opts.TTL <= 0 {
+		opts.TTL = 30 * time.Second
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = 10 * time.Second
+	}
+	if opts.Root == "" {
+		opts.Root = "/inventory/locks"
+	}
+	if !strings.HasPrefix(opts.Root, "/") || strings.HasSuffix(opts.Root, "/") {
+		return nil, &Error{Op: "connect", Key: opts.Root, Err: errors.New("Root must start and not end with /")}
+	}
+	l := &Locker{
+		opts:   opts,
+		acl:    zk.WorldACL(zk.PermAll),
+		leases: map[*Lease]struct{}{},
+		up:     make(chan struct{}),
+		quit:   make(chan struct{}),
+	}
+	dial := opts.Dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	conn, events, err := zk.Connect(servers, opts.TTL,
+		zk.WithEventCallback(l.onEvent), zk.WithLogger(quiet{}), zk.WithLogInfo(false), zk.WithDialer(dial))
+	if err != nil {
+		return nil, &Error{Op: "connect", Key: strings.Join(servers, ","), Err: err}
+	}
+	l.conn, l.events = conn, events
+	for {
+		up := l.upChan()
+		if conn.State() == zk.StateHasSession {
+			return l, nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			_ = l.Close()
+			return nil, &Error{Op: "connect", Key: strings.Join(servers, ","), Err: fmt.Errorf("no ZooKeeper session: %w", ctx.Err())}
+		}
+	}
+}
+
+// quiet drops go-zookeeper's log lines: connection trouble reaches callers
+// as errors and lost leases.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// Close ends the session (ZooKeeper deletes its nodes at once), cancels
+// every held lease's Context with ErrClosed, and waits for the Locker's
+// goroutines.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.quit)
+	l.mu.Unlock()
+	l.conn.Close()
+	for range l.events { // closed when the client's goroutines have ended
+	}
+	l.wg.Wait()
+	l.loseAll(ErrClosed)
+	return nil
+}
+
+// onEvent sees the session's state changes, on the client's goroutine.
+func (l *Locker) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		l.mu.Lock()
+		close(l.up)
+		l.up = make(chan struct{})
+		l.mu.Unlock()
+	case zk.StateDisconnected:
+		l.loseAll(ErrDisconnected)
+	case zk.StateExpired:
+		l.loseAll(ErrSessionExpired)
+	}
+}
+
+// loseAll ends every held lease: the connection it was granted on is gone.
+func (l *Locker) loseAll(cause error) {
+	l.mu.Lock()
+	l.epoch++
+	leases := l.leases
+	l.leases = map[*Lease]struct{}{}
+	if l.closed {
+		cause = ErrClosed
+	}
+	l.mu.Unlock()
+	for le := range leases {
+		le.lose(cause)
+	}
+}
+
+func (l *Locker) upChan() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
+}
+
+func (l *Locker) currentEpoch() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// spawn runs f in a goroutine Close waits for; false once closed.
+func (l *Locker) spawn(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// future is one ZooKeeper request running in a goroutine of the Locker's.
+type future[T any] struct {
+	ch     chan T
+	state  atomic.Int32 // 0 running, 1 delivered, 2 abandoned by the caller
+	orphan func(T)
+}
+
+// request starts f; orphan, if not nil, gets f's result when the caller
+// gave up waiting for it, to undo it.
+func request[T any](l *Locker, f func() T, orphan func(T)) (*future[T], error) {
+	fu := &future[T]{ch: make(chan T, 1), orphan: orphan}
+	if !l.spawn(func() {
+		v := f()
+		if fu.state.CompareAndSwap(0, 1) {
+			fu.ch <- v
+		} else if fu.orphan != nil {
+			fu.orphan(v)
+		}
+	}) {
+		return nil, ErrClosed
+	}
+	return fu, nil
+}
+
+// wait returns the request's result, or false when ctx ended first.
+func (fu *future[T]) wait(ctx context.Context) (T, bool) {
+	select {
+	case v := <-fu.ch:
+		return v, true
+	case <-ctx.Done():
+		if fu.state.CompareAndSwap(0, 2) {
+			var zero T
+			return zero, false
+		}
+		return <-fu.ch, true
+	}
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// call runs one request and waits for it up to ctx.
+func call[T any](l *Locker, ctx context.Context, f func() (T, error), orphan func(T, error)) (T, error) {
+	var o func(result[T])
+	if orphan != nil {
+		o = func(r result[T]) { orphan(r.v, r.err) }
+	}
+	fu, err := request(l, func() result[T] { v, err := f(); return result[T]{v, err} }, o)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	r, ok := fu.wait(ctx)
+	if !ok {
+		var zero T
+		return zero, ctx.Err()
+	}
+	return r.v, r.err
+}
+
+// connErr reports a request that failed because the connection or session
+// failed, not because of what it asked.
+func connErr(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing)
+}
+
+// awaitSession waits until the client has a session again, or ctx ends.
+func (l *Locker) awaitSession(ctx context.Context) error {
+	up := l.upChan() // before the state check, so a session that comes meanwhile wakes us
+	var retry <-chan time.Time
+	if l.conn.State() == zk.StateHasSession {
+		// The session is back but the request still failed (it was sent
+		// before): retry, a little later so a flapping link cannot spin us.
+		up = nil
+		t := time.NewTimer(5 * time.Millisecond)
+		defer t.Stop()
+		retry = t.C
+	}
+	select {
+	case <-up:
+	case <-retry:
+	case <-l.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// parentPath is the znode key's lock nodes live under.
+func (l *Locker) parentPath(key string) (string, error) {
+	if key == "" || key == "." || key == ".." || key == "zookeeper" || strings.ContainsRune(key, '/') {
+		return "", fmt.Errorf("invalid key %q for a znode name", key)
+	}
+	for _, r := range key {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar || (r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
+			return "", fmt.Errorf("invalid key %q for a znode name", key)
+		}
+	}
+	return l.opts.Root + "/" + key, nil
+}
+
+// ensureParent creates path and its ancestors (persistent, empty) once per
+// Locker; lock nodes are created under it.
+func (l *Locker) ensureParent(ctx context.Context, path string, trips *int) error {
+	if _, ok := l.parents.Load(path); ok {
+		return nil
+	}
+	for i := 1; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		p := path[:i]
+		for {
+			*trips++
+			_, err := call(l, ctx, func() (string, error) { return l.conn.Create(p, nil, 0, l.acl) }, nil)
+			if err == nil || errors.Is(err, zk.ErrNodeExists) {
+				break
+			}
+			if !connErr(err) {
+				return err
+			}
+			if err := l.awaitSession(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	l.parents.Store(path, true)
+	return nil
+}
+
+// newGUID is the protection mark of one acquisition's node.
+func newGUID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// seq is a lock node's sequence number, or false for a name that is not one.
+func seq(name string) (int64, bool) {
+	if len(name) < seqDigits || !strings.HasPrefix(name, protectedPrefix) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name[len(name)-seqDigits:], 10, 64)
+	return n, err == nil
+}
+
+// sortNodes sorts lock node names by sequence, dropping anything else.
+func sortNodes(children []string) []string {
+	nodes := slices.DeleteFunc(slices.Clone(children), func(c string) bool { _, ok := seq(c); return !ok })
+	slices.SortFunc(nodes, func(a, b string) int {
+		x, _ := seq(a)
+		y, _ := seq(b)
+		return int(x - y)
+	})
+	return nodes
+}
+
+// Lock acquires key, waiting (watching its predecessor) while it is held,
+// for at most Options.Wait and never past ctx. Giving up deletes this
+// acquisition's node and returns *Error wrapping ErrTimeout and ctx.Err()
+// (context.DeadlineExceeded for the Wait budget); a ZooKeeper failure
+// returns *Error wrapping it. The lease's Context derives from ctx.
+func (l *Locker) Lock(ctx context.Context, key string) (*Lease, error) {
+	return l.acquire(ctx, key, "lock", true)
+}
+
+// TryLock makes one attempt: *Error wrapping ErrNotAcquired if key is held
+// (by anyone else, this Locker included).
+func (l *Locker) TryLock(ctx context.Context, key string) (*Lease, error) {
+	return l.acquire(ctx, key, "trylock", false)
+}
+
+func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+	start := time.Now()
+	a := &acquisition{l: l, ctx: ctx, key: key, op: op, wait: wait, guid: newGUID()}
+	lease, err := a.run()
+	if l.opts.Observer != nil {
+		l.opts.Observer.Acquired(key, err, time.Since(start), a.trips)
+	}
+	return lease, err
+}
+
+// acquisition is one Lock or TryLock call.
+type acquisition struct {
+	l      *Locker
+	ctx    context.Context // the caller's: the lease derives from it
+	wctx   context.Context // ctx bounded by Options.Wait
+	key    string
+	op     string
+	wait   bool
+	guid   string
+	parent string
+	node   string          // our node's name under parent; "" while we have none
+	czxid  int64           // our node's, once read
+	own    <-chan zk.Event // the watch on our node, set when czxid was read
+	trips  int
+}
+
+func (a *acquisition) fail(err error) error { return &Error{Op: a.op, Key: a.key, Err: err} }
+
+func (a *acquisition) timeout() error {
+	return a.fail(fmt.Errorf("%w: %w", ErrTimeout, a.wctx.Err()))
+}
+
+// giveUp removes our node (if any) so that it does not hold up the
+// waiters behind it, and returns err.
+func (a *acquisition) giveUp(err error) (*Lease, error) {
+	a.l.remove(a.ctx, a.parent, a.guid, a.node)
+	return nil, err
+}
+
+// stop is the error for a request that failed: a timeout when the budget
+// ran out meanwhile, else the failure itself.
+func (a *acquisition) stop(err error) (*Lease, error) {
+	switch {
+	case a.wctx.Err() != nil:
+		return a.giveUp(a.timeout())
+	case errors.Is(err, ErrClosed):
+		return a.giveUp(a.fail(ErrClosed))
+	}
+	return a.giveUp(a.fail(err))
+}
+
+func (a *acquisition) run() (*Lease, error) {
+	parent, err := a.l.parentPath(a.key)
+	if err != nil {
+		return nil, a.fail(err)
+	}
+	a.parent = parent
+	a.wctx = a.ctx
+	if a.wait {
+		var cancel context.CancelFunc
+		a.wctx, cancel = context.WithTimeout(a.ctx, a.l.opts.Wait)
+		defer cancel()
+	}
+	for {
+		if a.wctx.Err() != nil {
+			return a.giveUp(a.timeout())
+		}
+		if a.node == "" {
+			if err := a.create(); err != nil {
+				return a.stop(err)
+			}
+		}
+		epoch := a.l.currentEpoch()
+		nodes, err := a.look()
+		switch {
+		case errors.Is(err, zk.ErrNoNode): // the parent is gone, and our node with it
+			a.l.parents.Delete(a.parent)
+			a.node = ""
+			continue
+		case connErr(err):
+			if err := a.l.awaitSession(a.wctx); err != nil {
+				return a.stop(err)
+			}
+			continue
+		case err != nil:
+			return a.stop(err)
+		}
+		i := slices.Index(nodes, a.node)
+		if i < 0 || a.czxid == 0 { // our node is gone: its session expired
+			a.node, a.czxid, a.own = "", 0, nil
+			continue
+		}
+		if i == 0 {
+			if lease, ok := a.l.grant(a, epoch); ok {
+				return lease, nil
+			}
+			continue // the connection dropped while we looked: look again
+		}
+		if !a.wait {
+			return a.giveUp(a.fail(ErrNotAcquired))
+		}
+		if err := a.watch(nodes[i-1]); err != nil {
+			return a.stop(err)
+		}
+	}
+}
+
+// create makes our node, finding it by its GUID when the reply was lost.
+func (a *acquisition) create() error {
+	l := a.l
+	if err := l.ensureParent(a.wctx, a.parent, &a.trips); err != nil {
+		return err
+	}
+	prefix := a.parent + "/" + protectedPrefix + a.guid + "-" + lockName
+	for {
+		a.trips++
+		path, err := call(l, a.wctx, func() (string, error) {
+			return l.conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, l.acl)
+		}, func(_ string, _ error) {
+			// Given up before the reply: the node may exist.
+			l.cleanup(a.parent, a.guid)
+		})
+		switch {
+		case err == nil:
+			a.node, a.czxid, a.own = path[len(a.parent)+1:], 0, nil
+			return nil
+		case errors.Is(err, zk.ErrNoNode): // the parent was deleted by hand
+			l.parents.Delete(a.parent)
+			if err := l.ensureParent(a.wctx, a.parent, &a.trips); err != nil {
+				return err
+			}
+			continue
+		case !connErr(err):
+			return err
+		}
+		if err := l.awaitSession(a.wctx); err != nil {
+			return err
+		}
+		if errors.Is(err, zk.ErrSessionExpired) {
+			continue // the node died with the session, if it was made
+		}
+		// The create may have been applied before the connection dropped.
+		a.trips++
+		children, err := call(l, a.wctx, func() ([]string, error) {
+			children, _, err := l.conn.Children(a.parent)
+			return children, err
+		}, nil)
+		if err != nil && !connErr(err) {
+			return err
+		}
+		for _, c := range children {
+			if strings.HasPrefix(c, protectedPrefix+a.guid) {
+				a.node, a.czxid, a.own = c, 0, nil
+				return nil
+			}
+		}
+	}
+}
+
+// ownNode is our node's czxid and a watch on it.
+type ownNode struct {
+	czxid int64
+	watch <-chan zk.Event
+}
+
+// look lists the lock's nodes in sequence order and, the first time, reads
+// our node's czxid and sets a watch on it (so that a holder whose node is
+// deleted by hand learns it), both requests in flight at once.
+func (a *acquisition) look() ([]string, error) {
+	l := a.l
+	var stat *future[result[ownNode]]
+	if a.czxid == 0 {
+		a.trips++
+		node := a.parent + "/" + a.node
+		var err error
+		stat, err = request(l, func() result[ownNode] {
+			_, st, ch, err := l.conn.GetW(node)
+			if errors.Is(err, zk.ErrNoNode) {
+				return result[ownNode]{ownNode{}, nil} // czxid 0: gone
+			}
+			if err != nil {
+				return result[ownNode]{ownNode{}, err}
+			}
+			return result[ownNode]{ownNode{st.Czxid, ch}, nil}
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+	}
+	a.trips++
+	children, err := call(l, a.wctx, func() ([]string, error) {
+		children, _, err := l.conn.Children(a.parent)
+		return children, err
+	}, nil)
+	if stat != nil {
+		r, ok := stat.wait(a.wctx)
+		if !ok {
+			return nil, a.wctx.Err()
+		}
+		if err == nil {
+			err = r.err
+		}
+		a.czxid, a.own = r.v.czxid, r.v.watch
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sortNodes(children), nil
+}
+
+// watch waits until predecessor is gone (or the watch ends otherwise).
+func (a *acquisition) watch(predecessor string) error {
+	l := a.l
+	a.trips++
+	path := a.parent + "/" + predecessor
+	ch, err := call(l, a.wctx, func() (<-chan zk.Event, error) {
+		_, _, ch, err := l.conn.GetW(path)
+		return ch, err
+	}, nil)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil // gone already: look again
+	case connErr(err):
+		return l.awaitSession(a.wctx)
+	case err != nil:
+		return err
+	}
+	// The watch fires on the delete (or any change, or a lost session):
+	// each is a reason to look again. A watch left behind when we give up
+	// is dropped by the client when it fires.
+	select {
+	case <-ch:
+		return nil
+	case <-a.wctx.Done():
+		return a.wctx.Err()
+	case <-l.quit:
+		return ErrClosed
+	}
+}
+
+// grant makes the lease, unless the connection dropped since epoch (then
+// the listing may be stale and the session in doubt).
+func (l *Locker) grant(a *acquisition, epoch uint64) (*Lease, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epoch != epoch || l.closed {
+		return nil, false
+	}
+	ctx, cancel := context.WithCancelCause(a.ctx)
+	lease := &Lease{l: l, key: a.key, parent: a.parent, node: a.node, guid: a.guid,
+		fence: a.czxid, start: time.Now(), ctx: ctx, cancel: cancel}
+	l.leases[lease] = struct{}{}
+	if own := a.own; own != nil {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			lease.watch(own)
+		}()
+	}
+	return lease, true
+}
+
+// cleanupTimeout bounds the delete when Lock gives up; past it the delete
+// goes on in the background.
+const cleanupTimeout = 2 * time.Second
+
+// remove deletes an acquisition's node: node when known, else whatever
+// carries guid. Whatever cannot be done now is done in the background.
+func (l *Locker) remove(ctx context.Context, parent, guid, node string) {
+	if parent == "" {
+		return
+	}
+	if node != "" {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		err := l.delete(cctx, parent+"/"+node)
+		if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, ErrClosed) {
+			return
+		}
+	}
+	l.spawn(func() { l.cleanup(parent, guid) })
+}
+
+// delete deletes path, retrying through connection losses until ctx ends
+// (the session may well survive them, and the node with it).
+func (l *Locker) delete(ctx context.Context, path string) error {
+	for {
+		_, err := call(l, ctx, func() (struct{}, error) { return struct{}{}, l.conn.Delete(path, -1) }, nil)
+		if !connErr(err) || errors.Is(err, zk.ErrSessionExpired) {
+			return err
+		}
+		if werr := l.awaitSession(ctx); werr != nil {
+			return fmt.Errorf("%w (then %w)", err, werr)
+		}
+	}
+}
+
+// cleanup deletes parent's nodes that carry guid, retrying while the
+// connection is down; it ends when they are gone, the session with them,
+// or the Locker is closed (which ends the session). It runs in a goroutine
+// of the Locker's.
+func (l *Locker) cleanup(parent, guid string) {
+	backoff := 10 * time.Millisecond
+	for {
+		children, _, err := l.conn.Children(parent)
+		if errors.Is(err, zk.ErrNoNode) {
+			return
+		}
+		if err == nil {
+			for _, c := range children {
+				if strings.HasPrefix(c, protectedPrefix+guid) {
+					if derr := l.conn.Delete(parent+"/"+c, -1); derr != nil && !errors.Is(derr, zk.ErrNoNode) {
+						err = derr
+					}
+				}
+			}
+			if err == nil {
+				return
+			}
+		}
+		up := l.upChan()
+		t := time.NewTimer(backoff)
+		select {
+		case <-l.quit:
+			t.Stop()
+			return
+		case <-up:
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// watch loses the lease when its node goes while it is held: deleted by
+// someone else (our own Release deletes it too, and is ignored), or its
+// session lost. The watch fires at the latest when the client closes.
+func (le *Lease) watch(own <-chan zk.Event) {
+	select {
+	case ev := <-own:
+		switch {
+		case ev.Type == zk.EventNodeDeleted:
+			le.l.forget(le)
+			le.lose(ErrNodeDeleted)
+		case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrSessionExpired):
+			le.l.forget(le)
+			le.lose(ErrSessionExpired)
+		}
+	case <-le.l.quit:
+	}
+}
+
+// forget drops a lease from the held set.
+func (l *Locker) forget(le *Lease) {
+	l.mu.Lock()
+	delete(l.leases, le)
+	l.mu.Unlock()
+}
+
+// Lease is one successful Lock or TryLock: the proof of holding a lock for
+// as long as its Context is not cancelled.
+type Lease struct {
+	l                       *Locker
+	key, parent, node, guid string
+	fence                   int64
+	start                   time.Time
+	ctx                     context.Context
+	cancel                  context.CancelCauseFunc
+
+	mu       sync.Mutex
+	lost     error
+	released bool
+}
+
+// Key is the lock's key.
+func (le *Lease) Key() string { return le.key }
+
+// Path is the lease's lock node.
+func (le *Lease) Path() string { return le.parent + "/" + le.node }
+
+// Fence is the fencing token: the lock node's czxid, larger than every
+// earlier holder's.
+func (le *Lease) Fence() int64 { return le.fence }
+
+// Context is derived from the ctx given to Lock and is cancelled when the
+// lease is lost (cause *Error wrapping ErrLost and ErrDisconnected,
+// ErrSessionExpired or ErrClosed) and on Release (cause wrapping
+// ErrReleased). Run the protected work under it.
+func (le *Lease) Context() context.Context { return le.ctx }
+
+// Err is nil while the lease holds, else why not: the loss (wrapping
+// ErrLost) or ErrReleased.
+func (le *Lease) Err() error {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.released {
+		return &Error{Op: "release", Key: le.key, Err: ErrReleased}
+	}
+	return le.lost
+}
+
+// lose ends a held lease; the Locker has already forgotten it.
+func (le *Lease) lose(cause error) {
+	le.mu.Lock()
+	if le.released || le.lost != nil {
+		le.mu.Unlock()
+		return
+	}
+	le.lost = &Error{Op: "lock", Key: le.key, Err: fmt.Errorf("%w: %w", ErrLost, cause)}
+	lost := le.lost
+	le.mu.Unlock()
+	if le.l.opts.Observer != nil {
+		le.l.opts.Observer.Lost(le.key, lost)
+	}
+	le.cancel(lost)
+}
+
+// Release deletes the lease's node, handing the lock to the next waiter.
+// nil: released. An error wrapping ErrLost: the lease had been lost
+// before (the work done under it may not have been exclusive); the node
+// is still deleted if it survived. ErrNotHeld: the node was gone (its
+// session expired), or the lease was already released.
+// ErrReleaseUnknown: the delete could not be confirmed; it goes on in the
+// background. The lease's Context is cancelled in every case.
+func (le *Lease) Release(ctx context.Context) error {
+	le.mu.Lock()
+	if le.released {
+		le.mu.Unlock()
+		return &Error{Op: "release", Key: le.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
+	}
+	le.released = true
+	lost := le.lost
+	le.mu.Unlock()
+	l := le.l
+	l.forget(le)
+	le.cancel(&Error{Op: "release", Key: le.key, Err: ErrReleased})
+
+	err := l.delete(ctx, le.Path())
+	var rerr error
+	switch {
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):
+		rerr = ErrNotHeld
+		if lost != nil {
+			rerr = fmt.Errorf("%w: %w", ErrNotHeld, lost)
+		}
+	case err != nil && !errors.Is(err, ErrClosed):
+		l.spawn(func() { l.cleanup(le.parent, le.guid) })
+		rerr = fmt.Errorf("%w: %w", ErrReleaseUnknown, err)
+	case lost != nil:
+		rerr = fmt.Errorf("lease was lost before release: %w", lost)
+	case err != nil: // closed: the session ended, and the node with it
+		rerr = fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	if rerr != nil {
+		rerr = &Error{Op: "release", Key: le.key, Err: rerr}
+	}
+	if l.opts.Observer != nil {
+		l.opts.Observer.Released(le.key, time.Since(le.start), rerr)
+	}
+	return rerr
+}

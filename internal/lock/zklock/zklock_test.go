@@ -1,0 +1,631 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+
+	"inventory/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var roots atomic.Int64
+
+// testRoot is a Root of the test's own on the shared server.
+func testRoot(t testing.TB) string {
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	return fmt.Sprintf("/test/%s-%d", name, roots.Add(1))
+}
+
+// newLocker is one "process": a Locker (one session) closed at the end.
+func newLocker(t testing.TB, servers []string, opts Options) *Locker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := New(ctx, servers, opts)
+	if err != nil {
+		t.Fatalf("New(%v): %v", servers, err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// inspector is a plain client for looking at the lock nodes.
+func inspector(t testing.TB, servers []string) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogger(quiet{}), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatalf("zk.Connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	waitFor(t, "the inspector's session", 10*time.Second, func() bool { return c.State() == zk.StateHasSession })
+	return c
+}
+
+// nodes lists a lock's nodes in sequence order (none if its parent is missing).
+func nodes(t testing.TB, c *zk.Conn, root, key string) []string {
+	t.Helper()
+	children, _, err := c.Children(root + "/" + key)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("Children(%s/%s): %v", root, key, err)
+	}
+	return sortNodes(children)
+}
+
+// waitFor polls cond every millisecond until it holds, failing after d.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func lock(t testing.TB, l *Locker, key string) *Lease {
+	t.Helper()
+	lease, err := l.Lock(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Lock(%s) = %v", key, err)
+	}
+	return lease
+}
+
+// cutter is a Dialer whose connections the test can cut, refusing new
+// ones until healed: a network partition between one Locker and ZooKeeper.
+type cutter struct {
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func (c *cutter) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down {
+		return nil, errors.New("cut off (test)")
+	}
+	conn, err := net.DialTimeout(network, addr, timeout)
+	if err == nil {
+		c.conns = append(c.conns, conn)
+	}
+	return conn, err
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = true
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+func (c *cutter) heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = false
+}
+
+// TestMutualExclusion: 12 goroutines over three Lockers ("processes", one
+// session each) take one lock 20 times each. No critical section overlaps
+// another, and the fences the holders saw, in holding order, strictly
+// increase. Without the lock (the control) sections do overlap, which
+// proves the detector can see a broken lock.
+func TestMutualExclusion(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	opts := Options{Root: root, TTL: 10 * time.Second, Wait: 30 * time.Second}
+	lockers := []*Locker{newLocker(t, servers, opts), newLocker(t, servers, opts), newLocker(t, servers, opts)}
+	const goroutines, iters = 12, 20
+	for _, locked := range []bool{true, false} {
+		name := "lock"
+		if !locked {
+			name = "no lock (control)"
+		}
+		t.Run(name, func(t *testing.T) {
+			var inside atomic.Int32
+			var overlaps, entries atomic.Int64
+			var mu sync.Mutex
+			var fences []int64
+			gate := make(chan struct{})
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					<-gate
+					for i := range iters {
+						var lease *Lease
+						if locked {
+							var err error
+							if lease, err = lockers[g%3].Lock(context.Background(), "overlap"); err != nil {
+								t.Errorf("goroutine %d, iteration %d: Lock = %v", g, i, err)
+								return
+							}
+						}
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						entries.Add(1)
+						if lease != nil {
+							mu.Lock()
+							fences = append(fences, lease.Fence())
+							mu.Unlock()
+						}
+						time.Sleep(100 * time.Microsecond) // the work
+						inside.Add(-1)
+						if lease != nil {
+							if err := lease.Release(context.Background()); err != nil {
+								t.Errorf("goroutine %d, iteration %d: Release = %v", g, i, err)
+							}
+						}
+					}
+				})
+			}
+			close(gate)
+			wg.Wait()
+			t.Logf("%s: %d overlaps in %d critical sections", name, overlaps.Load(), entries.Load())
+			if locked {
+				if overlaps.Load() != 0 {
+					t.Errorf("with the lock: %d overlaps, want 0", overlaps.Load())
+				}
+				for i := 1; i < len(fences); i++ {
+					if fences[i] <= fences[i-1] {
+						t.Errorf("holder %d's fence %d is not above holder %d's %d", i, fences[i], i-1, fences[i-1])
+					}
+				}
+				if n := len(fences); n != goroutines*iters {
+					t.Errorf("%d holders, want %d", n, goroutines*iters)
+				}
+			} else if overlaps.Load() == 0 {
+				t.Errorf("without a lock: no overlaps, so the detector cannot see a broken lock")
+			}
+		})
+	}
+	if left := nodes(t, inspector(t, servers), root, "overlap"); len(left) != 0 {
+		t.Errorf("lock nodes left after every release: %v", left)
+	}
+}
+
+// TestFenceIsCzxid: the fence is the lock node's czxid, and a later
+// holder's (of any key) is larger.
+func TestFenceIsCzxid(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	l := newLocker(t, servers, Options{Root: root})
+	c := inspector(t, servers)
+	var last int64
+	for i, key := range []string{"a", "b", "a"} {
+		lease := lock(t, l, key)
+		_, st, err := c.Get(lease.Path())
+		if err != nil {
+			t.Fatalf("Get(%s): %v", lease.Path(), err)
+		}
+		if lease.Fence() != st.Czxid {
+			t.Errorf("lease %d: Fence() = %d, node's czxid = %d", i, lease.Fence(), st.Czxid)
+		}
+		if lease.Fence() <= last {
+			t.Errorf("lease %d (%s): fence %d is not above the previous %d", i, key, lease.Fence(), last)
+		}
+		last = lease.Fence()
+		if err := lease.Release(context.Background()); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+}
+
+// TestTryLockExactlyOneWinner: 30 TryLocks at once over three Lockers on
+// a free lock: one wins, the others get ErrNotAcquired and leave no node.
+func TestTryLockExactlyOneWinner(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	opts := Options{Root: root}
+	lockers := []*Locker{newLocker(t, servers, opts), newLocker(t, servers, opts), newLocker(t, servers, opts)}
+	gate := make(chan struct{})
+	var wins, refused atomic.Int64
+	var winner atomic.Pointer[Lease]
+	var wg sync.WaitGroup
+	for g := range 30 {
+		wg.Go(func() {
+			<-gate
+			lease, err := lockers[g%3].TryLock(context.Background(), "one")
+			switch {
+			case err == nil:
+				wins.Add(1)
+				winner.Store(lease)
+			case errors.Is(err, ErrNotAcquired):
+				refused.Add(1)
+			default:
+				t.Errorf("TryLock(one) = %v, want a lease or ErrNotAcquired", err)
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	if wins.Load() != 1 || refused.Load() != 29 {
+		t.Fatalf("30 TryLocks: %d won, %d refused; want 1 and 29", wins.Load(), refused.Load())
+	}
+	c := inspector(t, servers)
+	if left := nodes(t, c, root, "one"); len(left) != 1 || root+"/one/"+left[0] != winner.Load().Path() {
+		t.Errorf("nodes after the TryLocks: %v, want only the winner's %s", left, winner.Load().Path())
+	}
+	if err := winner.Load().Release(context.Background()); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+	if left := nodes(t, c, root, "one"); len(left) != 0 {
+		t.Errorf("nodes after Release: %v, want none", left)
+	}
+}
+
+// TestGiveUpLeavesNoNode: while the lock is held, Locks that run out of
+// Options.Wait get ErrTimeout wrapping DeadlineExceeded, Locks whose ctx
+// is cancelled get ErrTimeout wrapping Canceled, and neither leaves a node
+// in the queue: afterwards only the holder's is there.
+func TestGiveUpLeavesNoNode(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	holder := newLocker(t, servers, Options{Root: root})
+	waiters := []*Locker{
+		newLocker(t, servers, Options{Root: root, Wait: 150 * time.Millisecond}),
+		newLocker(t, servers, Options{Root: root, Wait: 150 * time.Millisecond}),
+	}
+	c := inspector(t, servers)
+	held := lock(t, holder, "k")
+
+	t.Run("wait budget", func(t *testing.T) {
+		start := time.Now()
+		_, err := waiters[0].Lock(context.Background(), "k")
+		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lock(k) while held = %v, want ErrTimeout and DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
+			t.Errorf("Lock(k) gave up after %v, want about the 150ms Wait", d)
+		}
+	})
+	t.Run("cancelled while queued", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := holder.Lock(ctx, "k") // the holder's own Locker queues like anyone
+			done <- err
+		}()
+		waitFor(t, "the waiter's node", 5*time.Second, func() bool { return len(nodes(t, c, root, "k")) == 2 })
+		cancel()
+		if err := <-done; !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Lock(k) cancelled while queued = %v, want ErrTimeout and Canceled", err)
+		}
+	})
+	t.Run("many at once", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for g := range 20 {
+			wg.Go(func() {
+				ctx := context.Background()
+				if g%2 == 1 { // half cancelled at assorted moments, in flight or queued
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(g)*5*time.Millisecond)
+					defer cancel()
+				}
+				if _, err := waiters[g%2].Lock(ctx, "k"); !errors.Is(err, ErrTimeout) {
+					t.Errorf("Lock(k) #%d while held = %v, want ErrTimeout", g, err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+	// A give-up whose delete could not be sent at once finishes in the
+	// background; here the connection is fine, so nothing should wait.
+	if left := nodes(t, c, root, "k"); len(left) != 1 || root+"/k/"+left[0] != held.Path() {
+		t.Errorf("nodes after the give-ups: %v, want only the holder's %s", left, held.Path())
+	}
+	if err := held.Release(context.Background()); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+// TestFIFO: five waiters queue one after another (each after the previous
+// one's node is there) behind a holder; they get the lock in that order.
+func TestFIFO(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	opts := Options{Root: root, Wait: 30 * time.Second}
+	lockers := []*Locker{newLocker(t, servers, opts), newLocker(t, servers, opts)}
+	c := inspector(t, servers)
+	held := lock(t, lockers[0], "fifo")
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	const waiters = 5
+	for i := range waiters {
+		wg.Go(func() {
+			lease, err := lockers[i%2].Lock(context.Background(), "fifo")
+			if err != nil {
+				t.Errorf("waiter %d: Lock = %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := lease.Release(context.Background()); err != nil {
+				t.Errorf("waiter %d: Release = %v", i, err)
+			}
+		})
+		waitFor(t, fmt.Sprintf("waiter %d's node", i), 5*time.Second, func() bool { return len(nodes(t, c, root, "fifo")) == i+2 })
+	}
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	wg.Wait()
+	if want := []int{0, 1, 2, 3, 4}; !slices.Equal(order, want) {
+		t.Errorf("waiters acquired in order %v, want %v (arrival order)", order, want)
+	}
+}
+
+// TestReleaseTwice: the second Release says ErrNotHeld and deletes
+// nothing; the lease's Context is cancelled with ErrReleased.
+func TestReleaseTwice(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	l := newLocker(t, servers, Options{Root: root})
+	ctx := context.Background()
+	a := lock(t, l, "k")
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if cause := context.Cause(a.Context()); !errors.Is(cause, ErrReleased) {
+		t.Errorf("Context cause after Release = %v, want ErrReleased", cause)
+	}
+	if err := a.Err(); !errors.Is(err, ErrReleased) {
+		t.Errorf("Err() after Release = %v, want ErrReleased", err)
+	}
+	b := lock(t, l, "k")
+	if err := a.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("second Release = %v, want ErrNotHeld", err)
+	}
+	if err := b.Err(); err != nil {
+		t.Errorf("b.Err() after a's second Release = %v, want nil (b holds)", err)
+	}
+	if _, err := l.TryLock(ctx, "k"); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock while b holds = %v, want ErrNotAcquired", err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Errorf("b.Release = %v", err)
+	}
+}
+
+// TestSessionExpiry: the holder is cut off from ZooKeeper. Its lease's
+// Context is cancelled at once (ErrLost: the connection is gone, see the
+// package doc); the server expires its session after the TTL and deletes
+// its node, which wakes the waiter, who gets a larger fence. When the
+// holder's network is back its client finds the session expired, its
+// Release says ErrNotHeld without touching the new holder's node, and it
+// can lock again on a new session.
+func TestSessionExpiry(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	var cut cutter
+	a := newLocker(t, servers, Options{Root: root, TTL: 400 * time.Millisecond, Dialer: cut.dial})
+	b := newLocker(t, servers, Options{Root: root, Wait: 20 * time.Second})
+	ctx := context.Background()
+	held := lock(t, a, "k")
+	c := inspector(t, servers)
+
+	got := make(chan *Lease, 1)
+	go func() {
+		lease, err := b.Lock(ctx, "k")
+		if err != nil {
+			t.Errorf("b: Lock = %v", err)
+		}
+		got <- lease
+	}()
+	waitFor(t, "b's node", 5*time.Second, func() bool { return len(nodes(t, c, root, "k")) == 2 })
+
+	cutAt := time.Now()
+	cut.cut()
+	select {
+	case <-held.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's lease Context not cancelled 5s after its connection was cut")
+	}
+	t.Logf("a's lease lost %v after the cut", time.Since(cutAt).Round(time.Millisecond))
+	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrLost) {
+		t.Errorf("a's lease cause = %v, want ErrLost", cause)
+	}
+	if err := held.Err(); !errors.Is(err, ErrLost) {
+		t.Errorf("a.Err() = %v, want ErrLost", err)
+	}
+	var bl *Lease
+	select {
+	case bl = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not get the lock within 10s of a's connection being cut (TTL 400ms)")
+	}
+	if bl == nil {
+		t.FailNow()
+	}
+	t.Logf("b acquired %v after the cut", time.Since(cutAt).Round(time.Millisecond))
+	if bl.Fence() <= held.Fence() {
+		t.Errorf("b's fence %d is not above a's %d", bl.Fence(), held.Fence())
+	}
+
+	cut.heal()
+	if err := held.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("a.Release after its session expired = %v, want ErrNotHeld", err)
+	}
+	if left := nodes(t, c, root, "k"); len(left) != 1 || root+"/k/"+left[0] != bl.Path() {
+		t.Errorf("nodes after a's stale Release: %v, want only b's %s", left, bl.Path())
+	}
+	if err := bl.Release(ctx); err != nil {
+		t.Errorf("b.Release = %v", err)
+	}
+	again, err := a.Lock(ctx, "k")
+	if err != nil {
+		t.Fatalf("a: Lock on its new session = %v", err)
+	}
+	if again.Fence() <= bl.Fence() {
+		t.Errorf("a's new fence %d is not above b's %d", again.Fence(), bl.Fence())
+	}
+	if err := again.Release(ctx); err != nil {
+		t.Errorf("a.Release (new session) = %v", err)
+	}
+}
+
+// TestDisconnectKeepsNodeUntilRelease: a short cut (well within the
+// session timeout) still loses the lease (ErrDisconnected: the holder
+// cannot know), but the session survives and so does its node: nobody
+// else gets the lock until the holder releases it.
+func TestDisconnectKeepsNodeUntilRelease(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	var cut cutter
+	a := newLocker(t, servers, Options{Root: root, TTL: 20 * time.Second, Dialer: cut.dial})
+	b := newLocker(t, servers, Options{Root: root})
+	ctx := context.Background()
+	held := lock(t, a, "k")
+	cut.cut()
+	select {
+	case <-held.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease Context not cancelled 5s after the cut")
+	}
+	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrDisconnected) {
+		t.Errorf("cause = %v, want ErrDisconnected", cause)
+	}
+	cut.heal()
+	if _, err := b.TryLock(ctx, "k"); !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("b: TryLock while a's session lives = %v, want ErrNotAcquired", err)
+	}
+	if err := held.Release(ctx); !errors.Is(err, ErrLost) {
+		t.Errorf("a.Release = %v, want the loss reported (ErrLost)", err)
+	}
+	bl, err := b.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatalf("b: TryLock after a's Release = %v", err)
+	}
+	_ = bl.Release(ctx)
+}
+
+// TestNodeDeletedLosesLease: deleting the holder's node by hand loses its
+// lease (ErrNodeDeleted) and lets the next waiter in.
+func TestNodeDeletedLosesLease(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	l := newLocker(t, servers, Options{Root: root})
+	held := lock(t, l, "k")
+	if err := inspector(t, servers).Delete(held.Path(), -1); err != nil {
+		t.Fatalf("Delete(%s): %v", held.Path(), err)
+	}
+	select {
+	case <-held.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease Context not cancelled 5s after its node was deleted")
+	}
+	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrNodeDeleted) {
+		t.Errorf("cause = %v, want ErrNodeDeleted", cause)
+	}
+	next, err := l.TryLock(context.Background(), "k")
+	if err != nil {
+		t.Fatalf("TryLock after the holder's node was deleted = %v", err)
+	}
+	_ = next.Release(context.Background())
+	if err := held.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release of the deleted node's lease = %v, want ErrNotHeld", err)
+	}
+}
+
+// TestServerRestart: ZooKeeper restarts (with its data) under a holder:
+// the lease is lost (the connection dropped), the session and its node
+// survive, Release deletes the node, and fences keep growing.
+func TestServerRestart(t *testing.T) {
+	srv := testenv.ZooKeeperServer(t)
+	servers := []string{srv.Addr}
+	l := newLocker(t, servers, Options{TTL: 20 * time.Second})
+	ctx := context.Background()
+	held := lock(t, l, "k")
+	t0 := time.Now()
+	defer func() { t.Logf("done %v after the restart began", time.Since(t0)) }()
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	select {
+	case <-held.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lease Context not cancelled 10s after the server restarted")
+	}
+	t.Logf("lease lost %v after the restart began", time.Since(t0))
+	if err := held.Release(ctx); !errors.Is(err, ErrLost) {
+		t.Errorf("Release after the restart = %v, want the loss reported (ErrLost)", err)
+	}
+	t.Logf("released %v after the restart began", time.Since(t0))
+	next, err := l.Lock(ctx, "k")
+	if err != nil {
+		t.Fatalf("Lock after the restart = %v", err)
+	}
+	if next.Fence() <= held.Fence() {
+		t.Errorf("fence after the restart %d is not above the one before %d", next.Fence(), held.Fence())
+	}
+	_ = next.Release(ctx)
+}
+
+// TestCloseEndsLeases: Close cancels held leases (ErrClosed), ends the
+// session (the node goes at once, the waiter gets the lock), refuses
+// further Locks, and leaves no goroutine behind.
+func TestCloseEndsLeases(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	c := inspector(t, servers)
+	ignore := goleak.IgnoreCurrent()
+	root := testRoot(t)
+	ctx := context.Background()
+	func() {
+		a, err := New(ctx, servers, Options{Root: root})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		b, err := New(ctx, servers, Options{Root: root})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		defer b.Close()
+		held := lock(t, a, "k")
+		got := make(chan error, 1)
+		go func() {
+			lease, err := b.Lock(ctx, "k")
+			if err == nil {
+				err = lease.Release(ctx)
+			}
+			got <- err
+		}()
+		waitFor(t, "b's node", 5*time.Second, func() bool { return len(nodes(t, c, root, "k")) == 2 })
+		if err := a.Close(); err != nil {
+			t.Errorf("Close = %v", err)
+		}
+		if cause := context.Cause(held.Context()); !errors.Is(cause, ErrClosed) {
+			t.Errorf("held lease's cause after Close = %v, want ErrClosed", cause)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("b after a's Close: %v, want the lock", err)
+		}
+		if _, err := a.Lock(ctx, "k"); !errors.Is(err, ErrClosed) {
+			t.Errorf("Lock after Close = %v, want ErrClosed", err)
+		}
+		if err := held.Release(ctx); !errors.Is(err, ErrLost) {
+			t.Errorf("Release after Close = %v, want ErrLost", err)
+		}
+	}()
+	goleak.VerifyNone(t, ignore)
+}
