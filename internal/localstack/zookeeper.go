@@ -43,7 +43,9 @@ type ZooKeeper struct {
 // tickTime and the session bounds let clients ask for session timeouts
 // from 100ms (lock TTLs in tests) up to 2 minutes; ZooKeeper's defaults
 // (2 and 20 ticks of 2s) would allow only 4s to 40s. Sessions expire on
-// tick boundaries, so one expires at most 50ms after its timeout.
+// tick boundaries, so one expires at most 50ms after its timeout. Tests
+// open a session per replica they build, more than the default 60
+// connections per client address: no limit.
 const zooKeeperConfig = `tickTime=50
 minSessionTimeout=100
 maxSessionTimeout=120000
@@ -53,6 +55,7 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=ruok
 forceSync=%s
+maxClientCnxns=0
 `
 
 // StartZooKeeper starts a standalone ZooKeeper (Debian's zookeeper package,

@@ -9,6 +9,7 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/zklock"
 )
 
 // What the lock strategies (redis, reentrant, pglock) share: the lock serialises the
@@ -46,7 +47,8 @@ func lost(l interface{ Err() error }, err error) error {
 	if errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
-	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) {
+	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&
+		!errors.Is(lerr, zklock.ErrReleased) {
 		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
 	}
 	return err
@@ -79,7 +81,14 @@ func release(ctx context.Context, l interface{ Release(context.Context) error })
 // lockErr translates an error from taking a lock, of any backend.
 func lockErr(err error) error {
 	var pgErr *pglock.Error
+	var zkErr *zklock.Error
 	switch {
+	case errors.Is(err, zklock.ErrTimeout):
+		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+	case errors.Is(err, zklock.ErrLost):
+		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	case errors.As(err, &zkErr):
+		return fmt.Errorf("zookeeper: lock: %w: %w", ErrUnavailable, err)
 	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	case errors.Is(err, lock.ErrLost):

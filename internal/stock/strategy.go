@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/zklock"
 )
 
 // Strategy names; the HTTP API, the load tester and external checks use them.
@@ -17,6 +18,7 @@ const (
 	SetNX      = "setnx"
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
+	ZooKeeper  = "zookeeper"
 	PgLock     = "pglock"
 	Optimistic = "optimistic"
 	Lua        = "lua"
@@ -45,6 +47,7 @@ var Strategies = []Info{
 	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false},
 	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
 	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
+	{Name: ZooKeeper, Description: "read-check-update inside a ZooKeeper lock (ephemeral sequential node, waiters watch their predecessor, lost with the session); Postgres fences the write with the node's czxid and guards it", Safe: true, Needs: "INVENTORY_ZOOKEEPER_SERVERS"},
 	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
 	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true},
@@ -92,6 +95,10 @@ type Deps struct {
 	// WorkDelay is simulated business work, slept between the read/check and
 	// the write wherever a strategy has that gap; it widens races for demos.
 	WorkDelay time.Duration
+	// ZooKeeper is the replica's ZooKeeper lock client (one session) for
+	// the zookeeper strategy; nil: not configured. Its own Options (TTL as
+	// session timeout, Wait) apply, not Lock's.
+	ZooKeeper *zklock.Locker
 	// OnConflict, when set, is called each time an optimistic attempt loses
 	// its compare-and-set, for metrics.
 	OnConflict func()
@@ -114,6 +121,12 @@ func New(name string, d Deps) (Seller, error) {
 		return newRedisLock(d), nil
 	case Reentrant:
 		return newReentrant(d), nil
+	case ZooKeeper:
+		if d.ZooKeeper == nil {
+			info, _ := Lookup(name)
+			return nil, notConfigured(info)
+		}
+		return newZooKeeper(d), nil
 	case PgLock:
 		return newPgLock(d), nil
 	case Optimistic:

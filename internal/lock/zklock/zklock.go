@@ -772,18 +772,12 @@ func (l *Locker) remove(ctx context.Context, parent, guid, node string) {
 	l.spawn(func() { l.cleanup(parent, guid) })
 }
 
-// delete deletes path, retrying through connection losses until ctx ends
-// (the session may well survive them, and the node with it).
+// delete makes one attempt at deleting path. It does not wait through a
+// connection loss: the callers hand the node to cleanup instead of making
+// their own callers wait.
 func (l *Locker) delete(ctx context.Context, path string) error {
-	for {
-		_, err := call(l, ctx, func() (struct{}, error) { return struct{}{}, l.conn.Delete(path, -1) }, nil)
-		if !connErr(err) || errors.Is(err, zk.ErrSessionExpired) {
-			return err
-		}
-		if werr := l.awaitSession(ctx); werr != nil {
-			return fmt.Errorf("%w (then %w)", err, werr)
-		}
-	}
+	_, err := call(l, ctx, func() (struct{}, error) { return struct{}{}, l.conn.Delete(path, -1) }, nil)
+	return err
 }
 
 // cleanup deletes parent's nodes that carry guid, retrying while the
@@ -911,8 +905,9 @@ func (le *Lease) lose(cause error) {
 // before (the work done under it may not have been exclusive); the node
 // is still deleted if it survived. ErrNotHeld: the node was gone (its
 // session expired), or the lease was already released.
-// ErrReleaseUnknown: the delete could not be confirmed; it goes on in the
-// background. The lease's Context is cancelled in every case.
+// ErrReleaseUnknown: the delete could not be made or confirmed (the
+// connection is down); it is retried in the background, and Release does
+// not wait for it. The lease's Context is cancelled in every case.
 func (le *Lease) Release(ctx context.Context) error {
 	le.mu.Lock()
 	if le.released {
@@ -937,6 +932,9 @@ func (le *Lease) Release(ctx context.Context) error {
 	case err != nil && !errors.Is(err, ErrClosed):
 		l.spawn(func() { l.cleanup(le.parent, le.guid) })
 		rerr = fmt.Errorf("%w: %w", ErrReleaseUnknown, err)
+		if lost != nil {
+			rerr = fmt.Errorf("%w: %w (the lease was lost before: %w)", ErrReleaseUnknown, err, lost)
+		}
 	case lost != nil:
 		rerr = fmt.Errorf("lease was lost before release: %w", lost)
 	case err != nil: // closed: the session ended, and the node with it
