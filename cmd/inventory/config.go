@@ -43,6 +43,9 @@ type config struct {
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
+	// ZooKeeperServers is the ZooKeeper ensemble (comma-separated
+	// host:port) of the zookeeper strategy; empty: that strategy is unavailable.
+	ZooKeeperServers string `env:"INVENTORY_ZOOKEEPER_SERVERS"`
 }
 
 // loadConfig reads and checks the configuration. Its errors are one line
@@ -104,10 +107,27 @@ func (c config) validate() error {
 	if c.MaxQuantity < 1 {
 		return bad("INVENTORY_MAX_QUANTITY", "must be at least 1, got %d", c.MaxQuantity)
 	}
+	for _, s := range c.zooKeeperServers() {
+		if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
+			return bad("INVENTORY_ZOOKEEPER_SERVERS", "want comma-separated host:port, got %q", c.ZooKeeperServers)
+		}
+	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("INVENTORY_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	return nil
+}
+
+// zooKeeperServers splits INVENTORY_ZOOKEEPER_SERVERS; nil when unset.
+func (c config) zooKeeperServers() []string {
+	if strings.TrimSpace(c.ZooKeeperServers) == "" {
+		return nil
+	}
+	servers := strings.Split(c.ZooKeeperServers, ",")
+	for i, s := range servers {
+		servers[i] = strings.TrimSpace(s)
+	}
+	return servers
 }
 
 // LogValue prints the configuration with secrets masked.
@@ -126,6 +146,7 @@ func (c config) LogValue() slog.Value {
 		slog.Int("max_waiting", c.MaxWaiting),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
+		slog.String("zookeeper_servers", c.ZooKeeperServers),
 	)
 }
 

@@ -44,6 +44,7 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_POSTGRES_URL", "postgres://u:hunter2@[::1", "INVENTORY_POSTGRES_URL"},
 		{"INVENTORY_REDIS_URL", "http://127.0.0.1:6379", "INVENTORY_REDIS_URL"},
 		{"INVENTORY_LOG_LEVEL", "loud", "INVENTORY_LOG_LEVEL"},
+		{"INVENTORY_ZOOKEEPER_SERVERS", "127.0.0.1:2181,nohost", "INVENTORY_ZOOKEEPER_SERVERS: want comma-separated host:port"},
 	} {
 		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
 		var stderr bytes.Buffer

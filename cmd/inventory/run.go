@@ -22,6 +22,7 @@ import (
 
 	"inventory/internal/api"
 	"inventory/internal/lock"
+	"inventory/internal/lock/zklock"
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
@@ -114,6 +115,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Lock:       lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m},
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
+	}
+	if servers := cfg.zooKeeperServers(); servers != nil {
+		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		zl, err := zklock.New(zctx, servers, zklock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("INVENTORY_ZOOKEEPER_SERVERS: %w", err)
+		}
+		defer zl.Close() // after the drain: in-flight sales release their locks first
+		deps.ZooKeeper = zl
 	}
 	// Safe strategies answer the crowd after the last unit from memory;
 	// the unsafe ones are left as they are, oversells and all.
