@@ -84,6 +84,14 @@ func zkLockNodes(t *testing.T, c *zk.Conn, id string) int {
 	return len(children)
 }
 
+// zkQueued counts the lock nodes of product id (holder and waiters) on a
+// connection of its own.
+func zkQueued(t *testing.T, id string) int {
+	c := zkInspector(t)
+	defer c.Close()
+	return zkLockNodes(t, c, id)
+}
+
 func zkInspector(t *testing.T) *zk.Conn {
 	t.Helper()
 	c, _, err := zk.Connect(testenv.ZooKeeperServers(t), 10*time.Second, zk.WithLogInfo(false))
@@ -91,6 +99,7 @@ func zkInspector(t *testing.T) *zk.Conn {
 		t.Fatalf("zk.Connect: %v", err)
 	}
 	t.Cleanup(c.Close)
+	waitFor(t, "a ZooKeeper session", 10*time.Second, func() bool { return c.State() == zk.StateHasSession })
 	return c
 }
 

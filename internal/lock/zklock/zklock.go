@@ -246,12 +246,29 @@ func (l *Locker) Close() error {
 	close(l.quit)
 	l.mu.Unlock()
 	l.conn.Close()
-	for range l.events { // closed when the client's goroutines have ended
+	// events is closed when the client's goroutines have ended. One stuck
+	// in a handshake with a server that accepts but does not answer (a
+	// paused one) only ends at its read deadline, 10 × 2/3 of the session
+	// timeout: do not wait that long.
+	drained := time.After(closeTimeout)
+drain:
+	for {
+		select {
+		case _, ok := <-l.events:
+			if !ok {
+				break drain
+			}
+		case <-drained:
+			break drain
+		}
 	}
 	l.wg.Wait()
 	l.loseAll(ErrClosed)
 	return nil
 }
+
+// closeTimeout bounds how long Close waits for the client's goroutines.
+const closeTimeout = 5 * time.Second
 
 // onEvent sees the session's state changes, on the client's goroutine.
 func (l *Locker) onEvent(ev zk.Event) {
