@@ -56,6 +56,28 @@
 // time even while the connection is down.
 //
 // The package knows nothing of stock; it imports no Redis client.
+//
+// # Measured
+//
+// BenchmarkLockRelease (-benchtime 2s -count 2) on the 2-core development
+// box, 2026-11-23, in the same session as internal/lock's
+// BenchmarkLock/Mutex/…/work=0s/notified: ZooKeeper 3.8 standalone
+// (localstack, forceSync=no) and Redis 7.0 on loopback, empty critical
+// section, other builds sharing the machine:
+//
+//	                         Lock+Release (mean)   p50 wait in Lock   acq/s
+//	zklock       1 g         1.02–1.05 ms          684–705 µs         950–980
+//	zklock       8 g         (2 Lockers)           7.1–7.2 ms         1.0k
+//	redis Mutex  1 g         120–131 µs            46–53 µs           7.6k–8.3k
+//	redis Mutex  8 g         (2 clients)           428–462 µs         4.7k–5.2k
+//
+// An uncontended acquisition is two round trips (the create, then the
+// children listing and a read of our node for its czxid, sent together:
+// go-zookeeper has no create2, which would return the Stat with the
+// create) and the release one more; a ZooKeeper round trip costs about
+// 250 µs here against Redis' 50, and the create and delete are writes
+// through ZooKeeper's log. Contended, the queue is strictly FIFO and each
+// hand-over costs a watch notification plus the next holder's listing.
 package zklock
 
 import (
