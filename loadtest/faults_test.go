@@ -13,7 +13,7 @@ import (
 
 // shortFaults are the faults whose runs take about a second: the short
 // matrix that `make test` runs (make faults runs them all).
-const shortFaults = "replica-kill,redis-restart,net-partition,lock-expired-early,restock-race,strategy-switch"
+const shortFaults = "replica-kill,redis-restart,net-partition,commit-reply-lost,lock-expired-early,restock-race,strategy-switch"
 
 // TestShortFaultMatrix runs one faulted run of every strategy the fleet
 // offers under each of shortFaults, against a real two-replica fleet, and

@@ -58,7 +58,7 @@ var (
 func All() []Fault {
 	return []Fault{
 		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &PGRestart{},
-		&NetLatency{}, &NetPartition{},
+		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
 		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{},
 	}
 }

@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // echoServer answers every line with the same line.
@@ -88,5 +91,71 @@ func TestNetProxyLatencyCutAndHeal(t *testing.T) {
 	defer c2.Close()
 	if _, err := roundTrip(c2, bufio.NewReader(c2), 5*time.Second); err != nil {
 		t.Fatalf("after the heal: %v", err)
+	}
+}
+
+// TestLoseCommitReply: through a Postgres link with the toxic, COMMIT
+// commits but its reply never arrives; the next COMMIT's does.
+func TestLoseCommitReply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := StartPostgres(ctx, PostgresOptions{NoFsync: true})
+	if err != nil {
+		t.Fatalf("StartPostgres: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	link, err := StartNetProxy("postgres", hostPort(pg.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Stop)
+	direct, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := strings.Replace(pg.URL, hostPort(pg.Port), link.Addr, 1)
+	insert := func(n int) error {
+		conn, err := pgx.Connect(ctx, viaLink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1)`, n); err != nil {
+			t.Fatal(err)
+		}
+		return tx.Commit(ctx)
+	}
+
+	struck, err := link.LoseCommitReply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := insert(1); err == nil {
+		t.Fatal("COMMIT through the toxic answered; want its reply lost")
+	}
+	if !struck() {
+		t.Fatal("struck() = false after a lost reply")
+	}
+	if err := insert(2); err != nil {
+		t.Fatalf("the second COMMIT: %v; the toxic strikes once", err)
+	}
+	var rows []int
+	r, err := direct.Query(ctx, `SELECT n FROM t ORDER BY n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, err = pgx.CollectRows(r, pgx.RowTo[int]); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("rows %v: want both committed, the one whose reply was lost too", rows)
 	}
 }
