@@ -22,22 +22,22 @@ import (
 // variable names are a contract (design.md): compose, the local fleet and
 // external checks rely on them.
 type config struct {
-	Addr        string        `env:"INVENTORY_ADDR" envDefault:":8080"`
-	Instance    string        `env:"INVENTORY_INSTANCE"` // default: the hostname
-	PostgresURL string        `env:"INVENTORY_POSTGRES_URL" envDefault:"postgres://postgres@127.0.0.1:5432/inventory?sslmode=disable"`
-	RedisURL    string        `env:"INVENTORY_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	Addr        string `env:"INVENTORY_ADDR" envDefault:":8080"`
+	Instance    string `env:"INVENTORY_INSTANCE"` // default: the hostname
+	PostgresURL string `env:"INVENTORY_POSTGRES_URL" envDefault:"postgres://postgres@127.0.0.1:5432/inventory?sslmode=disable"`
+	RedisURL    string `env:"INVENTORY_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
 	// RedisSentinels and RedisMaster, when set, reach Redis through
 	// Sentinel, following a failover; INVENTORY_REDIS_URL then gives only
 	// the database number and the password.
-	RedisSentinels []string `env:"INVENTORY_REDIS_SENTINELS" envSeparator:","`
-	RedisMaster    string   `env:"INVENTORY_REDIS_MASTER"`
-	Strategy    string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
-	AdminToken  string        `env:"INVENTORY_ADMIN_TOKEN"`
-	LockTTL     time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
-	LockWait    time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
-	WorkDelay   time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
-	Migrate     bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
-	MaxQuantity int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
+	RedisSentinels []string      `env:"INVENTORY_REDIS_SENTINELS" envSeparator:","`
+	RedisMaster    string        `env:"INVENTORY_REDIS_MASTER"`
+	Strategy       string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
+	AdminToken     string        `env:"INVENTORY_ADMIN_TOKEN"`
+	LockTTL        time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
+	LockWait       time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
+	WorkDelay      time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
+	Migrate        bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
+	MaxQuantity    int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
 	// SoldOutTTL is how long a replica answers 409 from memory for a product
 	// it saw sold out, unless a restock announcement ends it sooner; 0 turns
 	// the fast path off.
