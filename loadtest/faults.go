@@ -97,6 +97,8 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// Each replica reaches Postgres and Redis through links of its own,
 		// which net-latency and net-partition act on.
 		NetLinks: true,
+		// A Redis replica, for redis-failover to promote.
+		RedisReplica: true,
 		// Durable: an immediate Postgres restart must not lose what it acknowledged.
 		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String(), "INVENTORY_LOCK_TTL": o.lockTTL.String()},
 	})

@@ -52,6 +52,9 @@ type Options struct {
 	// Postgres and Redis, for the network faults (Replica.PostgresLink,
 	// Replica.RedisLink). Default false: replicas dial the servers directly.
 	NetLinks bool
+	// RedisReplica starts a second Redis replicating the first
+	// (Fleet.RedisReplica), which the redis-failover fault promotes.
+	RedisReplica bool
 }
 
 // Fleet is a running local stack. Stop it when done.
@@ -68,8 +71,11 @@ type Fleet struct {
 	AdminToken string
 	// Postgres is the database server, for fault tests (Pid, SIGSTOP).
 	Postgres *localstack.Postgres
-	// Redis is the Redis server, for fault tests (Pid, Restart loses every key).
+	// Redis is the Redis server the replicas use, for fault tests (Pid,
+	// Restart loses every key).
 	Redis *localstack.Redis
+	// RedisReplica replicates Redis when Options.RedisReplica is set; else nil.
+	RedisReplica *localstack.Redis
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
@@ -154,6 +160,14 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.PostgresURL, f.RedisURL = f.Postgres.URL, f.Redis.URL
+	if opts.RedisReplica {
+		if f.RedisReplica, err = localstack.StartRedis(ctx); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+		if err := f.RedisReplica.ReplicaOf(ctx, f.Redis.Addr); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+	}
 
 	for i := range opts.Replicas {
 		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env, opts.NetLinks)
@@ -319,6 +333,15 @@ func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Ngin
 	return localstack.StartNginx(ctx, listen, files)
 }
 
+// SwapRedis makes RedisReplica the Redis the fleet calls its own (after a
+// failover promoted it and the replicas' links point at it), and the
+// former primary its replica. Not safe to call while something else reads
+// the fleet's Redis fields.
+func (f *Fleet) SwapRedis() {
+	f.Redis, f.RedisReplica = f.RedisReplica, f.Redis
+	f.RedisURL = f.Redis.URL
+}
+
 // Pid is the replica's process id, e.g. for SIGSTOP in fault tests.
 func (r *Replica) Pid() int { return r.process().Pid() }
 
@@ -395,6 +418,9 @@ func (f *Fleet) Stop() error {
 		}
 		if f.Redis != nil {
 			_ = f.Redis.Stop()
+		}
+		if f.RedisReplica != nil {
+			_ = f.RedisReplica.Stop()
 		}
 		if f.Postgres != nil {
 			_ = f.Postgres.Stop()

@@ -77,3 +77,16 @@ func (p *NetProxy) Heal(ctx context.Context) {
 
 // Stop closes the listener and every connection.
 func (p *NetProxy) Stop() { p.proxy.Stop() }
+
+// Redirect points the link at another server (host:port), as a virtual
+// address moving to a promoted replica would: open connections are
+// closed, new ones reach the new server. Toxics stay.
+func (p *NetProxy) Redirect(upstream string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := p.proxy.Update(&toxiproxy.Proxy{Name: p.proxy.Name, Listen: p.Addr, Upstream: upstream, Enabled: true})
+	if err != nil {
+		return fmt.Errorf("proxy %s: redirect to %s: %w", p.proxy.Name, upstream, err)
+	}
+	return nil
+}

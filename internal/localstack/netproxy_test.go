@@ -159,3 +159,55 @@ func TestLoseCommitReply(t *testing.T) {
 		t.Fatalf("rows %v: want both committed, the one whose reply was lost too", rows)
 	}
 }
+
+// greeter writes hello and closes every connection it accepts.
+func greeter(t *testing.T, hello string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(hello + "\n"))
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestNetProxyRedirect(t *testing.T) {
+	p, err := StartNetProxy("greeter", greeter(t, "first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	greeting := func() string {
+		t.Helper()
+		c, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("read the greeting: %v", err)
+		}
+		return line
+	}
+	if g := greeting(); g != "first\n" {
+		t.Fatalf("before the redirect: %q, want first", g)
+	}
+	if err := p.Redirect(greeter(t, "second")); err != nil {
+		t.Fatal(err)
+	}
+	if g := greeting(); g != "second\n" {
+		t.Fatalf("after the redirect: %q, want second", g)
+	}
+}
