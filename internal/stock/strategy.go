@@ -17,6 +17,7 @@ const (
 	SetNX      = "setnx"
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
+	Fair       = "fair"
 	PgLock     = "pglock"
 	Optimistic = "optimistic"
 	Lua        = "lua"
@@ -45,6 +46,7 @@ var Strategies = []Info{
 	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false},
 	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
 	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
+	{Name: Fair, Description: "FIFO Redis lock: buyers queue in arrival order and are woken in turn (no polling); Postgres fences and guards the write", Safe: true},
 	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
 	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true},
@@ -114,6 +116,8 @@ func New(name string, d Deps) (Seller, error) {
 		return newRedisLock(d), nil
 	case Reentrant:
 		return newReentrant(d), nil
+	case Fair:
+		return newFair(d), nil
 	case PgLock:
 		return newPgLock(d), nil
 	case Optimistic:
