@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/etcdlock"
 )
 
 // Strategy names; the HTTP API, the load tester and external checks use them.
@@ -17,6 +18,7 @@ const (
 	SetNX      = "setnx"
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
+	Etcd       = "etcd"
 	PgLock     = "pglock"
 	Optimistic = "optimistic"
 	Lua        = "lua"
@@ -45,6 +47,7 @@ var Strategies = []Info{
 	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false},
 	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
 	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
+	{Name: Etcd, Description: "read-check-update inside an etcd lock (session lease, concurrency.Mutex's recipe); Postgres fences the write with the key's create revision and guards it", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS"},
 	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
 	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true},
@@ -89,6 +92,10 @@ type Deps struct {
 	// also the budget within which optimistic keeps retrying. Defaults are
 	// lock.Options'.
 	Lock lock.Options
+	// Etcd is the etcd lock the etcd strategy takes (built from
+	// INVENTORY_ETCD_ENDPOINTS, with its own TTL and Wait); nil: not
+	// configured, and New(Etcd) returns ErrNotConfigured.
+	Etcd *etcdlock.Locker
 	// WorkDelay is simulated business work, slept between the read/check and
 	// the write wherever a strategy has that gap; it widens races for demos.
 	WorkDelay time.Duration
@@ -114,6 +121,12 @@ func New(name string, d Deps) (Seller, error) {
 		return newRedisLock(d), nil
 	case Reentrant:
 		return newReentrant(d), nil
+	case Etcd:
+		if d.Etcd == nil {
+			info, _ := Lookup(Etcd)
+			return nil, notConfigured(info)
+		}
+		return newEtcdLock(d), nil
 	case PgLock:
 		return newPgLock(d), nil
 	case Optimistic:
