@@ -92,6 +92,7 @@ func (e *Etcd) health(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	req.Close = true // no idle connection left behind for leak checks
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

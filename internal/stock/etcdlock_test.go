@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,28 @@ func newEtcdLocker(t *testing.T, ttl, wait time.Duration) *etcdlock.Locker {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
+}
+
+// etcdContenders counts the keys in etcd, under any test's prefix, of
+// contenders for product id's lock: the holder's and the waiters'.
+func etcdContenders(t *testing.T, id string) int {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: testenv.EtcdEndpoints(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("clientv3.New: %v", err)
+	}
+	defer c.Close()
+	resp, err := c.Get(context.Background(), "/test/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatalf("etcd Get /test/: %v", err)
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		if strings.Contains(string(kv.Key), "/"+lockKey(id)+"/") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestEtcdNotConfigured: without Deps.Etcd the strategy is not available.
