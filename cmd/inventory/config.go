@@ -48,6 +48,9 @@ type config struct {
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
+	// EtcdEndpoints is comma-separated host:port of etcd, for the etcd
+	// strategy; unset, that strategy is unavailable.
+	EtcdEndpoints string `env:"INVENTORY_ETCD_ENDPOINTS"`
 }
 
 // loadConfig reads and checks the configuration. Its errors are one line
@@ -99,6 +102,11 @@ func (c config) validate() error {
 	if _, err := stock.Lookup(c.Strategy); err != nil {
 		return bad("INVENTORY_STRATEGY", "%v", err)
 	}
+	for _, ep := range c.etcdEndpoints() {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return bad("INVENTORY_ETCD_ENDPOINTS", "want comma-separated host:port, got %q", c.EtcdEndpoints)
+		}
+	}
 	if c.LockTTL < 10*time.Millisecond {
 		return bad("INVENTORY_LOCK_TTL", "must be at least 10ms, got %s", c.LockTTL)
 	}
@@ -134,6 +142,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("redis_master", c.RedisMaster),
 		slog.String("strategy", c.Strategy),
 		slog.Bool("admin_enabled", c.AdminToken != ""),
+		slog.String("etcd_endpoints", c.EtcdEndpoints),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Duration("lock_wait", c.LockWait),
 		slog.Duration("work_delay", c.WorkDelay),
@@ -142,6 +151,17 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
 	)
+}
+
+// etcdEndpoints splits INVENTORY_ETCD_ENDPOINTS; nil when unset.
+func (c config) etcdEndpoints() []string {
+	var eps []string
+	for ep := range strings.SplitSeq(c.EtcdEndpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return eps
 }
 
 // describeEnvError names the variable at fault instead of the Go field.

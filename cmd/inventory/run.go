@@ -115,6 +115,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
 	}
+	if eps := cfg.etcdEndpoints(); len(eps) > 0 {
+		if deps.Etcd, err = dialEtcd(ctx, eps, cfg, m, log); err != nil {
+			return err
+		}
+		defer deps.Etcd.Close()
+	}
 	// Safe strategies answer the crowd after the last unit from memory;
 	// the unsafe ones are left as they are, oversells and all.
 	soldOut := stock.NewSoldOut(cfg.SoldOutTTL)

@@ -252,6 +252,9 @@ func TestSaleSellsAndSaysWhoSold(t *testing.T) {
 	f := newFixture(t, adminToken)
 	f.restock("sku-1", 3)
 	for _, strategy := range stock.Names() {
+		if info, _ := stock.Lookup(strategy); info.Needs != "" {
+			continue // not configured here: see TestStrategyUnavailable
+		}
 		f.restock("sku-1", 3)
 		r := f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`, "X-Request-ID", "req-"+strategy, admin[0], admin[1])
 		if r.status != 200 {

@@ -17,6 +17,7 @@ var debianPackage = map[string]string{
 	"initdb":       "postgresql",
 	"redis-server": "redis-server",
 	"nginx":        "nginx",
+	"etcd":         "etcd-server",
 }
 
 var aptMu sync.Mutex // apt-get holds a global lock; one install at a time per process

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
 )
 
@@ -46,7 +47,8 @@ func lost(l interface{ Err() error }, err error) error {
 	if errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
-	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) {
+	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&
+		!errors.Is(lerr, etcdlock.ErrReleased) {
 		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
 	}
 	return err
@@ -80,8 +82,10 @@ func release(ctx context.Context, l interface{ Release(context.Context) error })
 func lockErr(err error) error {
 	var pgErr *pglock.Error
 	switch {
-	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
+	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout), errors.Is(err, etcdlock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+	case errors.As(err, new(*etcdlock.Error)):
+		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
 	case errors.Is(err, lock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
 	case errors.As(err, &pgErr):

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/etcdlock"
 )
 
 // Strategy names; the HTTP API, the load tester and external checks use them.
@@ -18,6 +19,7 @@ const (
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
 	Fair       = "fair"
+	Etcd       = "etcd"
 	PgLock     = "pglock"
 	Optimistic = "optimistic"
 	Lua        = "lua"
@@ -47,6 +49,7 @@ var Strategies = []Info{
 	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
 	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
 	{Name: Fair, Description: "FIFO Redis lock: buyers queue in arrival order and are woken in turn (no polling); Postgres fences and guards the write", Safe: true},
+	{Name: Etcd, Description: "read-check-update inside an etcd lock (session lease, concurrency.Mutex's recipe); Postgres fences the write with the key's create revision and guards it", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS"},
 	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
 	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true},
@@ -91,6 +94,10 @@ type Deps struct {
 	// also the budget within which optimistic keeps retrying. Defaults are
 	// lock.Options'.
 	Lock lock.Options
+	// Etcd is the etcd lock the etcd strategy takes (built from
+	// INVENTORY_ETCD_ENDPOINTS, with its own TTL and Wait); nil: not
+	// configured, and New(Etcd) returns ErrNotConfigured.
+	Etcd *etcdlock.Locker
 	// WorkDelay is simulated business work, slept between the read/check and
 	// the write wherever a strategy has that gap; it widens races for demos.
 	WorkDelay time.Duration
@@ -118,6 +125,12 @@ func New(name string, d Deps) (Seller, error) {
 		return newReentrant(d), nil
 	case Fair:
 		return newFair(d), nil
+	case Etcd:
+		if d.Etcd == nil {
+			info, _ := Lookup(Etcd)
+			return nil, notConfigured(info)
+		}
+		return newEtcdLock(d), nil
 	case PgLock:
 		return newPgLock(d), nil
 	case Optimistic:

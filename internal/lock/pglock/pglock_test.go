@@ -382,7 +382,7 @@ func (o *triesObserver) Acquired(_ string, err error, _ time.Duration, n int) {
 		o.mu.Unlock()
 	}
 }
-func (*triesObserver) Lost(string, error)                   {}
+func (*triesObserver) Lost(string, error)                    {}
 func (*triesObserver) Released(string, time.Duration, error) {}
 
 // TestLocalWaitersQueueAtTheGate: 32 goroutines of one process take one
