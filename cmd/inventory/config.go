@@ -99,8 +99,10 @@ func (c config) validate() error {
 			return bad("INVENTORY_REDIS_SENTINELS", "want comma-separated host:port, got %q", s)
 		}
 	}
-	if _, err := stock.Lookup(c.Strategy); err != nil {
+	if info, err := stock.Lookup(c.Strategy); err != nil {
 		return bad("INVENTORY_STRATEGY", "%v", err)
+	} else if info.Needs != "" && !c.set(info.Needs) {
+		return bad("INVENTORY_STRATEGY", "strategy %q needs %s, which is not set", c.Strategy, info.Needs)
 	}
 	for _, ep := range c.etcdEndpoints() {
 		if _, _, err := net.SplitHostPort(ep); err != nil {
@@ -129,6 +131,18 @@ func (c config) validate() error {
 		return bad("INVENTORY_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	return nil
+}
+
+// set reports whether the variable named env has a value: the config field
+// it fills is not its zero value.
+func (c config) set(env string) bool {
+	v := reflect.ValueOf(c)
+	for i, f := range reflect.VisibleFields(v.Type()) {
+		if f.Tag.Get("env") == env {
+			return !v.Field(i).IsZero()
+		}
+	}
+	return false
 }
 
 // LogValue prints the configuration with secrets masked.

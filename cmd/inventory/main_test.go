@@ -46,6 +46,7 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_LOG_LEVEL", "loud", "INVENTORY_LOG_LEVEL"},
 		{"INVENTORY_REDIS_SENTINELS", "127.0.0.1:26379", "INVENTORY_REDIS_SENTINELS: set it together with INVENTORY_REDIS_MASTER"},
 		{"INVENTORY_REDIS_MASTER", "inventory", "INVENTORY_REDIS_SENTINELS: set it together with INVENTORY_REDIS_MASTER"},
+		{"INVENTORY_STRATEGY", "etcd", `INVENTORY_STRATEGY: strategy "etcd" needs INVENTORY_ETCD_ENDPOINTS, which is not set`},
 		{"INVENTORY_ETCD_ENDPOINTS", "http://127.0.0.1:2379", "INVENTORY_ETCD_ENDPOINTS: want comma-separated host:port"},
 	} {
 		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
