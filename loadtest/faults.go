@@ -145,7 +145,7 @@ var errSafeBroke = errors.New("a safe strategy broke an invariant under a fault 
 func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []faults.Fault, log io.Writer) (Matrix, error) {
 	c := newClient(f.URL, f.AdminToken, o.concurrency)
 	defer c.close()
-	strategies, err := pickStrategies(ctx, c, o.strategies)
+	strategies, err := pickStrategies(ctx, c, o.strategies, log)
 	if err != nil {
 		return Matrix{}, err
 	}

@@ -55,6 +55,10 @@ type Options struct {
 	// RedisReplica starts a second Redis replicating the first
 	// (Fleet.RedisReplica), which the redis-failover fault promotes.
 	RedisReplica bool
+	// NoLockServices leaves out the lock services of the redlock, etcd and
+	// zookeeper strategies (three more Redis servers, etcd, ZooKeeper),
+	// which are then unavailable. Default false: they are started too.
+	NoLockServices bool
 }
 
 // Fleet is a running local stack. Stop it when done.
@@ -76,6 +80,11 @@ type Fleet struct {
 	Redis *localstack.Redis
 	// RedisReplica replicates Redis when Options.RedisReplica is set; else nil.
 	RedisReplica *localstack.Redis
+	// RedlockServers are the redlock strategy's three independent Redis
+	// servers and Etcd the etcd strategy's server; nil with
+	// Options.NoLockServices.
+	RedlockServers []*localstack.Redis
+	Etcd           *localstack.Etcd
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
@@ -134,7 +143,11 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 
 	// One apt-get for everything missing, before anything slow starts.
-	if _, err := localstack.Ensure(ctx, "initdb", "postgres", "redis-server", "nginx"); err != nil {
+	servers := []string{"initdb", "postgres", "redis-server", "nginx"}
+	if !opts.NoLockServices {
+		servers = append(servers, "etcd")
+	}
+	if _, err := localstack.Ensure(ctx, servers...); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	bin := opts.Binary
@@ -148,15 +161,18 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 
-	// Postgres and Redis start in parallel: initdb is the slow part.
-	var pgErr, rdErr error
+	// The servers start in parallel: initdb is the slow part.
+	var pgErr, rdErr, lockErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: opts.NoFsync})
 	})
 	wg.Go(func() { f.Redis, rdErr = localstack.StartRedis(ctx) })
+	if !opts.NoLockServices {
+		wg.Go(func() { lockErr = f.startLockServices(ctx) })
+	}
 	wg.Wait()
-	if err := errors.Join(pgErr, rdErr); err != nil {
+	if err := errors.Join(pgErr, rdErr, lockErr); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.PostgresURL, f.RedisURL = f.Postgres.URL, f.Redis.URL
@@ -193,6 +209,39 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, fmt.Errorf("start fleet: nginx at %s does not reach the replicas: %w\n%s", f.URL, err, tail(f.Nginx.Logs(), 2000))
 	}
 	return f, nil
+}
+
+// startLockServices starts the redlock strategy's three Redis servers and
+// etcd, in parallel.
+func (f *Fleet) startLockServices(ctx context.Context) error {
+	f.RedlockServers = make([]*localstack.Redis, 3)
+	errs := make([]error, len(f.RedlockServers)+1)
+	var wg sync.WaitGroup
+	for i := range f.RedlockServers {
+		wg.Go(func() { f.RedlockServers[i], errs[i] = localstack.StartRedis(ctx) })
+	}
+	wg.Go(func() { f.Etcd, errs[len(errs)-1] = localstack.StartEtcd(ctx) })
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lockServiceEnv is the replicas' settings for the lock services the
+// fleet started.
+func (f *Fleet) lockServiceEnv() map[string]string {
+	env := map[string]string{}
+	var urls []string
+	for _, r := range f.RedlockServers {
+		if r != nil {
+			urls = append(urls, r.URL)
+		}
+	}
+	if len(urls) > 0 {
+		env["INVENTORY_REDLOCK_URLS"] = strings.Join(urls, ",")
+	}
+	if f.Etcd != nil {
+		env["INVENTORY_ETCD_ENDPOINTS"] = f.Etcd.Endpoint
+	}
+	return env
 }
 
 // Build compiles ./cmd/inventory of the module found from the current
@@ -237,11 +286,10 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netL
 		pgURL = strings.Replace(pgURL, pgAddr, r.PostgresLink.Addr, 1)
 		redisURL = strings.Replace(redisURL, f.Redis.Addr, r.RedisLink.Addr, 1)
 	}
-	env := map[string]string{
-		"INVENTORY_POSTGRES_URL": pgURL,
-		"INVENTORY_REDIS_URL":    redisURL,
-		"INVENTORY_ADMIN_TOKEN":  f.AdminToken,
-	}
+	env := f.lockServiceEnv()
+	env["INVENTORY_POSTGRES_URL"] = pgURL
+	env["INVENTORY_REDIS_URL"] = redisURL
+	env["INVENTORY_ADMIN_TOKEN"] = f.AdminToken
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -421,6 +469,14 @@ func (f *Fleet) Stop() error {
 		}
 		if f.RedisReplica != nil {
 			_ = f.RedisReplica.Stop()
+		}
+		for _, r := range f.RedlockServers {
+			if r != nil {
+				_ = r.Stop()
+			}
+		}
+		if f.Etcd != nil {
+			_ = f.Etcd.Stop()
 		}
 		if f.Postgres != nil {
 			_ = f.Postgres.Stop()
