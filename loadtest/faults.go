@@ -94,6 +94,9 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stderr, "starting a local fleet: Postgres (durable), Redis, 2 replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s), nginx …\n", o.workDelay, o.lockTTL)
 	f, err := fleet.Start(ctx, fleet.Options{
 		Replicas: 2,
+		// Each replica reaches Postgres and Redis through links of its own,
+		// which net-latency and net-partition act on.
+		NetLinks: true,
 		// Durable: an immediate Postgres restart must not lose what it acknowledged.
 		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String(), "INVENTORY_LOCK_TTL": o.lockTTL.String()},
 	})

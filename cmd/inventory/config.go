@@ -22,17 +22,22 @@ import (
 // variable names are a contract (design.md): compose, the local fleet and
 // external checks rely on them.
 type config struct {
-	Addr        string        `env:"INVENTORY_ADDR" envDefault:":8080"`
-	Instance    string        `env:"INVENTORY_INSTANCE"` // default: the hostname
-	PostgresURL string        `env:"INVENTORY_POSTGRES_URL" envDefault:"postgres://postgres@127.0.0.1:5432/inventory?sslmode=disable"`
-	RedisURL    string        `env:"INVENTORY_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
-	Strategy    string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
-	AdminToken  string        `env:"INVENTORY_ADMIN_TOKEN"`
-	LockTTL     time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
-	LockWait    time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
-	WorkDelay   time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
-	Migrate     bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
-	MaxQuantity int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
+	Addr        string `env:"INVENTORY_ADDR" envDefault:":8080"`
+	Instance    string `env:"INVENTORY_INSTANCE"` // default: the hostname
+	PostgresURL string `env:"INVENTORY_POSTGRES_URL" envDefault:"postgres://postgres@127.0.0.1:5432/inventory?sslmode=disable"`
+	RedisURL    string `env:"INVENTORY_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// RedisSentinels and RedisMaster, when set, reach Redis through
+	// Sentinel, following a failover; INVENTORY_REDIS_URL then gives only
+	// the database number and the password.
+	RedisSentinels []string      `env:"INVENTORY_REDIS_SENTINELS" envSeparator:","`
+	RedisMaster    string        `env:"INVENTORY_REDIS_MASTER"`
+	Strategy       string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
+	AdminToken     string        `env:"INVENTORY_ADMIN_TOKEN"`
+	LockTTL        time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
+	LockWait       time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
+	WorkDelay      time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
+	Migrate        bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
+	MaxQuantity    int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
 	// SoldOutTTL is how long a replica answers 409 from memory for a product
 	// it saw sold out, unless a restock announcement ends it sooner; 0 turns
 	// the fast path off.
@@ -83,6 +88,14 @@ func (c config) validate() error {
 	if _, err := redis.ParseURL(c.RedisURL); err != nil {
 		return bad("INVENTORY_REDIS_URL", "%v", redactErr(err, c.RedisURL))
 	}
+	if (len(c.RedisSentinels) == 0) != (c.RedisMaster == "") {
+		return bad("INVENTORY_REDIS_SENTINELS", "set it together with INVENTORY_REDIS_MASTER, or neither")
+	}
+	for _, s := range c.RedisSentinels {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return bad("INVENTORY_REDIS_SENTINELS", "want comma-separated host:port, got %q", s)
+		}
+	}
 	if _, err := stock.Lookup(c.Strategy); err != nil {
 		return bad("INVENTORY_STRATEGY", "%v", err)
 	}
@@ -117,6 +130,8 @@ func (c config) LogValue() slog.Value {
 		slog.String("instance", c.Instance),
 		slog.String("postgres_url", redactURL(c.PostgresURL)),
 		slog.String("redis_url", redactURL(c.RedisURL)),
+		slog.Any("redis_sentinels", c.RedisSentinels),
+		slog.String("redis_master", c.RedisMaster),
 		slog.String("strategy", c.Strategy),
 		slog.Bool("admin_enabled", c.AdminToken != ""),
 		slog.Duration("lock_ttl", c.LockTTL),

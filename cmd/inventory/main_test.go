@@ -44,6 +44,8 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_POSTGRES_URL", "postgres://u:hunter2@[::1", "INVENTORY_POSTGRES_URL"},
 		{"INVENTORY_REDIS_URL", "http://127.0.0.1:6379", "INVENTORY_REDIS_URL"},
 		{"INVENTORY_LOG_LEVEL", "loud", "INVENTORY_LOG_LEVEL"},
+		{"INVENTORY_REDIS_SENTINELS", "127.0.0.1:26379", "INVENTORY_REDIS_SENTINELS: set it together with INVENTORY_REDIS_MASTER"},
+		{"INVENTORY_REDIS_MASTER", "inventory", "INVENTORY_REDIS_SENTINELS: set it together with INVENTORY_REDIS_MASTER"},
 	} {
 		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
 		var stderr bytes.Buffer

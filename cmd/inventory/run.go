@@ -216,6 +216,16 @@ func connect(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, 
 		return nil, nil, fmt.Errorf("INVENTORY_REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(redisOpts)
+	if len(cfg.RedisSentinels) > 0 {
+		// The URL's database and password, the primary found through Sentinel.
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:    cfg.RedisMaster,
+			SentinelAddrs: cfg.RedisSentinels,
+			DB:            redisOpts.DB,
+			Username:      redisOpts.Username,
+			Password:      redisOpts.Password,
+		})
+	}
 
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

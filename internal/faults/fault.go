@@ -58,6 +58,7 @@ var (
 func All() []Fault {
 	return []Fault{
 		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &PGRestart{},
+		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
 		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{},
 	}
 }

@@ -48,6 +48,10 @@ type Options struct {
 	// Listen is nginx's host:port, e.g. "127.0.0.1:8080"; empty means a
 	// free loopback port.
 	Listen string
+	// NetLinks puts a proxy (localstack.NetProxy) between each replica and
+	// Postgres and Redis, for the network faults (Replica.PostgresLink,
+	// Replica.RedisLink). Default false: replicas dial the servers directly.
+	NetLinks bool
 }
 
 // Fleet is a running local stack. Stop it when done.
@@ -69,7 +73,8 @@ type Fleet struct {
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
-	tmpDir   string // holds the built binary; "" when Options.Binary was given
+	links    []*localstack.NetProxy // every replica's links, stopped with the fleet
+	tmpDir   string                 // holds the built binary; "" when Options.Binary was given
 	stopOnce sync.Once
 }
 
@@ -81,6 +86,11 @@ type Replica struct {
 	// Addr is host:port it listens on; URL is "http://" + Addr.
 	Addr string
 	URL  string
+
+	// PostgresLink and RedisLink are the replica's own links to Postgres
+	// and Redis when Options.NetLinks is set (else nil): add latency to
+	// them, or cut them, to fault this replica's network alone.
+	PostgresLink, RedisLink *localstack.NetProxy
 
 	bin  string            // the binary, to start it again after a kill
 	env  map[string]string // its INVENTORY_* settings
@@ -146,7 +156,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	f.PostgresURL, f.RedisURL = f.Postgres.URL, f.Redis.URL
 
 	for i := range opts.Replicas {
-		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env)
+		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env, opts.NetLinks)
 		if err != nil {
 			return nil, err
 		}
@@ -192,15 +202,30 @@ func Build(ctx context.Context, out string) error {
 	return nil
 }
 
-func (f *Fleet) startReplica(instance, bin string, extra map[string]string) (*Replica, error) {
+func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netLinks bool) (*Replica, error) {
 	port, err := localstack.FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", instance, err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, bin: bin}
+	pgURL, redisURL := f.PostgresURL, f.RedisURL
+	if netLinks {
+		pgAddr := fmt.Sprintf("127.0.0.1:%d", f.Postgres.Port)
+		if r.PostgresLink, err = localstack.StartNetProxy(instance+"-postgres", pgAddr); err != nil {
+			return nil, err
+		}
+		f.links = append(f.links, r.PostgresLink)
+		if r.RedisLink, err = localstack.StartNetProxy(instance+"-redis", f.Redis.Addr); err != nil {
+			return nil, err
+		}
+		f.links = append(f.links, r.RedisLink)
+		pgURL = strings.Replace(pgURL, pgAddr, r.PostgresLink.Addr, 1)
+		redisURL = strings.Replace(redisURL, f.Redis.Addr, r.RedisLink.Addr, 1)
+	}
 	env := map[string]string{
-		"INVENTORY_POSTGRES_URL": f.PostgresURL,
-		"INVENTORY_REDIS_URL":    f.RedisURL,
+		"INVENTORY_POSTGRES_URL": pgURL,
+		"INVENTORY_REDIS_URL":    redisURL,
 		"INVENTORY_ADMIN_TOKEN":  f.AdminToken,
 	}
 	for k, v := range extra {
@@ -208,8 +233,7 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string) (*Re
 	}
 	env["INVENTORY_ADDR"] = addr
 	env["INVENTORY_INSTANCE"] = instance
-
-	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, bin: bin, env: env}
+	r.env = env
 	if err := r.launch(); err != nil {
 		return nil, err
 	}
@@ -365,6 +389,9 @@ func (f *Fleet) Stop() error {
 		errs = append(errs, rerrs...)
 		if f.Nginx != nil {
 			_ = f.Nginx.Stop()
+		}
+		for _, l := range f.links {
+			l.Stop()
 		}
 		if f.Redis != nil {
 			_ = f.Redis.Stop()
