@@ -17,6 +17,7 @@ const (
 	SetNX      = "setnx"
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
+	Redlock    = "redlock"
 	PgLock     = "pglock"
 	Optimistic = "optimistic"
 	Lua        = "lua"
@@ -45,6 +46,7 @@ var Strategies = []Info{
 	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false},
 	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
 	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
+	{Name: Redlock, Description: "read-check-update inside a Redlock held on a majority of N independent Redis servers; Postgres fences and guards the write", Safe: true, Needs: "INVENTORY_REDLOCK_URLS"},
 	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
 	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true},
@@ -89,6 +91,11 @@ type Deps struct {
 	// also the budget within which optimistic keeps retrying. Defaults are
 	// lock.Options'.
 	Lock lock.Options
+	// Redlock is the redlock strategy's independent Redis servers
+	// (INVENTORY_REDLOCK_URLS), three or more, not replicas of one another
+	// nor the Redis above; nil: not configured. Their clients should have
+	// ContextTimeoutEnabled (see package redlock).
+	Redlock []redis.UniversalClient
 	// WorkDelay is simulated business work, slept between the read/check and
 	// the write wherever a strategy has that gap; it widens races for demos.
 	WorkDelay time.Duration
@@ -114,6 +121,12 @@ func New(name string, d Deps) (Seller, error) {
 		return newRedisLock(d), nil
 	case Reentrant:
 		return newReentrant(d), nil
+	case Redlock:
+		if d.Redlock == nil {
+			info, _ := Lookup(name)
+			return nil, notConfigured(info)
+		}
+		return newRedlock(d), nil
 	case PgLock:
 		return newPgLock(d), nil
 	case Optimistic:

@@ -27,10 +27,11 @@ var (
 	rlErr  error
 )
 
-// RedlockURLs returns the URLs of this test binary's shared Redlock servers,
-// each flushed for this test: RedlockEnv's when set, else RedlockN
-// throw-away redis-server processes. Tests that share them must not run in
-// parallel with each other.
+// RedlockURLs returns the URLs of this test binary's shared Redlock
+// servers: RedlockEnv's when set, else RedlockN throw-away redis-server
+// processes. They are not flushed: a test that needs them empty calls
+// FlushRedlock; others use keys of their own (the stock tests' keys follow
+// their product ids, and a lock left behind expires by its TTL).
 func RedlockURLs(t testing.TB) []string {
 	t.Helper()
 	rlOnce.Do(func() { rlURLs, rlErr = startRedlock() })
@@ -38,7 +39,15 @@ func RedlockURLs(t testing.TB) []string {
 		t.Fatalf("no Redlock servers for the tests: %v\n(set %s to %d or more redis:// URLs, or install redis-server: apt-get install -y redis-server)",
 			rlErr, RedlockEnv, RedlockN)
 	}
-	for _, u := range rlURLs {
+	return rlURLs
+}
+
+// FlushRedlock empties the shared Redlock servers and returns their URLs.
+// Tests that use it must not run in parallel with tests that use them.
+func FlushRedlock(t testing.TB) []string {
+	t.Helper()
+	urls := RedlockURLs(t)
+	for _, u := range urls {
 		opts, err := redis.ParseURL(u)
 		if err != nil {
 			t.Fatalf("parse %s entry %q: %v", RedlockEnv, u, err)
@@ -50,7 +59,7 @@ func RedlockURLs(t testing.TB) []string {
 			t.Fatalf("flush Redlock server %s: %v", opts.Addr, err)
 		}
 	}
-	return rlURLs
+	return urls
 }
 
 // RedlockServers starts n private redis-server processes for this test, for

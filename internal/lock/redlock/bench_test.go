@@ -19,7 +19,7 @@ import (
 // same three, and the Redis lock package's Mutex on the first of them.
 // Reported: p50 and p99 of Lock+Release, p50 of Lock alone.
 func BenchmarkLockRelease(b *testing.B) {
-	urls := testenv.RedlockURLs(b)
+	urls := testenv.FlushRedlock(b)
 	ctx := context.Background()
 	type impl struct {
 		name string

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // it opens are closed).
 func shared(t *testing.T) []string {
 	t.Helper()
-	urls := testenv.RedlockURLs(t)
+	urls := testenv.FlushRedlock(t)
 	leakCheck(t)
 	return urls
 }
