@@ -23,10 +23,9 @@ type Lease struct {
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer
 
-	// The acquiring round's calls that were still running when it was won
-	// (a slow server's set, say): Release waits for them before deleting.
-	inflight    []*calls
-	cancelCalls context.CancelFunc
+	// The winning round's per-server goroutines: Release tells them to
+	// delete, each after its own set has returned.
+	parts *parts
 
 	mu       sync.Mutex
 	lost     error
@@ -36,15 +35,10 @@ type Lease struct {
 // grant builds the lease for a round sent at sent and valid until
 // deadline, and arms the timer that declares it lost then.
 func (l *Locker) grant(parent context.Context, key string, keys []string, token string, fence int64,
-	sent, deadline time.Time, inflight []*calls, cancelCalls context.CancelFunc) *Lease {
+	sent, deadline time.Time, p *parts) *Lease {
 	ctx, cancel := context.WithCancelCause(parent)
 	lease := &Lease{l: l, key: key, keys: keys, token: token, fence: fence, start: sent, deadline: deadline,
-		ctx: ctx, cancel: cancel, cancelCalls: cancelCalls}
-	for _, c := range inflight {
-		if c != nil && c.pending > 0 {
-			lease.inflight = append(lease.inflight, c)
-		}
-	}
+		ctx: ctx, cancel: cancel, parts: p}
 	lease.timer = time.AfterFunc(time.Until(deadline), lease.expire)
 	return lease
 }
@@ -99,7 +93,9 @@ func (l *Lease) expire() {
 }
 
 // Release gives the lease up: compare-and-delete on every server at once,
-// each bounded by ServerTimeout and ctx. nil: released on a majority.
+// each after that server's set has returned and bounded by ServerTimeout.
+// It returns as soon as a majority confirmed; the rest finish in the
+// background. nil: released on a majority.
 // ErrLost: the validity had ended before (the work done under it may not
 // have been exclusive); the keys are still deleted where they are ours.
 // ErrNotHeld: fewer than a majority still had our key (or the lease was
@@ -114,25 +110,33 @@ func (l *Lease) Release(ctx context.Context) error {
 	lost := l.loss()
 	l.cancel(&Error{Op: "release", Key: l.key, Err: ErrReleased})
 	lk := l.l
-	// A set still on its way to a slow server must land before our delete
-	// there, or it would stay until its TTL.
-	for _, c := range l.inflight {
-		c.drain(lk.opts.ServerTimeout)
-	}
-	l.cancelCalls()
-	rel := lk.release(ctx, l.keys, l.token, allServers(len(lk.servers)))
-	var done int
+	l.parts.dropAll()
+	// A server's release may wait for its set, then run: two timeouts.
+	wait := time.NewTimer(2 * lk.opts.ServerTimeout)
+	defer wait.Stop()
+	var done, answered int
 	var errs []error
-	for _, rp := range rel.drain(lk.opts.ServerTimeout) {
+	for done < lk.quorum && answered < len(lk.servers) {
+		var rp reply
+		select {
+		case rp = <-l.parts.released:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		if rp.state == 0 {
+			errs = append(errs, fmt.Errorf("%d servers: no answer within %v", len(lk.servers)-answered, 2*lk.opts.ServerTimeout))
+			if ctx.Err() != nil {
+				errs = append(errs, ctx.Err())
+			}
+			break
+		}
+		answered++
 		switch rp.state {
 		case granted:
 			done++
 		case failed:
 			errs = append(errs, fmt.Errorf("server %d: %w", rp.server, rp.err))
 		}
-	}
-	if rel.pending > 0 {
-		errs = append(errs, fmt.Errorf("%d servers: no answer within %v", rel.pending, lk.opts.ServerTimeout))
 	}
 	var rerr error
 	switch {

@@ -96,6 +96,16 @@ func ours(t *testing.T, direct []redis.UniversalClient, l *Lease) int {
 	return n
 }
 
+// noKeys waits until no server holds key: the deletes of a release beyond
+// the majority, and of a lost try, finish in the background.
+func noKeys(t *testing.T, direct []redis.UniversalClient, key string) {
+	t.Helper()
+	waitFor(t, "no server to hold "+key, 5*time.Second, func() bool {
+		h := holders(t, direct, key)
+		return strings.Join(h, "") == ""
+	})
+}
+
 // waitFor polls cond every millisecond until it holds, failing after d.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()

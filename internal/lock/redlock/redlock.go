@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -123,6 +124,27 @@ type Locker struct {
 	servers []redis.UniversalClient
 	quorum  int
 	opts    Options
+	// suspect[i] is until when (unix ns) server i is not used as a gate,
+	// after a command to it failed.
+	suspect []atomic.Int64
+}
+
+// suspectFor is how long a server whose command failed is passed over as
+// a gate, so that a hung server costs one ServerTimeout, not one per try.
+const suspectFor = time.Second
+
+// gateFor picks the gate of a try on a key whose hash is h: the h-th
+// server, or the next one not suspect; -1 (no gate: ask all at once) when
+// every server is.
+func (l *Locker) gateFor(h int) int {
+	now := time.Now().UnixNano()
+	for k := range len(l.servers) {
+		i := (h + k) % len(l.servers)
+		if l.suspect[i].Load() <= now {
+			return i
+		}
+	}
+	return -1
 }
 
 // New returns a Locker over servers, which must be independent Redis
@@ -147,7 +169,7 @@ func New(servers []redis.UniversalClient, opts Options) *Locker {
 		opts.MaxBackoff = 32 * time.Millisecond
 	}
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
-	return &Locker{servers: servers, quorum: len(servers)/2 + 1, opts: opts}
+	return &Locker{servers: servers, quorum: len(servers)/2 + 1, opts: opts, suspect: make([]atomic.Int64, len(servers))}
 }
 
 // Servers is how many servers the Locker uses; Quorum how many must grant.
@@ -195,7 +217,11 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *a
 		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
 		defer cancel()
 	}
-	r := &round{l: l, key: key, keys: []string{key, fk}, token: crand.Text(), cmds: cmds}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	// The gate is the same server for every process (given the servers in
+	// the same order), and differs from key to key to spread the load.
+	r := &round{l: l, key: key, keys: []string{key, fk}, cmds: cmds, wait: wait, hash: int(h.Sum32() % uint32(len(l.servers)))}
 	if l.opts.FenceFloor != nil {
 		r.floor = &floorSource{fn: l.opts.FenceFloor, key: key}
 	}
@@ -250,116 +276,175 @@ func timeoutError(op, key string, ctx context.Context, last error) error {
 // and the servers, taken off the validity.
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-// Reply states of one server's acquire.
+// Reply states of one server's command.
 const (
-	granted = iota + 1
-	refused // held by someone else
-	failed  // error or no answer: it may or may not have set the key
+	granted = iota + 1 // set (acquire), raised (catch-up), deleted (release)
+	refused            // held by someone else; not ours (release)
+	failed             // error or no answer: it may or may not have run
 )
 
 // reply is one server's answer to a command.
 type reply struct {
 	server int
 	state  int
-	n      int64 // the fence (acquire) or the script's integer reply
+	n      int64 // the fence (acquire)
 	err    error
 }
 
-// calls is a fan-out of one command to some servers, each call in its own
-// goroutine under its own ServerTimeout; the goroutines never block, and
-// whoever holds calls waits for the rest with drain.
-type calls struct {
-	ch      chan reply
-	pending int
+// parts is one round's work on every server: one goroutine per server sets
+// the key and reports on acquired, then, unless the server refused, waits
+// for drop (the round lost, or the lease released) and deletes the key by
+// token, reporting on released. So a server's delete always follows its
+// set, and nobody waits for the slowest server: a lost round's clean-up and
+// a release's tail run on in the background, each command bounded by
+// ServerTimeout. A goroutine whose key has expired (TTL after the round
+// began) without a drop ends without deleting.
+type parts struct {
+	acquired chan reply
+	released chan reply
+	drop     chan struct{}
+	dropOnce sync.Once
+	pending  int // acquire replies not yet read from acquired
+
+	// A gated round asks the gate server first and the others only if it
+	// did not refuse; gateDone is closed once it answered.
+	gate     int
+	gateDone chan struct{}
+	gateOpen bool
 }
 
-func (l *Locker) fanout(ctx context.Context, servers []int, call func(ctx context.Context, i int) reply) *calls {
-	c := &calls{ch: make(chan reply, len(servers)), pending: len(servers)}
-	for _, i := range servers {
+func (p *parts) dropAll() { p.dropOnce.Do(func() { close(p.drop) }) }
+
+// start launches the round's goroutines. calls bounds the acquires (a
+// caller who gives up cancels it); the deletes run under ctx without its
+// cancellation.
+func (r *round) start(ctx, calls context.Context, token string, sent time.Time, gate int) *parts {
+	l := r.l
+	n := len(l.servers)
+	p := &parts{acquired: make(chan reply, n), released: make(chan reply, n), drop: make(chan struct{}), pending: n, gate: -1}
+	gated := gate >= 0 && n > 1
+	if gated {
+		p.gate, p.gateDone = gate, make(chan struct{})
+	}
+	for i := range n {
 		go func() {
-			cctx, cancel := context.WithTimeout(ctx, l.opts.ServerTimeout)
+			if gated && i != p.gate {
+				<-p.gateDone
+				if !p.gateOpen {
+					p.acquired <- reply{server: i, state: refused}
+					p.released <- reply{server: i, state: refused}
+					return
+				}
+			}
+			actx, cancel := context.WithTimeout(calls, l.opts.ServerTimeout)
+			rp := r.acquireOn(actx, i, token)
+			cancel()
+			if rp.state == failed && calls.Err() == nil {
+				l.suspect[i].Store(time.Now().Add(suspectFor).UnixNano())
+			}
+			if i == p.gate {
+				p.gateOpen = rp.state != refused
+				close(p.gateDone)
+			}
+			p.acquired <- rp
+			if rp.state == refused {
+				p.released <- reply{server: i, state: refused}
+				return
+			}
+			expired := time.NewTimer(time.Until(sent.Add(l.opts.TTL)))
+			defer expired.Stop()
+			select {
+			case <-p.drop:
+			case <-expired.C:
+				p.released <- reply{server: i, state: refused}
+				return
+			}
+			r.cmds.Add(1)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.ServerTimeout)
 			defer cancel()
-			c.ch <- call(cctx, i)
+			p.released <- l.releaseOn(rctx, i, r.keys, token)
 		}()
 	}
-	return c
-}
-
-// next returns the next reply, or false when stop or done fires first.
-func (c *calls) next(stop <-chan time.Time, done <-chan struct{}) (reply, bool) {
-	if c.pending == 0 {
-		return reply{}, false
-	}
-	select {
-	case r := <-c.ch:
-		c.pending--
-		return r, true
-	case <-stop:
-	case <-done:
-	}
-	return reply{}, false
-}
-
-// drain waits up to d for the calls still running, and returns their replies.
-func (c *calls) drain(d time.Duration) []reply {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	var out []reply
-	for {
-		r, ok := c.next(t.C, nil)
-		if !ok {
-			return out
-		}
-		out = append(out, r)
-	}
-}
-
-func allServers(n int) []int {
-	s := make([]int, n)
-	for i := range s {
-		s[i] = i
-	}
-	return s
+	return p
 }
 
 // round is the state of one Lock call across its tries.
 type round struct {
 	l       *Locker
 	key     string
-	keys    []string // the lock key and its fence hash
-	token   string
+	keys    []string     // the lock key and its fence hash
 	floor   *floorSource // nil without Options.FenceFloor
 	cmds    *atomic.Int64
 	lastErr error
+	hash    int  // the key's hash, which picks its gate server
+	wait    bool // Lock, not TryLock
+	tries   int
 }
 
 // run makes one try: the acquire script on every server at once, decided
 // as soon as a majority granted or can no longer grant. It returns the
-// lease, or nil with r.lastErr set, after deleting our key wherever it may
-// have been set. wctx ends the try early (Lock's budget or the caller).
+// lease, or nil with r.lastErr set; a lost try's keys are deleted in the
+// background. wctx ends the try early (Lock's budget or the caller).
 func (r *round) run(ctx, wctx context.Context) *Lease {
 	l := r.l
 	n := len(l.servers)
+	// A token per try: a later try's set must never be mistaken for this
+	// one's by this one's late delete.
+	token := crand.Text()
 	sent := time.Now()
-	// The calls are not bound to wctx, which ends when Lock returns: the
-	// ones still running when a majority granted belong to the lease, whose
-	// Release waits for them. A caller who gives up cancels them.
-	cctx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
-	acq := l.fanout(cctx, allServers(n), r.acquireOn)
+	calls, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+	// Tries are gated: the key's gate server first, the others (in
+	// parallel) only if it did not refuse. Waiters then poll one server,
+	// not all, and contenders can no longer split the servers between them
+	// (each winning some, none a majority, all starting over), which with
+	// many contenders is what a Redlock asking all servers at once spends
+	// its time on: in internal/stock's race test, 64 buyers, it timed buyers
+	// out. The price is a second round trip when the key is free.
+	// Exclusion rests on the majority alone, whatever the gate.
+	//
+	// A key left on the gate alone (by a holder that lost its round, or
+	// a command a hung server ran late) would then block the key until its
+	// TTL although the others are free: so every fourth try of a Lock, and
+	// TryLock's one, asks all servers at once.
+	r.tries++
+	gate := -1
+	if r.wait && r.tries%4 != 0 {
+		gate = l.gateFor(r.hash)
+	}
+	gated := gate >= 0 && n > 1
+	p := r.start(ctx, calls, token, sent, gate)
 	stop := context.AfterFunc(wctx, cancelCalls)
-	timer := time.NewTimer(l.opts.ServerTimeout)
+	defer stop()
+	budget := l.opts.ServerTimeout
+	if gated {
+		budget *= 2
+	}
+	timer := time.NewTimer(budget)
 	defer timer.Stop()
 
-	state := make([]int, n) // 0 while no answer
 	var grants []reply
 	var errs []error
 	refusals := 0
-	for len(grants) < l.quorum && len(grants)+acq.pending >= l.quorum {
-		rp, ok := acq.next(timer.C, wctx.Done())
-		if !ok {
+	answered := make([]bool, n)
+	for len(grants) < l.quorum && len(grants)+p.pending >= l.quorum {
+		var rp reply
+		select {
+		case rp = <-p.acquired:
+			p.pending--
+		case <-timer.C:
+		case <-wctx.Done():
+		}
+		if rp.state == 0 {
+			// No answer in time: pass the silent servers over as gates
+			// for a while (only the gate was asked, if gated).
+			for i, a := range answered {
+				if !a && (!gated || i == gate) {
+					l.suspect[i].Store(time.Now().Add(suspectFor).UnixNano())
+				}
+			}
 			break
 		}
-		state[rp.server] = rp.state
+		answered[rp.server] = true
 		switch rp.state {
 		case granted:
 			grants = append(grants, rp)
@@ -371,11 +456,10 @@ func (r *round) run(ctx, wctx context.Context) *Lease {
 	}
 	var err error
 	if len(grants) < l.quorum {
-		if acq.pending > 0 && wctx.Err() == nil {
-			errs = append(errs, fmt.Errorf("%d servers: no answer within %v", acq.pending, l.opts.ServerTimeout))
-		}
 		if wctx.Err() != nil {
 			errs = append(errs, wctx.Err())
+		} else if p.pending > 0 && len(grants)+p.pending >= l.quorum {
+			errs = append(errs, fmt.Errorf("%d servers: no answer within %v", p.pending, budget))
 		}
 		// Held somewhere is the usual reason, and what a waiter waits out.
 		sentinel := ErrNoQuorum
@@ -388,64 +472,39 @@ func (r *round) run(ctx, wctx context.Context) *Lease {
 		}
 	}
 	var fence int64
-	var fix *calls
 	if err == nil {
-		fence, fix, err = r.catchUp(cctx, grants, timer, wctx.Done())
+		timer.Reset(l.opts.ServerTimeout)
+		fence, err = r.catchUp(calls, token, grants, timer, wctx.Done())
 	}
 	deadline := sent.Add(l.opts.TTL - drift(l.opts.TTL))
 	if err == nil && !time.Now().Before(deadline) {
 		err = fmt.Errorf("%w: %v after the first command, TTL %v", ErrTooSlow, time.Since(sent), l.opts.TTL)
 	}
 	if err == nil && stop() {
-		return l.grant(ctx, r.key, r.keys, r.token, fence, sent, deadline, []*calls{acq, fix}, cancelCalls)
+		return l.grant(ctx, r.key, r.keys, token, fence, sent, deadline, p)
 	}
-	if err == nil { // the caller gave up just as the round was won
+	if err == nil { // the caller gave up just as the try was won
 		err = wctx.Err()
 	}
-	stop()
-	if wctx.Err() == nil || r.lastErr == nil || len(grants)+refusals > 0 {
-		// A try cut short before any server answered says less than the
-		// last one that was not.
+	if wctx.Err() == nil || r.lastErr == nil {
+		// A try cut short says less than the last one that was not.
 		r.lastErr = err
 	}
-	// Give up: wait for the calls still running, so that the deletes come
-	// after any set they make, then delete our key on every server that
-	// did not refuse.
-	if wctx.Err() != nil {
-		cancelCalls()
-	}
-	for _, rp := range acq.drain(l.opts.ServerTimeout) {
-		state[rp.server] = rp.state
-	}
-	if fix != nil {
-		fix.drain(l.opts.ServerTimeout)
-	}
 	cancelCalls()
-	var mine []int
-	for i, s := range state {
-		if s != refused {
-			mine = append(mine, i)
-		}
-	}
-	if len(mine) > 0 {
-		r.cmds.Add(int64(len(mine)))
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.ServerTimeout)
-		l.release(rctx, r.keys, r.token, mine).drain(l.opts.ServerTimeout)
-		cancel()
-	}
+	p.dropAll()
 	return nil
 }
 
 // acquireOn runs the acquire script on server i, asking for the fence
 // floor and running it again when the server has no counter.
-func (r *round) acquireOn(ctx context.Context, i int) reply {
+func (r *round) acquireOn(ctx context.Context, i int, token string) reply {
 	floor := ""
 	if r.floor == nil {
 		floor = "0"
 	}
 	for {
 		r.cmds.Add(1)
-		v, err := run(ctx, r.l.servers[i], acquireScript, r.keys, r.token, ms(r.l.opts.TTL), floor)
+		v, err := run(ctx, r.l.servers[i], acquireScript, r.keys, token, ms(r.l.opts.TTL), floor)
 		if err != nil {
 			return reply{server: i, state: failed, err: err}
 		}
@@ -470,10 +529,11 @@ func (r *round) acquireOn(ctx context.Context, i int) reply {
 // catchUp makes the lease's fence the largest the granting majority
 // returned, and raises to it every counter of that majority below it
 // (while our key is still there), so that the next holder's majority,
-// which shares a server with this one, mints a larger fence. It returns
-// the fence, the catch-up calls (nil when the counters agreed) and an
-// error when fewer than a majority could be brought up.
-func (r *round) catchUp(ctx context.Context, grants []reply, timer *time.Timer, done <-chan struct{}) (int64, *calls, error) {
+// which shares a server with this one, mints a larger fence. It fails when
+// fewer than a majority could be brought up in time. Catch-ups still
+// running when it returns are harmless whenever they land: each acts only
+// while our key is on its server.
+func (r *round) catchUp(ctx context.Context, token string, grants []reply, timer *time.Timer, done <-chan struct{}) (int64, error) {
 	fence := int64(0)
 	for _, g := range grants {
 		fence = max(fence, g.n)
@@ -486,55 +546,68 @@ func (r *round) catchUp(ctx context.Context, grants []reply, timer *time.Timer, 
 	}
 	up := len(grants) - len(low)
 	if up >= r.l.quorum {
-		return fence, nil, nil
+		return fence, nil
 	}
 	r.cmds.Add(int64(len(low)))
-	timer.Reset(r.l.opts.ServerTimeout)
 	arg := strconv.FormatInt(fence, 10)
-	fix := r.l.fanout(ctx, low, func(ctx context.Context, i int) reply {
-		v, err := run(ctx, r.l.servers[i], catchupScript, r.keys, r.token, arg)
-		if err != nil {
-			return reply{server: i, state: failed, err: err}
-		}
-		if v != int64(1) {
-			return reply{server: i, state: refused}
-		}
-		return reply{server: i, state: granted}
-	})
+	replies := make(chan reply, len(low))
+	for _, i := range low {
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, r.l.opts.ServerTimeout)
+			defer cancel()
+			v, err := run(cctx, r.l.servers[i], catchupScript, r.keys, token, arg)
+			switch {
+			case err != nil:
+				replies <- reply{server: i, state: failed, err: err}
+			case v == int64(1):
+				replies <- reply{server: i, state: granted}
+			default:
+				replies <- reply{server: i, state: refused}
+			}
+		}()
+	}
 	var errs []error
-	for up < r.l.quorum {
-		rp, ok := fix.next(timer.C, done)
-		if !ok {
+	for range low {
+		if up >= r.l.quorum {
 			break
+		}
+		var rp reply
+		select {
+		case rp = <-replies:
+		case <-timer.C:
+		case <-done:
 		}
 		switch rp.state {
 		case granted:
 			up++
+			continue
 		case refused:
 			errs = append(errs, fmt.Errorf("server %d: key gone before its fence counter caught up", rp.server))
-		default:
+			continue
+		case failed:
 			errs = append(errs, fmt.Errorf("server %d: fence catch-up: %w", rp.server, rp.err))
+			continue
 		}
+		errs = append(errs, fmt.Errorf("fence catch-up: no answer within %v", r.l.opts.ServerTimeout))
+		break
 	}
 	if up < r.l.quorum {
-		return 0, fix, fmt.Errorf("%w: fence counters at %d on %d servers, a majority is %d: %w",
+		return 0, fmt.Errorf("%w: fence counters at %d on %d servers, a majority is %d: %w",
 			ErrNoQuorum, fence, up, r.l.quorum, errors.Join(errs...))
 	}
-	return fence, fix, nil
+	return fence, nil
 }
 
-// release runs the compare-and-delete script on the given servers.
-func (l *Locker) release(ctx context.Context, keys []string, token string, servers []int) *calls {
-	return l.fanout(ctx, servers, func(ctx context.Context, i int) reply {
-		v, err := run(ctx, l.servers[i], releaseScript, keys, token)
-		switch {
-		case err != nil:
-			return reply{server: i, state: failed, err: err}
-		case v == int64(1):
-			return reply{server: i, state: granted}
-		}
-		return reply{server: i, state: refused}
-	})
+// releaseOn runs the compare-and-delete script on server i.
+func (l *Locker) releaseOn(ctx context.Context, i int, keys []string, token string) reply {
+	v, err := run(ctx, l.servers[i], releaseScript, keys, token)
+	switch {
+	case err != nil:
+		return reply{server: i, state: failed, err: err}
+	case v == int64(1):
+		return reply{server: i, state: granted}
+	}
+	return reply{server: i, state: refused}
 }
 
 // floorSource asks Options.FenceFloor once per Lock call, for whichever

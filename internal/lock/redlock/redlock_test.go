@@ -75,9 +75,7 @@ func TestMutualExclusion(t *testing.T) {
 	if _, overlaps := overlapRun(t, 12, 25, nil); overlaps == 0 {
 		t.Errorf("without the lock: no overlap seen; the detector cannot see a broken lock")
 	}
-	if h := holders(t, clients(t, urls), "lock:{excl}"); h[0]+h[1]+h[2] != "" {
-		t.Errorf("keys left after every lease was released: %q", h)
-	}
+	noKeys(t, clients(t, urls), "lock:{excl}")
 }
 
 // TestFencesIncrease: tokens strictly increase from holder to holder, also
@@ -169,9 +167,7 @@ func TestWaitBounded(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Errorf("holder: Release = %v", err)
 	}
-	if h := holders(t, clients(t, urls), key); h[0]+h[1]+h[2] != "" {
-		t.Errorf("keys left after the waiters gave up and the holder released: %q", h)
-	}
+	noKeys(t, clients(t, urls), key)
 }
 
 // TestSplitVoteCleansUp: a waiter that wins only a minority each round
@@ -191,9 +187,8 @@ func TestSplitVoteCleansUp(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrNotAcquired) {
 		t.Errorf("Lock with 2 of 3 servers held by others = %v, want ErrTimeout wrapping ErrNotAcquired", err)
 	}
-	if h := holders(t, direct, key); h[2] != "" {
-		t.Errorf("server 2 holds %q after the waiter gave up, want nothing", h[2])
-	}
+	// Its deletes run in the background, each bounded by ServerTimeout.
+	waitFor(t, "server 2 to be free after the waiter gave up", 5*time.Second, func() bool { return holders(t, direct, key)[2] == "" })
 }
 
 // TestRelease: a second release is harmless (ErrNotHeld), and a release
@@ -243,12 +238,13 @@ func TestRelease(t *testing.T) {
 }
 
 // TestQuorum: with one of three servers down Lock still acquires, and
-// with one hung (SIGSTOP) it does so without waiting for it; with two down
+// with one hung (SIGSTOP) it does so without waiting for it (after once,
+// if it was the gate); with two down
 // it times out with ErrNoQuorum, and acquires again once one is back.
 func TestQuorum(t *testing.T) {
 	servers, urls := private(t, 3)
 	ctx := context.Background()
-	opts := Options{TTL: 10 * time.Second, Wait: 300 * time.Millisecond, ServerTimeout: 500 * time.Millisecond}
+	opts := Options{TTL: 10 * time.Second, Wait: 2 * time.Second, ServerTimeout: 300 * time.Millisecond}
 	l := newLocker(t, urls, opts)
 	// Each phase has a key of its own: a hung server runs the commands it
 	// was sent once it resumes, and may keep a key of an earlier phase
@@ -274,12 +270,16 @@ func TestQuorum(t *testing.T) {
 	if err := syscall.Kill(servers[2].Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	took, err := lockRelease("server 2 hung")
-	if err != nil {
-		t.Errorf("server 2 hung: Lock = %v, want a lease from servers 0 and 1", err)
-	}
-	if took >= opts.ServerTimeout/2 {
-		t.Errorf("server 2 hung: Lock took %v, want well under its %v ServerTimeout (a majority answered)", took, opts.ServerTimeout)
+	// The first try may wait ServerTimeout for server 2, should it be the
+	// key's gate; after that it is passed over.
+	for i := range 2 {
+		took, err := lockRelease("server 2 hung")
+		if err != nil {
+			t.Errorf("server 2 hung, Lock %d: %v, want a lease from servers 0 and 1", i+1, err)
+		}
+		if i == 1 && took >= opts.ServerTimeout/2 {
+			t.Errorf("server 2 hung: second Lock took %v, want well under its %v ServerTimeout (a majority answered)", took, opts.ServerTimeout)
+		}
 	}
 	if err := syscall.Kill(servers[2].Pid(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestQuorum(t *testing.T) {
 	if err := syscall.Kill(servers[1].Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	_, err = lockRelease("servers 1 (hung) and 2 (down)")
+	_, err := lockRelease("servers 1 (hung) and 2 (down)")
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("servers 1 hung and 2 down: Lock = %v, want ErrTimeout wrapping ErrNoQuorum", err)
 	}
