@@ -4,23 +4,37 @@
 //
 // # Algorithm
 //
-// Lock runs rounds until one wins, for at most Options.Wait and never past
-// ctx (then ErrTimeout, wrapping ctx's error and the last round's failure).
-// A round sends one script to every server in parallel: SET key token NX
-// PX ttl, minting a fence from a counter kept beside the key on that
-// server (see Fencing). Each call is bounded by Options.ServerTimeout, a
-// small fraction of the TTL, and the round is decided as soon as a
-// majority (N/2+1) has granted, or refused or failed so that no majority
-// is possible: a hung or unreachable server costs at most ServerTimeout,
-// and nothing once a majority has answered. The round wins when a majority
-// granted and the lease's validity, TTL − elapsed − drift (elapsed counted
-// from before the first command was sent, drift = TTL/100 + 2ms for clock
-// rates), is still positive after the fence's catch-up below. A round that
-// loses deletes the key by token (compare-and-delete) on every server that
-// may have set it, and the next round starts after a random delay, uniform
-// in [MinBackoff, a ceiling that doubles up to MaxBackoff], so contenders
-// that split the servers between them do not retry in lockstep. Release
-// is compare-and-delete on all servers in parallel.
+// Lock makes tries until one wins, for at most Options.Wait and never past
+// ctx (then ErrTimeout, wrapping ctx's error and the last try's failure).
+// A try runs one script per server: SET key token NX PX ttl, minting a
+// fence from a counter kept beside the key on that server (see Fencing).
+// Each call is bounded by Options.ServerTimeout, a small fraction of the
+// TTL, and the try is decided as soon as a majority (N/2+1) has granted,
+// or refused or failed so that no majority is possible: nobody waits for
+// the slowest server. The try wins when a majority granted and the
+// validity, TTL − elapsed − drift (elapsed counted from before the first
+// command, drift = TTL/100 + 2ms for clock rates), is still positive after
+// the fence's catch-up below.
+//
+// Tries are gated: the key's gate server (chosen by the key's hash, the
+// same in every process given the servers in the same order) is asked
+// first, and the others, in parallel, only if it did not refuse. Asking
+// all servers at once, contenders split them (each winning some, none a
+// majority, all starting over): in internal/stock's race test (64 buyers,
+// two replicas) that timed buyers out, gated it sells like pglock. Waiters
+// then poll one server instead of N. Every fourth try of a Lock, and
+// TryLock, asks all at once, so a key left on the gate alone cannot block
+// the others; a gate that did not answer is passed over for a second.
+// Exclusion rests on the majority alone, whatever the order. The price: two
+// round trips when the key is free.
+//
+// One goroutine per server per try sets the key and, unless the server
+// refused, deletes it by token (compare-and-delete) after its own set has
+// returned, when the try is lost or the lease released; so a lost try's
+// clean-up and a release beyond the majority run in the background, and a
+// delete never overtakes its set. Release returns once a majority
+// confirmed. Between tries a waiter sleeps a random delay, uniform in
+// [MinBackoff, a ceiling that doubles up to MaxBackoff].
 //
 // There is no watchdog and no extend: the lease's Context is cancelled at
 // the end of its validity and on Release. The sales this guards take
@@ -41,8 +55,8 @@
 // majority that granted it returned; before the lease is handed out, every
 // server of that majority whose counter is below the token is raised to it
 // (a catch-up script that only acts while our key is still there; in the
-// usual case the counters agree and this round is skipped). So when a
-// round wins with token t, a majority has counter ≥ t while it holds our
+// usual case the counters agree and this step is skipped). So when a
+// try wins with token t, a majority has counter ≥ t while it holds our
 // key; the next winner's majority shares a server with it, whose counter
 // it bumps above t after our key is gone from it: tokens strictly increase
 // from holder to holder, without consensus, as long as no server of the
@@ -60,10 +74,12 @@
 //
 // # Faults
 //
-//   - A server down or hung: each round costs it at most ServerTimeout;
-//     with a majority up, Lock still succeeds; with no majority up, Lock
-//     times out (ErrTimeout). A command that a hung server runs after it
-//     resumes may leave our key there until its TTL; it is a minority.
+//   - A server down or hung: it costs a try at most ServerTimeout, and
+//     only when it is the key's gate (then once a second); with a majority
+//     up, Lock still succeeds; with no majority up, Lock times out
+//     (ErrTimeout wrapping ErrNoQuorum). A command that a hung server runs
+//     after it resumes may leave our key there until its TTL; it is a
+//     minority.
 //   - A server restarted without data while a lock is held: if the holder
 //     held exactly a majority, another client can now win a majority (the
 //     empty server and the one the holder lacked) and both believe they
@@ -85,6 +101,6 @@
 //
 // The clients should have ContextTimeoutEnabled set (go-redis ignores
 // context deadlines on socket reads otherwise): a hung server's call then
-// ends at ServerTimeout instead of the client's ReadTimeout. The round's
-// decision never waits longer than ServerTimeout either way.
+// ends at ServerTimeout instead of the client's ReadTimeout. A try's
+// decision never waits longer than ServerTimeout per phase either way.
 package redlock
