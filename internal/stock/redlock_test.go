@@ -39,6 +39,24 @@ func redlockClients(t *testing.T, urls []string) []redis.UniversalClient {
 	return cs
 }
 
+// redlockHeld reports whether a majority of the shared Redlock servers
+// holds product id's lock.
+func redlockHeld(t *testing.T, id string) bool {
+	n := 0
+	for _, u := range testenv.RedlockURLs(t) {
+		opts, err := redis.ParseURL(u)
+		if err != nil {
+			t.Fatalf("redis.ParseURL(%q): %v", u, err)
+		}
+		c := redis.NewClient(opts)
+		if v, err := c.Exists(context.Background(), lockKey(id)).Result(); err == nil && v == 1 {
+			n++
+		}
+		_ = c.Close()
+	}
+	return n >= 2
+}
+
 // TestRedlockNotConfigured: without Deps.Redlock the strategy is not
 // configured, and says which setting it needs.
 func TestRedlockNotConfigured(t *testing.T) {

@@ -119,7 +119,8 @@ func TestRedisLostMidSale(t *testing.T) {
 						// Let buyer 2 get as far as it can: blocked on the row
 						// too, or answered without it. A lock kept outside
 						// Redis (pglock's row, held by buyer 1) survives the
-						// loss: buyer 2 can get no further than waiting for it.
+						// loss (so does redlock's, on servers of its own):
+						// buyer 2 can get no further than waiting for it.
 						done2 := make(chan struct{})
 						go func() { wait2(); close(done2) }()
 						got := until(10*time.Second, func() bool {
@@ -127,7 +128,7 @@ func TestRedisLostMidSale(t *testing.T) {
 							case <-done2:
 								return true
 							default:
-								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id))
+								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id)) || (name == Redlock && redlockHeld(t, id))
 							}
 						})
 						if !got {
