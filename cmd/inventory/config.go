@@ -29,15 +29,18 @@ type config struct {
 	// RedisSentinels and RedisMaster, when set, reach Redis through
 	// Sentinel, following a failover; INVENTORY_REDIS_URL then gives only
 	// the database number and the password.
-	RedisSentinels []string      `env:"INVENTORY_REDIS_SENTINELS" envSeparator:","`
-	RedisMaster    string        `env:"INVENTORY_REDIS_MASTER"`
-	Strategy       string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
-	AdminToken     string        `env:"INVENTORY_ADMIN_TOKEN"`
-	LockTTL        time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
-	LockWait       time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
-	WorkDelay      time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
-	Migrate        bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
-	MaxQuantity    int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
+	RedisSentinels []string `env:"INVENTORY_REDIS_SENTINELS" envSeparator:","`
+	RedisMaster    string   `env:"INVENTORY_REDIS_MASTER"`
+	// RedlockURLs are the redlock strategy's independent Redis servers,
+	// three or more; unset, the strategy is unavailable.
+	RedlockURLs []string      `env:"INVENTORY_REDLOCK_URLS" envSeparator:","`
+	Strategy    string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
+	AdminToken  string        `env:"INVENTORY_ADMIN_TOKEN"`
+	LockTTL     time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
+	LockWait    time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
+	WorkDelay   time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
+	Migrate     bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
+	MaxQuantity int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
 	// SoldOutTTL is how long a replica answers 409 from memory for a product
 	// it saw sold out, unless a restock announcement ends it sooner; 0 turns
 	// the fast path off.
@@ -99,6 +102,14 @@ func (c config) validate() error {
 			return bad("INVENTORY_REDIS_SENTINELS", "want comma-separated host:port, got %q", s)
 		}
 	}
+	if n := len(c.RedlockURLs); n > 0 && n < 3 {
+		return bad("INVENTORY_REDLOCK_URLS", "want 3 or more comma-separated redis:// URLs of independent servers, got %d", n)
+	}
+	for i, u := range c.RedlockURLs {
+		if _, err := redis.ParseURL(u); err != nil {
+			return bad("INVENTORY_REDLOCK_URLS", "entry %d: %v", i+1, redactErr(err, u))
+		}
+	}
 	if info, err := stock.Lookup(c.Strategy); err != nil {
 		return bad("INVENTORY_STRATEGY", "%v", err)
 	} else if info.Needs != "" && !c.set(info.Needs) {
@@ -154,6 +165,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("redis_url", redactURL(c.RedisURL)),
 		slog.Any("redis_sentinels", c.RedisSentinels),
 		slog.String("redis_master", c.RedisMaster),
+		slog.Any("redlock_urls", redactURLs(c.RedlockURLs)),
 		slog.String("strategy", c.Strategy),
 		slog.Bool("admin_enabled", c.AdminToken != ""),
 		slog.String("etcd_endpoints", c.EtcdEndpoints),
@@ -220,6 +232,15 @@ func redactURL(raw string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
+}
+
+// redactURLs is redactURL of each.
+func redactURLs(raw []string) []string {
+	out := make([]string, len(raw))
+	for i, u := range raw {
+		out[i] = redactURL(u)
+	}
+	return out
 }
 
 // redactErr keeps a URL's password out of an error message.

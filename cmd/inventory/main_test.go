@@ -48,6 +48,8 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_REDIS_MASTER", "inventory", "INVENTORY_REDIS_SENTINELS: set it together with INVENTORY_REDIS_MASTER"},
 		{"INVENTORY_STRATEGY", "etcd", `INVENTORY_STRATEGY: strategy "etcd" needs INVENTORY_ETCD_ENDPOINTS, which is not set`},
 		{"INVENTORY_ETCD_ENDPOINTS", "http://127.0.0.1:2379", "INVENTORY_ETCD_ENDPOINTS: want comma-separated host:port"},
+		{"INVENTORY_REDLOCK_URLS", "redis://127.0.0.1:7001,redis://127.0.0.1:7002", "INVENTORY_REDLOCK_URLS: want 3 or more"},
+		{"INVENTORY_REDLOCK_URLS", "redis://127.0.0.1:7001,redis://127.0.0.1:7002,http://127.0.0.1:7003", "INVENTORY_REDLOCK_URLS: entry 3"},
 	} {
 		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
 		var stderr bytes.Buffer

@@ -121,6 +121,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		defer deps.Etcd.Close()
 	}
+	for _, u := range cfg.RedlockURLs { // validated by loadConfig
+		opts, _ := redis.ParseURL(u)
+		opts.ContextTimeoutEnabled = true // package redlock's per-server timeouts
+		c := redis.NewClient(opts)
+		defer c.Close()
+		deps.Redlock = append(deps.Redlock, c)
+	}
 	// Safe strategies answer the crowd after the last unit from memory;
 	// the unsafe ones are left as they are, oversells and all.
 	soldOut := stock.NewSoldOut(cfg.SoldOutTTL)

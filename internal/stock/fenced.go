@@ -10,6 +10,7 @@ import (
 	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redlock"
 )
 
 // What the lock strategies (redis, reentrant, pglock) share: the lock serialises the
@@ -48,7 +49,7 @@ func lost(l interface{ Err() error }, err error) error {
 		return err
 	}
 	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&
-		!errors.Is(lerr, etcdlock.ErrReleased) {
+		!errors.Is(lerr, etcdlock.ErrReleased) && !errors.Is(lerr, redlock.ErrReleased) {
 		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
 	}
 	return err
@@ -82,11 +83,12 @@ func release(ctx context.Context, l interface{ Release(context.Context) error })
 func lockErr(err error) error {
 	var pgErr *pglock.Error
 	switch {
-	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout), errors.Is(err, etcdlock.ErrTimeout):
+	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout), errors.Is(err, etcdlock.ErrTimeout),
+		errors.Is(err, redlock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	case errors.As(err, new(*etcdlock.Error)):
 		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
-	case errors.Is(err, lock.ErrLost):
+	case errors.Is(err, lock.ErrLost), errors.Is(err, redlock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
 	case errors.As(err, &pgErr):
 		return dbErr("lock", err)

@@ -119,8 +119,9 @@ func TestRedisLostMidSale(t *testing.T) {
 						// Let buyer 2 get as far as it can: blocked on the row
 						// too, or answered without it. A lock kept outside
 						// Redis (pglock's row, etcd's key, held by buyer 1)
-						// survives the loss: buyer 2 can get no further than
-						// waiting for it.
+						// survives the loss (so does redlock's, on servers of
+						// its own): buyer 2 can get no further than waiting
+						// for it.
 						done2 := make(chan struct{})
 						go func() { wait2(); close(done2) }()
 						got := until(10*time.Second, func() bool {
@@ -129,7 +130,7 @@ func TestRedisLostMidSale(t *testing.T) {
 								return true
 							default:
 								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id)) ||
-									(name == Etcd && etcdContenders(t, id) >= 2)
+									(name == Etcd && etcdContenders(t, id) >= 2) || (name == Redlock && redlockHeld(t, id))
 							}
 						})
 						if !got {

@@ -19,6 +19,7 @@ const (
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
 	Fair       = "fair"
+	Redlock    = "redlock"
 	Etcd       = "etcd"
 	PgLock     = "pglock"
 	Optimistic = "optimistic"
@@ -49,6 +50,7 @@ var Strategies = []Info{
 	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
 	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
 	{Name: Fair, Description: "FIFO Redis lock: buyers queue in arrival order and are woken in turn (no polling); Postgres fences and guards the write", Safe: true},
+	{Name: Redlock, Description: "read-check-update inside a Redlock held on a majority of N independent Redis servers; Postgres fences and guards the write", Safe: true, Needs: "INVENTORY_REDLOCK_URLS"},
 	{Name: Etcd, Description: "read-check-update inside an etcd lock (session lease, concurrency.Mutex's recipe); Postgres fences the write with the key's create revision and guards it", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS"},
 	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
@@ -94,6 +96,11 @@ type Deps struct {
 	// also the budget within which optimistic keeps retrying. Defaults are
 	// lock.Options'.
 	Lock lock.Options
+	// Redlock is the redlock strategy's independent Redis servers
+	// (INVENTORY_REDLOCK_URLS), three or more, not replicas of one another
+	// nor the Redis above; nil: not configured. Their clients should have
+	// ContextTimeoutEnabled (see package redlock).
+	Redlock []redis.UniversalClient
 	// Etcd is the etcd lock the etcd strategy takes (built from
 	// INVENTORY_ETCD_ENDPOINTS, with its own TTL and Wait); nil: not
 	// configured, and New(Etcd) returns ErrNotConfigured.
@@ -125,6 +132,12 @@ func New(name string, d Deps) (Seller, error) {
 		return newReentrant(d), nil
 	case Fair:
 		return newFair(d), nil
+	case Redlock:
+		if d.Redlock == nil {
+			info, _ := Lookup(name)
+			return nil, notConfigured(info)
+		}
+		return newRedlock(d), nil
 	case Etcd:
 		if d.Etcd == nil {
 			info, _ := Lookup(Etcd)
