@@ -36,14 +36,15 @@
 // it has seen, as the stock strategies do. Rows deleted by hand restart the
 // fence at 1.
 //
-// Within one process, Lock callers of the same name queue at a local gate:
-// only one of them at a time polls Postgres, and it keeps the gate while it
-// holds the lock, so the next local waiter tries the moment the lock is
-// released here. Across processes, the gates' holders poll with jittered
-// exponential backoff between Options.MinBackoff and MaxBackoff, each try
-// one statement; the lock is not fair, and nothing wakes a waiter in
-// another process on release (LISTEN/NOTIFY would; it is not built).
-// TryLock skips the gate. The package knows nothing of Redis or of stock.
+// Within one process, Lock callers of the same name queue for their turn
+// (package turn): only one of them at a time polls Postgres, and it keeps
+// its turn while it holds the lock, so the next local waiter tries the
+// moment the lock is released here. Across processes, the callers whose
+// turn it is poll with jittered exponential backoff between
+// Options.MinBackoff and MaxBackoff, each try one statement; the lock is
+// not fair, and nothing wakes a waiter in another process on release
+// (LISTEN/NOTIFY would; it is not built).
+// TryLock does not queue. The package knows nothing of Redis or of stock.
 //
 // # Measured
 //
@@ -67,7 +68,7 @@
 //
 // pglock makes 2 statements per uncontended acquisition (acquire and
 // release), about 2.4–2.9 at 8 goroutines and 5–7 at 64. With the local
-// gate (measured later the same day, go test -bench BenchmarkLock
+// turns (measured later the same day, go test -bench BenchmarkLock
 // -benchtime 1s, the machine shared with four test builds): 2.0 statements
 // per acquisition at 1, 8 and 64 goroutines; 1.9k, 5.8k and 2.2k acq/s. Uncontended, an
 // acquire is one round trip either way and costs about the same as
@@ -91,6 +92,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"inventory/internal/lock/turn"
 )
 
 // DB is what the lock needs of Postgres; *pgxpool.Pool and *pgx.Conn have it.
@@ -167,51 +170,9 @@ type Locker struct {
 	db   DB
 	opts Options
 
-	mu    sync.Mutex
-	gates map[string]*gate // by lock name, while someone uses it
-}
-
-// gate lets one Lock caller per name and process at a time contend in
-// Postgres; the others wait their turn here, without a statement each.
-type gate struct {
-	turn  chan struct{} // holds a token while a caller is through
-	users int           // callers through or waiting; the gate goes at 0
-}
-
-// enter waits for name's gate until ctx ends; leave must follow a nil error.
-func (l *Locker) enter(ctx context.Context, name string) error {
-	l.mu.Lock()
-	g := l.gates[name]
-	if g == nil {
-		g = &gate{turn: make(chan struct{}, 1)}
-		l.gates[name] = g
-	}
-	g.users++
-	l.mu.Unlock()
-	select {
-	case g.turn <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		l.drop(name, g)
-		return ctx.Err()
-	}
-}
-
-// leave lets the next caller of name through.
-func (l *Locker) leave(name string) {
-	l.mu.Lock()
-	g := l.gates[name]
-	l.mu.Unlock()
-	<-g.turn
-	l.drop(name, g)
-}
-
-func (l *Locker) drop(name string, g *gate) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if g.users--; g.users == 0 {
-		delete(l.gates, name)
-	}
+	// turns queues the Lock callers of one name in this process: only the
+	// one whose turn it is polls Postgres.
+	turns turn.Turns
 }
 
 // New returns a Locker over db; see Options for the defaults.
@@ -230,7 +191,7 @@ func New(db DB, opts Options) *Locker {
 		opts.MaxBackoff = 32 * time.Millisecond
 	}
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
-	return &Locker{db: db, opts: opts, gates: map[string]*gate{}}
+	return &Locker{db: db, opts: opts}
 }
 
 // acquireSQL inserts the lock's row or takes it over when it is free or
@@ -282,20 +243,23 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, tries 
 		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
 		defer cancel()
 	}
+	done := func() {}
 	if wait {
-		if err := l.enter(wctx, name); err != nil {
+		var err error
+		if done, err = l.turns.Wait(wctx, name); err != nil {
 			return nil, timeoutError(op, name, wctx)
 		}
 	}
-	lease, err := l.poll(ctx, wctx, name, op, wait, tries)
-	if wait && err != nil {
-		l.leave(name)
+	lease, err := l.poll(ctx, wctx, name, op, wait, tries, done)
+	if err != nil {
+		done()
 	}
 	return lease, err
 }
 
 // poll tries to acquire name until it is granted, wctx ends or (!wait) once.
-func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tries *int) (*Lease, error) {
+// done ends the caller's turn; the lease calls it when it ends.
+func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tries *int, done func()) (*Lease, error) {
 	token := crand.Text()
 	ceil := l.opts.MinBackoff
 	for {
@@ -308,7 +272,7 @@ func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tri
 		err := l.db.QueryRow(wctx, acquireSQL, name, token, l.opts.TTL.Microseconds()).Scan(&fence)
 		switch {
 		case err == nil:
-			return l.grant(ctx, name, token, fence, sent, wait), nil
+			return l.grant(ctx, name, token, fence, sent, done), nil
 		case !errors.Is(err, pgx.ErrNoRows):
 			// The statement may have committed before it was cancelled or
 			// its connection broke: free the row if it carries our token.
@@ -362,14 +326,14 @@ const (
 
 // grant builds the lease for an acquisition whose statement was sent at
 // sent, and arms the timer that declares it lost at its local deadline.
-// gated: the caller holds the Locker's gate for name, which the lease
-// leaves when it ends.
-func (l *Locker) grant(parent context.Context, name, token string, fence int64, sent time.Time, gated bool) *Lease {
+// endTurn ends the caller's turn for name (see turn.Turns); the lease calls
+// it once, when it ends.
+func (l *Locker) grant(parent context.Context, name, token string, fence int64, sent time.Time, endTurn func()) *Lease {
 	ttl := l.opts.TTL
 	d := max(ttl-ttl/driftFactor-driftFloor, ttl/2)
 	ctx, cancel := context.WithCancelCause(parent)
 	lease := &Lease{l: l, name: name, token: token, fence: fence, start: time.Now(),
-		deadline: sent.Add(d), ctx: ctx, cancel: cancel, gated: gated}
+		deadline: sent.Add(d), ctx: ctx, cancel: cancel, endTurn: endTurn}
 	lease.timer = time.AfterFunc(time.Until(lease.deadline), lease.expire)
 	return lease
 }
@@ -390,17 +354,10 @@ type Lease struct {
 	mu       sync.Mutex
 	lost     error
 	released atomic.Bool
-	// gated: the lease holds its Locker's gate for name (Lock, not
-	// TryLock), left once, at Release or at the deadline.
-	gated bool
-	left  sync.Once
-}
-
-// leaveGate lets the next local caller of the lease's name contend.
-func (l *Lease) leaveGate() {
-	if l.gated {
-		l.left.Do(func() { l.l.leave(l.name) })
-	}
+	// endTurn lets the next local Lock caller of the name contend (a
+	// no-op for TryLock); it runs at Release or at the deadline, and only
+	// its first call counts.
+	endTurn func()
 }
 
 // Key is the lock's name.
@@ -449,7 +406,7 @@ func (l *Lease) expire() {
 		l.l.opts.Observer.Lost(l.name, cause)
 	}
 	l.cancel(cause)
-	l.leaveGate() // the row is free to take over now: let a local waiter try
+	l.endTurn() // the row is free to take over now: let a local waiter try
 }
 
 // Release gives the lease up. nil: released. ErrLost: the lease had expired
@@ -475,7 +432,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	case tag.RowsAffected() != 1:
 		rerr = &Error{Op: "release", Key: l.name, Err: ErrNotHeld}
 	}
-	l.leaveGate()
+	l.endTurn()
 	if l.l.opts.Observer != nil {
 		l.l.opts.Observer.Released(l.name, time.Since(l.start), rerr)
 	}
