@@ -30,15 +30,19 @@ type Lease struct {
 	mu       sync.Mutex
 	lost     error
 	released atomic.Bool
+	// endTurn lets the next Lock caller of the key in this process
+	// contend (a no-op for TryLock); it runs at Release or at the end of
+	// the validity, and only its first call counts.
+	endTurn func()
 }
 
 // grant builds the lease for a round sent at sent and valid until
 // deadline, and arms the timer that declares it lost then.
 func (l *Locker) grant(parent context.Context, key string, keys []string, token string, fence int64,
-	sent, deadline time.Time, p *parts) *Lease {
+	sent, deadline time.Time, p *parts, endTurn func()) *Lease {
 	ctx, cancel := context.WithCancelCause(parent)
 	lease := &Lease{l: l, key: key, keys: keys, token: token, fence: fence, start: sent, deadline: deadline,
-		ctx: ctx, cancel: cancel, parts: p}
+		ctx: ctx, cancel: cancel, parts: p, endTurn: endTurn}
 	lease.timer = time.AfterFunc(time.Until(deadline), lease.expire)
 	return lease
 }
@@ -90,6 +94,7 @@ func (l *Lease) expire() {
 		l.l.opts.Observer.Lost(l.key, cause)
 	}
 	l.cancel(cause)
+	l.endTurn() // the keys expire now: let a local waiter try
 }
 
 // Release gives the lease up: compare-and-delete on every server at once,
@@ -149,6 +154,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	default:
 		rerr = &Error{Op: "release", Key: l.key, Err: fmt.Errorf("%w: ours on %d of %d servers", ErrNotHeld, done, len(lk.servers))}
 	}
+	l.endTurn()
 	if lk.opts.Observer != nil {
 		lk.opts.Observer.Released(l.key, time.Since(l.start), rerr)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock/turn"
 )
 
 // Options configures a Locker. The zero value works.
@@ -127,6 +129,8 @@ type Locker struct {
 	// suspect[i] is until when (unix ns) server i is not used as a gate,
 	// after a command to it failed.
 	suspect []atomic.Int64
+	// turns queues the Lock callers of one key in this process.
+	turns turn.Turns
 }
 
 // suspectFor is how long a server whose command failed is passed over as
@@ -217,11 +221,27 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *a
 		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
 		defer cancel()
 	}
+	// Only one Lock caller per key and process contends at a time: many
+	// contenders split the servers between them, each winning some and
+	// none a majority. The others wait for their turn here, in memory.
+	endTurn := func() {}
+	if wait {
+		if endTurn, err = l.turns.Wait(wctx, key); err != nil {
+			return nil, timeoutError(op, key, wctx, nil)
+		}
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			endTurn()
+		}
+	}()
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	// The gate is the same server for every process (given the servers in
 	// the same order), and differs from key to key to spread the load.
-	r := &round{l: l, key: key, keys: []string{key, fk}, cmds: cmds, wait: wait, hash: int(h.Sum32() % uint32(len(l.servers)))}
+	r := &round{l: l, key: key, keys: []string{key, fk}, cmds: cmds, wait: wait, hash: int(h.Sum32() % uint32(len(l.servers))),
+		endTurn: endTurn}
 	if l.opts.FenceFloor != nil {
 		r.floor = &floorSource{fn: l.opts.FenceFloor, key: key}
 	}
@@ -232,6 +252,7 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *a
 			return nil, timeoutError(op, key, wctx, r.lastErr)
 		}
 		if lease := r.run(ctx, wctx); lease != nil {
+			granted = true // the lease ends the turn
 			return lease, nil
 		}
 		if wctx.Err() != nil {
@@ -379,6 +400,7 @@ type round struct {
 	hash    int  // the key's hash, which picks its gate server
 	wait    bool // Lock, not TryLock
 	tries   int
+	endTurn func() // ends the caller's turn (turn.Turns); the lease's once granted
 }
 
 // run makes one try: the acquire script on every server at once, decided
@@ -481,7 +503,7 @@ func (r *round) run(ctx, wctx context.Context) *Lease {
 		err = fmt.Errorf("%w: %v after the first command, TTL %v", ErrTooSlow, time.Since(sent), l.opts.TTL)
 	}
 	if err == nil && stop() {
-		return l.grant(ctx, r.key, r.keys, token, fence, sent, deadline, p)
+		return l.grant(ctx, r.key, r.keys, token, fence, sent, deadline, p, r.endTurn)
 	}
 	if err == nil { // the caller gave up just as the try was won
 		err = wctx.Err()
