@@ -43,7 +43,14 @@ type strategyInfo struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	Safe        bool   `json:"safe"`
+	// Available is false when the fleet lacks the strategy's lock service
+	// (Needs names its setting); nil from a fleet older than the field.
+	Available *bool  `json:"available,omitempty"`
+	Needs     string `json:"needs,omitempty"`
 }
+
+// available is whether the fleet can sell with the strategy.
+func (s strategyInfo) available() bool { return s.Available == nil || *s.Available }
 
 // product is GET /products/{id}.
 type product struct {

@@ -94,6 +94,11 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stderr, "starting a local fleet: Postgres (durable), Redis, 2 replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s), nginx …\n", o.workDelay, o.lockTTL)
 	f, err := fleet.Start(ctx, fleet.Options{
 		Replicas: 2,
+		// Each replica reaches Postgres and Redis through links of its own,
+		// which net-latency and net-partition act on.
+		NetLinks: true,
+		// A Redis replica, for redis-failover to promote.
+		RedisReplica: true,
 		// Durable: an immediate Postgres restart must not lose what it acknowledged.
 		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String(), "INVENTORY_LOCK_TTL": o.lockTTL.String()},
 	})
@@ -140,7 +145,7 @@ var errSafeBroke = errors.New("a safe strategy broke an invariant under a fault 
 func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []faults.Fault, log io.Writer) (Matrix, error) {
 	c := newClient(f.URL, f.AdminToken, o.concurrency)
 	defer c.close()
-	strategies, err := pickStrategies(ctx, c, o.strategies)
+	strategies, err := pickStrategies(ctx, c, o.strategies, log)
 	if err != nil {
 		return Matrix{}, err
 	}

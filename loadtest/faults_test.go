@@ -13,7 +13,7 @@ import (
 
 // shortFaults are the faults whose runs take about a second: the short
 // matrix that `make test` runs (make faults runs them all).
-const shortFaults = "replica-kill,redis-restart,lock-expired-early,restock-race,strategy-switch"
+const shortFaults = "replica-kill,redis-restart,redis-failover,net-partition,commit-reply-lost,lock-expired-early,restock-race,strategy-switch"
 
 // TestShortFaultMatrix runs one faulted run of every strategy the fleet
 // offers under each of shortFaults, against a real two-replica fleet, and
@@ -30,7 +30,7 @@ func TestShortFaultMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := fleet.Start(ctx, fleet.Options{Replicas: 2,
+	f, err := fleet.Start(ctx, fleet.Options{Replicas: 2, NetLinks: true, RedisReplica: true,
 		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String(), "INVENTORY_LOCK_TTL": o.lockTTL.String()}})
 	if err != nil {
 		t.Fatalf("fleet.Start: %v", err)

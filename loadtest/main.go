@@ -197,7 +197,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newClient(rep.Target, o.adminToken, o.concurrency)
 	c.byProduct = o.byProduct
 	defer c.close()
-	strategies, err := pickStrategies(ctx, c, o.strategies)
+	strategies, err := pickStrategies(ctx, c, o.strategies, stderr)
 	if err != nil {
 		return err
 	}
@@ -313,13 +313,21 @@ func scenarios(strategies []strategyInfo, o options) ([]scenario, error) {
 }
 
 // pickStrategies asks the fleet which strategies exist and keeps the ones named in list (all when empty).
-func pickStrategies(ctx context.Context, c *client, list string) ([]strategyInfo, error) {
+func pickStrategies(ctx context.Context, c *client, list string, log io.Writer) ([]strategyInfo, error) {
 	all, err := c.strategies(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ask the fleet for its strategies: %w", err)
 	}
 	if strings.TrimSpace(list) == "" {
-		return all, nil
+		var picked []strategyInfo
+		for _, s := range all {
+			if !s.available() {
+				fmt.Fprintf(log, "skipping %s: not available on this fleet (it needs %s)\n", s.Name, s.Needs)
+				continue
+			}
+			picked = append(picked, s)
+		}
+		return picked, nil
 	}
 	var picked []strategyInfo
 	for _, name := range strings.Split(list, ",") {
@@ -331,6 +339,9 @@ func pickStrategies(ctx context.Context, c *client, list string) ([]strategyInfo
 				names = append(names, s.Name)
 			}
 			return nil, fmt.Errorf("%w: unknown strategy %q (the fleet offers %s)", errUsage, name, strings.Join(names, ", "))
+		}
+		if !all[i].available() {
+			return nil, fmt.Errorf("%w: strategy %q is not available on this fleet: it needs %s", errUsage, name, all[i].Needs)
 		}
 		picked = append(picked, all[i])
 	}

@@ -276,7 +276,7 @@ func TestReportShowsEveryFigure(t *testing.T) {
 	printTable(&buf, rep)
 	out := buf.String()
 	for _, want := range []string{
-		"strategy", "2xx", "409", "503", "errors", "breaches", "final", "ledger", "oversold", "lost", "undersold", "rounds", "req/s", "p99 ms", "per replica", "verdict",
+		"strategy", "2xx", "409", "503", "errors", "breaches", "final", "ledger", "oversold", "lost", "undersold", "rounds", "req/s", "p99 ms", "max ms", "per replica", "verdict",
 		"7 8", "9 10 (broken: 9)",
 		"redis (run 1): lock broke 5 times, the database caught 5 (guarded, fenced write refused), oversold 0",
 		"redis (run 1): 2 answers outcome-unknown",

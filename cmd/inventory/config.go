@@ -22,10 +22,18 @@ import (
 // variable names are a contract (design.md): compose, the local fleet and
 // external checks rely on them.
 type config struct {
-	Addr        string        `env:"INVENTORY_ADDR" envDefault:":8080"`
-	Instance    string        `env:"INVENTORY_INSTANCE"` // default: the hostname
-	PostgresURL string        `env:"INVENTORY_POSTGRES_URL" envDefault:"postgres://postgres@127.0.0.1:5432/inventory?sslmode=disable"`
-	RedisURL    string        `env:"INVENTORY_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	Addr        string `env:"INVENTORY_ADDR" envDefault:":8080"`
+	Instance    string `env:"INVENTORY_INSTANCE"` // default: the hostname
+	PostgresURL string `env:"INVENTORY_POSTGRES_URL" envDefault:"postgres://postgres@127.0.0.1:5432/inventory?sslmode=disable"`
+	RedisURL    string `env:"INVENTORY_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// RedisSentinels and RedisMaster, when set, reach Redis through
+	// Sentinel, following a failover; INVENTORY_REDIS_URL then gives only
+	// the database number and the password.
+	RedisSentinels []string `env:"INVENTORY_REDIS_SENTINELS" envSeparator:","`
+	RedisMaster    string   `env:"INVENTORY_REDIS_MASTER"`
+	// RedlockURLs are the redlock strategy's independent Redis servers,
+	// three or more; unset, the strategy is unavailable.
+	RedlockURLs []string      `env:"INVENTORY_REDLOCK_URLS" envSeparator:","`
 	Strategy    string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
 	AdminToken  string        `env:"INVENTORY_ADMIN_TOKEN"`
 	LockTTL     time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
@@ -43,6 +51,9 @@ type config struct {
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
+	// EtcdEndpoints is comma-separated host:port of etcd, for the etcd
+	// strategy; unset, that strategy is unavailable.
+	EtcdEndpoints string `env:"INVENTORY_ETCD_ENDPOINTS"`
 	// ZooKeeperServers is the ZooKeeper ensemble (comma-separated
 	// host:port) of the zookeeper strategy; empty: that strategy is unavailable.
 	ZooKeeperServers string `env:"INVENTORY_ZOOKEEPER_SERVERS"`
@@ -86,8 +97,31 @@ func (c config) validate() error {
 	if _, err := redis.ParseURL(c.RedisURL); err != nil {
 		return bad("INVENTORY_REDIS_URL", "%v", redactErr(err, c.RedisURL))
 	}
-	if _, err := stock.Lookup(c.Strategy); err != nil {
+	if (len(c.RedisSentinels) == 0) != (c.RedisMaster == "") {
+		return bad("INVENTORY_REDIS_SENTINELS", "set it together with INVENTORY_REDIS_MASTER, or neither")
+	}
+	for _, s := range c.RedisSentinels {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return bad("INVENTORY_REDIS_SENTINELS", "want comma-separated host:port, got %q", s)
+		}
+	}
+	if n := len(c.RedlockURLs); n > 0 && n < 3 {
+		return bad("INVENTORY_REDLOCK_URLS", "want 3 or more comma-separated redis:// URLs of independent servers, got %d", n)
+	}
+	for i, u := range c.RedlockURLs {
+		if _, err := redis.ParseURL(u); err != nil {
+			return bad("INVENTORY_REDLOCK_URLS", "entry %d: %v", i+1, redactErr(err, u))
+		}
+	}
+	if info, err := stock.Lookup(c.Strategy); err != nil {
 		return bad("INVENTORY_STRATEGY", "%v", err)
+	} else if info.Needs != "" && !c.set(info.Needs) {
+		return bad("INVENTORY_STRATEGY", "strategy %q needs %s, which is not set", c.Strategy, info.Needs)
+	}
+	for _, ep := range c.etcdEndpoints() {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return bad("INVENTORY_ETCD_ENDPOINTS", "want comma-separated host:port, got %q", c.EtcdEndpoints)
+		}
 	}
 	if c.LockTTL < 10*time.Millisecond {
 		return bad("INVENTORY_LOCK_TTL", "must be at least 10ms, got %s", c.LockTTL)
@@ -118,6 +152,18 @@ func (c config) validate() error {
 	return nil
 }
 
+// set reports whether the variable named env has a value: the config field
+// it fills is not its zero value.
+func (c config) set(env string) bool {
+	v := reflect.ValueOf(c)
+	for i, f := range reflect.VisibleFields(v.Type()) {
+		if f.Tag.Get("env") == env {
+			return !v.Field(i).IsZero()
+		}
+	}
+	return false
+}
+
 // zooKeeperServers splits INVENTORY_ZOOKEEPER_SERVERS; nil when unset.
 func (c config) zooKeeperServers() []string {
 	if strings.TrimSpace(c.ZooKeeperServers) == "" {
@@ -137,8 +183,12 @@ func (c config) LogValue() slog.Value {
 		slog.String("instance", c.Instance),
 		slog.String("postgres_url", redactURL(c.PostgresURL)),
 		slog.String("redis_url", redactURL(c.RedisURL)),
+		slog.Any("redis_sentinels", c.RedisSentinels),
+		slog.String("redis_master", c.RedisMaster),
+		slog.Any("redlock_urls", redactURLs(c.RedlockURLs)),
 		slog.String("strategy", c.Strategy),
 		slog.Bool("admin_enabled", c.AdminToken != ""),
+		slog.String("etcd_endpoints", c.EtcdEndpoints),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Duration("lock_wait", c.LockWait),
 		slog.Duration("work_delay", c.WorkDelay),
@@ -148,6 +198,17 @@ func (c config) LogValue() slog.Value {
 		slog.Int64("max_quantity", c.MaxQuantity),
 		slog.String("zookeeper_servers", c.ZooKeeperServers),
 	)
+}
+
+// etcdEndpoints splits INVENTORY_ETCD_ENDPOINTS; nil when unset.
+func (c config) etcdEndpoints() []string {
+	var eps []string
+	for ep := range strings.SplitSeq(c.EtcdEndpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return eps
 }
 
 // describeEnvError names the variable at fault instead of the Go field.
@@ -192,6 +253,15 @@ func redactURL(raw string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
+}
+
+// redactURLs is redactURL of each.
+func redactURLs(raw []string) []string {
+	out := make([]string, len(raw))
+	for i, u := range raw {
+		out[i] = redactURL(u)
+	}
+	return out
 }
 
 // redactErr keeps a URL's password out of an error message.

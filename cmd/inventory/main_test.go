@@ -44,6 +44,12 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_POSTGRES_URL", "postgres://u:hunter2@[::1", "INVENTORY_POSTGRES_URL"},
 		{"INVENTORY_REDIS_URL", "http://127.0.0.1:6379", "INVENTORY_REDIS_URL"},
 		{"INVENTORY_LOG_LEVEL", "loud", "INVENTORY_LOG_LEVEL"},
+		{"INVENTORY_REDIS_SENTINELS", "127.0.0.1:26379", "INVENTORY_REDIS_SENTINELS: set it together with INVENTORY_REDIS_MASTER"},
+		{"INVENTORY_REDIS_MASTER", "inventory", "INVENTORY_REDIS_SENTINELS: set it together with INVENTORY_REDIS_MASTER"},
+		{"INVENTORY_STRATEGY", "etcd", `INVENTORY_STRATEGY: strategy "etcd" needs INVENTORY_ETCD_ENDPOINTS, which is not set`},
+		{"INVENTORY_ETCD_ENDPOINTS", "http://127.0.0.1:2379", "INVENTORY_ETCD_ENDPOINTS: want comma-separated host:port"},
+		{"INVENTORY_REDLOCK_URLS", "redis://127.0.0.1:7001,redis://127.0.0.1:7002", "INVENTORY_REDLOCK_URLS: want 3 or more"},
+		{"INVENTORY_REDLOCK_URLS", "redis://127.0.0.1:7001,redis://127.0.0.1:7002,http://127.0.0.1:7003", "INVENTORY_REDLOCK_URLS: entry 3"},
 		{"INVENTORY_ZOOKEEPER_SERVERS", "127.0.0.1:2181,nohost", "INVENTORY_ZOOKEEPER_SERVERS: want comma-separated host:port"},
 	} {
 		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
@@ -174,6 +180,38 @@ func TestEndToEndThroughRun(t *testing.T) {
 	p := call("GET", "/products/sku-e2e", "", 200)
 	if p["quantity"] != float64(1) || p["sold"] != float64(1) || p["sales"] != float64(1) {
 		t.Errorf("product = %v, want quantity 1, sold 1, sales 1", p)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run after cancel = %v, want nil", err)
+	}
+}
+
+// TestEtcdStrategyThroughRun: with INVENTORY_ETCD_ENDPOINTS set, the etcd
+// strategy is built and sells, and the service closes its Locker at shutdown.
+func TestEtcdStrategyThroughRun(t *testing.T) {
+	eps := testenv.EtcdEndpoints(t)
+	base, stop := startService(t, map[string]string{
+		"INVENTORY_ETCD_ENDPOINTS": strings.Join(eps, ","),
+		"INVENTORY_STRATEGY":       "etcd",
+	})
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	if code, body := do("PUT", "/products/sku-etcd", `{"quantity":2,"name":"etcd"}`); code != 201 {
+		t.Fatalf("PUT /products/sku-etcd = %d %s, want 201", code, body)
+	}
+	if code, body := do("POST", "/sale", `{"product_id":"sku-etcd","quantity":1}`); code != 200 || !strings.Contains(body, `"strategy":"etcd"`) {
+		t.Errorf("POST /sale with the etcd default = %d %s, want 200 by etcd", code, body)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)

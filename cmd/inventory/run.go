@@ -116,6 +116,19 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
 	}
+	if eps := cfg.etcdEndpoints(); len(eps) > 0 {
+		if deps.Etcd, err = dialEtcd(ctx, eps, cfg, m, log); err != nil {
+			return err
+		}
+		defer deps.Etcd.Close()
+	}
+	for _, u := range cfg.RedlockURLs { // validated by loadConfig
+		opts, _ := redis.ParseURL(u)
+		opts.ContextTimeoutEnabled = true // package redlock's per-server timeouts
+		c := redis.NewClient(opts)
+		defer c.Close()
+		deps.Redlock = append(deps.Redlock, c)
+	}
 	if servers := cfg.zooKeeperServers(); servers != nil {
 		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		zl, err := zklock.New(zctx, servers, zklock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m})
@@ -227,6 +240,16 @@ func connect(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, 
 		return nil, nil, fmt.Errorf("INVENTORY_REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(redisOpts)
+	if len(cfg.RedisSentinels) > 0 {
+		// The URL's database and password, the primary found through Sentinel.
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:    cfg.RedisMaster,
+			SentinelAddrs: cfg.RedisSentinels,
+			DB:            redisOpts.DB,
+			Username:      redisOpts.Username,
+			Password:      redisOpts.Password,
+		})
+	}
 
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -253,8 +253,8 @@ func TestSaleSellsAndSaysWhoSold(t *testing.T) {
 	f.restock("sku-1", 3)
 	for _, info := range stock.Strategies {
 		strategy := info.Name
-		if info.Needs != "" {
-			continue // not configured in the fixture: TestStrategyUnavailable
+		if info.Needs != "" { // not configured in the fixture: see TestStrategyUnavailable
+			continue
 		}
 		f.restock("sku-1", 3)
 		r := f.do("POST", "/sale?strategy="+strategy, jsonType, `{"product_id":"sku-1","quantity":2}`, "X-Request-ID", "req-"+strategy, admin[0], admin[1])
@@ -766,5 +766,51 @@ func TestProfilesAreForTheAdminOnly(t *testing.T) {
 	}
 	if r := f.do("GET", "/debug/pprof/nonsense", "", "", admin...); r.status != 404 || r.body["type"] != problemTypePrefix+"not-found" {
 		t.Errorf("GET /debug/pprof/nonsense with the token = %d %.200s, want 404 not-found", r.status, r.raw)
+	}
+}
+
+// TestStrategyUnavailable: the fixture runs without the lock services of
+// the strategies that need one (stock.Info.Needs). They are listed as
+// unavailable, naming the setting, and a sale with one, or making one the
+// fleet default, is a 503 strategy-unavailable that names the setting,
+// without Retry-After, and changes nothing.
+func TestStrategyUnavailable(t *testing.T) {
+	f := newFixture(t, adminToken)
+	r := f.do("GET", "/strategies", "", "")
+	var list []strategyInfo
+	if err := json.Unmarshal([]byte(r.raw), &list); err != nil {
+		t.Fatal(err)
+	}
+	var needy []strategyInfo
+	for _, s := range list {
+		info, _ := stock.Lookup(s.Name)
+		if s.Available == (info.Needs != "") || s.Needs != info.Needs {
+			t.Errorf("strategy %s: available=%v needs=%q; want available exactly when it needs nothing here (needs %q)", s.Name, s.Available, s.Needs, info.Needs)
+		}
+		if info.Needs != "" {
+			needy = append(needy, s)
+		}
+	}
+	if len(needy) == 0 {
+		t.Fatal("no strategy needs a lock service of its own; design.md's redlock, etcd and zookeeper do")
+	}
+	auth := []string{"Authorization", "Bearer " + adminToken}
+	f.restock("sku-1", 5)
+	for _, s := range needy {
+		for _, r := range []response{
+			f.do("POST", "/sale?strategy="+s.Name, jsonType, `{"product_id":"sku-1","quantity":1}`, auth...),
+			f.do("PUT", "/strategy", jsonType, `{"strategy":"`+s.Name+`"}`, auth...),
+		} {
+			detail, _ := r.body["detail"].(string)
+			if r.status != 503 || r.body["type"] != problemTypePrefix+"strategy-unavailable" || !strings.Contains(detail, s.Needs) || r.header.Get("Retry-After") != "" {
+				t.Errorf("%s: %d %s (Retry-After %q); want 503 strategy-unavailable naming %s, no Retry-After", s.Name, r.status, r.raw, r.header.Get("Retry-After"), s.Needs)
+			}
+		}
+	}
+	if p := f.product("sku-1"); p.Quantity != 5 {
+		t.Errorf("stock after refused sales = %d, want 5", p.Quantity)
+	}
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Atomic {
+		t.Errorf("the default after refused switches = %s, want atomic", r.raw)
 	}
 }

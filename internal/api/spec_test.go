@@ -204,7 +204,7 @@ func newDownFixture(t *testing.T) *fixture {
 	for _, name := range stock.Names() {
 		s, err := stock.New(name, deps)
 		if errors.Is(err, stock.ErrNotConfigured) {
-			continue // no lock service of its own here (see newFixture)
+			continue
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -1,5 +1,8 @@
 // Package faults injects the faults of the design's vocabulary (replica
-// paused or killed, Redis restarted empty, Postgres restarted, a lock key
+// paused or killed, Redis restarted empty or failed over to a replica that
+// missed the latest writes, Postgres restarted, a replica's
+// network to Postgres and Redis slowed or cut (through proxies), a COMMIT's
+// reply lost after Postgres committed, a lock key
 // removed under its holder, a restock or a strategy switch racing the
 // buyers) into a running local fleet, one file per fault.
 //

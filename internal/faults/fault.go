@@ -57,7 +57,8 @@ var (
 // vocabulary.
 func All() []Fault {
 	return []Fault{
-		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &PGRestart{},
+		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &RedisFailover{}, &PGRestart{},
+		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
 		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{},
 	}
 }

@@ -48,6 +48,17 @@ type Options struct {
 	// Listen is nginx's host:port, e.g. "127.0.0.1:8080"; empty means a
 	// free loopback port.
 	Listen string
+	// NetLinks puts a proxy (localstack.NetProxy) between each replica and
+	// Postgres and Redis, for the network faults (Replica.PostgresLink,
+	// Replica.RedisLink). Default false: replicas dial the servers directly.
+	NetLinks bool
+	// RedisReplica starts a second Redis replicating the first
+	// (Fleet.RedisReplica), which the redis-failover fault promotes.
+	RedisReplica bool
+	// NoLockServices leaves out the lock services of the redlock, etcd and
+	// zookeeper strategies (three more Redis servers, etcd, ZooKeeper),
+	// which are then unavailable. Default false: they are started too.
+	NoLockServices bool
 }
 
 // Fleet is a running local stack. Stop it when done.
@@ -64,12 +75,21 @@ type Fleet struct {
 	AdminToken string
 	// Postgres is the database server, for fault tests (Pid, SIGSTOP).
 	Postgres *localstack.Postgres
-	// Redis is the Redis server, for fault tests (Pid, Restart loses every key).
+	// Redis is the Redis server the replicas use, for fault tests (Pid,
+	// Restart loses every key).
 	Redis *localstack.Redis
+	// RedisReplica replicates Redis when Options.RedisReplica is set; else nil.
+	RedisReplica *localstack.Redis
+	// RedlockServers are the redlock strategy's three independent Redis
+	// servers and Etcd the etcd strategy's server; nil with
+	// Options.NoLockServices.
+	RedlockServers []*localstack.Redis
+	Etcd           *localstack.Etcd
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
-	tmpDir   string // holds the built binary; "" when Options.Binary was given
+	links    []*localstack.NetProxy // every replica's links, stopped with the fleet
+	tmpDir   string                 // holds the built binary; "" when Options.Binary was given
 	stopOnce sync.Once
 }
 
@@ -81,6 +101,11 @@ type Replica struct {
 	// Addr is host:port it listens on; URL is "http://" + Addr.
 	Addr string
 	URL  string
+
+	// PostgresLink and RedisLink are the replica's own links to Postgres
+	// and Redis when Options.NetLinks is set (else nil): add latency to
+	// them, or cut them, to fault this replica's network alone.
+	PostgresLink, RedisLink *localstack.NetProxy
 
 	bin  string            // the binary, to start it again after a kill
 	env  map[string]string // its INVENTORY_* settings
@@ -118,7 +143,11 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 
 	// One apt-get for everything missing, before anything slow starts.
-	if _, err := localstack.Ensure(ctx, "initdb", "postgres", "redis-server", "nginx"); err != nil {
+	servers := []string{"initdb", "postgres", "redis-server", "nginx"}
+	if !opts.NoLockServices {
+		servers = append(servers, "etcd")
+	}
+	if _, err := localstack.Ensure(ctx, servers...); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	bin := opts.Binary
@@ -132,21 +161,32 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 
-	// Postgres and Redis start in parallel: initdb is the slow part.
-	var pgErr, rdErr error
+	// The servers start in parallel: initdb is the slow part.
+	var pgErr, rdErr, lockErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: opts.NoFsync})
 	})
 	wg.Go(func() { f.Redis, rdErr = localstack.StartRedis(ctx) })
+	if !opts.NoLockServices {
+		wg.Go(func() { lockErr = f.startLockServices(ctx) })
+	}
 	wg.Wait()
-	if err := errors.Join(pgErr, rdErr); err != nil {
+	if err := errors.Join(pgErr, rdErr, lockErr); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.PostgresURL, f.RedisURL = f.Postgres.URL, f.Redis.URL
+	if opts.RedisReplica {
+		if f.RedisReplica, err = localstack.StartRedis(ctx); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+		if err := f.RedisReplica.ReplicaOf(ctx, f.Redis.Addr); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+	}
 
 	for i := range opts.Replicas {
-		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env)
+		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env, opts.NetLinks)
 		if err != nil {
 			return nil, err
 		}
@@ -171,6 +211,39 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	return f, nil
 }
 
+// startLockServices starts the redlock strategy's three Redis servers and
+// etcd, in parallel.
+func (f *Fleet) startLockServices(ctx context.Context) error {
+	f.RedlockServers = make([]*localstack.Redis, 3)
+	errs := make([]error, len(f.RedlockServers)+1)
+	var wg sync.WaitGroup
+	for i := range f.RedlockServers {
+		wg.Go(func() { f.RedlockServers[i], errs[i] = localstack.StartRedis(ctx) })
+	}
+	wg.Go(func() { f.Etcd, errs[len(errs)-1] = localstack.StartEtcd(ctx) })
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lockServiceEnv is the replicas' settings for the lock services the
+// fleet started.
+func (f *Fleet) lockServiceEnv() map[string]string {
+	env := map[string]string{}
+	var urls []string
+	for _, r := range f.RedlockServers {
+		if r != nil {
+			urls = append(urls, r.URL)
+		}
+	}
+	if len(urls) > 0 {
+		env["INVENTORY_REDLOCK_URLS"] = strings.Join(urls, ",")
+	}
+	if f.Etcd != nil {
+		env["INVENTORY_ETCD_ENDPOINTS"] = f.Etcd.Endpoint
+	}
+	return env
+}
+
 // Build compiles ./cmd/inventory of the module found from the current
 // directory into out. It needs the go command and the module's source.
 func Build(ctx context.Context, out string) error {
@@ -192,24 +265,37 @@ func Build(ctx context.Context, out string) error {
 	return nil
 }
 
-func (f *Fleet) startReplica(instance, bin string, extra map[string]string) (*Replica, error) {
+func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netLinks bool) (*Replica, error) {
 	port, err := localstack.FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", instance, err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	env := map[string]string{
-		"INVENTORY_POSTGRES_URL": f.PostgresURL,
-		"INVENTORY_REDIS_URL":    f.RedisURL,
-		"INVENTORY_ADMIN_TOKEN":  f.AdminToken,
+	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, bin: bin}
+	pgURL, redisURL := f.PostgresURL, f.RedisURL
+	if netLinks {
+		pgAddr := fmt.Sprintf("127.0.0.1:%d", f.Postgres.Port)
+		if r.PostgresLink, err = localstack.StartNetProxy(instance+"-postgres", pgAddr); err != nil {
+			return nil, err
+		}
+		f.links = append(f.links, r.PostgresLink)
+		if r.RedisLink, err = localstack.StartNetProxy(instance+"-redis", f.Redis.Addr); err != nil {
+			return nil, err
+		}
+		f.links = append(f.links, r.RedisLink)
+		pgURL = strings.Replace(pgURL, pgAddr, r.PostgresLink.Addr, 1)
+		redisURL = strings.Replace(redisURL, f.Redis.Addr, r.RedisLink.Addr, 1)
 	}
+	env := f.lockServiceEnv()
+	env["INVENTORY_POSTGRES_URL"] = pgURL
+	env["INVENTORY_REDIS_URL"] = redisURL
+	env["INVENTORY_ADMIN_TOKEN"] = f.AdminToken
 	for k, v := range extra {
 		env[k] = v
 	}
 	env["INVENTORY_ADDR"] = addr
 	env["INVENTORY_INSTANCE"] = instance
-
-	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, bin: bin, env: env}
+	r.env = env
 	if err := r.launch(); err != nil {
 		return nil, err
 	}
@@ -295,6 +381,15 @@ func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Ngin
 	return localstack.StartNginx(ctx, listen, files)
 }
 
+// SwapRedis makes RedisReplica the Redis the fleet calls its own (after a
+// failover promoted it and the replicas' links point at it), and the
+// former primary its replica. Not safe to call while something else reads
+// the fleet's Redis fields.
+func (f *Fleet) SwapRedis() {
+	f.Redis, f.RedisReplica = f.RedisReplica, f.Redis
+	f.RedisURL = f.Redis.URL
+}
+
 // Pid is the replica's process id, e.g. for SIGSTOP in fault tests.
 func (r *Replica) Pid() int { return r.process().Pid() }
 
@@ -366,8 +461,22 @@ func (f *Fleet) Stop() error {
 		if f.Nginx != nil {
 			_ = f.Nginx.Stop()
 		}
+		for _, l := range f.links {
+			l.Stop()
+		}
 		if f.Redis != nil {
 			_ = f.Redis.Stop()
+		}
+		if f.RedisReplica != nil {
+			_ = f.RedisReplica.Stop()
+		}
+		for _, r := range f.RedlockServers {
+			if r != nil {
+				_ = r.Stop()
+			}
+		}
+		if f.Etcd != nil {
+			_ = f.Etcd.Stop()
 		}
 		if f.Postgres != nil {
 			_ = f.Postgres.Stop()

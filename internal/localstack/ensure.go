@@ -17,6 +17,7 @@ var debianPackage = map[string]string{
 	"initdb":       "postgresql",
 	"redis-server": "redis-server",
 	"nginx":        "nginx",
+	"etcd":         "etcd-server",
 	"java":         "zookeeper", // StartZooKeeper: Debian's zookeeper depends on a JRE
 }
 

@@ -3,6 +3,7 @@ package localstack
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -25,6 +26,7 @@ type Redis struct {
 	port     int
 	mu       sync.Mutex
 	proc     *Process
+	primary  string // host:port this server replicates, "" for none
 }
 
 // StartRedis starts redis-server on a free loopback port in a fresh temporary
@@ -57,11 +59,18 @@ func StartRedis(ctx context.Context) (*Redis, error) {
 }
 
 func (r *Redis) launch(ctx context.Context) error {
-	cmd := exec.Command(r.bin,
+	args := []string{
 		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--dir", r.dir, "--logfile", "", "--maxclients", "10000",
-	)
+	}
+	r.mu.Lock()
+	if r.primary != "" {
+		host, port, _ := net.SplitHostPort(r.primary)
+		args = append(args, "--replicaof", host, port)
+	}
+	r.mu.Unlock()
+	cmd := exec.Command(r.bin, args...)
 	p, err := StartProcess("redis-server", cmd, syscall.SIGTERM)
 	if err != nil {
 		return err
@@ -96,6 +105,28 @@ func (r *Redis) Restart(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("restart redis on %s: %w", r.Addr, err)
+}
+
+// ReplicaOf makes this server replicate primary (host:port), or stop
+// replicating and become a primary when primary is "" (REPLICAOF NO ONE).
+// It keeps that role across Restart.
+func (r *Redis) ReplicaOf(ctx context.Context, primary string) error {
+	host, port := "NO", "ONE"
+	if primary != "" {
+		var err error
+		if host, port, err = net.SplitHostPort(primary); err != nil {
+			return fmt.Errorf("redis %s: replica of %q: %w", r.Addr, primary, err)
+		}
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	if err := c.ReplicaOf(ctx, host, port).Err(); err != nil {
+		return fmt.Errorf("redis %s: REPLICAOF %s %s: %w", r.Addr, host, port, err)
+	}
+	r.mu.Lock()
+	r.primary = primary
+	r.mu.Unlock()
+	return nil
 }
 
 // Pid is the current redis-server process id.

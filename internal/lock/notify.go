@@ -41,10 +41,11 @@ type notifier struct {
 
 // channel is one release channel's local waiters. Guarded by notifier.mu.
 type channel struct {
-	waiting   int           // waiters that joined and have not left: parked or trying
-	parked    []*waiter     // waiting for a notice, woken front first
-	pending   bool          // a notice came while none was parked: the next to park tries at once
-	ready     chan struct{} // closed when Redis confirms the subscription
+	waiting   int                // waiters that joined and have not left: parked or trying
+	parked    []*waiter          // waiting for a notice, woken front first
+	addressed map[string]*waiter // the Fair lock's waiters by token (joinAddressed); nil otherwise
+	pending   bool               // a notice came while none was parked: the next to park tries at once
+	ready     chan struct{}      // closed when Redis confirms the subscription
 	confirmed bool
 	idleSince time.Time // when waiting last dropped to 0
 }
@@ -56,6 +57,10 @@ type waiter struct {
 	ready  <-chan struct{} // c.ready until it fired for this waiter; nil after
 	wake   chan struct{}   // a notice handed over by wakeOne; capacity 1
 	parked bool            // in c.parked; guarded by notifier.mu
+	// token addresses the waiter (joinAddressed): a notice whose payload
+	// is its token wakes it and no other. "" for Mutex and Reentrant.
+	token   string
+	noticed bool // an addressed notice came while it was not parked; guarded by notifier.mu
 }
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
@@ -67,6 +72,13 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 // subscriber) if no local waiter was on it. It returns nil after close:
 // the caller then polls.
 func (n *notifier) join(ctx context.Context, name string) *waiter {
+	return n.joinAddressed(ctx, name, "")
+}
+
+// joinAddressed is join for a waiter that only notices carrying token as
+// their payload wake (the Fair lock's, whose releases name the next in
+// line). A notice with an empty payload wakes one waiter as in join.
+func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waiter {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -91,7 +103,13 @@ func (n *notifier) join(ctx context.Context, name string) *waiter {
 		}
 	}
 	c.waiting++
-	w := &waiter{n: n, c: c, wake: make(chan struct{}, 1)}
+	w := &waiter{n: n, c: c, wake: make(chan struct{}, 1), token: token}
+	if token != "" {
+		if c.addressed == nil {
+			c.addressed = map[string]*waiter{}
+		}
+		c.addressed[token] = w
+	}
 	if !c.confirmed {
 		w.ready = c.ready
 	}
@@ -159,7 +177,12 @@ func (n *notifier) deliver(msg any) {
 	defer n.mu.Unlock()
 	switch m := msg.(type) {
 	case *redis.Message:
-		if c := n.chans[m.Channel]; c != nil {
+		c := n.chans[m.Channel]
+		switch {
+		case c == nil:
+		case m.Payload != "":
+			c.wakeAddressed(m.Payload)
+		default:
 			c.wakeOne()
 		}
 	case *redis.Subscription:
@@ -173,7 +196,14 @@ func (n *notifier) deliver(msg any) {
 			return
 		}
 		// Subscribed again after a reconnect: a release may have gone
-		// unheard meanwhile, so let one waiter look.
+		// unheard meanwhile, so let one waiter look (every addressed one:
+		// only the one a lost notice named would do).
+		if len(c.addressed) > 0 {
+			for _, w := range c.addressed {
+				c.wakeAddressed(w.token)
+			}
+			return
+		}
 		c.wakeOne()
 	}
 }
@@ -216,13 +246,34 @@ func (c *channel) wakeOne() {
 	w.wake <- struct{}{} // never blocks: a waiter holds at most the notice it was woken by
 }
 
+// wakeAddressed hands a notice to the waiter whose token it names, if it
+// is local: at once if parked, else on its next park. Called with
+// notifier.mu held.
+func (c *channel) wakeAddressed(token string) {
+	w := c.addressed[token]
+	if w == nil {
+		return // another process's waiter, or one that has left
+	}
+	if !w.parked {
+		w.noticed = true
+		return
+	}
+	w.parked = false
+	c.parked = slices.DeleteFunc(c.parked, func(o *waiter) bool { return o == w })
+	w.wake <- struct{}{}
+}
+
 // park waits until a notice, the channel's subscription being confirmed,
 // t firing or ctx ending, and reports whether to try again (false: ctx ended).
 func (w *waiter) park(ctx context.Context, t *time.Timer) bool {
 	n, c := w.n, w.c
 	n.mu.Lock()
-	if c.pending {
-		c.pending = false
+	if c.pending || w.noticed {
+		if w.noticed {
+			w.noticed = false
+		} else {
+			c.pending = false
+		}
 		n.mu.Unlock()
 		return true
 	}
@@ -258,7 +309,9 @@ func (w *waiter) unpark(givingUp bool) {
 		return
 	}
 	<-w.wake // wakeOne sent it under n.mu, before w.parked became false
-	if givingUp {
+	if givingUp && w.token == "" {
+		// An addressed notice is not passed on: the Fair lock's waiter
+		// leaving the queue wakes the next in line itself.
 		c.wakeOne()
 	}
 }
@@ -268,6 +321,9 @@ func (w *waiter) leave() {
 	n, c := w.n, w.c
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if w.token != "" {
+		delete(c.addressed, w.token)
+	}
 	if c.waiting--; c.waiting == 0 {
 		c.pending = false
 		c.idleSince = time.Now()

@@ -27,6 +27,10 @@ var (
 	reentrantRenewSrc string
 	//go:embed reentrant_release.lua
 	reentrantReleaseSrc string
+	//go:embed fair_acquire.lua
+	fairAcquireSrc string
+	//go:embed fair_release.lua
+	fairReleaseSrc string
 
 	mutexAcquire       = redis.NewScript(mutexAcquireSrc)
 	mutexRenew         = redis.NewScript(mutexRenewSrc)
@@ -35,6 +39,8 @@ var (
 	reentrantEnter     = redis.NewScript(reentrantEnterSrc)
 	reentrantRenew     = redis.NewScript(reentrantRenewSrc)
 	reentrantRelease   = redis.NewScript(reentrantReleaseSrc)
+	fairAcquire        = redis.NewScript(fairAcquireSrc)
+	fairRelease        = redis.NewScript(fairReleaseSrc)
 	errUnexpectedReply = errors.New("unexpected script reply")
 )
 

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redlock"
 	"inventory/internal/lock/zklock"
 )
 
@@ -48,6 +50,7 @@ func lost(l interface{ Err() error }, err error) error {
 		return err
 	}
 	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&
+		!errors.Is(lerr, etcdlock.ErrReleased) && !errors.Is(lerr, redlock.ErrReleased) &&
 		!errors.Is(lerr, zklock.ErrReleased) {
 		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
 	}
@@ -89,9 +92,12 @@ func lockErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
 	case errors.As(err, &zkErr):
 		return fmt.Errorf("zookeeper: lock: %w: %w", ErrUnavailable, err)
-	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
+	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout), errors.Is(err, etcdlock.ErrTimeout),
+		errors.Is(err, redlock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
-	case errors.Is(err, lock.ErrLost):
+	case errors.As(err, new(*etcdlock.Error)):
+		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
+	case errors.Is(err, lock.ErrLost), errors.Is(err, redlock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
 	case errors.As(err, &pgErr):
 		return dbErr("lock", err)

@@ -118,8 +118,9 @@ func TestRedisLostMidSale(t *testing.T) {
 						wait2 = sellAsync(other[name], o)
 						// Let buyer 2 get as far as it can: blocked on the row
 						// too, or answered without it. A lock kept outside
-						// Redis (pglock's row, ZooKeeper's node, held by buyer 1)
-						// survives the loss: buyer 2 can get no further than
+						// Redis (pglock's row, etcd's key, ZooKeeper's node, held
+						// by buyer 1) survives the loss (so does redlock's, on
+						// servers of its own): buyer 2 can get no further than
 						// waiting for it.
 						done2 := make(chan struct{})
 						go func() { wait2(); close(done2) }()
@@ -128,7 +129,9 @@ func TestRedisLostMidSale(t *testing.T) {
 							case <-done2:
 								return true
 							default:
-								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id)) || (name == ZooKeeper && zkQueued(t, id) >= 2)
+								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id)) ||
+									(name == Etcd && etcdContenders(t, id) >= 2) || (name == Redlock && redlockHeld(t, id)) ||
+									(name == ZooKeeper && zkQueued(t, id) >= 2)
 							}
 						})
 						if !got {

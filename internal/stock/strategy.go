@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/zklock"
 )
 
@@ -18,6 +19,9 @@ const (
 	SetNX      = "setnx"
 	RedisLock  = "redis"
 	Reentrant  = "reentrant"
+	Fair       = "fair"
+	Redlock    = "redlock"
+	Etcd       = "etcd"
 	ZooKeeper  = "zookeeper"
 	PgLock     = "pglock"
 	Optimistic = "optimistic"
@@ -47,6 +51,9 @@ var Strategies = []Info{
 	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false},
 	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
 	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
+	{Name: Fair, Description: "FIFO Redis lock: buyers queue in arrival order and are woken in turn (no polling); Postgres fences and guards the write", Safe: true},
+	{Name: Redlock, Description: "read-check-update inside a Redlock held on a majority of N independent Redis servers; Postgres fences and guards the write", Safe: true, Needs: "INVENTORY_REDLOCK_URLS"},
+	{Name: Etcd, Description: "read-check-update inside an etcd lock (session lease, concurrency.Mutex's recipe); Postgres fences the write with the key's create revision and guards it", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS"},
 	{Name: ZooKeeper, Description: "read-check-update inside a ZooKeeper lock (ephemeral sequential node, waiters watch their predecessor, lost with the session); Postgres fences the write with the node's czxid and guards it", Safe: true, Needs: "INVENTORY_ZOOKEEPER_SERVERS"},
 	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
@@ -92,6 +99,15 @@ type Deps struct {
 	// also the budget within which optimistic keeps retrying. Defaults are
 	// lock.Options'.
 	Lock lock.Options
+	// Redlock is the redlock strategy's independent Redis servers
+	// (INVENTORY_REDLOCK_URLS), three or more, not replicas of one another
+	// nor the Redis above; nil: not configured. Their clients should have
+	// ContextTimeoutEnabled (see package redlock).
+	Redlock []redis.UniversalClient
+	// Etcd is the etcd lock the etcd strategy takes (built from
+	// INVENTORY_ETCD_ENDPOINTS, with its own TTL and Wait); nil: not
+	// configured, and New(Etcd) returns ErrNotConfigured.
+	Etcd *etcdlock.Locker
 	// WorkDelay is simulated business work, slept between the read/check and
 	// the write wherever a strategy has that gap; it widens races for demos.
 	WorkDelay time.Duration
@@ -121,6 +137,20 @@ func New(name string, d Deps) (Seller, error) {
 		return newRedisLock(d), nil
 	case Reentrant:
 		return newReentrant(d), nil
+	case Fair:
+		return newFair(d), nil
+	case Redlock:
+		if d.Redlock == nil {
+			info, _ := Lookup(name)
+			return nil, notConfigured(info)
+		}
+		return newRedlock(d), nil
+	case Etcd:
+		if d.Etcd == nil {
+			info, _ := Lookup(Etcd)
+			return nil, notConfigured(info)
+		}
+		return newEtcdLock(d), nil
 	case ZooKeeper:
 		if d.ZooKeeper == nil {
 			info, _ := Lookup(name)

@@ -257,7 +257,7 @@ func TestReleaseOnlyByHolder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	forged := l.grant(ctx, "mine", "not-the-holders-token", held.Fence(), time.Now())
+	forged := l.grant(ctx, "mine", "not-the-holders-token", held.Fence(), time.Now(), func() {})
 	if err := forged.Release(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Release by a non-holder = %v, want ErrNotHeld", err)
 	}
@@ -367,4 +367,64 @@ func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	c.queries.Add(1)
 	return c.DB.Exec(ctx, sql, args...)
+}
+
+// triesObserver records the statements each acquisition made.
+type triesObserver struct {
+	mu    sync.Mutex
+	tries []int
+}
+
+func (o *triesObserver) Acquired(_ string, err error, _ time.Duration, n int) {
+	if err == nil {
+		o.mu.Lock()
+		o.tries = append(o.tries, n)
+		o.mu.Unlock()
+	}
+}
+func (*triesObserver) Lost(string, error)                    {}
+func (*triesObserver) Released(string, time.Duration, error) {}
+
+// TestLocalWaitersQueueAtTheGate: 32 goroutines of one process take one
+// lock 10 times each. Only the gate's holder talks to Postgres, so each
+// acquisition is one statement: the lock is free when its turn comes.
+// Afterwards no gate is left behind.
+func TestLocalWaitersQueueAtTheGate(t *testing.T) {
+	_, pool := newDB(t)
+	obs := &triesObserver{}
+	l := New(pool, Options{Observer: obs})
+	var wg sync.WaitGroup
+	var inside atomic.Int32
+	for range 32 {
+		wg.Go(func() {
+			for range 10 {
+				lease, err := l.Lock(context.Background(), "gated")
+				if err != nil {
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d holders at once", n)
+				}
+				inside.Add(-1)
+				if err := lease.Release(context.Background()); err != nil {
+					t.Errorf("Release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.tries) != 320 {
+		t.Fatalf("%d acquisitions observed, want 320", len(obs.tries))
+	}
+	for i, n := range obs.tries {
+		if n != 1 {
+			t.Fatalf("acquisition %d made %d statements, want 1: local waiters must not poll Postgres", i, n)
+		}
+	}
+	if n := l.turns.Len(); n != 0 {
+		t.Errorf("%d names still queued after every lease was released", n)
+	}
 }

@@ -1,0 +1,85 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"inventory/internal/testenv"
+)
+
+// tripCounter is an Observer that adds up the etcd requests acquisitions made.
+type tripCounter struct{ n atomic.Int64 }
+
+func (c *tripCounter) Acquired(_ string, _ error, _ time.Duration, trips int) {
+	c.n.Add(int64(trips))
+}
+func (c *tripCounter) Lost(string, error)                    {}
+func (c *tripCounter) Released(string, time.Duration, error) {}
+
+// BenchmarkLockRelease measures Lock+Release on one name: uncontended (1
+// goroutine) and contended (8 and 64 goroutines over two Lockers, as two
+// replicas), with an empty critical section. Reported: acquisitions/s,
+// p50/p99 wait inside Lock, p50 of Lock+Release, and etcd requests per
+// acquisition (the acquire's and the release's delete).
+func BenchmarkLockRelease(b *testing.B) {
+	eps := testenv.EtcdEndpoints(b)
+	for _, n := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+			var trips tripCounter
+			lockers := []*Locker{newLocker(b, eps, Options{Observer: &trips}), newLocker(b, eps, Options{Observer: &trips})}
+			name := fmt.Sprintf("bench-%d", n)
+			ctx := context.Background()
+			for _, l := range lockers { // warm up: sessions granted, connections open
+				lease, err := l.Lock(ctx, name)
+				if err != nil {
+					b.Fatalf("warm-up Lock: %v", err)
+				}
+				_ = lease.Release(ctx)
+			}
+			trips.n.Store(0)
+			var next, failed atomic.Int64
+			waits := make([][]time.Duration, n)
+			rounds := make([][]time.Duration, n)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for g := range n {
+				wg.Go(func() {
+					l := lockers[g%2]
+					for next.Add(1) <= int64(b.N) {
+						t0 := time.Now()
+						lease, err := l.Lock(ctx, name)
+						if err != nil {
+							failed.Add(1)
+							continue
+						}
+						waits[g] = append(waits[g], time.Since(t0))
+						if err := lease.Release(ctx); err != nil {
+							failed.Add(1)
+						}
+						rounds[g] = append(rounds[g], time.Since(t0))
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if f := failed.Load(); f > 0 {
+				b.Fatalf("%d of %d acquisitions or releases failed", f, b.N)
+			}
+			w, r := slices.Concat(waits...), slices.Concat(rounds...)
+			slices.Sort(w)
+			slices.Sort(r)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+			b.ReportMetric(float64(w[len(w)/2].Microseconds()), "p50-wait-µs")
+			b.ReportMetric(float64(w[len(w)*99/100].Microseconds()), "p99-wait-µs")
+			b.ReportMetric(float64(r[len(r)/2].Microseconds()), "p50-lock+release-µs")
+			b.ReportMetric(float64(trips.n.Load()+int64(b.N))/float64(b.N), "reqs/acq")
+		})
+	}
+}

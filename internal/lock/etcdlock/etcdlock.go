@@ -1,0 +1,748 @@
+// Package etcdlock provides a lock held in etcd, whose lease ends with the
+// holder's etcd session and whose fencing token is the lock key's create
+// revision.
+//
+// # Algorithm
+//
+// It is the recipe of etcd's concurrency.Mutex, with the same keys, so it
+// excludes concurrency.Mutex and `etcdctl lock` users of the same name: a
+// Locker keeps one concurrency.Session (one etcd lease, kept alive by the
+// client every TTL/3) and a contender for name puts the key
+// Prefix+name+"/"+<lease id in hex>, attached to the lease, in one
+// transaction that also reads the oldest key under Prefix+name+"/". The
+// contender whose key has the lowest create revision holds the lock; the
+// others watch only the key just before theirs until it is deleted, then
+// re-read their own key (gone means their session ended while they waited:
+// etcd#11456). Release deletes the own key. The fence is that create
+// revision: etcd's revision counter only grows, and holders are ordered by
+// it, so each holder's fence is larger than every earlier holder's.
+//
+// The recipe is written here rather than calling concurrency.Mutex (v3.6.16)
+// because that type cleans up after a cancelled wait with the client's
+// own, unbounded context (Lock hangs while etcd is unreachable, so Wait is
+// not a bound), keeps waiting after its own session has ended (etcd#19597),
+// silently reuses a key its session left behind (keeping an old create
+// revision, which the fence would then refuse) and does not expose the
+// create revision.
+//
+// # One contender per name per process
+//
+// The key is named after the session's lease, so two goroutines sharing a
+// session share one key and both "hold" the lock (etcd#10756). A Locker
+// therefore queues its callers per name in memory, and only the head of
+// that queue talks to etcd: one contender per name per process. The other
+// way out, a session per acquisition, costs a lease grant and a revoke
+// (two Raft writes) and a keepalive stream per sale; the local queue costs
+// nothing and also spares etcd a watcher per waiting goroutine. The queue
+// is a channel, so local waiters go in about arrival order; across
+// processes the order is etcd's, by create revision.
+//
+// # TTL
+//
+// The lease's TTL is Options.TTL rounded up to whole seconds. etcd raises
+// any TTL below its minimum, 1.5 × the election timeout (2 s with the
+// default 1 s), to that minimum, so a TTL under 2 s is 2 s in practice. The
+// TTL is not how long a lock is held: the session keeps the lease alive
+// while this process runs and reaches etcd. It bounds how long a dead or
+// paused holder blocks the others.
+//
+// # Faults
+//
+//   - Holder paused past the TTL (GC, SIGSTOP) or cut off from etcd: etcd
+//     expires the lease and deletes its keys, the next waiter gets the lock.
+//     The paused holder's client notices when a keepalive answer is overdue
+//     by the TTL (it checks every second) or when etcd says the lease is
+//     gone, and the lease's Context is cancelled with ErrLost; until then a
+//     stale write is possible, and the storage must refuse it by Fence, as
+//     the stock strategies do.
+//   - Lease revoked or own key deleted by someone else: a watch on the own
+//     key, from its create revision, cancels the Context at once.
+//   - etcd restarted with its data: leases survive (etcd extends them on
+//     recovery), keys and revisions too; clients reconnect. etcd restarted
+//     without its data: every key is gone, so every holder's watch fails or
+//     reports the deletion and their leases end; revisions restart at 1, so
+//     the storage refuses every new holder's fence until etcd's revision
+//     passes the highest one it has seen (unavailable, never unsafe).
+//   - Release whose outcome is unknown (etcd unreachable): the Locker
+//     abandons its session (stops the keepalive), so the key goes with the
+//     lease within the TTL instead of blocking the name while the process
+//     lives; the next Lock starts a new session. Leases still held on the
+//     old session are lost.
+//
+// Release every lease, lost or not: until then the next goroutine of this
+// process waiting for the same name stays in the local queue. The package
+// knows nothing of Redis, Postgres or stock.
+//
+// # Measured
+//
+// BenchmarkLockRelease here and internal/lock's BenchmarkLock (Mutex,
+// work=0s, notified) in one run (go test -p 1 -run '^$' -bench
+// 'BenchmarkLockRelease|BenchmarkLock/Mutex/goroutines=(1|8|64)/work=0s/notified'
+// -benchtime 2s -count 2 ./internal/lock/ ./internal/lock/etcdlock/), on
+// the 2-core development box shared with other builds (load average
+// 8–11), 2026-11-24: etcd 3.4.23 (Debian) and Redis 7.0 as local
+// processes on loopback, etcd's data on disk (fsync on), two Lockers
+// ("replicas"), empty critical section; ranges over both runs:
+//
+//	                       acq/s        p50 Lock     p50 Lock+Release   requests/acq
+//	etcd         1 g       394–401      1.07–1.10 ms  2.06–2.09 ms      2
+//	etcd         8 g       204–244      26–28 ms      28–30 ms          4.2–4.3
+//	etcd        64 g       209–245      221–250 ms    224–250 ms        4.2–4.3
+//	redis Mutex  1 g       8.5k–10.6k   41–42 µs      95–118 µs (mean)  2
+//	redis Mutex  8 g       4.0k–4.2k    0.43–0.50 ms                    4.8
+//	redis Mutex 64 g       3.7k–3.9k    0.40–0.46 ms                    4.7–4.8
+//
+// Every acquire and every release is a Raft write that etcd syncs to its
+// WAL before it answers: about 1 ms each here (0.5 ms with the data
+// directory on tmpfs), 25× a Redis round trip. Contended, each hand-over
+// is a delete, a watch event, a read and the next holder's work, about
+// 4 ms, and the local queue makes the waiters' wait grow with their
+// number (8 goroutines wait about 8 hand-overs). A sale under this lock
+// costs about 2 ms of lock on top of its transaction, so one hot product
+// sells at most ~400/s per etcd however many replicas there are.
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+)
+
+// Options configures a Locker. The zero value works.
+type Options struct {
+	// TTL is the session lease's time to live, rounded up to whole seconds;
+	// default 30s. etcd raises it to its minimum (2s by default). It bounds
+	// how long a holder that stopped talking to etcd keeps others out.
+	TTL time.Duration
+	// Wait bounds how long Lock waits for a held lock, on top of ctx; default 10s.
+	Wait time.Duration
+	// Prefix is put before every lock name in etcd; default "/inventory/locks/".
+	Prefix string
+	// Observer receives events for metrics; nil means none.
+	Observer Observer
+}
+
+// Observer receives lock events, e.g. to export metrics. Implementations must
+// be safe for concurrent use and must not block. (Its methods are a subset
+// of the Redis lock package's Observer, so one value can serve both.)
+type Observer interface {
+	// Acquired reports one Lock or TryLock call: nil on success, else the
+	// error returned; how long it waited; the etcd requests it made.
+	Acquired(key string, err error, wait time.Duration, roundTrips int)
+	// Lost reports a lease lost while held.
+	Lost(key string, reason error)
+	// Released reports a release and how long the lock was held.
+	Released(key string, held time.Duration, err error)
+}
+
+// Errors returned by this package, wrapped in *Error; match them with
+// errors.Is. ErrTimeout, ErrLost, ErrNotHeld, ErrReleaseUnknown and
+// ErrReleased mean what the Redis lock package's errors of the same names
+// mean.
+var (
+	// ErrNotAcquired: the lock is held by someone else (TryLock).
+	ErrNotAcquired = errors.New("lock held by someone else")
+	// ErrTimeout: Lock gave up waiting; it also wraps ctx.Err() or
+	// context.DeadlineExceeded for the Wait budget.
+	ErrTimeout = errors.New("timed out waiting for lock")
+	// ErrLost: the lease is known or presumed lost; it comes with
+	// ErrSessionEnded or ErrKeyDeleted.
+	ErrLost = errors.New("lock lost")
+	// ErrSessionEnded: the session's etcd lease expired, was revoked, or was
+	// not refreshed in time; every key on it is (or will soon be) gone.
+	ErrSessionEnded = errors.New("etcd session ended")
+	// ErrKeyDeleted: the holder's key was deleted (its lease ended, or by hand).
+	ErrKeyDeleted = errors.New("lock key deleted")
+	// ErrNotHeld: a release of a lock this lease no longer holds (its key
+	// was gone already, or the lease was already released).
+	ErrNotHeld = errors.New("lock not held by this owner")
+	// ErrReleaseUnknown: the release's outcome is unknown (etcd
+	// unreachable); the session is abandoned, so the key goes with its
+	// lease within the TTL.
+	ErrReleaseUnknown = errors.New("lock release outcome unknown")
+	// ErrReleased: the cause of a lease context cancelled by Release.
+	ErrReleased = errors.New("lock released")
+	// ErrClosed: the Locker was closed.
+	ErrClosed = errors.New("locker closed")
+)
+
+// Error carries the operation and lock name that an error is about.
+type Error struct {
+	Op  string // "lock", "trylock", "release"
+	Key string
+	Err error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("etcdlock: %s %s: %v", e.Op, e.Key, e.Err) }
+
+// Unwrap lets errors.Is see the sentinel (and ctx.Err() for timeouts).
+func (e *Error) Unwrap() error { return e.Err }
+
+// Locker takes and releases locks in etcd. Create one per process and
+// share it; it is safe for concurrent use. Close it to end its session.
+type Locker struct {
+	client    *clientv3.Client
+	ownClient bool
+	opts      Options
+	ttl       int // seconds
+
+	ctx    context.Context // the sessions' lifetime: cancelled by Close
+	cancel context.CancelFunc
+
+	sessMu sync.Mutex
+	sess   *concurrency.Session
+	closed bool
+
+	qmu    sync.Mutex
+	queues map[string]*queue
+
+	wg sync.WaitGroup // cleanups still running after their Lock returned
+}
+
+// queue lets one goroutine per name at a time contend in etcd.
+type queue struct {
+	turn chan struct{} // holds a token while a goroutine has the turn
+	refs int           // goroutines holding or waiting for the turn
+}
+
+// New returns a Locker on client, which stays the caller's to close (after
+// the Locker). See Options for the defaults.
+func New(client *clientv3.Client, opts Options) *Locker {
+	if opts.TTL <= 0 {
+		opts.TTL = 30 * time.Second
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = 10 * time.Second
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "/inventory/locks/"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Locker{
+		client: client,
+		opts:   opts,
+		ttl:    int(math.Ceil(opts.TTL.Seconds())),
+		ctx:    ctx,
+		cancel: cancel,
+		queues: map[string]*queue{},
+	}
+}
+
+// Dial connects to etcd at endpoints (host:port, at least one) and returns
+// a Locker that closes the client at Close. It fails if no endpoint answers
+// within 5s.
+func Dial(ctx context.Context, endpoints []string, opts Options) (*Locker, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("etcdlock: no endpoints")
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		Logger:               zap.NewNop(),
+		Context:              context.WithoutCancel(ctx),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: connect to %v: %w", endpoints, err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var serr error
+	for _, ep := range endpoints {
+		if _, serr = c.Status(sctx, ep); serr == nil {
+			break
+		}
+	}
+	if serr != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("etcdlock: etcd at %v: %w", endpoints, serr)
+	}
+	l := New(c, opts)
+	l.ownClient = true
+	return l, nil
+}
+
+// Client is the etcd client the Locker uses.
+func (l *Locker) Client() *clientv3.Client { return l.client }
+
+// Close revokes the session's lease, which deletes every key of this
+// Locker (leases still held are lost), and closes the client if Dial made
+// it. Lock fails with ErrClosed afterwards.
+func (l *Locker) Close() error {
+	l.sessMu.Lock()
+	l.closed = true
+	s := l.sess
+	l.sess = nil
+	l.sessMu.Unlock()
+	var err error
+	if s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.Orphan()
+		_, err = l.client.Revoke(ctx, s.Lease())
+		cancel()
+	}
+	l.wg.Wait()
+	l.cancel()
+	if l.ownClient {
+		err = errors.Join(err, l.client.Close())
+	}
+	return err
+}
+
+// session returns the live session, granting a new lease when there is
+// none or the last one ended.
+func (l *Locker) session(ctx context.Context, trips *int) (*concurrency.Session, error) {
+	l.sessMu.Lock()
+	defer l.sessMu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if l.sess != nil && l.sess.Ctx().Err() == nil {
+		return l.sess, nil
+	}
+	*trips++
+	g, err := l.client.Grant(ctx, int64(l.ttl))
+	if err != nil {
+		return nil, fmt.Errorf("grant lease: %w", err)
+	}
+	s, err := concurrency.NewSession(l.client, concurrency.WithLease(g.ID),
+		concurrency.WithTTL(int(g.TTL)), concurrency.WithContext(l.ctx))
+	if err != nil {
+		return nil, fmt.Errorf("keep lease alive: %w", err)
+	}
+	l.sess = s
+	return s, nil
+}
+
+// abandon stops keeping s alive, if it is still the current session, so
+// its keys go with its lease within the TTL. It is the answer to a key
+// whose deletion failed: left alone, it would block its name for as long
+// as the session lives.
+func (l *Locker) abandon(s *concurrency.Session) {
+	l.sessMu.Lock()
+	if l.sess == s {
+		l.sess = nil
+	}
+	l.sessMu.Unlock()
+	s.Orphan()
+}
+
+// turn waits for this process' turn at name; without block it fails at
+// once with ErrNotAcquired when another goroutine has the turn.
+func (l *Locker) turn(ctx context.Context, name string, block bool) error {
+	l.qmu.Lock()
+	q := l.queues[name]
+	if q == nil {
+		q = &queue{turn: make(chan struct{}, 1)}
+		l.queues[name] = q
+	}
+	q.refs++
+	l.qmu.Unlock()
+	if !block {
+		select {
+		case q.turn <- struct{}{}:
+			return nil
+		default:
+			l.leave(name, q)
+			return ErrNotAcquired
+		}
+	}
+	select {
+	case q.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		l.leave(name, q)
+		return ctx.Err()
+	case <-l.ctx.Done():
+		l.leave(name, q)
+		return ErrClosed
+	}
+}
+
+// done gives this process' turn at name to the next local waiter.
+func (l *Locker) done(name string) {
+	l.qmu.Lock()
+	q := l.queues[name]
+	l.qmu.Unlock()
+	<-q.turn
+	l.leave(name, q)
+}
+
+func (l *Locker) leave(name string, q *queue) {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	if q.refs--; q.refs == 0 {
+		delete(l.queues, name)
+	}
+}
+
+// Lock acquires name, waiting for at most Options.Wait and never past ctx.
+// Giving up returns *Error wrapping ErrTimeout and ctx.Err()
+// (context.DeadlineExceeded for the Wait budget); the session ending while
+// waiting returns ErrSessionEnded; an etcd failure returns *Error wrapping
+// it. A failed Lock leaves no key behind.
+func (l *Locker) Lock(ctx context.Context, name string) (*Lease, error) {
+	return l.acquire(ctx, name, "lock", true)
+}
+
+// TryLock makes one attempt: *Error wrapping ErrNotAcquired if name is
+// held, by another process or by another goroutine of this one.
+func (l *Locker) TryLock(ctx context.Context, name string) (*Lease, error) {
+	return l.acquire(ctx, name, "trylock", false)
+}
+
+func (l *Locker) acquire(ctx context.Context, name, op string, wait bool) (*Lease, error) {
+	start := time.Now()
+	trips := 0
+	lease, err := l.attempt(ctx, name, op, wait, &trips)
+	if l.opts.Observer != nil {
+		l.opts.Observer.Acquired(name, err, time.Since(start), trips)
+	}
+	return lease, err
+}
+
+func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips *int) (*Lease, error) {
+	var wctx context.Context
+	var cancel context.CancelFunc
+	if wait {
+		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
+	} else {
+		wctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	fail := func(err error) error {
+		if wctx.Err() != nil && !errors.Is(err, ErrSessionEnded) {
+			err = fmt.Errorf("%w: %w", ErrTimeout, wctx.Err())
+		}
+		return &Error{Op: op, Key: name, Err: err}
+	}
+	if l.ctx.Err() != nil {
+		return nil, &Error{Op: op, Key: name, Err: ErrClosed}
+	}
+	if err := l.turn(wctx, name, wait); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil, &Error{Op: op, Key: name, Err: err}
+		}
+		return nil, fail(err)
+	}
+	for try := 0; ; try++ {
+		s, err := l.session(wctx, trips)
+		if err != nil {
+			l.done(name)
+			return nil, fail(err)
+		}
+		key := fmt.Sprintf("%s%s/%x", l.opts.Prefix, name, s.Lease())
+		rev, err := l.contendIn(wctx, s, name, key, wait, trips)
+		if err == nil {
+			return l.grant(ctx, s, name, key, rev), nil
+		}
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && try == 0 {
+			// The session's lease ended (revoked, say) before its
+			// keepalive noticed: a new session, once.
+			l.abandon(s)
+			continue
+		}
+		l.giveUp(ctx, s, name, key)
+		return nil, fail(err)
+	}
+}
+
+// contendIn is contend under s, ending early when s ends: a waiter whose
+// lease is gone can never hold the lock.
+func (l *Locker) contendIn(ctx context.Context, s *concurrency.Session, name, key string, wait bool, trips *int) (int64, error) {
+	sctx, scancel := context.WithCancelCause(ctx)
+	defer scancel(nil)
+	stop := context.AfterFunc(s.Ctx(), func() { scancel(ErrSessionEnded) })
+	defer stop()
+	rev, err := l.contend(sctx, s, name, key, wait, trips)
+	if err != nil && !errors.Is(err, ErrSessionEnded) {
+		if c := context.Cause(sctx); errors.Is(c, ErrSessionEnded) {
+			err = fmt.Errorf("%w: %w", ErrSessionEnded, err)
+		}
+	}
+	return rev, err
+}
+
+// contend puts key and waits until it is the oldest under name; it returns
+// key's create revision.
+func (l *Locker) contend(ctx context.Context, s *concurrency.Session, name, key string, wait bool, trips *int) (int64, error) {
+	pfx := l.opts.Prefix + name + "/"
+	for range 2 {
+		*trips++
+		resp, err := l.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, "", clientv3.WithLease(s.Lease())),
+				clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+			Else(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return 0, err
+		}
+		if !resp.Succeeded {
+			// A key this session left behind (a cleanup that failed): its
+			// revision may have been used as a fence already. Gone now; again.
+			continue
+		}
+		rev := resp.Header.Revision
+		owner := resp.Responses[1].GetResponseRange().Kvs
+		if len(owner) == 0 || owner[0].CreateRevision == rev {
+			return rev, nil
+		}
+		if !wait {
+			return 0, ErrNotAcquired
+		}
+		if err := l.waitPredecessors(ctx, pfx, key, rev, trips); err != nil {
+			return 0, err
+		}
+		// Make sure the key is still ours: the lease may have ended while
+		// we waited, taking the key with it (etcd#11456).
+		*trips++
+		g, err := l.client.Get(ctx, key)
+		if err != nil {
+			return 0, err
+		}
+		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != rev {
+			return 0, ErrSessionEnded
+		}
+		return rev, nil
+	}
+	return 0, errors.New("own key keeps reappearing")
+}
+
+// waitPredecessors waits until no key under pfx is older than rev,
+// watching only the newest of the older ones each time, and the own key:
+// its deletion (the session's lease ended) ends the wait with
+// ErrSessionEnded.
+func (l *Locker) waitPredecessors(ctx context.Context, pfx, own string, rev int64, trips *int) error {
+	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	for {
+		*trips++
+		resp, err := l.client.Get(ctx, pfx, opts...)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		if err := l.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision, own, rev); err != nil {
+			return err
+		}
+	}
+}
+
+// waitDelete returns nil when key is deleted after revision rev, and
+// ErrSessionEnded when own is deleted after its creation at ownRev (at any
+// time since: a revoke may come before this watch starts).
+func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, own string, ownRev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kw := l.client.Watch(wctx, key, clientv3.WithRev(rev+1))
+	ow := l.client.Watch(wctx, own, clientv3.WithRev(ownRev+1))
+	for {
+		var wr clientv3.WatchResponse
+		var ok, mine bool
+		select {
+		case wr, ok = <-kw:
+		case wr, ok = <-ow:
+			mine = true
+		}
+		if !ok {
+			if err := context.Cause(ctx); err != nil {
+				return err
+			}
+			return errors.New("watch ended")
+		}
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				if mine {
+					return fmt.Errorf("%w: own key deleted while waiting", ErrSessionEnded)
+				}
+				return nil
+			}
+		}
+	}
+}
+
+// cleanupTimeout bounds deleting the key of a failed acquisition, and
+// cleanupWait how long Lock waits for that before it returns.
+const (
+	cleanupTimeout = 2 * time.Second
+	cleanupWait    = 100 * time.Millisecond
+)
+
+// giveUp deletes key after a failed acquisition (its put may have been
+// applied even if the answer was lost) and then gives the turn at name to
+// the next local waiter. It waits for that at most cleanupWait, so that an
+// unresponsive etcd does not stretch Lock past its budget; the rest goes on
+// in the background, owned by the Locker. If the delete fails, the session
+// is abandoned so that the key goes with its lease.
+func (l *Locker) giveUp(ctx context.Context, s *concurrency.Session, name, key string) {
+	finished := make(chan struct{})
+	l.wg.Go(func() {
+		defer close(finished)
+		defer l.done(name)
+		if s.Ctx().Err() != nil {
+			return // the key goes with the lease
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if _, err := l.client.Delete(cctx, key); err != nil {
+			l.abandon(s)
+		}
+	})
+	t := time.NewTimer(cleanupWait)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-t.C:
+	}
+}
+
+// grant builds the lease for key, created at revision rev, and starts
+// watching for its loss.
+func (l *Locker) grant(parent context.Context, s *concurrency.Session, name, key string, rev int64) *Lease {
+	ctx, cancel := context.WithCancelCause(parent)
+	lease := &Lease{l: l, sess: s, name: name, key: key, fence: rev, start: time.Now(),
+		ctx: ctx, cancel: cancel, watched: make(chan struct{})}
+	lease.stopSess = context.AfterFunc(s.Ctx(), func() { lease.lose(ErrSessionEnded) })
+	go lease.watch()
+	return lease
+}
+
+// Lease is one successful Lock or TryLock: the proof of holding a lock for
+// as long as its Context is not cancelled.
+type Lease struct {
+	l        *Locker
+	sess     *concurrency.Session
+	name     string
+	key      string
+	fence    int64
+	start    time.Time
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	stopSess func() bool
+	watched  chan struct{} // closed when watch returns
+
+	mu       sync.Mutex
+	lost     error
+	released atomic.Bool
+}
+
+// Key is the lock's name.
+func (l *Lease) Key() string { return l.name }
+
+// EtcdKey is the key this lease holds in etcd.
+func (l *Lease) EtcdKey() string { return l.key }
+
+// LeaseID is the etcd lease the key is attached to (the Locker's session's).
+func (l *Lease) LeaseID() clientv3.LeaseID { return l.sess.Lease() }
+
+// Fence is the fencing token of this acquisition: the key's create
+// revision, larger than every earlier holder's of the same name.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// Context is derived from the ctx given to Lock and is cancelled when the
+// lease is lost (cause *Error wrapping ErrLost) and on Release (cause
+// wrapping ErrReleased). Run the protected work under it.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Err is nil while the lease holds, else why not: the loss (wrapping
+// ErrLost) or ErrReleased.
+func (l *Lease) Err() error {
+	if l.released.Load() {
+		return &Error{Op: "release", Key: l.name, Err: ErrReleased}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// watch cancels the lease when its key is deleted. It starts from the
+// key's create revision, so a deletion before the watch is set up counts.
+func (l *Lease) watch() {
+	defer close(l.watched)
+	for wr := range l.l.client.Watch(l.ctx, l.key, clientv3.WithRev(l.fence+1)) {
+		if wr.Canceled && l.ctx.Err() == nil {
+			// Compacted past our revision or refused: we cannot tell
+			// whether the key is still there; presume the worst.
+			l.lose(fmt.Errorf("%w: watch on own key cancelled: %v", ErrKeyDeleted, wr.Err()))
+			return
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				l.lose(ErrKeyDeleted)
+				return
+			}
+		}
+	}
+}
+
+// lose marks the lease lost by reason and cancels its context, unless it
+// was released first.
+func (l *Lease) lose(reason error) {
+	if l.released.Load() {
+		return
+	}
+	l.mu.Lock()
+	if l.lost != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.lost = &Error{Op: "lock", Key: l.name, Err: fmt.Errorf("%w: %w", ErrLost, reason)}
+	cause := l.lost
+	l.mu.Unlock()
+	if l.l.opts.Observer != nil {
+		l.l.opts.Observer.Lost(l.name, cause)
+	}
+	l.cancel(cause)
+}
+
+// Release gives the lease up by deleting its key. nil: released. ErrLost:
+// the lease had been lost before (the work done under it may not have been
+// exclusive). ErrNotHeld: the key was already gone, or the lease was
+// already released. ErrReleaseUnknown: the delete's outcome is unknown;
+// the session is abandoned, so the key goes within the TTL. The lease's
+// context is cancelled in every case.
+func (l *Lease) Release(ctx context.Context) error {
+	if l.released.Swap(true) {
+		return &Error{Op: "release", Key: l.name, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
+	}
+	l.stopSess()
+	l.mu.Lock()
+	lost := l.lost
+	l.mu.Unlock()
+	l.cancel(&Error{Op: "release", Key: l.name, Err: ErrReleased})
+	<-l.watched
+	resp, err := l.l.client.Delete(ctx, l.key)
+	if err != nil {
+		l.l.abandon(l.sess)
+	}
+	var rerr error
+	switch {
+	case lost != nil:
+		rerr = &Error{Op: "release", Key: l.name, Err: fmt.Errorf("lease was lost before release: %w", lost)}
+	case err != nil:
+		rerr = &Error{Op: "release", Key: l.name, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}
+	case resp.Deleted != 1:
+		rerr = &Error{Op: "release", Key: l.name, Err: ErrNotHeld}
+	}
+	l.l.done(l.name)
+	if l.l.opts.Observer != nil {
+		l.l.opts.Observer.Released(l.name, time.Since(l.start), rerr)
+	}
+	return rerr
+}

@@ -1,0 +1,708 @@
+package redlock
+
+import (
+	"context"
+	crand "crypto/rand"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock/turn"
+)
+
+// Options configures a Locker. The zero value works.
+type Options struct {
+	// TTL is the lease time set on each server's key; default 30s. Nothing
+	// renews it: a lease's validity is TTL less the time its round took and
+	// the drift allowance (TTL/100 + 2ms).
+	TTL time.Duration
+	// Wait bounds how long Lock keeps trying, on top of ctx; default 10s.
+	Wait time.Duration
+	// ServerTimeout bounds each command to one server, so that a hung
+	// server costs a round at most this; default TTL/20, at least 5ms (or
+	// TTL/2 when that is less) and at most 1s.
+	ServerTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the random delay between rounds: the
+	// n-th is uniform in [MinBackoff, min(MaxBackoff, MinBackoff·2ⁿ)];
+	// defaults 1ms and 32ms.
+	MinBackoff, MaxBackoff time.Duration
+	// FenceFloor, when set, is asked for the highest fencing token the
+	// protected storage has seen for key, only when a server has no
+	// fencing counter for it (first use, or the server lost its data), so
+	// that the counter restarts above it. Without it a lost counter
+	// restarts at 0.
+	FenceFloor func(ctx context.Context, key string) (int64, error)
+	// Observer receives events for metrics; nil means none.
+	Observer Observer
+}
+
+// Observer receives lock events, e.g. to export metrics. Implementations must
+// be safe for concurrent use and must not block. (Its methods are a subset
+// of the Redis lock package's Observer, so one value can serve both.)
+type Observer interface {
+	// Acquired reports one Lock or TryLock call: nil on success, else the
+	// error returned; how long it waited; the commands it sent, over all
+	// servers (acquires, fence catch-ups and clean-up deletes).
+	Acquired(key string, err error, wait time.Duration, roundTrips int)
+	// Lost reports a lease lost while held (its validity ended).
+	Lost(key string, reason error)
+	// Released reports a release and how long the lock was held.
+	Released(key string, held time.Duration, err error)
+}
+
+// Errors returned by this package, wrapped in *Error; match them with
+// errors.Is. They mean what the Redis lock package's errors of the same
+// names mean.
+var (
+	// ErrNotAcquired: no majority granted the lock, some server refused
+	// because someone else holds it (TryLock; Lock's last try).
+	ErrNotAcquired = errors.New("lock held by someone else")
+	// ErrNoQuorum: too few servers answered for a majority; it comes
+	// joined with their errors.
+	ErrNoQuorum = errors.New("no majority of the servers answered")
+	// ErrTooSlow: a majority granted, but after the validity was used up.
+	ErrTooSlow = errors.New("majority granted after the validity was used up")
+	// ErrTimeout: Lock gave up; it also wraps ctx.Err() (or
+	// context.DeadlineExceeded for the Wait budget) and the last try's error.
+	ErrTimeout = errors.New("timed out waiting for lock")
+	// ErrLost: the lease is presumed lost; it comes with ErrExpired.
+	ErrLost = errors.New("lock lost")
+	// ErrExpired: the lease's validity ended.
+	ErrExpired = errors.New("lease validity ended")
+	// ErrNotHeld: a release found the key ours on fewer than a majority of
+	// the servers (taken over, lost with a server, or already released).
+	ErrNotHeld = errors.New("lock not held by this owner")
+	// ErrReleaseUnknown: some servers did not answer the release, and too
+	// few confirmed it; the keys expire by their TTL at the latest.
+	ErrReleaseUnknown = errors.New("lock release outcome unknown")
+	// ErrReleased: the cause of a lease context cancelled by Release.
+	ErrReleased = errors.New("lock released")
+	// ErrInvalidKey: the key cannot be given a fencing counter in its
+	// Redis Cluster slot (empty, or no hash tag and a '}').
+	ErrInvalidKey = errors.New("invalid lock key")
+	// ErrNoServers: the Locker was built without servers.
+	ErrNoServers = errors.New("no servers")
+)
+
+// Error carries the operation and key that an error is about.
+type Error struct {
+	Op  string // "lock", "trylock", "release"
+	Key string
+	Err error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("redlock: %s %s: %v", e.Op, e.Key, e.Err) }
+
+// Unwrap lets errors.Is see the sentinel (and ctx.Err() for timeouts).
+func (e *Error) Unwrap() error { return e.Err }
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed catchup.lua
+	catchupSrc string
+	//go:embed release.lua
+	releaseSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	catchupScript = redis.NewScript(catchupSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+
+	errUnexpectedReply = errors.New("unexpected script reply")
+)
+
+// Locker takes and releases locks on a majority of its servers. Create one
+// per process and share it; it is safe for concurrent use.
+type Locker struct {
+	servers []redis.UniversalClient
+	quorum  int
+	opts    Options
+	// suspect[i] is until when (unix ns) server i is not used as a gate,
+	// after a command to it failed.
+	suspect []atomic.Int64
+	// turns queues the Lock callers of one key in this process.
+	turns turn.Turns
+}
+
+// suspectFor is how long a server whose command failed is passed over as
+// a gate, so that a hung server costs one ServerTimeout, not one per try.
+const suspectFor = time.Second
+
+// gateFor picks the gate of a try on a key whose hash is h: the h-th
+// server, or the next one not suspect; -1 (no gate: ask all at once) when
+// every server is.
+func (l *Locker) gateFor(h int) int {
+	now := time.Now().UnixNano()
+	for k := range len(l.servers) {
+		i := (h + k) % len(l.servers)
+		if l.suspect[i].Load() <= now {
+			return i
+		}
+	}
+	return -1
+}
+
+// New returns a Locker over servers, which must be independent Redis
+// servers (not replicas of one another); at least 3 for Redlock to mean
+// anything, an odd number to make best use of them. See Options for the
+// defaults, and the package doc for the clients' ContextTimeoutEnabled.
+func New(servers []redis.UniversalClient, opts Options) *Locker {
+	if opts.TTL <= 0 {
+		opts.TTL = 30 * time.Second
+	}
+	opts.TTL = max(opts.TTL, time.Millisecond)
+	if opts.Wait <= 0 {
+		opts.Wait = 10 * time.Second
+	}
+	if opts.ServerTimeout <= 0 {
+		opts.ServerTimeout = min(max(opts.TTL/20, min(5*time.Millisecond, opts.TTL/2)), time.Second)
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 32 * time.Millisecond
+	}
+	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
+	return &Locker{servers: servers, quorum: len(servers)/2 + 1, opts: opts, suspect: make([]atomic.Int64, len(servers))}
+}
+
+// Servers is how many servers the Locker uses; Quorum how many must grant.
+func (l *Locker) Servers() int { return len(l.servers) }
+
+// Quorum is the majority of the servers that must grant a lock.
+func (l *Locker) Quorum() int { return l.quorum }
+
+// Lock acquires key on a majority of the servers, trying again after a
+// random delay while it cannot, for at most Options.Wait and never past
+// ctx. Giving up returns *Error wrapping ErrTimeout, ctx.Err()
+// (context.DeadlineExceeded for the Wait budget) and the last try's error
+// (ErrNotAcquired, ErrNoQuorum with the servers' errors, or ErrTooSlow).
+func (l *Locker) Lock(ctx context.Context, key string) (*Lease, error) {
+	return l.acquire(ctx, key, "lock", true)
+}
+
+// TryLock makes one round and never waits: *Error wrapping the round's
+// failure (ErrNotAcquired, ErrNoQuorum or ErrTooSlow).
+func (l *Locker) TryLock(ctx context.Context, key string) (*Lease, error) {
+	return l.acquire(ctx, key, "trylock", false)
+}
+
+func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+	start := time.Now()
+	var cmds atomic.Int64
+	lease, err := l.attempt(ctx, key, op, wait, &cmds)
+	if l.opts.Observer != nil {
+		l.opts.Observer.Acquired(key, err, time.Since(start), int(cmds.Load()))
+	}
+	return lease, err
+}
+
+func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *atomic.Int64) (*Lease, error) {
+	if len(l.servers) == 0 {
+		return nil, &Error{Op: op, Key: key, Err: ErrNoServers}
+	}
+	fk, err := fenceKey(key)
+	if err != nil {
+		return nil, &Error{Op: op, Key: key, Err: err}
+	}
+	wctx := ctx
+	if wait {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
+		defer cancel()
+	}
+	// Only one Lock caller per key and process contends at a time: many
+	// contenders split the servers between them, each winning some and
+	// none a majority. The others wait for their turn here, in memory.
+	endTurn := func() {}
+	if wait {
+		if endTurn, err = l.turns.Wait(wctx, key); err != nil {
+			return nil, timeoutError(op, key, wctx, nil)
+		}
+	}
+	granted := false
+	defer func() {
+		if !granted {
+			endTurn()
+		}
+	}()
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	// The gate is the same server for every process (given the servers in
+	// the same order), and differs from key to key to spread the load.
+	r := &round{l: l, key: key, keys: []string{key, fk}, cmds: cmds, wait: wait, hash: int(h.Sum32() % uint32(len(l.servers))),
+		endTurn: endTurn}
+	if l.opts.FenceFloor != nil {
+		r.floor = &floorSource{fn: l.opts.FenceFloor, key: key}
+	}
+	ceil := l.opts.MinBackoff
+	var timer *time.Timer
+	for {
+		if wctx.Err() != nil {
+			return nil, timeoutError(op, key, wctx, r.lastErr)
+		}
+		if lease := r.run(ctx, wctx); lease != nil {
+			granted = true // the lease ends the turn
+			return lease, nil
+		}
+		if wctx.Err() != nil {
+			return nil, timeoutError(op, key, wctx, r.lastErr)
+		}
+		if !wait {
+			return nil, &Error{Op: op, Key: key, Err: r.lastErr}
+		}
+		// Full jitter above the floor: contenders that split the servers
+		// between them must not all come back at the same moment.
+		d := l.opts.MinBackoff + rand.N(ceil-l.opts.MinBackoff+1)
+		ceil = min(2*ceil, l.opts.MaxBackoff)
+		if dl, ok := wctx.Deadline(); ok && time.Until(dl) <= d {
+			// One last try just before the budget ends rather than none.
+			d = max(time.Until(dl)-l.opts.ServerTimeout, 0)
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-wctx.Done():
+			return nil, timeoutError(op, key, wctx, r.lastErr)
+		case <-timer.C:
+		}
+	}
+}
+
+// timeoutError reports giving up: ErrTimeout wrapping ctx's error and why
+// the last try failed.
+func timeoutError(op, key string, ctx context.Context, last error) error {
+	err := fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	if last != nil {
+		err = fmt.Errorf("%w (last try: %w)", err, last)
+	}
+	return &Error{Op: op, Key: key, Err: err}
+}
+
+// drift is the allowance for clock-rate differences between this process
+// and the servers, taken off the validity.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// Reply states of one server's command.
+const (
+	granted = iota + 1 // set (acquire), raised (catch-up), deleted (release)
+	refused            // held by someone else; not ours (release)
+	failed             // error or no answer: it may or may not have run
+)
+
+// reply is one server's answer to a command.
+type reply struct {
+	server int
+	state  int
+	n      int64 // the fence (acquire)
+	err    error
+}
+
+// parts is one round's work on every server: one goroutine per server sets
+// the key and reports on acquired, then, unless the server refused, waits
+// for drop (the round lost, or the lease released) and deletes the key by
+// token, reporting on released. So a server's delete always follows its
+// set, and nobody waits for the slowest server: a lost round's clean-up and
+// a release's tail run on in the background, each command bounded by
+// ServerTimeout. A goroutine whose key has expired (TTL after the round
+// began) without a drop ends without deleting.
+type parts struct {
+	acquired chan reply
+	released chan reply
+	drop     chan struct{}
+	dropOnce sync.Once
+	pending  int // acquire replies not yet read from acquired
+
+	// A gated round asks the gate server first and the others only if it
+	// did not refuse; gateDone is closed once it answered.
+	gate     int
+	gateDone chan struct{}
+	gateOpen bool
+}
+
+func (p *parts) dropAll() { p.dropOnce.Do(func() { close(p.drop) }) }
+
+// start launches the round's goroutines. calls bounds the acquires (a
+// caller who gives up cancels it); the deletes run under ctx without its
+// cancellation.
+func (r *round) start(ctx, calls context.Context, token string, sent time.Time, gate int) *parts {
+	l := r.l
+	n := len(l.servers)
+	p := &parts{acquired: make(chan reply, n), released: make(chan reply, n), drop: make(chan struct{}), pending: n, gate: -1}
+	gated := gate >= 0 && n > 1
+	if gated {
+		p.gate, p.gateDone = gate, make(chan struct{})
+	}
+	for i := range n {
+		go func() {
+			if gated && i != p.gate {
+				<-p.gateDone
+				if !p.gateOpen {
+					p.acquired <- reply{server: i, state: refused}
+					p.released <- reply{server: i, state: refused}
+					return
+				}
+			}
+			actx, cancel := context.WithTimeout(calls, l.opts.ServerTimeout)
+			rp := r.acquireOn(actx, i, token)
+			cancel()
+			if rp.state == failed && calls.Err() == nil {
+				l.suspect[i].Store(time.Now().Add(suspectFor).UnixNano())
+			}
+			if i == p.gate {
+				p.gateOpen = rp.state != refused
+				close(p.gateDone)
+			}
+			p.acquired <- rp
+			if rp.state == refused {
+				p.released <- reply{server: i, state: refused}
+				return
+			}
+			expired := time.NewTimer(time.Until(sent.Add(l.opts.TTL)))
+			defer expired.Stop()
+			select {
+			case <-p.drop:
+			case <-expired.C:
+				p.released <- reply{server: i, state: refused}
+				return
+			}
+			r.cmds.Add(1)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.ServerTimeout)
+			defer cancel()
+			p.released <- l.releaseOn(rctx, i, r.keys, token)
+		}()
+	}
+	return p
+}
+
+// round is the state of one Lock call across its tries.
+type round struct {
+	l       *Locker
+	key     string
+	keys    []string     // the lock key and its fence hash
+	floor   *floorSource // nil without Options.FenceFloor
+	cmds    *atomic.Int64
+	lastErr error
+	hash    int  // the key's hash, which picks its gate server
+	wait    bool // Lock, not TryLock
+	tries   int
+	endTurn func() // ends the caller's turn (turn.Turns); the lease's once granted
+}
+
+// run makes one try: the acquire script on every server at once, decided
+// as soon as a majority granted or can no longer grant. It returns the
+// lease, or nil with r.lastErr set; a lost try's keys are deleted in the
+// background. wctx ends the try early (Lock's budget or the caller).
+func (r *round) run(ctx, wctx context.Context) *Lease {
+	l := r.l
+	n := len(l.servers)
+	// A token per try: a later try's set must never be mistaken for this
+	// one's by this one's late delete.
+	token := crand.Text()
+	sent := time.Now()
+	calls, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+	// Tries are gated: the key's gate server first, the others (in
+	// parallel) only if it did not refuse. Waiters then poll one server,
+	// not all, and contenders can no longer split the servers between them
+	// (each winning some, none a majority, all starting over), which with
+	// many contenders is what a Redlock asking all servers at once spends
+	// its time on: in internal/stock's race test, 64 buyers, it timed buyers
+	// out. The price is a second round trip when the key is free.
+	// Exclusion rests on the majority alone, whatever the gate.
+	//
+	// A key left on the gate alone (by a holder that lost its round, or
+	// a command a hung server ran late) would then block the key until its
+	// TTL although the others are free: so every fourth try of a Lock, and
+	// TryLock's one, asks all servers at once.
+	r.tries++
+	gate := -1
+	if r.wait && r.tries%4 != 0 {
+		gate = l.gateFor(r.hash)
+	}
+	gated := gate >= 0 && n > 1
+	p := r.start(ctx, calls, token, sent, gate)
+	stop := context.AfterFunc(wctx, cancelCalls)
+	defer stop()
+	budget := l.opts.ServerTimeout
+	if gated {
+		budget *= 2
+	}
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
+
+	var grants []reply
+	var errs []error
+	refusals := 0
+	answered := make([]bool, n)
+	for len(grants) < l.quorum && len(grants)+p.pending >= l.quorum {
+		var rp reply
+		select {
+		case rp = <-p.acquired:
+			p.pending--
+		case <-timer.C:
+		case <-wctx.Done():
+		}
+		if rp.state == 0 {
+			// No answer in time: pass the silent servers over as gates
+			// for a while (only the gate was asked, if gated).
+			for i, a := range answered {
+				if !a && (!gated || i == gate) {
+					l.suspect[i].Store(time.Now().Add(suspectFor).UnixNano())
+				}
+			}
+			break
+		}
+		answered[rp.server] = true
+		switch rp.state {
+		case granted:
+			grants = append(grants, rp)
+		case refused:
+			refusals++
+		default:
+			errs = append(errs, fmt.Errorf("server %d: %w", rp.server, rp.err))
+		}
+	}
+	var err error
+	if len(grants) < l.quorum {
+		if wctx.Err() != nil {
+			errs = append(errs, wctx.Err())
+		} else if p.pending > 0 && len(grants)+p.pending >= l.quorum {
+			errs = append(errs, fmt.Errorf("%d servers: no answer within %v", p.pending, budget))
+		}
+		// Held somewhere is the usual reason, and what a waiter waits out.
+		sentinel := ErrNoQuorum
+		if refusals > 0 {
+			sentinel = ErrNotAcquired
+		}
+		err = fmt.Errorf("%w: %d of %d servers granted, %d refused", sentinel, len(grants), n, refusals)
+		if len(errs) > 0 {
+			err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
+		}
+	}
+	var fence int64
+	if err == nil {
+		timer.Reset(l.opts.ServerTimeout)
+		fence, err = r.catchUp(calls, token, grants, timer, wctx.Done())
+	}
+	deadline := sent.Add(l.opts.TTL - drift(l.opts.TTL))
+	if err == nil && !time.Now().Before(deadline) {
+		err = fmt.Errorf("%w: %v after the first command, TTL %v", ErrTooSlow, time.Since(sent), l.opts.TTL)
+	}
+	if err == nil && stop() {
+		return l.grant(ctx, r.key, r.keys, token, fence, sent, deadline, p, r.endTurn)
+	}
+	if err == nil { // the caller gave up just as the try was won
+		err = wctx.Err()
+	}
+	if wctx.Err() == nil || r.lastErr == nil {
+		// A try cut short says less than the last one that was not.
+		r.lastErr = err
+	}
+	cancelCalls()
+	p.dropAll()
+	return nil
+}
+
+// acquireOn runs the acquire script on server i, asking for the fence
+// floor and running it again when the server has no counter.
+func (r *round) acquireOn(ctx context.Context, i int, token string) reply {
+	floor := ""
+	if r.floor == nil {
+		floor = "0"
+	}
+	for {
+		r.cmds.Add(1)
+		v, err := run(ctx, r.l.servers[i], acquireScript, r.keys, token, ms(r.l.opts.TTL), floor)
+		if err != nil {
+			return reply{server: i, state: failed, err: err}
+		}
+		a, err := replyInts(v)
+		switch {
+		case err != nil:
+			return reply{server: i, state: failed, err: err}
+		case a[0] == 1 && len(a) == 2:
+			return reply{server: i, state: granted, n: a[1]}
+		case a[0] == 0:
+			return reply{server: i, state: refused}
+		case a[0] == -1 && floor == "":
+			if floor, err = r.floor.get(ctx); err != nil {
+				return reply{server: i, state: failed, err: fmt.Errorf("fence floor: %w", err)}
+			}
+			continue
+		}
+		return reply{server: i, state: failed, err: fmt.Errorf("%w: %v", errUnexpectedReply, a)}
+	}
+}
+
+// catchUp makes the lease's fence the largest the granting majority
+// returned, and raises to it every counter of that majority below it
+// (while our key is still there), so that the next holder's majority,
+// which shares a server with this one, mints a larger fence. It fails when
+// fewer than a majority could be brought up in time. Catch-ups still
+// running when it returns are harmless whenever they land: each acts only
+// while our key is on its server.
+func (r *round) catchUp(ctx context.Context, token string, grants []reply, timer *time.Timer, done <-chan struct{}) (int64, error) {
+	fence := int64(0)
+	for _, g := range grants {
+		fence = max(fence, g.n)
+	}
+	var low []int
+	for _, g := range grants {
+		if g.n < fence {
+			low = append(low, g.server)
+		}
+	}
+	up := len(grants) - len(low)
+	if up >= r.l.quorum {
+		return fence, nil
+	}
+	r.cmds.Add(int64(len(low)))
+	arg := strconv.FormatInt(fence, 10)
+	replies := make(chan reply, len(low))
+	for _, i := range low {
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, r.l.opts.ServerTimeout)
+			defer cancel()
+			v, err := run(cctx, r.l.servers[i], catchupScript, r.keys, token, arg)
+			switch {
+			case err != nil:
+				replies <- reply{server: i, state: failed, err: err}
+			case v == int64(1):
+				replies <- reply{server: i, state: granted}
+			default:
+				replies <- reply{server: i, state: refused}
+			}
+		}()
+	}
+	var errs []error
+	for range low {
+		if up >= r.l.quorum {
+			break
+		}
+		var rp reply
+		select {
+		case rp = <-replies:
+		case <-timer.C:
+		case <-done:
+		}
+		switch rp.state {
+		case granted:
+			up++
+			continue
+		case refused:
+			errs = append(errs, fmt.Errorf("server %d: key gone before its fence counter caught up", rp.server))
+			continue
+		case failed:
+			errs = append(errs, fmt.Errorf("server %d: fence catch-up: %w", rp.server, rp.err))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("fence catch-up: no answer within %v", r.l.opts.ServerTimeout))
+		break
+	}
+	if up < r.l.quorum {
+		return 0, fmt.Errorf("%w: fence counters at %d on %d servers, a majority is %d: %w",
+			ErrNoQuorum, fence, up, r.l.quorum, errors.Join(errs...))
+	}
+	return fence, nil
+}
+
+// releaseOn runs the compare-and-delete script on server i.
+func (l *Locker) releaseOn(ctx context.Context, i int, keys []string, token string) reply {
+	v, err := run(ctx, l.servers[i], releaseScript, keys, token)
+	switch {
+	case err != nil:
+		return reply{server: i, state: failed, err: err}
+	case v == int64(1):
+		return reply{server: i, state: granted}
+	}
+	return reply{server: i, state: refused}
+}
+
+// floorSource asks Options.FenceFloor once per Lock call, for whichever
+// server first finds its counter missing.
+type floorSource struct {
+	fn  func(ctx context.Context, key string) (int64, error)
+	key string
+
+	mu   sync.Mutex
+	have bool
+	v    string
+}
+
+func (f *floorSource) get(ctx context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.have {
+		v, err := f.fn(ctx, f.key)
+		if err != nil {
+			return "", err
+		}
+		if v < 0 {
+			return "", fmt.Errorf("%d is negative", v)
+		}
+		f.v, f.have = strconv.FormatInt(v, 10), true
+	}
+	return f.v, nil
+}
+
+// run runs s by its digest and falls back to sending the source when the
+// server does not have it cached (first use, or after a restart).
+func run(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := s.EvalSha(ctx, rdb, keys, args...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = s.Eval(ctx, rdb, keys, args...).Result()
+	}
+	return v, err
+}
+
+// replyInts reads a script reply that is an array of integers.
+func replyInts(v any) ([]int64, error) {
+	r, ok := v.([]any)
+	if !ok || len(r) == 0 {
+		return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
+	}
+	out := make([]int64, len(r))
+	for i, e := range r {
+		n, ok := e.(int64)
+		if !ok {
+			return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// fenceKey names the fencing counter that belongs to key, in the same Redis
+// Cluster slot: "lock:{sku-1}" → "lock:{sku-1}:redlock-fence"; a key
+// without a hash tag is its own tag: "lock-a" → "{lock-a}:redlock-fence".
+// The name differs from the Redis lock package's counter, so the two never
+// share one even on one server.
+func fenceKey(key string) (string, error) {
+	const suffix = ":redlock-fence"
+	if key == "" {
+		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if open := strings.IndexByte(key, '{'); open >= 0 && strings.IndexByte(key[open+1:], '}') > 0 {
+		return key + suffix, nil
+	}
+	if strings.Contains(key, "}") {
+		return "", fmt.Errorf("%w: %q has no hash tag and contains '}' (use a tag: \"lock:{id}\")", ErrInvalidKey, key)
+	}
+	return "{" + key + "}" + suffix, nil
+}

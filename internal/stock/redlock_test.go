@@ -1,0 +1,134 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock/redlock"
+	"inventory/internal/testenv"
+)
+
+// Every seller gets clients of its own on the shared Redlock servers.
+func init() {
+	backends = append(backends, func(t *testing.T, d *Deps) {
+		if d.Redlock == nil {
+			d.Redlock = redlockClients(t, testenv.RedlockURLs(t))
+		}
+	})
+}
+
+// redlockClients opens one client per URL, as cmd/inventory does, closed
+// when the test ends.
+func redlockClients(t *testing.T, urls []string) []redis.UniversalClient {
+	t.Helper()
+	cs := make([]redis.UniversalClient, len(urls))
+	for i, u := range urls {
+		opts, err := redis.ParseURL(u)
+		if err != nil {
+			t.Fatalf("redis.ParseURL(%q): %v", u, err)
+		}
+		opts.ContextTimeoutEnabled = true
+		c := redis.NewClient(opts)
+		t.Cleanup(func() { _ = c.Close() })
+		cs[i] = c
+	}
+	return cs
+}
+
+// redlockHeld reports whether a majority of the shared Redlock servers
+// holds product id's lock.
+func redlockHeld(t *testing.T, id string) bool {
+	n := 0
+	for _, u := range testenv.RedlockURLs(t) {
+		opts, err := redis.ParseURL(u)
+		if err != nil {
+			t.Fatalf("redis.ParseURL(%q): %v", u, err)
+		}
+		c := redis.NewClient(opts)
+		if v, err := c.Exists(context.Background(), lockKey(id)).Result(); err == nil && v == 1 {
+			n++
+		}
+		_ = c.Close()
+	}
+	return n >= 2
+}
+
+// TestRedlockNotConfigured: without Deps.Redlock the strategy is not
+// configured, and says which setting it needs.
+func TestRedlockNotConfigured(t *testing.T) {
+	e := newEnv(t)
+	_, err := New(Redlock, e.deps("replica-a"))
+	if !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("New(%q) without Deps.Redlock = %v, want ErrNotConfigured", Redlock, err)
+	}
+}
+
+// TestRedlockRestartedServer plays Redlock's known breach out on a stock
+// row. A holds exactly a majority (servers 0 and 1; server 2 was busy),
+// then server 0 restarts without its data. B, a replica selling through the
+// strategy, wins servers 0 and 2 while A's lease is still valid: two
+// holders at once. Server 0's counter restarts from the Postgres floor, so
+// B's token equals A's; B claims the row first and sells, and when A writes
+// Postgres refuses its token (not newer than the last claim): a counted
+// breach, A's buyer gets lock-lost, and the ledger matches the stock.
+func TestRedlockRestartedServer(t *testing.T) {
+	e := newEnv(t)
+	const id = "redlock-restart"
+	e.restock(t, id, 3)
+	ctx := context.Background()
+	servers := testenv.RedlockServers(t, 3)
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.URL
+	}
+	direct := redlockClients(t, urls)
+	d := e.deps("replica-b")
+	d.Redlock = redlockClients(t, urls)
+	b := e.seller(t, Redlock, d)
+	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil { // counters on every server
+		t.Fatalf("warm-up: Sell = %v", err)
+	}
+
+	a := redlock.New(redlockClients(t, urls), redlock.Options{TTL: 30 * time.Second, FenceFloor: fenceFloor(e.store, redlockFence)})
+	key := lockKey(id)
+	if err := direct[2].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	la, err := a.Lock(ctx, key)
+	if err != nil {
+		t.Fatalf("A: Lock = %v", err)
+	}
+	defer func() { _ = la.Release(ctx) }()
+	if err := direct[2].Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[0].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sale, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	if err != nil {
+		t.Fatalf("B while A holds servers 0 and 1, server 0 restarted empty: Sell = %v, want a sale (the lock let B in)", err)
+	}
+	if la.Err() != nil {
+		t.Fatalf("A's lease ended (%v) before B sold: no overlap shown", la.Err())
+	}
+	t.Logf("A holds with fence %d, B sold with fence %d at the same time", la.Fence(), sale.Fence)
+	if sale.Fence < la.Fence() {
+		t.Errorf("B's fence %d below A's %d: the Postgres floor did not hold", sale.Fence, la.Fence())
+	}
+
+	_, err = e.store.record(la.Context(), Order{ProductID: id, Quantity: 1}, Redlock, "replica-a", func(ctx context.Context, tx *saleTx) (decrement, error) {
+		return fencedCheckThenDecrement(ctx, tx, 1, redlockFence, la.Fence(), 0)
+	})
+	if !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
+		t.Errorf("A writing with fence %d after B's claim with %d: %v, want ErrLockBreach with ErrLockLost", la.Fence(), sale.Fence, err)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 1 || p.Sales != 2 {
+		t.Errorf("stock %d with %d ledger rows, want 1 and 2 (the warm-up and B)", p.Quantity, p.Sales)
+	}
+}
