@@ -26,7 +26,8 @@ import (
 // contractStrategies are the strategy names of design.md and whether each is safe.
 var contractStrategies = map[string]bool{
 	"none": false, "local": false, "setnx": false,
-	"redis": true, "reentrant": true, "pglock": true, "optimistic": true, "lua": true, "atomic": true, "forupdate": true,
+	"redis": true, "reentrant": true, "fair": true, "redlock": true, "etcd": true, "zookeeper": true, "pglock": true,
+	"optimistic": true, "lua": true, "atomic": true, "forupdate": true, "batch": true, "handoff": true,
 }
 
 // needsShortTTL are the unsafe strategies whose failure needs a sale to
