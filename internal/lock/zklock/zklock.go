@@ -55,6 +55,13 @@
 // Locker owns (Close waits for them), so that Lock and Release return on
 // time even while the connection is down.
 //
+// In each Locker, Lock callers of one key queue in memory first
+// (internal/lock/turn, in arrival order) and only the one whose turn it is
+// has a node in ZooKeeper; it keeps the turn until Release, so always
+// Release a lease, lost or not. The ZooKeeper queue then holds one node
+// per replica, not one per buyer: with 1500 buyers of one product each
+// hand-over would otherwise list 1500 children. TryLock does not queue.
+//
 // The package knows nothing of stock; it imports no Redis client.
 //
 // # Measured
@@ -96,6 +103,8 @@ import (
 	"unicode"
 
 	"github.com/go-zookeeper/zk"
+
+	"inventory/internal/lock/turn"
 )
 
 // Options configures a Locker. The zero value works.
@@ -201,6 +210,9 @@ type Locker struct {
 	wg     sync.WaitGroup
 
 	parents sync.Map // lock parents known to exist
+	// turns queues this Locker's Lock callers of one key in memory: one of
+	// them at a time has a node in ZooKeeper (see the package doc).
+	turns turn.Turns
 }
 
 // New connects to servers (host:port each) and waits, up to ctx, for a
@@ -531,11 +543,48 @@ func (l *Locker) TryLock(ctx context.Context, key string) (*Lease, error) {
 func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
 	start := time.Now()
 	a := &acquisition{l: l, ctx: ctx, key: key, op: op, wait: wait, guid: newGUID()}
-	lease, err := a.run()
+	a.wctx = ctx
+	if wait {
+		var cancel context.CancelFunc
+		a.wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
+		defer cancel()
+	}
+	var lease *Lease
+	var err error
+	if !wait {
+		lease, err = a.run() // TryLock does not queue: a local holder's node refuses it
+	} else if done, werr := l.turn(a.wctx, key); werr != nil {
+		err = a.timeout()
+		if errors.Is(werr, ErrClosed) {
+			err = a.fail(ErrClosed)
+		}
+	} else if lease, err = a.run(); err != nil {
+		done()
+	} else {
+		lease.done = done
+	}
 	if l.opts.Observer != nil {
 		l.opts.Observer.Acquired(key, err, time.Since(start), a.trips)
 	}
 	return lease, err
+}
+
+// turn waits for this Locker's turn for key, or ctx, or Close.
+func (l *Locker) turn(ctx context.Context, key string) (func(), error) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.quit:
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	done, err := l.turns.Wait(tctx, key)
+	if err != nil && ctx.Err() == nil {
+		return nil, ErrClosed
+	}
+	return done, err
 }
 
 // acquisition is one Lock or TryLock call.
@@ -585,12 +634,6 @@ func (a *acquisition) run() (*Lease, error) {
 		return nil, a.fail(err)
 	}
 	a.parent = parent
-	a.wctx = a.ctx
-	if a.wait {
-		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithTimeout(a.ctx, a.l.opts.Wait)
-		defer cancel()
-	}
 	for {
 		if a.wctx.Err() != nil {
 			return a.giveUp(a.timeout())
@@ -891,6 +934,8 @@ type Lease struct {
 	ctx                     context.Context
 	cancel                  context.CancelCauseFunc
 
+	done func() // hands this Locker's turn for key on; nil for TryLock
+
 	mu       sync.Mutex
 	lost     error
 	released bool
@@ -961,6 +1006,9 @@ func (le *Lease) Release(ctx context.Context) error {
 	le.cancel(&Error{Op: "release", Key: le.key, Err: ErrReleased})
 
 	err := l.delete(ctx, le.Path())
+	if le.done != nil {
+		le.done() // after the delete was sent: the next local waiter's create comes behind it
+	}
 	var rerr error
 	switch {
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):

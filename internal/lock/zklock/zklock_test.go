@@ -302,7 +302,7 @@ func TestGiveUpLeavesNoNode(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			_, err := holder.Lock(ctx, "k") // the holder's own Locker queues like anyone
+			_, err := waiters[0].Lock(ctx, "k")
 			done <- err
 		}()
 		waitFor(t, "the waiter's node", 5*time.Second, func() bool { return len(nodes(t, c, root, "k")) == 2 })
@@ -338,22 +338,26 @@ func TestGiveUpLeavesNoNode(t *testing.T) {
 	}
 }
 
-// TestFIFO: five waiters queue one after another (each after the previous
-// one's node is there) behind a holder; they get the lock in that order.
+// TestFIFO: five waiters, each a Locker of its own (a replica), queue one
+// after another (each after the previous one's node is there) behind a
+// holder; they get the lock in that order.
 func TestFIFO(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
 	opts := Options{Root: root, Wait: 30 * time.Second}
-	lockers := []*Locker{newLocker(t, servers, opts), newLocker(t, servers, opts)}
+	var lockers []*Locker
+	for range 6 {
+		lockers = append(lockers, newLocker(t, servers, opts))
+	}
 	c := inspector(t, servers)
-	held := lock(t, lockers[0], "fifo")
+	held := lock(t, lockers[5], "fifo")
 	var mu sync.Mutex
 	var order []int
 	var wg sync.WaitGroup
 	const waiters = 5
 	for i := range waiters {
 		wg.Go(func() {
-			lease, err := lockers[i%2].Lock(context.Background(), "fifo")
+			lease, err := lockers[i].Lock(context.Background(), "fifo")
 			if err != nil {
 				t.Errorf("waiter %d: Lock = %v", i, err)
 				return
@@ -635,4 +639,38 @@ func TestCloseEndsLeases(t *testing.T) {
 		}
 	}()
 	goleak.VerifyNone(t, ignore)
+}
+
+// TestOneNodePerLocker: many Lock callers of one key in one Locker queue
+// in memory; ZooKeeper sees at most one node of theirs at a time, and
+// every caller gets the lock in turn.
+func TestOneNodePerLocker(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	root := testRoot(t)
+	l := newLocker(t, servers, Options{Root: root, Wait: 30 * time.Second})
+	c := inspector(t, servers)
+	held := lock(t, l, "k")
+	var wg sync.WaitGroup
+	var got atomic.Int64
+	for range 20 {
+		wg.Go(func() {
+			lease, err := l.Lock(context.Background(), "k")
+			if err != nil {
+				t.Errorf("Lock = %v", err)
+				return
+			}
+			if n := len(nodes(t, c, root, "k")); n != 1 {
+				t.Errorf("%d nodes while one caller of this Locker holds, want 1", n)
+			}
+			got.Add(1)
+			_ = lease.Release(context.Background())
+		})
+	}
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	wg.Wait()
+	if got.Load() != 20 {
+		t.Errorf("%d of 20 queued callers got the lock", got.Load())
+	}
 }
