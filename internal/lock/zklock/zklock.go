@@ -66,15 +66,15 @@
 //
 // # Measured
 //
-// BenchmarkLockRelease (-benchtime 2s -count 2) on the 2-core development
-// box, 2026-11-23, in the same session as internal/lock's
+// BenchmarkLockRelease (-benchtime 2s, three runs) on the 2-core development
+// box, 2026-11-23, in the same sessions as internal/lock's
 // BenchmarkLock/Mutex/…/work=0s/notified: ZooKeeper 3.8 standalone
 // (localstack, forceSync=no) and Redis 7.0 on loopback, empty critical
 // section, other builds sharing the machine:
 //
 //	                         Lock+Release (mean)   p50 wait in Lock   acq/s
-//	zklock       1 g         1.02–1.05 ms          684–705 µs         950–980
-//	zklock       8 g         (2 Lockers)           7.1–7.2 ms         1.0k
+//	zklock       1 g         0.89–1.05 ms          593–705 µs         950–1.1k
+//	zklock       8 g         (2 Lockers)           7.0–7.2 ms         1.0k
 //	redis Mutex  1 g         120–131 µs            46–53 µs           7.6k–8.3k
 //	redis Mutex  8 g         (2 clients)           428–462 µs         4.7k–5.2k
 //
