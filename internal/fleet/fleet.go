@@ -1,5 +1,6 @@
 // Package fleet starts the whole inventory stack on this machine without
-// Docker: a real Postgres and Redis, N replicas of the inventory binary, and
+// Docker: a real Postgres and Redis, the lock services of the redlock, etcd
+// and zookeeper strategies, N replicas of the inventory binary, and
 // nginx in front of them using the config in nginx/, all on free loopback
 // ports, and tears every process down again.
 package fleet
@@ -81,10 +82,11 @@ type Fleet struct {
 	// RedisReplica replicates Redis when Options.RedisReplica is set; else nil.
 	RedisReplica *localstack.Redis
 	// RedlockServers are the redlock strategy's three independent Redis
-	// servers and Etcd the etcd strategy's server; nil with
-	// Options.NoLockServices.
+	// servers, Etcd and ZooKeeper the etcd and zookeeper strategies'
+	// servers; nil with Options.NoLockServices.
 	RedlockServers []*localstack.Redis
 	Etcd           *localstack.Etcd
+	ZooKeeper      *localstack.ZooKeeper
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
@@ -145,7 +147,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	// One apt-get for everything missing, before anything slow starts.
 	servers := []string{"initdb", "postgres", "redis-server", "nginx"}
 	if !opts.NoLockServices {
-		servers = append(servers, "etcd")
+		servers = append(servers, "etcd", "java")
 	}
 	if _, err := localstack.Ensure(ctx, servers...); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
@@ -211,16 +213,19 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	return f, nil
 }
 
-// startLockServices starts the redlock strategy's three Redis servers and
-// etcd, in parallel.
+// startLockServices starts the redlock strategy's three Redis servers,
+// etcd and ZooKeeper, in parallel.
 func (f *Fleet) startLockServices(ctx context.Context) error {
 	f.RedlockServers = make([]*localstack.Redis, 3)
-	errs := make([]error, len(f.RedlockServers)+1)
+	errs := make([]error, len(f.RedlockServers)+2)
 	var wg sync.WaitGroup
 	for i := range f.RedlockServers {
 		wg.Go(func() { f.RedlockServers[i], errs[i] = localstack.StartRedis(ctx) })
 	}
-	wg.Go(func() { f.Etcd, errs[len(errs)-1] = localstack.StartEtcd(ctx) })
+	wg.Go(func() { f.Etcd, errs[len(errs)-2] = localstack.StartEtcd(ctx) })
+	wg.Go(func() {
+		f.ZooKeeper, errs[len(errs)-1] = localstack.StartZooKeeper(ctx, localstack.ZooKeeperOptions{})
+	})
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -240,6 +245,9 @@ func (f *Fleet) lockServiceEnv() map[string]string {
 	}
 	if f.Etcd != nil {
 		env["INVENTORY_ETCD_ENDPOINTS"] = f.Etcd.Endpoint
+	}
+	if f.ZooKeeper != nil {
+		env["INVENTORY_ZOOKEEPER_SERVERS"] = f.ZooKeeper.Addr
 	}
 	return env
 }
@@ -477,6 +485,9 @@ func (f *Fleet) Stop() error {
 		}
 		if f.Etcd != nil {
 			_ = f.Etcd.Stop()
+		}
+		if f.ZooKeeper != nil {
+			_ = f.ZooKeeper.Stop()
 		}
 		if f.Postgres != nil {
 			_ = f.Postgres.Stop()
