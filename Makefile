@@ -9,11 +9,11 @@ all: build
 build:
 	$(GO) build -o bin/inventory ./cmd/inventory
 
-## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, prometheus, chromium (apt, Debian/Ubuntu)
+## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, etcd, zookeeper, prometheus, chromium (apt, Debian/Ubuntu)
 deps:
 	./scripts/install-deps.sh
 
-## demo-deps: only what make demo needs: postgres, redis-server and nginx
+## demo-deps: only what make demo needs: postgres, redis-server, nginx, etcd and zookeeper
 demo-deps:
 	./scripts/install-deps.sh --demo
 
@@ -59,7 +59,7 @@ RUNS ?= 3
 faults: deps
 	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json --html faults.html
 
-## fleet: run Postgres, Redis, 2 replicas and nginx on 127.0.0.1:8080 until Ctrl-C (try the API with curl)
+## fleet: run Postgres, Redis, the lock services, 2 replicas and nginx on 127.0.0.1:8080 until Ctrl-C (try the API with curl)
 fleet: demo-deps
 	$(GO) run ./cmd/fleet
 

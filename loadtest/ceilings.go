@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,6 +52,9 @@ func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, str
 		out.Serial = map[string]float64{}
 		for _, name := range strategies {
 			sps, err := serialRate(ctx, c, pgURL, redisURL, name, d)
+			if errors.Is(err, stock.ErrNotConfigured) {
+				continue // it needs a lock service of its own: no serial figure ("-")
+			}
 			if err != nil {
 				return out, fmt.Errorf("serial ceiling of %s: %w", name, err)
 			}

@@ -11,6 +11,33 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// ledgerByStrategy says which strategies, from which replicas, wrote the
+// product's ledger rows (every round from first), e.g. "redis@inventory-1
+// 40, none@inventory-2 2": what a broken run's oversell was sold with.
+func ledgerByStrategy(ctx context.Context, pgURL, product string, first int64) (string, error) {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return "", fmt.Errorf("read the ledger: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+		SELECT strategy || '@' || instance, count(*) FROM sales
+		WHERE product_id = $1 AND round >= $2 GROUP BY 1 ORDER BY 1`, product, first)
+	if err != nil {
+		return "", fmt.Errorf("read the ledger: %w", err)
+	}
+	var parts []string
+	for rows.Next() {
+		var who string
+		var n int64
+		if err := rows.Scan(&who, &n); err != nil {
+			return "", fmt.Errorf("read the ledger: %w", err)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", who, n))
+	}
+	return strings.Join(parts, ", "), rows.Err()
+}
+
 // checkKeys reads the ledger of product (every round from first) straight
 // from Postgres and holds it against every buyer's last answer: each 2xx
 // has its row, under its Idempotency-Key and with the sale id it was told;

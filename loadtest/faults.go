@@ -255,6 +255,14 @@ func faultedRun(ctx context.Context, c *client, o faultOptions, pgURL string, re
 			res.Verdict = VerdictBroken
 		}
 	}
+	if s.Safe && res.Verdict == VerdictBroken {
+		// Which strategy sold what, from which replica: the first clue.
+		who, err := ledgerByStrategy(ctx, pgURL, t.Product, res.Rounds[0].Round)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Reasons = append(res.Reasons, "ledger rows by strategy@replica: "+who)
+	}
 	after, err := breachCounts(ctx, replicas, s.Name)
 	if err != nil {
 		return Result{}, err

@@ -19,11 +19,14 @@ import (
 // directory's nginx config and the service's contract agree.
 
 // contractEnv is the configuration contract of design.md (plus
-// INVENTORY_MAX_QUANTITY from the service's issue).
+// INVENTORY_MAX_QUANTITY from the service's issue), the lock services' and
+// Sentinel's settings included.
 var contractEnv = []string{
 	"INVENTORY_ADDR", "INVENTORY_INSTANCE", "INVENTORY_POSTGRES_URL", "INVENTORY_REDIS_URL",
 	"INVENTORY_STRATEGY", "INVENTORY_ADMIN_TOKEN", "INVENTORY_LOCK_TTL", "INVENTORY_LOCK_WAIT",
 	"INVENTORY_WORK_DELAY", "INVENTORY_MIGRATE", "INVENTORY_MAX_QUANTITY",
+	"INVENTORY_REDIS_SENTINELS", "INVENTORY_REDIS_MASTER",
+	"INVENTORY_REDLOCK_URLS", "INVENTORY_ETCD_ENDPOINTS", "INVENTORY_ZOOKEEPER_SERVERS",
 }
 
 // contractEndpoints are the GET endpoints a healthcheck may use (design.md).

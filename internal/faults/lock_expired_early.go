@@ -11,10 +11,11 @@ import (
 )
 
 // LockExpiredEarly is lock-expired-early: the product's lock key is deleted
-// from Redis while a holder is inside its critical section, as if its lease
-// had expired early (a clock jump, an eviction), three times in a row, each
-// time under a new holder. Strategies that keep no lock key in Redis (seen
-// within lookFor) are not applicable.
+// from Redis (the fleet's, and every Redlock server's) while a holder is
+// inside its critical section, as if its lease had expired early (a clock
+// jump, an eviction), three times in a row, each time under a new holder.
+// Strategies that keep no lock key in Redis (seen within lookFor) are not
+// applicable.
 type LockExpiredEarly struct{}
 
 // lookFor bounds how long Inject looks for a lock key before deciding the
@@ -29,21 +30,36 @@ func (*LockExpiredEarly) Name() string { return "lock-expired-early" }
 
 // Inject implements Fault.
 func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
-	opts, err := redis.ParseURL(t.Fleet.RedisURL)
-	if err != nil {
-		return fmt.Errorf("lock-expired-early: %w", err)
+	urls := []string{t.Fleet.RedisURL}
+	for _, r := range t.Fleet.RedlockServers {
+		urls = append(urls, r.URL)
 	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
+	var rdbs []*redis.Client
+	for _, u := range urls {
+		opts, err := redis.ParseURL(u)
+		if err != nil {
+			return fmt.Errorf("lock-expired-early: %w", err)
+		}
+		rdb := redis.NewClient(opts)
+		defer rdb.Close()
+		rdbs = append(rdbs, rdb)
+	}
 	var deleted []string // the holders' values, so each deletion hits a new holder
 	for len(deleted) < deletions {
 		wctx, cancel := context.WithTimeout(ctx, lookFor)
 		var key, val string
 		err := waitFor(wctx, t, "a lock key of "+t.Product, func(ctx context.Context) (bool, error) {
-			var err error
-			key, val, err = lockKey(ctx, rdb, t.Product)
-			if err != nil || key == "" {
-				return false, err
+			for _, rdb := range rdbs {
+				var err error
+				if key, val, err = lockKey(ctx, rdb, t.Product); err != nil || key != "" {
+					if err != nil {
+						return false, err
+					}
+					break
+				}
+			}
+			if key == "" {
+				return false, nil
 			}
 			for _, d := range deleted {
 				if d == val {
@@ -61,9 +77,12 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 		case err != nil:
 			return err
 		}
-		// Only the holder's own key, so a new holder's is left alone.
-		if err := deleteHolder.Run(ctx, rdb, []string{key}, val).Err(); err != nil {
-			return fmt.Errorf("delete %s: %w", key, err)
+		// Only the holder's own key, so a new holder's is left alone; on
+		// every server that has it (a Redlock holder's is on a majority).
+		for _, rdb := range rdbs {
+			if err := deleteHolder.Run(ctx, rdb, []string{key}, val).Err(); err != nil {
+				return fmt.Errorf("delete %s on %s: %w", key, rdb.Options().Addr, err)
+			}
 		}
 		deleted = append(deleted, val)
 	}
@@ -82,13 +101,14 @@ return 0`)
 
 // lockKey finds the product's lock key in Redis, "lock:{id}" or any key
 // starting with "lock" and carrying the product's hash tag, except the
-// fencing counters (":fence"), and returns it with its holder: a string's
-// value, or a hash's first field. It returns "" when there is none.
+// fencing counters (":fence", ":fair:fence", ":redlock-fence"), and returns
+// it with its holder: a string's value, or a hash's first field. It
+// returns "" when there is none.
 func lockKey(ctx context.Context, rdb *redis.Client, product string) (key, val string, err error) {
 	iter := rdb.Scan(ctx, 0, "*{"+product+"}*", 100).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
-		if !strings.HasPrefix(k, "lock") || strings.HasSuffix(k, ":fence") {
+		if !strings.HasPrefix(k, "lock") || strings.HasSuffix(k, "fence") {
 			continue
 		}
 		switch typ, err := rdb.Type(ctx, k).Result(); {
