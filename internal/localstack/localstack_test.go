@@ -173,3 +173,47 @@ func TestPostgresRestartImmediateLosesOpenTransactionsOnly(t *testing.T) {
 		t.Errorf("rows after restart = %d, %v; want 1 (the committed one), nil", n, err)
 	}
 }
+
+// TestRedisRestartLosesWhatAReplicaSynced: a replica's full sync leaves a
+// snapshot on disk; promoted and restarted, it must still come back empty,
+// not with the data of that old sync.
+func TestRedisRestartLosesWhatAReplicaSynced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	primary, err := StartRedis(ctx)
+	if err != nil {
+		t.Fatalf("StartRedis: %v", err)
+	}
+	defer primary.Stop()
+	replica, err := StartRedis(ctx)
+	if err != nil {
+		t.Fatalf("StartRedis: %v", err)
+	}
+	defer replica.Stop()
+	p := redis.NewClient(&redis.Options{Addr: primary.Addr})
+	defer p.Close()
+	r := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer r.Close()
+	if err := p.Set(ctx, "old", "value", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.ReplicaOf(ctx, primary.Addr); err != nil {
+		t.Fatal(err)
+	}
+	for r.Get(ctx, "old").Val() != "value" {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the replica never synced")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := replica.ReplicaOf(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("after a restart the former replica has %d keys (%v), want none", n, err)
+	}
+}

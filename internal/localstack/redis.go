@@ -2,10 +2,13 @@ package localstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -59,6 +62,14 @@ func StartRedis(ctx context.Context) (*Redis, error) {
 }
 
 func (r *Redis) launch(ctx context.Context) error {
+	// No persistence means no file to load at start, but a replica's full
+	// sync leaves the primary's snapshot behind as dump.rdb, and
+	// redis-server loads it at start even with --save "": a restart would
+	// bring back the data of that old sync (a default strategy long since
+	// switched away from, say) instead of starting empty.
+	if err := os.Remove(filepath.Join(r.dir, "dump.rdb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("redis %s: remove the last sync's snapshot: %w", r.Addr, err)
+	}
 	args := []string{
 		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
