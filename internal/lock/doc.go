@@ -350,10 +350,11 @@
 // etcd/ZooKeeper queue a process's waiters of one key in memory (package
 // turn), so one waiter per process contends. At the seeds' load (1000
 // units, 1500 buyers at once through nginx, 2 ms of work, lock wait 20 s;
-// one run, 2026-11-23) every one of them sold all 1000 with no 503:
+// one run, 2026-11-23, nothing else on the machine) every one of them sold
+// all 1000 with no 503:
 //
-//	redis 167 sales/s, reentrant 138, fair 161, redlock 182, etcd 95,
-//	zookeeper 103, pglock 140
+//	redis 173 sales/s, reentrant 170, fair 174, redlock 173, etcd 89,
+//	zookeeper 129, pglock 171
 //
 // (sales over the whole run, which includes answering the 500 buyers
 // after the sell-out; the README has the table and the command).
