@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 
@@ -10,9 +11,12 @@ import (
 
 // RedisRestart is redis-restart: Redis is killed (SIGKILL) while a sale is
 // inside its critical section and started again empty (no persistence):
-// every lock, fencing counter and stock counter is gone.
+// every lock, fencing counter and stock counter is gone. The first of the
+// Redlock servers, when the fleet has them, goes the same way at the same
+// moment: one of three servers losing its data, which is what Redlock is
+// meant to survive, and with a lock held on it, what it does not.
 type RedisRestart struct {
-	killed *localstack.Redis
+	killed []*localstack.Redis
 }
 
 // Name implements Fault.
@@ -23,19 +27,25 @@ func (f *RedisRestart) Inject(ctx context.Context, t Target) error {
 	if err := saleInFlight(ctx, t); err != nil {
 		return err
 	}
-	if err := syscall.Kill(t.Fleet.Redis.Pid(), syscall.SIGKILL); err != nil {
-		return fmt.Errorf("kill redis-server: %w", err)
+	servers := []*localstack.Redis{t.Fleet.Redis}
+	if len(t.Fleet.RedlockServers) > 0 {
+		servers = append(servers, t.Fleet.RedlockServers[0])
 	}
-	f.killed = t.Fleet.Redis
+	for _, r := range servers {
+		if err := syscall.Kill(r.Pid(), syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill redis-server on %s: %w", r.Addr, err)
+		}
+		f.killed = append(f.killed, r)
+	}
 	return nil
 }
 
 // Heal implements Fault.
 func (f *RedisRestart) Heal(ctx context.Context) error {
-	if f.killed == nil {
-		return nil
+	var errs []error
+	for _, r := range f.killed {
+		errs = append(errs, r.Restart(ctx))
 	}
-	r := f.killed
 	f.killed = nil
-	return r.Restart(ctx)
+	return errors.Join(errs...)
 }
