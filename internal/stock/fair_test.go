@@ -43,9 +43,7 @@ func TestFairLockLost(t *testing.T) {
 			ctx := context.Background()
 
 			waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
-			waitFor(t, "replica a to hold "+fairHolderKey(id), 5*time.Second, func() bool {
-				return e.rdb.Exists(ctx, fairHolderKey(id)).Val() == 1
-			})
+			waitClaimed(t, e) // the key alone is there before a's Lock returns
 			if err := e.rdb.Del(ctx, fairHolderKey(id)).Err(); err != nil {
 				t.Fatalf("DEL %s: %v", fairHolderKey(id), err)
 			}

@@ -71,9 +71,7 @@ func TestReentrantLockLost(t *testing.T) {
 			ctx := context.Background()
 
 			waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
-			waitFor(t, "replica a to hold "+lockKey(id), 5*time.Second, func() bool {
-				return e.rdb.Exists(ctx, lockKey(id)).Val() == 1
-			})
+			waitClaimed(t, e) // the key alone is there before a's Lock returns
 			if err := e.rdb.Del(ctx, lockKey(id)).Err(); err != nil {
 				t.Fatalf("DEL %s: %v", lockKey(id), err)
 			}
@@ -284,14 +282,16 @@ func counterLeft(e *env, id string) (int64, error) {
 }
 
 // waitClaimed waits until a sale's transaction has claimed a stock row with
-// its fencing token and sits in it (doing the simulated work).
+// its fencing token (any lock's column) and sits in it (doing the simulated
+// work): the holder is past its Lock call, inside the critical section.
 func waitClaimed(t *testing.T, e *env) {
 	t.Helper()
 	waitFor(t, "a lock holder to claim the stock row", 5*time.Second, func() bool {
 		var n int
 		err := e.pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE state = 'idle in transaction' AND query LIKE '%SET fence%'`).Scan(&n)
+			WHERE datname = current_database() AND state = 'idle in transaction'
+				AND query LIKE 'UPDATE stock SET %fence = $2,%'`).Scan(&n)
 		return err == nil && n > 0
 	})
 }
