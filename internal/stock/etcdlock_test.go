@@ -85,6 +85,7 @@ func TestEtcdLeaseLostMidSale(t *testing.T) {
 		_, err := s.Sell(context.Background(), Order{ProductID: id, Quantity: 1})
 		got <- err
 	}()
+	waitClaimed(t, e) // inside the critical section, past its Lock call
 	var lease clientv3.LeaseID
 	waitFor(t, "the seller's lock key in etcd", 5*time.Second, func() bool {
 		resp, err := c.Get(context.Background(), "/test/"+t.Name()+"/"+lockKey(id)+"/", clientv3.WithPrefix())
