@@ -6,6 +6,11 @@
 // removed under its holder, a restock or a strategy switch racing the
 // buyers) into a running local fleet, one file per fault.
 //
+// A fault's Scope says how far it reaches: a fault that strikes the whole
+// fleet (ScopeFleet) is injected once while every strategy sells its own
+// product, side by side; one that acts on a product (ScopeProduct) gets a
+// value per run; the rest (ScopeRun) see one run at a time.
+//
 // A fault only injects and heals; it never judges. Whoever runs it (the
 // load tester's fault matrix) checks the invariants from the database and
 // the answers buyers got.

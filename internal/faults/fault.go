@@ -21,13 +21,43 @@ type Fault interface {
 	Heal(ctx context.Context) error
 }
 
+// Scope is how far a fault reaches, which decides whether the matrix may
+// run the cells of several strategies side by side under it.
+type Scope int
+
+const (
+	// ScopeRun: the fault acts on something the whole run shares (the
+	// fleet default, the next COMMIT anywhere): one cell at a time.
+	ScopeRun Scope = iota
+	// ScopeProduct: the fault acts on the run's product alone: cells run
+	// side by side, each with a Fault value of its own.
+	ScopeProduct
+	// ScopeFleet: the fault strikes the whole fleet alike (a replica,
+	// Redis, Postgres, the network): one injection serves every cell run
+	// side by side, each buying its own product with its own strategy.
+	ScopeFleet
+)
+
+// Scoped is implemented by faults whose scope is not ScopeRun.
+type Scoped interface{ Scope() Scope }
+
+// ScopeOf returns f's Scope.
+func ScopeOf(f Fault) Scope {
+	if s, ok := f.(Scoped); ok {
+		return s.Scope()
+	}
+	return ScopeRun
+}
+
 // Target is one faulted run: the fleet, the product the buyers are
-// buying and the strategy they buy with (the fleet default).
+// buying and the strategy they buy with. A ScopeFleet fault striking
+// several runs at once gets neither.
 type Target struct {
 	Fleet   *fleet.Fleet
 	Product string
-	// Strategy is the fleet default the buyers sell with; Strategies is
-	// every strategy the fleet offers (strategy-switch picks from them).
+	// Strategy is the strategy the buyers sell with (for ScopeRun faults,
+	// the fleet default); Strategies is every strategy the fleet offers
+	// (strategy-switch picks from them).
 	Strategy   string
 	Strategies []Strategy
 	// LockTTL is the fleet's INVENTORY_LOCK_TTL: replica-pause pauses for
@@ -61,6 +91,16 @@ func All() []Fault {
 		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
 		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{},
 	}
+}
+
+// New returns a fresh value of the fault called name, or false.
+func New(name string) (Fault, bool) {
+	for _, f := range All() {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	return nil, false
 }
 
 // Names returns the names of All.

@@ -28,6 +28,9 @@ const deletions = 3
 // Name implements Fault.
 func (*LockExpiredEarly) Name() string { return "lock-expired-early" }
 
+// Scope implements Scoped.
+func (*LockExpiredEarly) Scope() Scope { return ScopeProduct }
+
 // Inject implements Fault.
 func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 	urls := []string{t.Fleet.RedisURL}

@@ -25,6 +25,9 @@ type NetLatency struct {
 // Name implements Fault.
 func (*NetLatency) Name() string { return "net-latency" }
 
+// Scope implements Scoped.
+func (*NetLatency) Scope() Scope { return ScopeFleet }
+
 // Inject implements Fault.
 func (f *NetLatency) Inject(ctx context.Context, t Target) error {
 	r, err := linkedReplica(t)

@@ -22,6 +22,9 @@ type NetPartition struct {
 // Name implements Fault.
 func (*NetPartition) Name() string { return "net-partition" }
 
+// Scope implements Scoped.
+func (*NetPartition) Scope() Scope { return ScopeFleet }
+
 // Inject implements Fault.
 func (f *NetPartition) Inject(ctx context.Context, t Target) error {
 	r, err := linkedReplica(t)

@@ -13,6 +13,9 @@ type PGRestart struct {
 // Name implements Fault.
 func (*PGRestart) Name() string { return "pg-restart" }
 
+// Scope implements Scoped.
+func (*PGRestart) Scope() Scope { return ScopeFleet }
+
 // Inject implements Fault.
 func (f *PGRestart) Inject(ctx context.Context, t Target) error {
 	if err := saleInFlight(ctx, t); err != nil {

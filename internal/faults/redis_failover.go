@@ -27,6 +27,9 @@ type RedisFailover struct {
 // Name implements Fault.
 func (*RedisFailover) Name() string { return "redis-failover" }
 
+// Scope implements Scoped.
+func (*RedisFailover) Scope() Scope { return ScopeFleet }
+
 // holdBackMs is how long the replica's replication stays paused: longer
 // than any run's fault window, and CLIENT UNPAUSE ends it sooner.
 const holdBackMs = 30_000

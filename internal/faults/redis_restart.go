@@ -22,6 +22,9 @@ type RedisRestart struct {
 // Name implements Fault.
 func (*RedisRestart) Name() string { return "redis-restart" }
 
+// Scope implements Scoped.
+func (*RedisRestart) Scope() Scope { return ScopeFleet }
+
 // Inject implements Fault.
 func (f *RedisRestart) Inject(ctx context.Context, t Target) error {
 	if err := saleInFlight(ctx, t); err != nil {

@@ -17,6 +17,9 @@ type ReplicaKill struct {
 // Name implements Fault.
 func (*ReplicaKill) Name() string { return "replica-kill" }
 
+// Scope implements Scoped.
+func (*ReplicaKill) Scope() Scope { return ScopeFleet }
+
 // Inject implements Fault.
 func (f *ReplicaKill) Inject(ctx context.Context, t Target) error {
 	if err := saleInFlight(ctx, t); err != nil {

@@ -20,6 +20,9 @@ type ReplicaPause struct {
 // Name implements Fault.
 func (*ReplicaPause) Name() string { return "replica-pause" }
 
+// Scope implements Scoped.
+func (*ReplicaPause) Scope() Scope { return ScopeFleet }
+
 // Inject implements Fault.
 func (f *ReplicaPause) Inject(ctx context.Context, t Target) error {
 	if err := saleInFlight(ctx, t); err != nil {

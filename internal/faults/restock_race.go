@@ -15,6 +15,9 @@ type RestockRace struct{}
 // Name implements Fault.
 func (*RestockRace) Name() string { return "restock-race" }
 
+// Scope implements Scoped.
+func (*RestockRace) Scope() Scope { return ScopeProduct }
+
 // Inject implements Fault.
 func (*RestockRace) Inject(ctx context.Context, t Target) error {
 	if err := saleInFlight(ctx, t); err != nil {
