@@ -181,6 +181,11 @@ func TestEndToEndThroughRun(t *testing.T) {
 	if p["quantity"] != float64(1) || p["sold"] != float64(1) || p["sales"] != float64(1) {
 		t.Errorf("product = %v, want quantity 1, sold 1, sales 1", p)
 	}
+	// The replica records its lock holds: the reentrant sale's, not atomic's.
+	holds, _ := call("GET", "/products/sku-e2e/holds", "", 200)["holds"].([]any)
+	if hold, _ := first(holds).(map[string]any); len(holds) != 1 || hold["strategy"] != "reentrant" || hold["outcome"] != "sold" {
+		t.Errorf("holds = %v, want the one reentrant hold, sold", holds)
+	}
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
 	}
@@ -359,4 +364,12 @@ func TestABuyerBeyondMaxWaitingIsTurnedAwayAtOnce(t *testing.T) {
 	if prod.Quantity != 9 || prod.Sold != 1 {
 		t.Errorf("after one sale and one turned away: quantity %d, sold %d; want 9 and 1", prod.Quantity, prod.Sold)
 	}
+}
+
+// first is list's first element, nil if it has none.
+func first(list []any) any {
+	if len(list) == 0 {
+		return nil
+	}
+	return list[0]
 }

@@ -115,6 +115,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Lock:       lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m},
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
+		// Always on: a few MB at most, and the fault matrix reads it.
+		Holds: stock.NewHoldLog(stock.DefaultHoldCapacity),
 	}
 	if eps := cfg.etcdEndpoints(); len(eps) > 0 {
 		if deps.Etcd, err = dialEtcd(ctx, eps, cfg, m, log); err != nil {
@@ -182,7 +184,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	handler, err := api.NewServer(api.Config{
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
-		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut,
+		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds,
 	})
 	if err != nil {
 		return err

@@ -48,6 +48,8 @@ type fixture struct {
 	handler http.Handler // NewServer's, unwrapped
 	store   *stock.Store
 	rdb     *redis.Client
+	// holds is the server's log of lock holds, which its sellers record in.
+	holds *stock.HoldLog
 }
 
 // newFixture starts the server; tweaks change its Config first (a test's
@@ -76,8 +78,9 @@ func newFixture(t *testing.T, adminToken string, tweaks ...func(*Config)) *fixtu
 	m := metrics.New(reg)
 	metrics.RegisterPools(reg, pool, rdb)
 	store := stock.NewStore(pool, stock.Limits{})
+	holds := stock.NewHoldLog(1000)
 	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-1",
-		Lock: lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}}
+		Lock: lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}, Holds: holds}
 	sellers := map[string]stock.Seller{}
 	// No lock service of its own is configured here: the strategies that
 	// need one are unavailable (see TestStrategyUnavailable).
@@ -96,7 +99,8 @@ func newFixture(t *testing.T, adminToken string, tweaks ...func(*Config)) *fixtu
 		t.Fatal(err)
 	}
 	cfg := Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-1",
-		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg}
+		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg,
+		Holds: holds}
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
@@ -107,7 +111,7 @@ func newFixture(t *testing.T, adminToken string, tweaks ...func(*Config)) *fixtu
 	// Every exchange of every test is checked against openapi.yaml.
 	srv := httptest.NewServer(specChecker(t).Handler(t, h))
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, url: srv.URL, handler: h, store: store, rdb: rdb}
+	return &fixture{t: t, url: srv.URL, handler: h, store: store, rdb: rdb, holds: holds}
 }
 
 type response struct {

@@ -16,6 +16,7 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/products/{id}", s.handleGetProduct)
 	r.Get("/products/{id}/rounds/{round}", s.handleGetRound)
 	r.With(s.requireAdmin).Put("/products/{id}", s.handlePutProduct)
+	r.With(s.requireAdmin).Get("/products/{id}/holds", s.handleGetHolds)
 
 	r.Get("/strategies", s.handleListStrategies)
 	r.Get("/strategy", s.handleGetStrategy)

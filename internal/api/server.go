@@ -47,6 +47,10 @@ type Config struct {
 	// (stock.SoldOut): a restock through this replica forgets its mark at
 	// once, before the announcement reaches the other replicas.
 	SoldOut *stock.SoldOut
+	// Holds, when set, is the log of lock holds the strategies of this
+	// replica record (stock.Deps.Holds), served by GET
+	// /products/{id}/holds; nil answers every product with no holds.
+	Holds *stock.HoldLog
 }
 
 type server struct {

@@ -38,13 +38,11 @@ func (s *etcdLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
+	hold := s.d.Holds.Begin(o.ProductID, Etcd, lease.Fence())
 	sale, err := s.d.Store.record(lease.Context(), o, Etcd, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return fencedCheckThenDecrement(ctx, t, o.Quantity, etcdFence, lease.Fence(), s.d.WorkDelay)
 	})
-	if err != nil {
-		return Sale{}, lost(lease, err)
-	}
-	return sale, nil
+	return hold.done(sale, lost(lease, err))
 }
 
 var _ Seller = (*etcdLock)(nil)

@@ -66,8 +66,9 @@ func TestReentrantLockLost(t *testing.T) {
 			da := e.deps("replica-a")
 			da.Lock = lock.Options{TTL: c.ttl, Wait: 2 * time.Second}
 			da.WorkDelay = 700 * time.Millisecond
+			da.Holds = NewHoldLog(10)
 			a := e.seller(t, Reentrant, da)
-			b := e.replica(t, Reentrant, "replica-b", 0)
+			b, holdsB := e.holdingReplica(t, Reentrant, "replica-b", 0)
 			ctx := context.Background()
 
 			waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
@@ -94,7 +95,33 @@ func TestReentrantLockLost(t *testing.T) {
 			if saleB.Fence <= 0 {
 				t.Errorf("replica b's sale has fence %d, want a positive fencing token", saleB.Fence)
 			}
+			checkLostLockHolds(t, da.Holds.For(id), holdsB.For(id), errA)
 		})
+	}
+}
+
+// checkLostLockHolds checks the holds of TestReentrantLockLost: a's one hold
+// ended lock-lost when a failed, sold when it sold; b's hold, granted after
+// a's key was deleted, has a higher fence, sold, and began while a still
+// held (overlapping holders, measured) when a went on to sell.
+func checkLostLockHolds(t *testing.T, a, b []Hold, errA error) {
+	t.Helper()
+	if len(a) != 1 || len(b) != 1 {
+		t.Fatalf("holds: replica a %+v, replica b %+v; want one each", a, b)
+	}
+	wantA := HoldSold
+	if errA != nil {
+		wantA = HoldLockLost
+	}
+	if a[0].Outcome != wantA || a[0].Fence <= 0 || a[0].End.IsZero() {
+		t.Errorf("replica a's hold %+v, want outcome %q with a fence (its Sell returned %v)", a[0], wantA, errA)
+	}
+	if b[0].Outcome != HoldSold || b[0].Fence <= a[0].Fence {
+		t.Errorf("replica b's hold %+v, want outcome %q with a fence above a's %d", b[0], HoldSold, a[0].Fence)
+	}
+	if errA == nil && !b[0].Start.Before(a[0].End) {
+		t.Errorf("replica b's hold started at %s, after a's ended at %s; want them overlapping (a kept working after its key was deleted)",
+			b[0].Start.Format(time.RFC3339Nano), a[0].End.Format(time.RFC3339Nano))
 	}
 }
 

@@ -43,10 +43,10 @@ func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, col fence
 
 // lost turns a failed sale into ErrLockLost when the lease was lost meanwhile
 // (the failure is then its consequence: a cancelled query, say). A breach
-// keeps its own error, and a commit whose outcome is unknown stays
-// ErrUnavailable: it may have sold.
+// keeps its own error, a commit whose outcome is unknown stays
+// ErrUnavailable (it may have sold), and nil (a sale that committed) stays nil.
 func lost(l interface{ Err() error }, err error) error {
-	if errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
+	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
 	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&

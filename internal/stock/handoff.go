@@ -28,28 +28,29 @@ func newHandoff(d Deps) *batch {
 	return newQueued(d, h.sellBatch)
 }
 
-// sellBatch takes product id's lock, works, sells orders in one fenced
-// transaction under the lease's context, and releases the lock after the
-// commit.
+// sellBatch takes product id's lock, sells orders under it (sellHeld) and
+// releases the lock after the commit.
 func (h *handoff) sellBatch(ctx context.Context, id string, orders []Order) []batchAnswer {
-	all := func(err error) []batchAnswer {
-		answers := make([]batchAnswer, len(orders))
-		for i := range answers {
-			answers[i].err = err
-		}
-		return answers
-	}
 	// An unknown product must not get a lock or fencing key in Redis.
 	if err := h.d.Store.exists(ctx, id); err != nil {
-		return all(err)
+		return answerAll(orders, err)
 	}
 	lease, err := h.mu.Lock(ctx, lockKey(id))
 	if err != nil {
-		return all(lockErr(err))
+		return answerAll(orders, lockErr(err))
 	}
 	defer release(ctx, lease)
+	hold := h.d.Holds.Begin(id, Handoff, lease.Fence())
+	answers := h.sellHeld(lease, id, orders)
+	hold.End(batchOutcome(answers))
+	return answers
+}
+
+// sellHeld is the critical section: work, then sell orders in one fenced
+// transaction under the lease's context.
+func (h *handoff) sellHeld(lease *lock.Lease, id string, orders []Order) []batchAnswer {
 	if err := pause(lease.Context(), h.d.WorkDelay); err != nil {
-		return all(lost(lease, err))
+		return answerAll(orders, lost(lease, err))
 	}
 	answers := h.d.Store.recordBatch(lease.Context(), id, Handoff, h.d.Instance, lease.Fence(), orders)
 	for i, a := range answers {
@@ -58,6 +59,15 @@ func (h *handoff) sellBatch(ctx context.Context, id string, orders []Order) []ba
 		if a.err != nil && !errors.Is(a.err, ErrSoldOut) {
 			answers[i].err = lost(lease, a.err)
 		}
+	}
+	return answers
+}
+
+// answerAll answers every order with err.
+func answerAll(orders []Order, err error) []batchAnswer {
+	answers := make([]batchAnswer, len(orders))
+	for i := range answers {
+		answers[i].err = err
 	}
 	return answers
 }

@@ -34,9 +34,10 @@ func (s *local) Sell(ctx context.Context, o Order) (Sale, error) {
 func (s *local) sell(ctx context.Context, o Order) (Sale, error) {
 	unlock := s.lock(o.ProductID)
 	defer unlock()
-	return s.d.Store.record(ctx, o, Local, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+	hold := s.d.Holds.Begin(o.ProductID, Local, 0)
+	return hold.done(s.d.Store.record(ctx, o, Local, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
-	})
+	}))
 }
 
 // lock takes id's mutex and returns the function that releases it.

@@ -45,13 +45,11 @@ func (s *redisLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
+	hold := s.d.Holds.Begin(o.ProductID, RedisLock, lease.Fence())
 	sale, err := s.d.Store.record(lease.Context(), o, RedisLock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence(), s.d.WorkDelay)
 	})
-	if err != nil {
-		return Sale{}, lost(lease, err)
-	}
-	return sale, nil
+	return hold.done(sale, lost(lease, err))
 }
 
 var _ Seller = (*redisLock)(nil)

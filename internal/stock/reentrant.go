@@ -47,11 +47,9 @@ func (s *reentrant) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
+	hold := s.d.Holds.Begin(o.ProductID, Reentrant, lease.Fence())
 	sale, err := s.sellHeld(lease.Context(), o)
-	if err != nil {
-		return Sale{}, lost(lease, err)
-	}
-	return sale, nil
+	return hold.done(sale, lost(lease, err))
 }
 
 // sellHeld checks, works, decrements and records o under the product's lock

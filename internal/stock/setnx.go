@@ -38,9 +38,10 @@ func (s *setNX) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, unlockFunc(unlock))
-	return s.d.Store.record(ctx, o, SetNX, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+	hold := s.d.Holds.Begin(o.ProductID, SetNX, 0)
+	return hold.done(s.d.Store.record(ctx, o, SetNX, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
-	})
+	}))
 }
 
 // setNXKey is the naive lock's key, apart from lockKey: its unconditional

@@ -118,6 +118,10 @@ type Deps struct {
 	// OnConflict, when set, is called each time an optimistic attempt loses
 	// its compare-and-set, for metrics.
 	OnConflict func()
+	// Holds records every critical section held under a lock strategy's
+	// lock (local, setnx and the safe lock strategies; one per batch for
+	// handoff), so overlapping holders can be measured; nil: not recorded.
+	Holds *HoldLog
 }
 
 // New builds the strategy called name. Each call makes an independent seller:

@@ -41,13 +41,11 @@ func (s *zooKeeper) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
+	hold := s.d.Holds.Begin(o.ProductID, ZooKeeper, lease.Fence())
 	sale, err := s.d.Store.record(lease.Context(), o, ZooKeeper, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return fencedCheckThenDecrement(ctx, t, o.Quantity, zookeeperFence, lease.Fence(), s.d.WorkDelay)
 	})
-	if err != nil {
-		return Sale{}, lost(lease, err)
-	}
-	return sale, nil
+	return hold.done(sale, lost(lease, err))
 }
 
 var _ Seller = (*zooKeeper)(nil)
