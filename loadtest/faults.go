@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -24,7 +25,7 @@ type faultOptions struct {
 	htmlOut                     string
 	runs, buyers, concurrency   int
 	stock                       int64
-	workDelay, lockTTL          time.Duration
+	workDelay, lockTTL, spread  time.Duration
 	retries                     int
 }
 
@@ -41,6 +42,7 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	fs.IntVar(&o.retries, "retries", 3, "how often a buyer without a definite answer retries with the same Idempotency-Key")
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the replicas (keeps buyers inside their critical sections)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", time.Second, "INVENTORY_LOCK_TTL for the replicas; replica-pause pauses for twice this")
+	fs.DurationVar(&o.spread, "spread", 2*time.Second, "side by side, each run's buyers start over at least this long, so the fastest strategies are still selling when the slowest reach the fault's moment (0: as fast as they can)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the matrix as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write the matrix as a self-contained HTML heat map to this file")
 	if err := fs.Parse(args); err != nil {
@@ -56,8 +58,8 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 		return o, fmt.Errorf("%w: --runs, --stock, --buyers and --concurrency must be at least 1", errUsage)
 	case o.retries < 1:
 		return o, fmt.Errorf("%w: --retries must be at least 1 (buyers retry a 503 with the same key at least once)", errUsage)
-	case o.lockTTL <= 0 || o.workDelay < 0:
-		return o, fmt.Errorf("%w: --lock-ttl must be positive and --work-delay not negative", errUsage)
+	case o.lockTTL <= 0 || o.workDelay < 0 || o.spread < 0:
+		return o, fmt.Errorf("%w: --lock-ttl must be positive, --work-delay and --spread not negative", errUsage)
 	}
 	return o, nil
 }
@@ -141,25 +143,33 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 var errSafeBroke = errors.New("a safe strategy broke an invariant under a fault (see the red cells above)")
 
 // faultMatrix runs every strategy the fleet offers (or o.strategies) ×
-// every fault of fl, o.runs faulted runs per cell, against f.
+// every fault of fl, o.runs faulted runs per cell, against f. Under a fault
+// that reaches the whole fleet or one product (faults.ScopeOf), the
+// strategies' runs go side by side, each buying a product of its own with
+// its own strategy; under the others, one run at a time with the strategy
+// as the fleet default.
 func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []faults.Fault, log io.Writer) (Matrix, error) {
-	c := newClient(f.URL, f.AdminToken, o.concurrency)
-	defer c.close()
-	strategies, err := pickStrategies(ctx, c, o.strategies, log)
+	probe := newClient(f.URL, f.AdminToken, 1)
+	strategies, err := pickStrategies(ctx, probe, o.strategies, log)
+	probe.close()
 	if err != nil {
 		return Matrix{}, err
 	}
-	var all []faults.Strategy
-	for _, s := range strategies {
-		all = append(all, faults.Strategy{Name: s.Name, Safe: s.Safe})
+	mr := &matrixRun{
+		c: newClient(f.URL, f.AdminToken, o.concurrency*len(strategies)), o: o, fleet: f,
+		stamp: time.Now().Unix() % 1_000_000, spread: o.spread,
 	}
-	var urls []string
+	defer mr.c.close()
+	for _, s := range strategies {
+		mr.all = append(mr.all, faults.Strategy{Name: s.Name, Safe: s.Safe})
+	}
 	for _, r := range f.Replicas {
-		urls = append(urls, r.URL)
+		mr.replicas = append(mr.replicas, r.URL)
 	}
 	m := Matrix{
 		StartedAt: time.Now().UTC().Format(time.RFC3339), Runs: o.runs, Stock: o.stock, Buyers: o.buyers,
 		Concurrency: o.concurrency, Retries: o.retries, WorkDelay: o.workDelay.String(), LockTTL: o.lockTTL.String(),
+		Spread: o.spread.String(),
 	}
 	for _, s := range strategies {
 		m.Strategies = append(m.Strategies, StrategyInfo{Name: s.Name, Safe: s.Safe})
@@ -167,87 +177,255 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []fault
 	for _, x := range fl {
 		m.Faults = append(m.Faults, x.Name())
 	}
-	stamp := time.Now().Unix() % 1_000_000
-	for _, s := range strategies {
-		for _, fault := range fl {
-			cell := Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}
-			// A missed run (the buyers all answered before the fault's moment,
-			// which happens to the fastest strategies) is tried again, twice at
-			// most, each time with four times the stock and buyers, so that
-			// sales are still in flight when the fault strikes.
-			ro := o
-			for run := 1; cell.Runs < o.runs && run <= o.runs+2; run++ {
-				product := fmt.Sprintf("f%d-%s-%s-%d", stamp, s.Name, fault.Name(), run)
-				t := faults.Target{Fleet: f, Product: product, Strategy: s.Name, Strategies: all, LockTTL: o.lockTTL}
-				res, err := faultedRun(ctx, c, ro, f.PostgresURL, urls, s, fault, t)
-				switch {
-				case errors.Is(err, faults.ErrNotApplicable):
-					cell.NotApplicable = err.Error()
-				case errors.Is(err, faults.ErrMissed):
-					cell.Missed++
-					ro.stock, ro.buyers = 4*ro.stock, 4*ro.buyers
-				case err != nil:
-					return Matrix{}, fmt.Errorf("%s × %s run %d: %w", s.Name, fault.Name(), run, err)
-				default:
-					res.Run = run
-					cell.add(res)
+	byCell := map[[2]string]Cell{}
+	for _, fault := range fl {
+		began := time.Now()
+		lanes := make([]*lane, len(strategies))
+		for i, s := range strategies {
+			lanes[i] = &lane{s: s, cell: Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}}
+		}
+		if faults.ScopeOf(fault) == faults.ScopeRun {
+			for _, l := range lanes {
+				if err := mr.oneAtATime(ctx, l, fault); err != nil {
+					return Matrix{}, err
 				}
-				if cell.NotApplicable != "" {
-					break // the strategy has nothing this fault acts on
-				}
+				mr.report(log, l)
 			}
-			cell.finish()
-			fmt.Fprintf(log, "%-10s × %-18s %s\n", s.Name, fault.Name(), cell.Summary())
-			m.Cells = append(m.Cells, cell)
-			m.Failed = m.Failed || cell.SafeBroke
+		} else {
+			if err := mr.sideBySide(ctx, lanes, fault); err != nil {
+				return Matrix{}, err
+			}
+			for _, l := range lanes {
+				mr.report(log, l)
+			}
+		}
+		for _, l := range lanes {
+			byCell[[2]string{l.s.Name, fault.Name()}] = l.cell
+			m.Failed = m.Failed || l.cell.SafeBroke
+		}
+		took := time.Since(began).Round(100 * time.Millisecond)
+		m.FaultSeconds = append(m.FaultSeconds, took.Seconds())
+		fmt.Fprintf(log, "%s: %v\n", fault.Name(), took)
+	}
+	for _, s := range strategies { // rows in the strategies' order, as GET /strategies lists them
+		for _, fault := range fl {
+			m.Cells = append(m.Cells, byCell[[2]string{s.Name, fault.Name()}])
 		}
 	}
 	return m, nil
 }
 
-// faultedRun is one run of one cell: buyers with Idempotency-Keys buy
-// product with strategy s (the fleet default), and fault strikes once a
-// fifth of them have their answer and a sale is inside its critical
-// section. The run is judged like any other (faulted), then its ledger is
-// checked key by key.
-func faultedRun(ctx context.Context, c *client, o faultOptions, pgURL string, replicas []string, s strategyInfo, fault faults.Fault, t faults.Target) (Result, error) {
-	before, err := breachCounts(ctx, replicas, s.Name)
-	if err != nil {
-		return Result{}, err
+// matrixRun is what every run of one fault matrix shares.
+type matrixRun struct {
+	c        *client
+	o        faultOptions
+	fleet    *fleet.Fleet
+	all      []faults.Strategy
+	replicas []string // the replicas' own URLs, for their metrics
+	stamp    int64    // makes this matrix's product ids its own
+	// spread is how long the buyers of each run of a side-by-side round
+	// take at least to start: o.spread, or three times as long as the
+	// slowest run of an earlier round took to reach the fault's moment, so
+	// that the fastest strategies are still selling when it comes.
+	spread time.Duration
+}
+
+// maxScale bounds matrixRun.scale.
+const maxScale = 64
+
+// lane is one cell being run: a strategy under the fault at hand.
+type lane struct {
+	s     strategyInfo
+	cell  Cell
+	tries int // runs started, missed ones included
+}
+
+// grow is the scale after a missed run.
+func grow(scale int64) int64 { return min(4*max(scale, 1), maxScale) }
+
+// open reports whether the cell wants another run: fewer than o.runs
+// judged, and not more than two missed.
+func (l *lane) open(o faultOptions) bool {
+	return l.cell.NotApplicable == "" && l.cell.Runs < o.runs && l.tries < o.runs+2
+}
+
+// next starts the lane's next run: its product, and o's stock and buyers
+// times scale.
+func (mr *matrixRun) next(l *lane, fault faults.Fault, scale int64) (product string, size faultOptions) {
+	l.tries++
+	size = mr.o
+	if scale > 1 {
+		size.stock, size.buyers = scale*size.stock, int(scale)*size.buyers
 	}
-	strikeAt := int64(max(1, o.buyers/5))
-	cfg := loadConfig{
-		Product: t.Product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency,
-		Keys: t.Product, Retries: o.retries,
-		Disturb: func(ctx context.Context, answered func() int64, selling <-chan struct{}) error {
-			tick := time.NewTicker(2 * time.Millisecond)
-			defer tick.Stop()
-			for answered() < strikeAt {
-				select {
-				case <-selling:
-					return faults.ErrMissed
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-tick.C:
-				}
+	return fmt.Sprintf("f%d-%s-%s-%d", mr.stamp, l.s.Name, fault.Name(), l.tries), size
+}
+
+// record adds a run's outcome to its cell, and reports whether the run was
+// missed (the fault found its buyers all answered).
+func (mr *matrixRun) record(l *lane, fault faults.Fault, res FaultRun, err error) (missed bool, _ error) {
+	switch {
+	case errors.Is(err, faults.ErrNotApplicable):
+		l.cell.NotApplicable = err.Error()
+	case errors.Is(err, faults.ErrMissed):
+		l.cell.Missed++
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("%s × %s run %d: %w", l.s.Name, fault.Name(), l.tries, err)
+	default:
+		res.Run = l.tries
+		l.cell.add(res)
+	}
+	return false, nil
+}
+
+func (mr *matrixRun) report(log io.Writer, l *lane) {
+	l.cell.finish()
+	fmt.Fprintf(log, "%-10s × %-18s %s\n", l.s.Name, l.cell.Fault, l.cell.Summary())
+}
+
+func (mr *matrixRun) target(l *lane, product string) faults.Target {
+	return faults.Target{Fleet: mr.fleet, Product: product, Strategy: l.s.Name, Strategies: mr.all, LockTTL: mr.o.lockTTL}
+}
+
+// oneAtATime runs a cell's runs one after another, the strategy being the
+// fleet default: buyers name none, so strategy-switch acts as it would in
+// production.
+func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault) error {
+	scale := int64(1)
+	for l.open(mr.o) {
+		product, size := mr.next(l, fault, scale)
+		t := mr.target(l, product)
+		sc := scenario{Name: l.s.Name, Safe: l.s.Safe, Switch: []string{l.s.Name}}
+		res, err := mr.faultedRun(ctx, l.s, size, product, sc, 0, strikeAlone(fault, t, strikeAt(size)))
+		missed, err := mr.record(l, fault, res, err)
+		if err != nil {
+			return err
+		}
+		if missed {
+			scale = grow(scale)
+		}
+	}
+	return nil
+}
+
+// sideBySide runs the cells of every lane at once, round after round
+// until each has its runs: each run buys a product of its own naming its
+// strategy. A ScopeFleet fault strikes once per round for all of them
+// (strikeBoard); a ScopeProduct fault strikes each run on its own.
+func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults.Fault) error {
+	for {
+		var open []*lane
+		for _, l := range lanes {
+			if l.open(mr.o) {
+				open = append(open, l)
 			}
-			t.Selling = selling
-			slog.Debug("fault strikes", "strategy", s.Name, "fault", fault.Name(), "product", t.Product, "answered", answered())
-			injectErr := fault.Inject(ctx, t)
-			// Heal even a half-done injection, then report the first error.
-			return errors.Join(injectErr, fault.Heal(context.WithoutCancel(ctx)))
-		},
+		}
+		if len(open) == 0 {
+			return nil
+		}
+		var board *strikeBoard
+		spread := time.Duration(0) // a fault of its own strikes each run at its own moment
+		began := time.Now()
+		if faults.ScopeOf(fault) == faults.ScopeFleet {
+			board = newStrikeBoard(len(open))
+			go board.strike(ctx, fault, faults.Target{Fleet: mr.fleet, Strategies: mr.all, LockTTL: mr.o.lockTTL})
+			spread = mr.spread
+		}
+		type outcome struct {
+			res FaultRun
+			err error
+		}
+		got := make([]outcome, len(open))
+		var wg sync.WaitGroup
+		for i, l := range open {
+			product, size := mr.next(l, fault, 1)
+			wg.Go(func() {
+				var disturb func(context.Context, func() int64, <-chan struct{}) error
+				if board != nil {
+					defer board.leave(i)
+					disturb = board.disturb(i, strikeAt(size))
+				} else {
+					own, _ := faults.New(fault.Name()) // a value per run: it keeps what it must heal
+					disturb = strikeAlone(own, mr.target(l, product), strikeAt(size))
+				}
+				sc := scenario{Name: l.s.Name, Safe: l.s.Safe, Sell: []string{l.s.Name}}
+				got[i].res, got[i].err = mr.faultedRun(ctx, l.s, size, product, sc, spread, disturb)
+			})
+		}
+		wg.Wait()
+		if board != nil {
+			<-board.done
+			if !board.struckAt.IsZero() {
+				mr.spread = max(mr.spread, 3*board.struckAt.Sub(began).Round(100*time.Millisecond))
+			}
+		}
+		for i, l := range open {
+			if _, err := mr.record(l, fault, got[i].res, got[i].err); err != nil {
+				return err
+			}
+		}
 	}
-	// Buyers name no strategy: the fleet default is set to s for the run
-	// (and restored after), so strategy-switch acts as it would in production.
-	sc := scenario{Name: s.Name, Safe: s.Safe, Switch: []string{s.Name}}
-	res, err := runScenario(ctx, c, cfg, sc, nil)
-	if err != nil {
-		return Result{}, err
+}
+
+// strikeAt is how many buyers of a run have their answer when its fault
+// strikes: a fifth.
+func strikeAt(o faultOptions) int64 { return int64(max(1, o.buyers/5)) }
+
+// strikeAlone is a run's Disturb for a fault of its own: it strikes once
+// at answers have been given and heals.
+func strikeAlone(fault faults.Fault, t faults.Target, at int64) func(context.Context, func() int64, <-chan struct{}) error {
+	return func(ctx context.Context, answered func() int64, selling <-chan struct{}) error {
+		if err := awaitAnswers(ctx, answered, at, selling); err != nil {
+			return err
+		}
+		t.Selling = selling
+		slog.Debug("fault strikes", "strategy", t.Strategy, "fault", fault.Name(), "product", t.Product, "answered", answered())
+		injectErr := fault.Inject(ctx, t)
+		// Heal even a half-done injection, then report the first error.
+		return errors.Join(injectErr, fault.Heal(context.WithoutCancel(ctx)))
 	}
-	why, err := checkKeys(ctx, pgURL, t.Product, res.Rounds[0].Round, res.answers)
+}
+
+// awaitAnswers waits until at buyers have their answer: faults.ErrMissed
+// if all of them have theirs first (selling closed).
+func awaitAnswers(ctx context.Context, answered func() int64, at int64, selling <-chan struct{}) error {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for answered() < at {
+		select {
+		case <-selling:
+			return faults.ErrMissed
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// faultedRun is one run of one cell: buyers with Idempotency-Keys buy
+// product with strategy s (as sc says: naming it, or as the fleet
+// default), starting over at least spread, while disturb strikes. The run is judged like any other
+// (faulted), then its ledger is checked key by key, and the replicas'
+// hold logs are searched for holders that overlapped.
+func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOptions, product string, sc scenario,
+	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error) (FaultRun, error) {
+	before, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
-		return Result{}, err
+		return FaultRun{}, err
+	}
+	cfg := loadConfig{
+		Product: product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency,
+		Keys: product, Retries: o.retries, Disturb: disturb, Spread: spread,
+	}
+	res, err := runScenario(ctx, mr.c, cfg, sc, nil)
+	if err != nil {
+		return FaultRun{}, err
+	}
+	pgURL := mr.fleet.PostgresURL
+	why, err := checkKeys(ctx, pgURL, product, res.Rounds[0].Round, res.answers)
+	if err != nil {
+		return FaultRun{}, err
 	}
 	if len(why) > 0 {
 		res.Reasons = append(res.Reasons, why...)
@@ -257,18 +435,28 @@ func faultedRun(ctx context.Context, c *client, o faultOptions, pgURL string, re
 	}
 	if s.Safe && res.Verdict == VerdictBroken {
 		// Which strategy sold what, from which replica: the first clue.
-		who, err := ledgerByStrategy(ctx, pgURL, t.Product, res.Rounds[0].Round)
+		who, err := ledgerByStrategy(ctx, pgURL, product, res.Rounds[0].Round)
 		if err != nil {
-			return Result{}, err
+			return FaultRun{}, err
 		}
 		res.Reasons = append(res.Reasons, "ledger rows by strategy@replica: "+who)
 	}
-	after, err := breachCounts(ctx, replicas, s.Name)
+	after, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
-		return Result{}, err
+		return FaultRun{}, err
 	}
 	res.BreachMetric = breachDelta(before, after)
-	return res, nil
+	run := FaultRun{Result: res}
+	holds, err := fetchHolds(ctx, mr.replicas, mr.fleet.AdminToken, product)
+	if err != nil {
+		return FaultRun{}, err
+	}
+	ov := overlaps(holds, time.Now())
+	run.Overlaps = int64(len(ov))
+	for _, o := range ov[:min(len(ov), 3)] {
+		run.OverlapSample = append(run.OverlapSample, o.describe())
+	}
+	return run, nil
 }
 
 // isTerminal reports whether w is a terminal (colour only there).

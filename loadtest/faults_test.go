@@ -88,21 +88,22 @@ func TestMatrixCellsAndExitStatus(t *testing.T) {
 	safeBroken := Result{Safe: true, Verdict: VerdictBroken, Reasons: []string{"oversold 1 unit"}, Oversold: 1}
 	var c Cell
 	c.Safe = true
-	c.add(Result{Safe: true, Verdict: VerdictSafe, OK: 5, SoldOut: 2, Unavailable: 1})
-	c.add(safeBroken)
+	c.add(FaultRun{Result: Result{Safe: true, Verdict: VerdictSafe, OK: 5, SoldOut: 2, Unavailable: 1}, Overlaps: 2})
+	c.add(FaultRun{Result: safeBroken})
 	c.finish()
-	if c.Short() != "1/2" || !c.SafeBroke || c.Definite != 7 || c.Indefinite != 1 || c.Oversold != 1 {
-		t.Errorf("cell = %s, SafeBroke %v, definite %d, 5xx %d, oversold %d; want 1/2, true, 7, 1, 1", c.Short(), c.SafeBroke, c.Definite, c.Indefinite, c.Oversold)
+	if c.Short() != "1/2" || !c.SafeBroke || c.Definite != 7 || c.Indefinite != 1 || c.Oversold != 1 || c.Overlaps != 2 {
+		t.Errorf("cell = %s, SafeBroke %v, definite %d, 5xx %d, oversold %d, overlaps %d; want 1/2, true, 7, 1, 1, 2",
+			c.Short(), c.SafeBroke, c.Definite, c.Indefinite, c.Oversold, c.Overlaps)
 	}
 	var u Cell
-	u.add(Result{Verdict: VerdictOversold, Reasons: []string{"oversold"}})
+	u.add(FaultRun{Result: Result{Verdict: VerdictOversold, Reasons: []string{"oversold"}}})
 	u.finish()
 	if u.Short() != "0/1" || u.SafeBroke {
 		t.Errorf("unsafe cell = %s, SafeBroke %v; want 0/1, false (expected to break)", u.Short(), u.SafeBroke)
 	}
 	var out bytes.Buffer
 	printMatrix(&out, Matrix{Runs: 2, Strategies: []StrategyInfo{{"redis", true}}, Faults: []string{"replica-kill"},
-		Cells: []Cell{{Strategy: "redis", Fault: "replica-kill", Safe: true, Runs: 2, Kept: 1, SafeBroke: true, Results: []Result{safeBroken}}}}, false)
+		Cells: []Cell{{Strategy: "redis", Fault: "replica-kill", Safe: true, Runs: 2, Kept: 1, SafeBroke: true, Results: []FaultRun{{Result: safeBroken}}}}}, false)
 	if !strings.Contains(out.String(), "1/2 BROKE") || !strings.Contains(out.String(), "SAFE STRATEGY BROKE") || strings.Contains(out.String(), "\x1b[") {
 		t.Errorf("matrix without colour does not show the broken safe cell plainly:\n%s", out.String())
 	}

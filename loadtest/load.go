@@ -32,6 +32,9 @@ type loadConfig struct {
 	// its error ends the run. A disturbed run may span rounds, and is
 	// judged as faulted (see figures.Faulted).
 	Disturb func(ctx context.Context, answered func() int64, selling <-chan struct{}) error
+	// Spread, when set, paces the buyers: they start no faster than
+	// Buyers over Spread (a run whose sales are slower is not held back).
+	Spread time.Duration
 }
 
 // keyedAnswer is the last answer a buyer with an Idempotency-Key got.
@@ -302,11 +305,23 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	if cfg.Disturb != nil {
 		go func() { disturbed <- cfg.Disturb(ctx, answered.Load, selling) }()
 	}
+	var pace <-chan time.Time
+	if cfg.Spread > 0 {
+		t := time.NewTicker(max(cfg.Spread/time.Duration(cfg.Buyers), time.Microsecond))
+		defer t.Stop()
+		pace = t.C
+	}
 	start := time.Now()
 	for range min(cfg.Concurrency, cfg.Buyers) {
 		wg.Go(func() {
 			hist, cnt := newHistogram(), newCounts()
 			for runCtx.Err() == nil {
+				if pace != nil {
+					select {
+					case <-pace:
+					case <-runCtx.Done():
+					}
+				}
 				i := next.Add(1) - 1
 				if i >= int64(cfg.Buyers) {
 					break

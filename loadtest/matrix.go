@@ -19,9 +19,12 @@ type Matrix struct {
 	Retries     int            `json:"retries"`
 	WorkDelay   string         `json:"work_delay"`
 	LockTTL     string         `json:"lock_ttl"`
+	Spread      string         `json:"spread"` // side by side, each run's buyers start over at least this long
 	Strategies  []StrategyInfo `json:"strategies"`
 	Faults      []string       `json:"faults"`
 	Cells       []Cell         `json:"cells"`
+	// FaultSeconds is how long each fault's cells took, in Faults' order.
+	FaultSeconds []float64 `json:"fault_seconds"`
 	// Failed is true when a safe strategy broke an invariant in some run; the exit status is then 1.
 	Failed bool `json:"failed"`
 }
@@ -53,12 +56,26 @@ type Cell struct {
 	Definite      int64  `json:"definite"`       // buyers whose last answer was 2xx or 409
 	Indefinite    int64  `json:"indefinite_5xx"` // buyers whose last answer was 503, another 5xx or none
 	Retries       int64  `json:"retries"`        // requests re-sent with the same Idempotency-Key
+	// Overlaps is pairs of lock holds of the run's product held at the
+	// same time (two holders each believing the lock theirs), summed over
+	// runs, from the replicas' GET /products/{id}/holds.
+	Overlaps int64 `json:"overlapping_holders"`
 	// P50 and P99 are the worst run's buyer latency percentiles, retries included.
 	P50 float64 `json:"p50_ms"`
 	P99 float64 `json:"p99_ms"`
 	// SafeBroke is true when the strategy is safe and a run broke an invariant.
-	SafeBroke bool     `json:"safe_broke"`
-	Results   []Result `json:"results"`
+	SafeBroke bool       `json:"safe_broke"`
+	Results   []FaultRun `json:"results"`
+}
+
+// FaultRun is one faulted run: the load tester's figures of the run, and
+// what the replicas' hold logs showed.
+type FaultRun struct {
+	Result
+	// Overlaps is the pairs of holds of the run's product that were held
+	// at the same time; OverlapSample describes the first few.
+	Overlaps      int64    `json:"overlapping_holders"`
+	OverlapSample []string `json:"overlap_sample,omitempty"`
 }
 
 // kept reports whether a run kept every invariant.
@@ -69,11 +86,12 @@ func kept(r Result) bool {
 	return len(r.Reasons) == 0
 }
 
-func (c *Cell) add(r Result) {
+func (c *Cell) add(r FaultRun) {
 	c.Runs++
-	if kept(r) {
+	if kept(r.Result) {
 		c.Kept++
 	}
+	c.Overlaps += r.Overlaps
 	c.Oversold += r.Oversold
 	c.Breaches += r.Breaches
 	c.BreachMetric += r.BreachMetric
@@ -104,8 +122,8 @@ func (c Cell) Summary() string {
 	if c.NotApplicable != "" {
 		return "n/a: " + c.NotApplicable
 	}
-	return fmt.Sprintf("%s kept the invariants, oversold %d, breaches %d, definite %d, 5xx %d, p99 %.0f ms",
-		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Definite, c.Indefinite, c.P99)
+	return fmt.Sprintf("%s kept the invariants, oversold %d, breaches %d, overlapping holders %d, definite %d, 5xx %d, p99 %.0f ms",
+		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Overlaps, c.Definite, c.Indefinite, c.P99)
 }
 
 // printMatrix writes the strategies × faults table, then the figures of
@@ -152,13 +170,13 @@ func printMatrix(w io.Writer, m Matrix, colour bool) {
 	d.SetOutputMirror(w)
 	d.SetStyle(table.StyleLight)
 	d.Style().Format.Header = text.FormatDefault
-	d.AppendHeader(table.Row{"strategy", "fault", "kept", "oversold", "breaches (answers/metric)", "definite", "5xx", "retries", "p50 ms", "p99 ms"})
+	d.AppendHeader(table.Row{"strategy", "fault", "kept", "oversold", "breaches (answers/metric)", "overlapping holders", "definite", "5xx", "retries", "p50 ms", "p99 ms"})
 	for _, c := range m.Cells {
 		if c.NotApplicable != "" {
 			continue
 		}
 		d.AppendRow(table.Row{c.Strategy, c.Fault, c.Short(), c.Oversold, fmt.Sprintf("%d/%d", c.Breaches, c.BreachMetric),
-			c.Definite, c.Indefinite, c.Retries, fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P99)})
+			c.Overlaps, c.Definite, c.Indefinite, c.Retries, fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P99)})
 	}
 	d.Render()
 	for _, c := range m.Cells {
@@ -166,7 +184,7 @@ func printMatrix(w io.Writer, m Matrix, colour bool) {
 			fmt.Fprintf(w, "  %s × %s: n/a (%s)\n", c.Strategy, c.Fault, c.NotApplicable)
 		}
 		for _, r := range c.Results {
-			if kept(r) {
+			if kept(r.Result) {
 				continue
 			}
 			kind := "expected, unsafe"

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"inventory/internal/faults"
+)
+
+// countingFault is a stand-in Fault for the board's logic: it counts its
+// injections and heals and remembers whether the runs were selling.
+type countingFault struct {
+	injects, heals atomic.Int32
+	err            error
+}
+
+func (*countingFault) Name() string { return "counting" }
+func (f *countingFault) Inject(context.Context, faults.Target) error {
+	f.injects.Add(1)
+	return f.err
+}
+func (f *countingFault) Heal(context.Context) error { f.heals.Add(1); return nil }
+
+// TestStrikeBoard: three runs share one strike. Run 0 arrives and is still
+// selling; run 1 finishes before its moment; run 2 arrives but has
+// finished selling by the time the last run settles. The fault strikes
+// once, for run 0 alone; runs 1 and 2 are told they were missed.
+func TestStrikeBoard(t *testing.T) {
+	ctx := context.Background()
+	f := &countingFault{}
+	b := newStrikeBoard(3)
+	go b.strike(ctx, f, faults.Target{})
+
+	var answered [3]atomic.Int64
+	selling := [3]chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() { errs[i] = b.disturb(i, 10)(ctx, answered[i].Load, selling[i]) })
+	}
+	answered[0].Store(10)
+	answered[2].Store(10)
+	waitState := func(i int, want laneState) {
+		for {
+			b.mu.Lock()
+			st := b.state[i]
+			b.mu.Unlock()
+			if st == want {
+				return
+			}
+			// Spin on the board's own state: it changes within the
+			// disturb goroutines' 2 ms ticks.
+			runtime.Gosched()
+			select {
+			case <-b.done:
+				t.Fatalf("the board struck before run %d reached state %d", i, want)
+			default:
+			}
+		}
+	}
+	waitState(0, laneReady)
+	waitState(2, laneReady)
+	close(selling[2]) // run 2 finished selling while run 1 was still on its way
+	close(selling[1]) // run 1 finishes before its moment: it leaves
+	<-b.done
+	close(selling[0])
+	wg.Wait()
+
+	if n := f.injects.Load(); n != 1 {
+		t.Errorf("%d injections, want 1 for the whole round", n)
+	}
+	if n := f.heals.Load(); n != 1 {
+		t.Errorf("%d heals, want 1", n)
+	}
+	if errs[0] != nil {
+		t.Errorf("run 0 (struck while selling): %v, want nil", errs[0])
+	}
+	for _, i := range []int{1, 2} {
+		if !errors.Is(errs[i], faults.ErrMissed) {
+			t.Errorf("run %d (not selling when the fault struck): %v, want ErrMissed", i, errs[i])
+		}
+	}
+}
+
+// TestStrikeBoardNobodySelling: when every run leaves before its moment,
+// the fault never strikes.
+func TestStrikeBoardNobodySelling(t *testing.T) {
+	f := &countingFault{}
+	b := newStrikeBoard(2)
+	go b.strike(context.Background(), f, faults.Target{})
+	b.leave(0)
+	b.leave(1)
+	b.leave(1) // leaving twice is harmless
+	<-b.done
+	if f.injects.Load() != 0 || f.heals.Load() != 0 {
+		t.Errorf("%d injections and %d heals with nobody selling, want none", f.injects.Load(), f.heals.Load())
+	}
+}
+
+// TestStrikeBoardFaultError: the fault's error reaches every run it struck.
+func TestStrikeBoardFaultError(t *testing.T) {
+	boom := errors.New("boom")
+	f := &countingFault{err: boom}
+	b := newStrikeBoard(1)
+	go b.strike(context.Background(), f, faults.Target{})
+	var answered atomic.Int64
+	answered.Store(1)
+	selling := make(chan struct{})
+	err := b.disturb(0, 1)(context.Background(), answered.Load, selling)
+	close(selling)
+	if !errors.Is(err, boom) {
+		t.Errorf("disturb = %v, want the fault's error", err)
+	}
+	if f.heals.Load() != 1 {
+		t.Errorf("%d heals after a failed injection, want 1 (heal even a half-done one)", f.heals.Load())
+	}
+}
