@@ -568,7 +568,7 @@ func restockChecked(ctx context.Context, c *client, id string, stock int64) (pro
 // productResult is one product's figures and judgement as --json writes them.
 func productResult(id string, after product, f figures, j judgement) ProductResult {
 	pr := ProductResult{
-		Product: id, Round: after.Round, FinalStock: f.Final, OK: f.OK, SoldOut: f.SoldOut, Unavailable: f.Unavailable,
+		Product: id, Round: after.Round, Buyers: f.Buyers, FinalStock: f.Final, OK: f.OK, SoldOut: f.SoldOut, Unavailable: f.Unavailable,
 		Oversold: j.Oversold, LostUpdates: j.LostUpdates, Undersold: j.Undersold, Rounds: j.Rounds,
 		// Reasons other than undersold are broken invariants, whether the strategy claims safety or not.
 		Broken: len(j.Reasons) > 0 && j.Verdict != VerdictUndersold,

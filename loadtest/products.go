@@ -81,7 +81,8 @@ func adminParallel(concurrency int) int { return max(1, min(concurrency, 16)) }
 // checked on its own exactly as a single product is; --json writes it.
 type ProductResult struct {
 	Product     string        `json:"product"`
-	Round       int64         `json:"round"` // the product's current round after the run
+	Round       int64         `json:"round"`  // the product's current round after the run
+	Buyers      int64         `json:"buyers"` // buyers who picked this product
 	Initial     int64         `json:"initial"`
 	FinalStock  int64         `json:"final_stock"`
 	LedgerUnits int64         `json:"ledger_units"`
@@ -166,8 +167,9 @@ func combine(safe bool, ids []string, js []judgement) (string, []string) {
 }
 
 // spread sums up a many-product row in one line: how many products sold
-// out, the hottest product's share of the 2xx, and where it oversold, e.g.
-// "8 products, 3 sold out; hottest sku-1 with 41% of the 2xx (82 of 200); oversold on 1: sku-1 +5".
+// out, the hottest product's (the most buyers') share of the buyers and of
+// the 2xx, and where it oversold, e.g. "8 products, 3 sold out; hottest
+// sku-1: 41% of the buyers, 14% of the 2xx (20 of 141); oversold on 1: sku-1 +5".
 func spread(res Result) string {
 	ps := res.Products
 	if len(ps) == 0 {
@@ -179,7 +181,7 @@ func spread(res Result) string {
 		if p.FinalStock <= 0 {
 			soldOut++
 		}
-		if p.OK > ps[hottest].OK {
+		if p.Buyers > ps[hottest].Buyers {
 			hottest = i
 		}
 		if p.Oversold > 0 {
@@ -187,9 +189,11 @@ func spread(res Result) string {
 		}
 	}
 	s := fmt.Sprintf("%d products, %d sold out", len(ps), soldOut)
-	if res.OK > 0 {
-		h := ps[hottest]
-		s += fmt.Sprintf("; hottest %s with %.0f%% of the 2xx (%d of %d)", h.Product, 100*float64(h.OK)/float64(res.OK), h.OK, res.OK)
+	if h := ps[hottest]; res.Buyers > 0 {
+		s += fmt.Sprintf("; hottest %s: %.0f%% of the buyers", h.Product, 100*float64(h.Buyers)/float64(res.Buyers))
+		if res.OK > 0 {
+			s += fmt.Sprintf(", %.0f%% of the 2xx (%d of %d)", 100*float64(h.OK)/float64(res.OK), h.OK, res.OK)
+		}
 	}
 	if len(oversold) > 0 {
 		sort.SliceStable(oversold, func(a, b int) bool { return oversold[a].Oversold > oversold[b].Oversold })

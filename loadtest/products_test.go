@@ -151,26 +151,26 @@ func TestCombine(t *testing.T) {
 
 func TestReportShowsTheProductSpread(t *testing.T) {
 	rep := Report{Runs: 1, Products: 3, Zipf: 1.1, Results: []Result{
-		{Run: 1, Strategy: "none", OK: 40, SoldOut: 10, FinalStock: -4, LedgerUnits: 40, LedgerRows: 40, Oversold: 5, LostUpdates: 1, Verdict: VerdictOversold,
+		{Run: 1, Strategy: "none", Buyers: 50, OK: 40, SoldOut: 10, FinalStock: -4, LedgerUnits: 40, LedgerRows: 40, Oversold: 5, LostUpdates: 1, Verdict: VerdictOversold,
 			Products: []ProductResult{
-				{Product: "p-1", Initial: 10, FinalStock: -5, LedgerUnits: 15, LedgerRows: 15, OK: 15, Oversold: 5, Broken: true},
-				{Product: "p-2", Initial: 10, FinalStock: 0, LedgerUnits: 10, LedgerRows: 10, OK: 10},
-				{Product: "p-3", Initial: 10, FinalStock: 1, LedgerUnits: 15, LedgerRows: 15, OK: 15, LostUpdates: 1, Broken: true},
+				{Product: "p-1", Buyers: 25, Initial: 10, FinalStock: -5, LedgerUnits: 15, LedgerRows: 15, OK: 15, Oversold: 5, Broken: true},
+				{Product: "p-2", Buyers: 10, Initial: 10, FinalStock: 0, LedgerUnits: 10, LedgerRows: 10, OK: 10},
+				{Product: "p-3", Buyers: 15, Initial: 10, FinalStock: 1, LedgerUnits: 15, LedgerRows: 15, OK: 15, LostUpdates: 1, Broken: true},
 			}},
-		{Run: 1, Strategy: "atomic", Safe: true, OK: 20, SoldOut: 30, Verdict: VerdictSafe,
+		{Run: 1, Strategy: "atomic", Safe: true, Buyers: 50, OK: 20, SoldOut: 30, Verdict: VerdictSafe,
 			Products: []ProductResult{
-				{Product: "p-1", Initial: 10, LedgerUnits: 10, LedgerRows: 10, OK: 10,
+				{Product: "p-1", Buyers: 30, Initial: 10, LedgerUnits: 10, LedgerRows: 10, OK: 10,
 					Rounds: []RoundResult{{Round: 4, Initial: 10}, {Round: 5, Current: true, Initial: 10, LedgerUnits: 10}}},
-				{Product: "p-2", Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
-				{Product: "p-3", Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
+				{Product: "p-2", Buyers: 12, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
+				{Product: "p-3", Buyers: 8, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
 			}},
 	}}
 	var buf bytes.Buffer
 	printTable(&buf, rep)
 	out := buf.String()
 	for _, want := range []string{
-		"none: 3 products, 2 sold out; hottest p-1 with 38% of the 2xx (15 of 40); oversold on 1: p-1 +5",
-		"atomic: 3 products, 1 sold out; hottest p-1 with 50% of the 2xx (10 of 20)",
+		"none: 3 products, 2 sold out; hottest p-1: 50% of the buyers, 38% of the 2xx (15 of 40); oversold on 1: p-1 +5",
+		"atomic: 3 products, 1 sold out; hottest p-1: 60% of the buyers, 50% of the 2xx (10 of 20)",
 		"rounds", "1–2 per product",
 	} {
 		if !strings.Contains(out, want) {
@@ -289,7 +289,7 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 		if len(r.Products) != 5 {
 			t.Fatalf("%s: %d products in the result, want 5", r.Strategy, len(r.Products))
 		}
-		var ok, units, final, initial int64
+		var ok, units, final, initial, buyers int64
 		for i, p := range r.Products {
 			if want := "m-" + strconv.Itoa(i+1); p.Product != want {
 				t.Errorf("%s: product %d is %q, want %q", r.Strategy, i, p.Product, want)
@@ -298,14 +298,17 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 			if p.Initial != 10 || (n == len(rep.Results)-1 && (p.LedgerUnits != db.sold || p.FinalStock != db.qty)) {
 				t.Errorf("%s %s: initial %d ledger %d final %d, the fleet says 10, %d, %d", r.Strategy, p.Product, p.Initial, p.LedgerUnits, p.FinalStock, db.sold, db.qty)
 			}
-			ok, units, final, initial = ok+p.OK, units+p.LedgerUnits, final+p.FinalStock, initial+p.Initial
+			if p.Buyers != p.OK+p.SoldOut {
+				t.Errorf("%s %s: %d buyers, %d×2xx %d×409", r.Strategy, p.Product, p.Buyers, p.OK, p.SoldOut)
+			}
+			ok, units, final, initial, buyers = ok+p.OK, units+p.LedgerUnits, final+p.FinalStock, initial+p.Initial, buyers+p.Buyers
 		}
-		if r.OK != ok || r.LedgerUnits != units || r.FinalStock != final || r.Initial != initial || r.OK+r.SoldOut != 200 {
+		if r.OK != ok || r.LedgerUnits != units || r.FinalStock != final || r.Initial != initial || r.OK+r.SoldOut != 200 || buyers != 200 {
 			t.Errorf("%s: row 2xx %d ledger %d final %d initial %d (2xx+409 %d), products sum to %d %d %d %d; want the sums, 200 answers",
 				r.Strategy, r.OK, r.LedgerUnits, r.FinalStock, r.Initial, r.OK+r.SoldOut, ok, units, final, initial)
 		}
-		if hot, cold := r.Products[0], r.Products[4]; hot.OK+hot.SoldOut <= cold.OK+cold.SoldOut || hot.SoldOut == 0 {
-			t.Errorf("%s: product 1 had %d buyers (%d×409), product 5 %d; want product 1 the hottest and sold out", r.Strategy, hot.OK+hot.SoldOut, hot.SoldOut, cold.OK+cold.SoldOut)
+		if hot, cold := r.Products[0], r.Products[4]; hot.Buyers <= cold.Buyers || hot.SoldOut == 0 {
+			t.Errorf("%s: product 1 had %d buyers (%d×409), product 5 %d; want product 1 the hottest and sold out", r.Strategy, hot.Buyers, hot.SoldOut, cold.Buyers)
 		}
 	}
 	honest, leaky := rep.Results[0], rep.Results[1]
@@ -323,5 +326,34 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("run(%q) output lacks %q:\n%s", args, want, stderr.String())
 		}
+	}
+}
+
+func TestHTMLShowsTheHottestProducts(t *testing.T) {
+	var ps []ProductResult
+	for i := range 12 {
+		ps = append(ps, ProductResult{Product: "hot-" + strconv.Itoa(i+1), Buyers: int64(100 / (i + 1)), OK: int64(min(20, 100/(i+1)))})
+	}
+	rep := &Report{Runs: 1, Products: 12, Results: []Result{{Run: 1, Strategy: "atomic", Safe: true, OK: 200, Products: ps}}}
+	var buf bytes.Buffer
+	if err := renderHTML(&buf, rep, nil); err != nil {
+		t.Fatalf("renderHTML: %v", err)
+	}
+	page := buf.String()
+	for _, want := range []string{"Sales on the hottest products", `"hot-1"`, `"hot-10"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the report of a many-product run lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `"hot-11"`) {
+		t.Errorf("the report shows hot-11, want the hottest %d products only", hottestShown)
+	}
+	buf.Reset()
+	rep.Results[0].Products = nil
+	if err := renderHTML(&buf, rep, nil); err != nil {
+		t.Fatalf("renderHTML: %v", err)
+	}
+	if strings.Contains(buf.String(), "Sales on the hottest products") {
+		t.Errorf("the report of a one-product run has the per-product chart")
 	}
 }
