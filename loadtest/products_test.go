@@ -204,15 +204,24 @@ func TestReportShowsTheProductSpread(t *testing.T) {
 
 // multiFake is a fleet of many products with two strategies: honest sells
 // while a product's stock remains; leaky (claims safety) oversells
-// product "<prefix>-1" by one unit, once, and is honest elsewhere.
+// product "<prefix>-1" by one unit, once, and is honest elsewhere. It keeps
+// every round, and a default strategy (honest unless PUT /strategy).
 type multiFake struct {
 	mu       sync.Mutex
 	products map[string]*multiProduct
+	def      string
 	leaked   bool
 	restocks int
 }
 
-type multiProduct struct{ qty, initial, sold, round int64 }
+type multiProduct struct {
+	qty, round int64
+	rounds     map[int64]*fakeRound // fakeRound: exit_test.go
+}
+
+func newMultiFake() *multiFake {
+	return &multiFake{products: map[string]*multiProduct{}, def: "honest"}
+}
 
 func (f *multiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
@@ -221,16 +230,25 @@ func (f *multiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/strategies":
 		_, _ = w.Write([]byte(`[{"name":"honest","safe":true},{"name":"leaky","safe":true}]`))
+	case r.Method == http.MethodGet && r.URL.Path == "/strategy":
+		_ = json.NewEncoder(w).Encode(map[string]string{"strategy": f.def})
+	case r.Method == http.MethodPut && r.URL.Path == "/strategy":
+		var body struct{ Strategy string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.def = body.Strategy
+		_ = json.NewEncoder(w).Encode(body)
 	case r.Method == http.MethodPut && len(parts) == 2 && parts[0] == "products":
 		var body struct{ Quantity int64 }
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		p := f.products[parts[1]]
 		if p == nil {
-			p = &multiProduct{}
+			p = &multiProduct{rounds: map[int64]*fakeRound{}}
 			f.products[parts[1]] = p
 		}
 		f.restocks++
-		*p = multiProduct{qty: body.Quantity, initial: body.Quantity, round: p.round + 1}
+		p.round++
+		p.qty = body.Quantity
+		p.rounds[p.round] = &fakeRound{initial: body.Quantity}
 		_ = json.NewEncoder(w).Encode(p.json())
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "products":
 		p := f.products[parts[1]]
@@ -239,6 +257,15 @@ func (f *multiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(p.json())
+	case r.Method == http.MethodGet && len(parts) == 4 && parts[0] == "products" && parts[2] == "rounds":
+		n, _ := strconv.ParseInt(parts[3], 10, 64)
+		p := f.products[parts[1]]
+		if p == nil || p.rounds[n] == nil {
+			http.NotFound(w, r)
+			return
+		}
+		rd := p.rounds[n]
+		_ = json.NewEncoder(w).Encode(map[string]any{"round": n, "initial": rd.initial, "sold": rd.sold, "sales": rd.sales, "current": n == p.round})
 	case r.Method == http.MethodPost && r.URL.Path == "/sale":
 		var body struct {
 			ProductID string `json:"product_id"`
@@ -249,26 +276,32 @@ func (f *multiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			problem(w, http.StatusNotFound, "not-found", false)
 			return
 		}
-		leak := r.URL.Query().Get("strategy") == "leaky" && strings.HasSuffix(body.ProductID, "-1") && !f.leaked && p.qty < 1
+		strategy := f.def
+		if named := r.URL.Query().Get("strategy"); named != "" {
+			strategy = named
+		}
+		leak := strategy == "leaky" && strings.HasSuffix(body.ProductID, "-1") && !f.leaked && p.qty < 1
 		if p.qty < 1 && !leak {
 			problem(w, http.StatusConflict, "sold-out", false)
 			return
 		}
 		f.leaked = f.leaked || leak
 		p.qty--
-		p.sold++
-		_ = json.NewEncoder(w).Encode(map[string]any{"round": p.round, "remaining": p.qty})
+		p.rounds[p.round].sold++
+		p.rounds[p.round].sales++
+		_ = json.NewEncoder(w).Encode(map[string]any{"round": p.round, "strategy": strategy, "remaining": p.qty})
 	default:
 		http.NotFound(w, r)
 	}
 }
 
 func (p *multiProduct) json() map[string]int64 {
-	return map[string]int64{"quantity": p.qty, "initial": p.initial, "sold": p.sold, "sales": p.sold, "round": p.round}
+	rd := p.rounds[p.round]
+	return map[string]int64{"quantity": p.qty, "initial": rd.initial, "sold": rd.sold, "sales": rd.sales, "round": p.round}
 }
 
 func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
-	fake := &multiFake{products: map[string]*multiProduct{}}
+	fake := newMultiFake()
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	args := []string{"--url", srv.URL, "--admin-token", "t", "--json", "-", "--product", "m", "--products", "5",
@@ -285,7 +318,7 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 	if fake.restocks != 10 {
 		t.Errorf("run(%q) restocked %d times, want every product once per row (10)", args, fake.restocks)
 	}
-	for n, r := range rep.Results {
+	for _, r := range rep.Results {
 		if len(r.Products) != 5 {
 			t.Fatalf("%s: %d products in the result, want 5", r.Strategy, len(r.Products))
 		}
@@ -294,9 +327,9 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 			if want := "m-" + strconv.Itoa(i+1); p.Product != want {
 				t.Errorf("%s: product %d is %q, want %q", r.Strategy, i, p.Product, want)
 			}
-			db := fake.products[p.Product] // as the last row left it
-			if p.Initial != 10 || (n == len(rep.Results)-1 && (p.LedgerUnits != db.sold || p.FinalStock != db.qty)) {
-				t.Errorf("%s %s: initial %d ledger %d final %d, the fleet says 10, %d, %d", r.Strategy, p.Product, p.Initial, p.LedgerUnits, p.FinalStock, db.sold, db.qty)
+			db := fake.products[p.Product]
+			if rd := db.rounds[p.Round]; p.Initial != 10 || p.LedgerUnits != rd.sold || (p.Round == db.round && p.FinalStock != db.qty) {
+				t.Errorf("%s %s: initial %d ledger %d final %d, the fleet says 10, %d, %d", r.Strategy, p.Product, p.Initial, p.LedgerUnits, p.FinalStock, rd.sold, db.qty)
 			}
 			if p.Buyers != p.OK+p.SoldOut {
 				t.Errorf("%s %s: %d buyers, %d×2xx %d×409", r.Strategy, p.Product, p.Buyers, p.OK, p.SoldOut)
@@ -355,5 +388,54 @@ func TestHTMLShowsTheHottestProducts(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "Sales on the hottest products") {
 		t.Errorf("the report of a one-product run has the per-product chart")
+	}
+}
+
+// TestManyProductsWithTheHarderScenarios runs --products with --mix,
+// --switch-during and --restock-during together: every product restocked
+// mid-run, each of its two rounds checked on its own, the default restored.
+func TestManyProductsWithTheHarderScenarios(t *testing.T) {
+	fake := newMultiFake()
+	fake.def = "leaky" // the switch row must not sell with it, and must put it back
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	args := []string{"--url", srv.URL, "--admin-token", "t", "--json", "-", "--product", "h", "--products", "4", "--zipf", "2",
+		"--stock", "10", "--buyers", "90", "--concurrency", "4", "--strategies", "honest", "--mix", "--switch-during", "10", "--restock-during"}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v\n%s", args, err, stderr.String())
+	}
+	rep := readReport(t, stdout.Bytes())
+	var rows []string
+	for _, r := range rep.Results {
+		rows = append(rows, r.Strategy)
+		if r.Verdict != VerdictSafe || len(r.Products) != 4 {
+			t.Errorf("%s: %s with %d products (%q), want SAFE with 4", r.Strategy, r.Verdict, len(r.Products), r.Reasons)
+			continue
+		}
+		var okSum int64
+		for _, p := range r.Products {
+			if len(p.Rounds) != 2 || p.Rounds[0].Initial != 10 || p.Rounds[1].Initial != 10 || !p.Rounds[1].Current {
+				t.Errorf("%s %s: rounds %+v, want two of 10, the second current", r.Strategy, p.Product, p.Rounds)
+			}
+			for _, rd := range p.Rounds {
+				okSum += rd.OK
+			}
+		}
+		if okSum != r.OK || r.Initial != 80 {
+			t.Errorf("%s: 2xx by product round sum to %d, row %d; initial %d, want 80 (4 products × 2 rounds × 10)", r.Strategy, okSum, r.OK, r.Initial)
+		}
+	}
+	if !slices.Equal(rows, []string{"honest", rowMix, rowSwitch}) {
+		t.Errorf("rows %v, want honest, mix, switch", rows)
+	}
+	if fake.def != "leaky" || fake.leaked {
+		t.Errorf("fleet default after the run %q (leaky sold: %v), want leaky restored and never sold with", fake.def, fake.leaked)
+	}
+	if want := 3 * 4 * 2; fake.restocks != want {
+		t.Errorf("%d restocks, want %d (3 rows × 4 products × 2 rounds)", fake.restocks, want)
+	}
+	if !strings.Contains(stderr.String(), "2 per product") {
+		t.Errorf("the table lacks the rounds per product:\n%s", stderr.String())
 	}
 }
