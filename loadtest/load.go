@@ -260,13 +260,15 @@ func (t *tally) add(o outcome, late bool, p int, c counts) {
 	}
 }
 
-// okByRound is product p's 2xx answers by the round they named.
-func (t *tally) okByRound(p int) map[int64]int64 {
-	out := map[int64]int64{}
+// okByRound is each product's 2xx answers by the round they named, by
+// product index.
+func (t *tally) okByRound() []map[int64]int64 {
+	out := make([]map[int64]int64, len(t.products))
+	for i := range out {
+		out[i] = map[int64]int64{}
+	}
 	for k, n := range t.perRound {
-		if k.product == p {
-			out[k.round] += n
-		}
+		out[k.product][k.round] += n
 	}
 	return out
 }
@@ -465,9 +467,10 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	}
 	// Every product is checked on its own, exactly as a single one is.
 	var (
-		after  = make([]product, len(ids))
-		figs   = make([]figures, len(ids))
-		judged = make([]judgement, len(ids))
+		after     = make([]product, len(ids))
+		figs      = make([]figures, len(ids))
+		judged    = make([]judgement, len(ids))
+		okByRound = t.okByRound()
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
 		a, err := c.product(ctx, id)
@@ -483,7 +486,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		}
 		f := t.products[i].figures(sc.Safe, cfg.Disturb != nil, buyersOf[i])
 		f.Final = a.Quantity
-		if f.Rounds, f.Unattributed, err = readRounds(ctx, c, id, before[i].Round, a, t.okByRound(i)); err != nil {
+		if f.Rounds, f.Unattributed, err = readRounds(ctx, c, id, before[i].Round, a, okByRound[i]); err != nil {
 			return err
 		}
 		after[i], figs[i], judged[i] = a, f, judge(f)

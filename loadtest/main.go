@@ -11,7 +11,9 @@
 // --mix, --restock-during and --switch-during add the design's harder cases:
 // every safe strategy selling one product at once, a restock racing the
 // buyers (every round is then checked on its own), and the fleet default
-// switched while sales are in flight.
+// switched while sales are in flight. --products N sells N products at
+// once, buyers picking by a seeded Zipf choice (--zipf), each product
+// checked on its own.
 //
 // `loadtest faults` runs the fault matrix instead: every strategy × every
 // fault of internal/faults, N faulted runs per cell, against a local fleet

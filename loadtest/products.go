@@ -190,9 +190,9 @@ func spread(res Result) string {
 	}
 	s := fmt.Sprintf("%d products, %d sold out", len(ps), soldOut)
 	if h := ps[hottest]; res.Buyers > 0 {
-		s += fmt.Sprintf("; hottest %s: %.0f%% of the buyers", h.Product, 100*float64(h.Buyers)/float64(res.Buyers))
+		s += fmt.Sprintf("; hottest %s: %s of the buyers", h.Product, percent(h.Buyers, res.Buyers))
 		if res.OK > 0 {
-			s += fmt.Sprintf(", %.0f%% of the 2xx (%d of %d)", 100*float64(h.OK)/float64(res.OK), h.OK, res.OK)
+			s += fmt.Sprintf(", %s of the 2xx (%d of %d)", percent(h.OK, res.OK), h.OK, res.OK)
 		}
 	}
 	if len(oversold) > 0 {
@@ -207,4 +207,13 @@ func spread(res Result) string {
 		s += fmt.Sprintf("; oversold on %d: %s", len(oversold), strings.Join(parts, ", "))
 	}
 	return s
+}
+
+// percent formats part/whole as a percentage, with a decimal below 10%.
+func percent(part, whole int64) string {
+	p := 100 * float64(part) / float64(whole)
+	if p < 10 {
+		return fmt.Sprintf("%.1f%%", p)
+	}
+	return fmt.Sprintf("%.0f%%", p)
 }

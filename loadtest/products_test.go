@@ -177,6 +177,12 @@ func TestReportShowsTheProductSpread(t *testing.T) {
 			t.Errorf("printTable output lacks %q:\n%s", want, out)
 		}
 	}
+	if got := percent(3, 7224); got != "0.0%" {
+		t.Errorf("percent(3, 7224) = %q, want 0.0%%", got)
+	}
+	if got := percent(12, 1000); got != "1.2%" {
+		t.Errorf("percent(12, 1000) = %q, want 1.2%%", got)
+	}
 	if strings.Count(out, "│ none ") != 1 || strings.Count(out, "│ atomic ") != 1 {
 		t.Errorf("printTable: want one row per strategy:\n%s", out)
 	}
