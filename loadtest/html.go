@@ -41,6 +41,9 @@ func renderHTML(w io.Writer, rep *Report, m *Matrix) error {
 	page.SetPageTitle("inventory load test")
 	if rep != nil && len(rep.Results) > 0 {
 		page.AddCharts(salesOverTime(rep), latencies(rep), finalStock(rep), perReplicaSplit(rep), breaches(rep))
+		if slices.ContainsFunc(rep.Results, func(r Result) bool { return len(r.Products) > 0 }) {
+			page.AddCharts(hottestProducts(rep))
+		}
 	}
 	if m != nil && len(m.Cells) > 0 {
 		page.AddCharts(faultHeatMap(m))
@@ -145,6 +148,42 @@ func perReplicaSplit(rep *Report) *charts.Bar {
 func breaches(rep *Report) *charts.Bar {
 	bar := barOf(rep, "Lock breaches caught by the database", "answers flagged lock_breach: the lock broke, the guarded, fenced write was refused")
 	bar.AddSeries("breaches", values(rep, func(r Result) any { return r.Breaches }))
+	return bar
+}
+
+// hottestShown is how many products the per-product chart shows.
+const hottestShown = 10
+
+// hottestProducts is the spread of a many-product run (--products): the
+// 2xx of each row on the hottest products, and how many buyers picked
+// each (the same demand for every row of a run).
+func hottestProducts(rep *Report) *charts.Bar {
+	bar := charts.NewBar()
+	bar.SetGlobalOptions(chartOpts("Sales on the hottest products", fmt.Sprintf("2xx per product, the first %d of the Zipf choice (product 1 the hottest); buyers: how many picked it", hottestShown))...)
+	var ids []string
+	var buyers []opts.BarData
+	for _, r := range rep.Results {
+		if len(r.Products) == 0 {
+			continue
+		}
+		if ids == nil {
+			for _, p := range r.Products[:min(hottestShown, len(r.Products))] {
+				ids = append(ids, p.Product)
+				buyers = append(buyers, opts.BarData{Value: p.Buyers})
+			}
+			bar.SetXAxis(ids)
+			label := "buyers"
+			if rep.Runs > 1 {
+				label = fmt.Sprintf("buyers (run %d)", r.Run)
+			}
+			bar.AddSeries(label, buyers)
+		}
+		var data []opts.BarData
+		for _, p := range r.Products[:min(len(ids), len(r.Products))] {
+			data = append(data, opts.BarData{Value: p.OK})
+		}
+		bar.AddSeries(rowLabel(rep, r), data)
+	}
 	return bar
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -35,6 +37,13 @@ type loadConfig struct {
 	// Spread, when set, paces the buyers: they start no faster than
 	// Buyers over Spread (a run whose sales are slower is not held back).
 	Spread time.Duration
+	// Products, above 1, sells "<Product>-1" … "<Product>-N" at once, Stock
+	// units each, Buyers in all, each buyer picking its product by
+	// zipfChoices(Products, Buyers, Zipf, Seed); every product is checked on
+	// its own. 0 or 1: Product alone. Not with Keys.
+	Products int
+	Zipf     float64 // the Zipf exponent, above 1 (0: defaultZipf)
+	Seed     uint64  // seeds the buyers' product choices
 }
 
 // keyedAnswer is the last answer a buyer with an Idempotency-Key got.
@@ -77,7 +86,7 @@ func single(s strategyInfo) scenario {
 type Result struct {
 	Run         int    `json:"run"`
 	Strategy    string `json:"strategy"` // a strategy, or the row "mix" or "switch"
-	Round       int64  `json:"round"`    // the product's current round after the run
+	Round       int64  `json:"round"`    // the product's current round after the run (0 with --products: see Products)
 	Safe        bool   `json:"safe"`
 	Initial     int64  `json:"initial"`
 	Buyers      int64  `json:"buyers"`
@@ -116,6 +125,14 @@ type Result struct {
 	// started: sales over time, for the HTML report.
 	Timeline []int64 `json:"sales_per_100ms,omitempty"`
 
+	// Products is every product of a many-product run (--products), each
+	// checked on its own, in order (product 1, the most likely pick,
+	// first); the figures above are then their sums, and Round, Rounds and
+	// BrokenRounds are left empty (each product has its own). Seed is what
+	// the buyers' product choices were seeded with.
+	Products []ProductResult `json:"products,omitempty"`
+	Seed     uint64          `json:"seed,omitempty"`
+
 	answers []keyedAnswer // with loadConfig.Keys: every buyer's last answer
 }
 
@@ -127,15 +144,67 @@ type Latency struct {
 	Max float64 `json:"max"`
 }
 
+// answerCounts is what the buyers of one product (or of every product)
+// saw; workers add to it concurrently.
+type answerCounts struct {
+	ok, soldOut, unavailable, errors, breaches, unknown atomic.Int64
+	// Of buyers who asked after the product's last restock in the run.
+	lateSoldOut, lateTurnedAway atomic.Int64
+}
+
+// count adds o; late says the buyer asked after the product's last restock.
+func (a *answerCounts) count(o outcome, late bool) {
+	switch {
+	case o.err != nil:
+		a.errors.Add(1)
+	case o.status/100 == 2:
+		a.ok.Add(1)
+	case o.status == 409:
+		a.soldOut.Add(1)
+		if late {
+			a.lateSoldOut.Add(1)
+		}
+	case o.status == 503:
+		a.unavailable.Add(1)
+	}
+	if late && o.status/100 != 2 {
+		a.lateTurnedAway.Add(1)
+	}
+	if o.breach {
+		a.breaches.Add(1)
+	}
+	if o.unknown {
+		a.unknown.Add(1)
+	}
+}
+
+// figures is the answers as judge takes them, the product's state to be
+// filled in.
+func (a *answerCounts) figures(safe, faulted bool, buyers int64) figures {
+	return figures{
+		Safe:           safe,
+		Faulted:        faulted,
+		Buyers:         buyers,
+		OK:             a.ok.Load(),
+		SoldOut:        a.soldOut.Load(),
+		Unavailable:    a.unavailable.Load(),
+		Errors:         a.errors.Load(),
+		Unknown:        a.unknown.Load(),
+		Breaches:       a.breaches.Load(),
+		LateSoldOut:    a.lateSoldOut.Load(),
+		LateTurnedAway: a.lateTurnedAway.Load(),
+	}
+}
+
 // tally is what the buyers of one run saw; workers add to it concurrently.
 type tally struct {
-	ok, soldOut, unavailable, errors, breaches, unknown, retries atomic.Int64
-	// Of buyers who asked after the run's last restock.
-	lateSoldOut, lateTurnedAway atomic.Int64
+	all      answerCounts
+	products []answerCounts // by product index
+	retries  atomic.Int64
 
 	mu          sync.Mutex
 	perReplica  map[string]int64
-	perRound    map[int64]int64 // 2xx by the round the response named
+	perRound    map[productRound]int64 // 2xx by product and the round the response named
 	perStrategy map[string]int64
 	perTick     map[int64]int64 // 2xx by 100 ms since the buyers started
 	firstErrs   []string
@@ -143,51 +212,47 @@ type tally struct {
 	hist        *hdrhistogram.Histogram // microseconds
 }
 
+// productRound is a product (by index) and one of its rounds.
+type productRound struct {
+	product int
+	round   int64
+}
+
+func newTally(products int) *tally {
+	return &tally{products: make([]answerCounts, products), perReplica: map[string]int64{}, perRound: map[productRound]int64{},
+		perStrategy: map[string]int64{}, perTick: map[int64]int64{}, hist: newHistogram()}
+}
+
 // counts is one worker's share of the tally's maps, merged at the end.
 type counts struct {
 	perReplica  map[string]int64
-	perRound    map[int64]int64
+	perRound    map[productRound]int64
 	perStrategy map[string]int64
 	perTick     map[int64]int64 // 2xx answers by 100 ms since the buyers started
 	answers     []keyedAnswer
 }
 
 func newCounts() counts {
-	return counts{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, perTick: map[int64]int64{}}
+	return counts{perReplica: map[string]int64{}, perRound: map[productRound]int64{}, perStrategy: map[string]int64{}, perTick: map[int64]int64{}}
 }
 
-// add counts o; late says the buyer asked after the run's last restock.
-func (t *tally) add(o outcome, late bool, c counts) {
+// add counts o, an answer about product p; late says the buyer asked after
+// the product's last restock in the run.
+func (t *tally) add(o outcome, late bool, p int, c counts) {
+	t.all.count(o, late)
+	t.products[p].count(o, late)
 	switch {
 	case o.err != nil:
-		t.errors.Add(1)
 		t.mu.Lock()
 		if len(t.firstErrs) < 5 {
 			t.firstErrs = append(t.firstErrs, o.err.Error())
 		}
 		t.mu.Unlock()
 	case o.status/100 == 2:
-		t.ok.Add(1)
-		c.perRound[o.round]++
+		c.perRound[productRound{p, o.round}]++
 		if o.strategy != "" {
 			c.perStrategy[o.strategy]++
 		}
-	case o.status == 409:
-		t.soldOut.Add(1)
-		if late {
-			t.lateSoldOut.Add(1)
-		}
-	case o.status == 503:
-		t.unavailable.Add(1)
-	}
-	if late && o.status/100 != 2 {
-		t.lateTurnedAway.Add(1)
-	}
-	if o.breach {
-		t.breaches.Add(1)
-	}
-	if o.unknown {
-		t.unknown.Add(1)
 	}
 	if o.status != 0 {
 		name := o.instance
@@ -196,6 +261,19 @@ func (t *tally) add(o outcome, late bool, c counts) {
 		}
 		c.perReplica[name]++
 	}
+}
+
+// okByRound is each product's 2xx answers by the round they named, by
+// product index.
+func (t *tally) okByRound() []map[int64]int64 {
+	out := make([]map[int64]int64, len(t.products))
+	for i := range out {
+		out[i] = map[int64]int64{}
+	}
+	for k, n := range t.perRound {
+		out[k.product][k.round] += n
+	}
+	return out
 }
 
 func (t *tally) merge(c counts, hist *hdrhistogram.Histogram) {
@@ -217,22 +295,29 @@ func (t *tally) merge(c counts, hist *hdrhistogram.Histogram) {
 	t.answers = append(t.answers, c.answers...)
 }
 
-// runScenario restocks the product, fires cfg.Buyers buyers for one unit
-// each through cfg.Concurrency workers (restocking once more, or switching
-// the fleet default, while they buy, as cfg and sc say), and reads every
-// round the run sold in back from the server. progress, when not nil, is
-// called once per finished buyer.
+// runScenario restocks the product (every product, with cfg.Products
+// above 1), fires cfg.Buyers buyers for one unit each through
+// cfg.Concurrency workers (restocking once more, or switching the fleet
+// default, while they buy, as cfg and sc say), and reads every round the
+// run sold in back from the server, product by product. progress, when not
+// nil, is called once per finished buyer.
 func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, progress func()) (_ Result, err error) {
-	if _, err := c.restock(ctx, cfg.Product, cfg.Stock); err != nil {
+	ids := productIDs(cfg)
+	if cfg.Keys != "" && len(ids) > 1 {
+		return Result{}, errors.New("idempotency keys are checked against one product: Keys needs Products of at most 1")
+	}
+	var choices []int32 // buyer i buys ids[choices[i]]; nil: ids[0]
+	if len(ids) > 1 {
+		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, defaultZipf), cfg.Seed)
+	}
+	parallel := adminParallel(cfg.Concurrency)
+	before := make([]product, len(ids))
+	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
+		p, err := restockChecked(ctx, c, id, cfg.Stock)
+		before[i] = p
+		return err
+	}); err != nil {
 		return Result{}, err
-	}
-	before, err := c.product(ctx, cfg.Product)
-	if err != nil {
-		return Result{}, fmt.Errorf("after restock: %w", err)
-	}
-	if before.Quantity != cfg.Stock || before.Sales != 0 {
-		return Result{}, fmt.Errorf("after restocking %s to %d: quantity %d, %d sales in round %d; want %d and 0",
-			cfg.Product, cfg.Stock, before.Quantity, before.Sales, before.Round, cfg.Stock)
 	}
 	switches := 0
 	if len(sc.Sell) == 0 {
@@ -268,19 +353,26 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var (
-		restockedRound atomic.Int64 // the round the mid-run restock started; 0 until it returned
+		// The round each product's mid-run restock started; 0 until it returned.
+		restockedRound = make([]atomic.Int64, len(ids))
 		switchMu       sync.Mutex
 		lastSwitch     int64
 	)
 	restockAt := int64(max(1, cfg.Buyers/3))
 	afterAnswer := func(n int64) {
 		if cfg.RestockDuring && n == restockAt {
-			p, err := c.restock(runCtx, cfg.Product, cfg.Stock)
+			err := forEachProduct(runCtx, ids, parallel, func(ctx context.Context, i int, id string) error {
+				p, err := c.restock(ctx, id, cfg.Stock)
+				if err != nil {
+					return err
+				}
+				restockedRound[i].Store(p.Round)
+				return nil
+			})
 			if err != nil {
 				stop(fmt.Errorf("mid-run restock: %w", err))
 				return
 			}
-			restockedRound.Store(p.Round)
 		}
 		if len(sc.Switch) > 0 && sc.SwitchEvery > 0 && n%int64(sc.SwitchEvery) == 0 && n < int64(cfg.Buyers) {
 			switchMu.Lock()
@@ -297,7 +389,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		}
 	}
 
-	t := &tally{perReplica: map[string]int64{}, perRound: map[int64]int64{}, perStrategy: map[string]int64{}, perTick: map[int64]int64{}, hist: newHistogram()}
+	t := newTally(len(ids))
 	var next, answered atomic.Int64
 	var wg sync.WaitGroup
 	selling := make(chan struct{})
@@ -326,28 +418,32 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				if i >= int64(cfg.Buyers) {
 					break
 				}
+				p := 0
+				if choices != nil {
+					p = int(choices[i])
+				}
 				strategy := ""
 				if len(sc.Sell) > 0 {
 					strategy = sc.Sell[i%int64(len(sc.Sell))]
 				}
-				late := !cfg.RestockDuring || restockedRound.Load() != 0
+				late := !cfg.RestockDuring || restockedRound[p].Load() != 0
 				key := ""
 				if cfg.Keys != "" {
 					key = fmt.Sprintf("%s-%d", cfg.Keys, i)
 				}
 				t0 := time.Now()
-				o := c.buy(runCtx, cfg.Product, strategy, key)
+				o := c.buy(runCtx, ids[p], strategy, key)
 				for try := range cfg.Retries {
 					if key == "" || o.definite() || !sleepCtx(runCtx, retryBackoff<<try) {
 						break
 					}
 					t.retries.Add(1)
-					o = c.buy(runCtx, cfg.Product, strategy, key)
+					o = c.buy(runCtx, ids[p], strategy, key)
 				}
 				// Latency is the buyer's, retries included. Above the 60 s
 				// ceiling is recorded as the ceiling.
 				_ = hist.RecordValue(min(time.Since(t0).Microseconds(), hist.HighestTrackableValue()))
-				t.add(o, late, cnt)
+				t.add(o, late, p, cnt)
 				if o.status/100 == 2 {
 					cnt.perTick[int64(time.Since(start)/tick)]++
 				}
@@ -377,56 +473,58 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		return Result{}, err
 	}
 
-	after, err := c.product(ctx, cfg.Product)
-	if err != nil {
-		return Result{}, fmt.Errorf("final state: %w", err)
+	buyersOf := make([]int64, len(ids))
+	if choices == nil {
+		buyersOf[0] = int64(cfg.Buyers)
 	}
-	wantRound := before.Round
-	if cfg.RestockDuring {
-		wantRound = restockedRound.Load()
+	for _, p := range choices {
+		buyersOf[p]++
 	}
-	if after.Round != wantRound && (cfg.Disturb == nil || after.Round < before.Round) {
-		return Result{}, fmt.Errorf("final state: round %d, want %d: someone else restocked %s during the run", after.Round, wantRound, cfg.Product)
-	}
-	f := figures{
-		Safe:           sc.Safe,
-		Faulted:        cfg.Disturb != nil,
-		Buyers:         int64(cfg.Buyers),
-		OK:             t.ok.Load(),
-		SoldOut:        t.soldOut.Load(),
-		Unavailable:    t.unavailable.Load(),
-		Errors:         t.errors.Load(),
-		Unknown:        t.unknown.Load(),
-		Breaches:       t.breaches.Load(),
-		Final:          after.Quantity,
-		LateSoldOut:    t.lateSoldOut.Load(),
-		LateTurnedAway: t.lateTurnedAway.Load(),
-	}
-	if f.Rounds, f.Unattributed, err = readRounds(ctx, c, cfg.Product, before.Round, after, t.perRound); err != nil {
+	// Every product is checked on its own, exactly as a single one is.
+	var (
+		after     = make([]product, len(ids))
+		figs      = make([]figures, len(ids))
+		judged    = make([]judgement, len(ids))
+		okByRound = t.okByRound()
+	)
+	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
+		a, err := c.product(ctx, id)
+		if err != nil {
+			return fmt.Errorf("final state: %w", err)
+		}
+		wantRound := before[i].Round
+		if cfg.RestockDuring {
+			wantRound = restockedRound[i].Load()
+		}
+		if a.Round != wantRound && (cfg.Disturb == nil || a.Round < before[i].Round) {
+			return fmt.Errorf("final state: round %d, want %d: someone else restocked %s during the run", a.Round, wantRound, id)
+		}
+		f := t.products[i].figures(sc.Safe, cfg.Disturb != nil, buyersOf[i])
+		f.Final = a.Quantity
+		if f.Rounds, f.Unattributed, err = readRounds(ctx, c, id, before[i].Round, a, okByRound[i]); err != nil {
+			return err
+		}
+		after[i], figs[i], judged[i] = a, f, judge(f)
+		return nil
+	}); err != nil {
 		return Result{}, err
 	}
-	j := judge(f)
+
+	all := t.all.figures(sc.Safe, cfg.Disturb != nil, int64(cfg.Buyers))
 	res := Result{
-		Strategy:     sc.Name,
-		Round:        after.Round,
-		Safe:         sc.Safe,
-		Buyers:       f.Buyers,
-		OK:           f.OK,
-		SoldOut:      f.SoldOut,
-		Unavailable:  f.Unavailable,
-		Errors:       f.Errors,
-		Breaches:     f.Breaches,
-		Unknown:      f.Unknown,
-		FinalStock:   f.Final,
-		Oversold:     j.Oversold,
-		LostUpdates:  j.LostUpdates,
-		Undersold:    j.Undersold,
-		Retries:      t.retries.Load(),
-		Rounds:       j.Rounds,
-		BrokenRounds: j.BrokenRounds(),
-		Switches:     switches,
-		Seconds:      elapsed.Seconds(),
-		Throughput:   float64(cfg.Buyers) / elapsed.Seconds(),
+		Strategy:    sc.Name,
+		Safe:        sc.Safe,
+		Buyers:      all.Buyers,
+		OK:          all.OK,
+		SoldOut:     all.SoldOut,
+		Unavailable: all.Unavailable,
+		Errors:      all.Errors,
+		Breaches:    all.Breaches,
+		Unknown:     all.Unknown,
+		Retries:     t.retries.Load(),
+		Switches:    switches,
+		Seconds:     elapsed.Seconds(),
+		Throughput:  float64(cfg.Buyers) / elapsed.Seconds(),
 		LatencyMs: Latency{
 			P50: ms(t.hist.ValueAtQuantile(50)),
 			P95: ms(t.hist.ValueAtQuantile(95)),
@@ -435,20 +533,70 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		},
 		PerReplica:  t.perReplica,
 		Timeline:    dense(t.perTick, elapsed),
-		Verdict:     j.Verdict,
-		Reasons:     j.Reasons,
 		FirstErrors: t.firstErrs,
 		answers:     t.answers,
 	}
-	for _, r := range f.Rounds {
-		res.Initial += r.Initial
-		res.LedgerUnits += r.Units
-		res.LedgerRows += r.Rows
+	for i := range ids {
+		pr := productResult(ids[i], after[i], figs[i], judged[i])
+		res.Initial += pr.Initial
+		res.LedgerUnits += pr.LedgerUnits
+		res.LedgerRows += pr.LedgerRows
+		res.FinalStock += pr.FinalStock
+		res.Oversold += pr.Oversold
+		res.LostUpdates += pr.LostUpdates
+		res.Undersold += pr.Undersold
+		if len(ids) > 1 {
+			if len(pr.Rounds) == 1 {
+				pr.Rounds = nil // the product's round is in Round
+			}
+			res.Products = append(res.Products, pr)
+		}
+	}
+	if len(ids) == 1 {
+		j := judged[0]
+		res.Round, res.Rounds, res.BrokenRounds = after[0].Round, j.Rounds, j.BrokenRounds()
+		res.Verdict, res.Reasons = j.Verdict, j.Reasons
+	} else {
+		res.Seed = cfg.Seed
+		res.Verdict, res.Reasons = combine(sc.Safe, ids, judged)
 	}
 	if len(sc.Sell) != 1 && len(t.perStrategy) > 0 {
 		res.PerStrategy = t.perStrategy
 	}
 	return res, nil
+}
+
+// restockChecked restocks product id to stock and reads it back: a fresh
+// round with stock units and no sales, or an error.
+func restockChecked(ctx context.Context, c *client, id string, stock int64) (product, error) {
+	if _, err := c.restock(ctx, id, stock); err != nil {
+		return product{}, err
+	}
+	p, err := c.product(ctx, id)
+	if err != nil {
+		return product{}, fmt.Errorf("after restock: %w", err)
+	}
+	if p.Quantity != stock || p.Sales != 0 {
+		return product{}, fmt.Errorf("after restocking %s to %d: quantity %d, %d sales in round %d; want %d and 0",
+			id, stock, p.Quantity, p.Sales, p.Round, stock)
+	}
+	return p, nil
+}
+
+// productResult is one product's figures and judgement as --json writes them.
+func productResult(id string, after product, f figures, j judgement) ProductResult {
+	pr := ProductResult{
+		Product: id, Round: after.Round, Buyers: f.Buyers, FinalStock: f.Final, OK: f.OK, SoldOut: f.SoldOut, Unavailable: f.Unavailable,
+		Oversold: j.Oversold, LostUpdates: j.LostUpdates, Undersold: j.Undersold, Rounds: j.Rounds,
+		// Reasons other than undersold are broken invariants, whether the strategy claims safety or not.
+		Broken: len(j.Reasons) > 0 && j.Verdict != VerdictUndersold,
+	}
+	for _, r := range f.Rounds {
+		pr.Initial += r.Initial
+		pr.LedgerUnits += r.Units
+		pr.LedgerRows += r.Rows
+	}
+	return pr
 }
 
 // readRounds reads every round from first to the current one (after) back

@@ -11,7 +11,9 @@
 // --mix, --restock-during and --switch-during add the design's harder cases:
 // every safe strategy selling one product at once, a restock racing the
 // buyers (every round is then checked on its own), and the fleet default
-// switched while sales are in flight.
+// switched while sales are in flight. --products N sells N products at
+// once, buyers picking by a seeded Zipf choice (--zipf), each product
+// checked on its own.
 //
 // `loadtest faults` runs the fault matrix instead: every strategy × every
 // fault of internal/faults, N faulted runs per cell, against a local fleet
@@ -31,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -80,6 +83,8 @@ type options struct {
 	ceilingTime                                   time.Duration
 	postgresURL, redisURL                         string
 	switchEvery                                   int
+	products                                      int
+	zipf                                          float64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -89,8 +94,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.url, "url", "", "base URL of a running fleet (e.g. http://localhost:8080); empty starts a local fleet")
 	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("INVENTORY_ADMIN_TOKEN"), "admin bearer token of the fleet at --url, for restocking, naming a strategy per sale and switching the default (default $INVENTORY_ADMIN_TOKEN)")
 	fs.StringVar(&o.product, "product", "sku-loadtest", "product id to restock and sell")
-	fs.Int64Var(&o.stock, "stock", 1000, "units in stock at the start of each strategy's run")
-	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit")
+	fs.Int64Var(&o.stock, "stock", 1000, "units in stock at the start of each strategy's run (of each product, with --products)")
+	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit (in all, with --products)")
+	fs.IntVar(&o.products, "products", 1, "sell this many products at once, `N` from 1 to 10000: <--product>-1 … <--product>-N, each buyer picking one by a Zipf choice (--zipf), product 1 the hottest; each product is restocked to --stock and checked on its own, and the row sums them. Combines with --mix, --restock-during (every product restocked), --switch-during, --by-product and --ceilings (sold-out phase on product 1)")
+	fs.Float64Var(&o.zipf, "zipf", defaultZipf, "with --products: the Zipf exponent `s` (above 1; higher: hotter few products) of the buyers' choice, P(product k) ∝ k^-s; the choice is seeded with the run number, so the same flags pick the same products")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers in flight at once")
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
 	fs.StringVar(&o.binary, "binary", "", "a built inventory binary for the local fleet (default: go build it first)")
@@ -129,6 +136,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
 	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
 		return o, fmt.Errorf("%w: --stock, --buyers, --concurrency and --runs must be at least 1", errUsage)
+	case o.products < 1 || o.products > maxProducts:
+		return o, fmt.Errorf("%w: --products must be from 1 to %d, got %d", errUsage, maxProducts, o.products)
+	case !(o.zipf > 1) || math.IsInf(o.zipf, 0):
+		return o, fmt.Errorf("%w: --zipf must be a number above 1, got %v", errUsage, o.zipf)
+	case set["zipf"] && o.products == 1:
+		return o, fmt.Errorf("%w: --zipf only applies with --products above 1", errUsage)
+	case o.products > 1 && len(fmt.Sprintf("%s-%d", o.product, o.products)) > maxProductID:
+		return o, fmt.Errorf("%w: --product %q is too long for --products %d: %s-%d would pass the service's %d-character limit on product ids",
+			errUsage, o.product, o.products, o.product, o.products, maxProductID)
 	case o.switchEvery < 0:
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0, o.lockWait < 0:
@@ -163,6 +179,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Mix: o.mix, RestockDuring: o.restockDuring, SwitchEvery: o.switchEvery,
 		StartedAt: time.Now().UTC().Format(time.RFC3339),
 		WorkDelay: "set by the running fleet",
+	}
+	if o.products > 1 {
+		rep.Products, rep.Zipf = o.products, o.zipf
 	}
 	if o.url == "" {
 		rep.WorkDelay = o.workDelay.String()
@@ -212,8 +231,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.byProduct {
 		extra += ", sold by POST /products/{id}/sale (one replica per product)"
 	}
-	fmt.Fprintf(stderr, "%d buyers × 1 unit against %d in stock%s, %d at a time, work delay %s, %d row%s × %d run(s)\n",
-		o.buyers, o.stock, extra, o.concurrency, rep.WorkDelay, len(rows), plural(len(rows), "", "s"), o.runs)
+	against := fmt.Sprintf("%d in stock", o.stock)
+	if o.products > 1 {
+		against = fmt.Sprintf("%d products × %d in stock (%s-1 … %s-%d, Zipf s=%g: product 1 the hottest)", o.products, o.stock, o.product, o.product, o.products, o.zipf)
+	}
+	fmt.Fprintf(stderr, "%d buyers × 1 unit against %s%s, %d at a time, work delay %s, %d row%s × %d run(s)\n",
+		o.buyers, against, extra, o.concurrency, rep.WorkDelay, len(rows), plural(len(rows), "", "s"), o.runs)
 
 	if o.ceilings {
 		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
@@ -228,8 +251,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rep.Ceilings = &ceil
 	}
 
-	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring}
+	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
+		Products: o.products, Zipf: o.zipf}
 	for runNo := 1; runNo <= o.runs; runNo++ {
+		// Every row of a run faces the same demand; each run another.
+		cfg.Seed = uint64(runNo)
 		for _, s := range rows {
 			bar := newBar(stderr, o.buyers, fmt.Sprintf("%-10s run %d", s.Name, runNo))
 			var progress func()
@@ -252,9 +278,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if bar == nil { // no terminal: one line per row instead of a bar
 				fmt.Fprintf(stderr, "  %-10s run %d: %s in %.1fs\n", s.Name, runNo, res.Verdict, res.Seconds)
 			}
-			if o.ceilings && len(s.Sell) == 1 && res.FinalStock == 0 {
+			// With --products, the sold-out phase is product 1's, the hottest.
+			soldOutProduct, final := o.product, res.FinalStock
+			if len(res.Products) > 0 {
+				soldOutProduct, final = res.Products[0].Product, res.Products[0].FinalStock
+			}
+			if o.ceilings && len(s.Sell) == 1 && final == 0 {
 				// The crowd that arrives after the last unit.
-				if res.SoldOutRate, err = soldOutRate(ctx, c, o.product, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
+				if res.SoldOutRate, err = soldOutRate(ctx, c, soldOutProduct, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
 					return fmt.Errorf("%s: sold-out phase: %w", s.Name, err)
 				}
 			}

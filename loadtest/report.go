@@ -25,10 +25,15 @@ type Report struct {
 	Runs        int    `json:"runs"`
 	// Mix, RestockDuring and SwitchEvery are the --mix, --restock-during
 	// and --switch-during flags.
-	Mix           bool   `json:"mix"`
-	RestockDuring bool   `json:"restock_during"`
-	SwitchEvery   int    `json:"switch_every,omitempty"`
-	StartedAt     string `json:"started_at"`
+	Mix           bool `json:"mix"`
+	RestockDuring bool `json:"restock_during"`
+	SwitchEvery   int  `json:"switch_every,omitempty"`
+	// Products and Zipf are --products and --zipf when more than one
+	// product was sold; Product is then the ids' prefix, and Stock each
+	// product's.
+	Products  int     `json:"products,omitempty"`
+	Zipf      float64 `json:"zipf,omitempty"`
+	StartedAt string  `json:"started_at"`
 	// Ceilings are the comparison figures measured in this run (--ceilings).
 	Ceilings *Ceilings `json:"ceilings,omitempty"`
 	Results  []Result  `json:"results"`
@@ -43,7 +48,9 @@ func printTable(w io.Writer, r Report) {
 	t.SetStyle(table.StyleLight)
 	t.Style().Format.Header = text.FormatDefault
 	multiRun := r.Runs > 1
-	multiRound := slices.ContainsFunc(r.Results, func(res Result) bool { return len(res.Rounds) > 1 })
+	multiRound := slices.ContainsFunc(r.Results, func(res Result) bool {
+		return len(res.Rounds) > 1 || slices.ContainsFunc(res.Products, func(p ProductResult) bool { return len(p.Rounds) > 1 })
+	})
 	header := table.Row{}
 	if multiRun {
 		header = append(header, "run")
@@ -69,7 +76,11 @@ func printTable(w io.Writer, r Report) {
 		row = append(row, res.Strategy, safe, res.OK, res.SoldOut, res.Unavailable, res.Errors, res.Breaches,
 			res.FinalStock, res.LedgerUnits, res.Oversold, res.LostUpdates, res.Undersold)
 		if multiRound {
-			row = append(row, rounds(res.Rounds))
+			if len(res.Products) > 0 {
+				row = append(row, productRounds(res.Products))
+			} else {
+				row = append(row, rounds(res.Rounds))
+			}
 		}
 		row = append(row, fmt.Sprintf("%.0f", res.Throughput),
 			fmt.Sprintf("%.1f", res.LatencyMs.P50), fmt.Sprintf("%.1f", res.LatencyMs.P95), fmt.Sprintf("%.1f", res.LatencyMs.P99),
@@ -92,6 +103,9 @@ func printTable(w io.Writer, r Report) {
 		if res.Unknown > 0 {
 			fmt.Fprintf(w, "  %s: %d answer%s outcome-unknown (503): reconciled as 2xx ≤ ledger rows ≤ 2xx + unknown\n",
 				prefix, res.Unknown, plural(int(res.Unknown), "", "s"))
+		}
+		if line := spread(res); line != "" {
+			fmt.Fprintf(w, "  %s: %s\n", prefix, line)
 		}
 		if len(res.PerStrategy) > 0 {
 			fmt.Fprintf(w, "  %s: 2xx by strategy %s", prefix, perReplica(res.PerStrategy))
@@ -150,6 +164,36 @@ func rounds(rs []RoundResult) string {
 	s := strings.Join(all, " ")
 	if len(broken) > 0 {
 		s += " (broken: " + strings.Join(broken, " ") + ")"
+	}
+	return s
+}
+
+// productRounds sums up the rounds of a many-product run, marking the
+// products' rounds that broke an invariant, e.g. "1–2 per product (broken: sku-1 r7)".
+func productRounds(ps []ProductResult) string {
+	least, most := 0, 0
+	var broken []string
+	for i, p := range ps {
+		n := max(1, len(p.Rounds))
+		if i == 0 || n < least {
+			least = n
+		}
+		most = max(most, n)
+		for _, r := range p.Rounds {
+			if r.Broken {
+				broken = append(broken, fmt.Sprintf("%s r%d", p.Product, r.Round))
+			}
+		}
+	}
+	s := fmt.Sprintf("%d per product", most)
+	if least != most {
+		s = fmt.Sprintf("%d–%d per product", least, most)
+	}
+	if len(broken) > 0 {
+		if len(broken) > 3 {
+			broken = append(broken[:3], "…")
+		}
+		s += " (broken: " + strings.Join(broken, ", ") + ")"
 	}
 	return s
 }

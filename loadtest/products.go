@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Limits and default of --products and --zipf.
+const (
+	maxProducts = 10000
+	defaultZipf = 1.1
+	// maxProductID is the service's limit on a product id's length.
+	maxProductID = 64
+)
+
+// productIDs is the products a run sells: cfg.Product alone, or
+// "<Product>-1" … "<Product>-N" with cfg.Products = N above 1, the first
+// the hottest.
+func productIDs(cfg loadConfig) []string {
+	if cfg.Products <= 1 {
+		return []string{cfg.Product}
+	}
+	ids := make([]string, cfg.Products)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", cfg.Product, i+1)
+	}
+	return ids
+}
+
+// zipfChoices returns, for each of buyers buyers, the index of the product
+// it buys among n: Zipf-distributed with exponent s (> 1) and v = 1, index
+// 0 the most likely, P(k) ∝ (1+k)^−s. The same seed gives the same
+// choices, so every row of one run faces the same demand whatever the
+// order its workers take the buyers in.
+func zipfChoices(n, buyers int, s float64, seed uint64) []int32 {
+	z := rand.NewZipf(rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), s, 1, uint64(n-1))
+	out := make([]int32, buyers)
+	for i := range out {
+		out[i] = int32(z.Uint64())
+	}
+	return out
+}
+
+// forEachProduct calls fn for every index of ids, at most parallel at
+// once, and returns the first error; after one, the calls not yet started
+// are skipped.
+func forEachProduct(ctx context.Context, ids []string, parallel int, fn func(ctx context.Context, i int, id string) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(parallel, len(ids))) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(ids) {
+					return
+				}
+				if err := fn(ctx, i, ids[i]); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// adminParallel bounds the restocks and reads a many-product run sends at
+// once: enough to restock thousands of products in seconds, few enough to
+// leave the fleet's connection pools to the buyers.
+func adminParallel(concurrency int) int { return max(1, min(concurrency, 16)) }
+
+// ProductResult is one product of a many-product run (--products),
+// checked on its own exactly as a single product is; --json writes it.
+type ProductResult struct {
+	Product     string        `json:"product"`
+	Round       int64         `json:"round"`  // the product's current round after the run
+	Buyers      int64         `json:"buyers"` // buyers who picked this product
+	Initial     int64         `json:"initial"`
+	FinalStock  int64         `json:"final_stock"`
+	LedgerUnits int64         `json:"ledger_units"`
+	LedgerRows  int64         `json:"ledger_rows"`
+	OK          int64         `json:"ok_2xx"`
+	SoldOut     int64         `json:"sold_out_409"`
+	Unavailable int64         `json:"unavailable_503"`
+	Oversold    int64         `json:"oversold"`
+	LostUpdates int64         `json:"lost_updates"`
+	Undersold   int64         `json:"undersold"`
+	Rounds      []RoundResult `json:"rounds,omitempty"` // with --restock-during: every round, each checked on its own
+	// Broken is true when the product broke an invariant (also for an
+	// unsafe strategy, where overselling is expected).
+	Broken bool `json:"broken,omitempty"`
+}
+
+// maxProductReasons bounds how many products' reasons a row lists.
+const maxProductReasons = 8
+
+// combine is the verdict of a many-product row from its products' own
+// judgements: a safe row is BROKEN when any product is, UNDERSOLD when any
+// product is and none broke, else SAFE; an unsafe row is OVERSOLD when any
+// product oversold, LOST UPDATES when any lost one. Reasons name their
+// product, at most maxProductReasons products of them.
+func combine(safe bool, ids []string, js []judgement) (string, []string) {
+	var verdict string
+	var reasons []string
+	listed, more := 0, 0
+	add := func(i int) {
+		if len(js[i].Reasons) == 0 {
+			return
+		}
+		if listed == maxProductReasons {
+			more++
+			return
+		}
+		listed++
+		for _, r := range js[i].Reasons {
+			reasons = append(reasons, ids[i]+": "+r)
+		}
+	}
+	some := func(v string) bool {
+		for _, j := range js {
+			if j.Verdict == v {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case safe && some(VerdictBroken):
+		verdict = VerdictBroken
+		for i := range js {
+			if js[i].Verdict == VerdictBroken {
+				add(i)
+			}
+		}
+	case safe && some(VerdictUndersold):
+		verdict = VerdictUndersold
+		for i := range js {
+			add(i)
+		}
+	case safe:
+		verdict = VerdictSafe
+	default:
+		switch {
+		case some(VerdictOversold):
+			verdict = VerdictOversold
+		case some(VerdictLostUpdates):
+			verdict = VerdictLostUpdates
+		default:
+			verdict = VerdictNoOversell
+		}
+		for i := range js {
+			add(i)
+		}
+	}
+	if more > 0 {
+		reasons = append(reasons, fmt.Sprintf("… and %d more product%s", more, plural(more, "", "s")))
+	}
+	return verdict, reasons
+}
+
+// spread sums up a many-product row in one line: how many products sold
+// out, the hottest product's (the most buyers') share of the buyers and of
+// the 2xx, and where it oversold, e.g. "8 products, 3 sold out; hottest
+// sku-1: 41% of the buyers, 14% of the 2xx (20 of 141); oversold on 1: sku-1 +5".
+func spread(res Result) string {
+	ps := res.Products
+	if len(ps) == 0 {
+		return ""
+	}
+	soldOut, hottest := 0, 0
+	var oversold []ProductResult
+	for i, p := range ps {
+		if p.FinalStock <= 0 {
+			soldOut++
+		}
+		if p.Buyers > ps[hottest].Buyers {
+			hottest = i
+		}
+		if p.Oversold > 0 {
+			oversold = append(oversold, p)
+		}
+	}
+	s := fmt.Sprintf("%d products, %d sold out", len(ps), soldOut)
+	if h := ps[hottest]; res.Buyers > 0 {
+		s += fmt.Sprintf("; hottest %s: %s of the buyers", h.Product, percent(h.Buyers, res.Buyers))
+		if res.OK > 0 {
+			s += fmt.Sprintf(", %s of the 2xx (%d of %d)", percent(h.OK, res.OK), h.OK, res.OK)
+		}
+	}
+	if len(oversold) > 0 {
+		sort.SliceStable(oversold, func(a, b int) bool { return oversold[a].Oversold > oversold[b].Oversold })
+		var parts []string
+		for _, p := range oversold[:min(len(oversold), 5)] {
+			parts = append(parts, fmt.Sprintf("%s +%d", p.Product, p.Oversold))
+		}
+		if len(oversold) > 5 {
+			parts = append(parts, "…")
+		}
+		s += fmt.Sprintf("; oversold on %d: %s", len(oversold), strings.Join(parts, ", "))
+	}
+	return s
+}
+
+// percent formats part/whole as a percentage, with a decimal below 10%.
+func percent(part, whole int64) string {
+	p := 100 * float64(part) / float64(whole)
+	if p < 10 {
+		return fmt.Sprintf("%.1f%%", p)
+	}
+	return fmt.Sprintf("%.0f%%", p)
+}
