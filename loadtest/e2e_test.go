@@ -58,9 +58,10 @@ func readReport(t *testing.T, b []byte) Report {
 
 // unsafeAttempts bounds how often an unsafe strategy is run before the test
 // concludes it does not oversell. The race is probabilistic: one run misses
-// now and then (see the README's measurements); three misses in a row would
-// mean the demo no longer shows what it claims.
-const unsafeAttempts = 3
+// now and then (see the README's measurements), more often on a loaded
+// machine; five misses in a row would mean the demo no longer shows what it
+// claims.
+const unsafeAttempts = 5
 
 func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
