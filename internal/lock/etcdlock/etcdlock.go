@@ -215,6 +215,11 @@ type queue struct {
 	refs int           // goroutines holding or waiting for the turn
 }
 
+// DefaultPrefix is Options.Prefix's default: a lock name's keys are
+// DefaultPrefix+name+"/"+<lease id in hex>, and the holder's is the one with
+// the lowest create revision.
+const DefaultPrefix = "/inventory/locks/"
+
 // New returns a Locker on client, which stays the caller's to close (after
 // the Locker). See Options for the defaults.
 func New(client *clientv3.Client, opts Options) *Locker {
@@ -225,7 +230,7 @@ func New(client *clientv3.Client, opts Options) *Locker {
 		opts.Wait = 10 * time.Second
 	}
 	if opts.Prefix == "" {
-		opts.Prefix = "/inventory/locks/"
+		opts.Prefix = DefaultPrefix
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Locker{

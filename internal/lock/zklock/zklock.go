@@ -193,6 +193,10 @@ const (
 	seqDigits = 10
 )
 
+// DefaultRoot is Options.Root's default: a key's lock nodes are the
+// children of DefaultRoot+"/"+key (see Holder).
+const DefaultRoot = "/inventory/locks"
+
 // Locker takes and releases locks in ZooKeeper over one session. Create one
 // per process and share it; it is safe for concurrent use. Close it.
 type Locker struct {
@@ -225,7 +229,7 @@ func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
 		opts.Wait = 10 * time.Second
 	}
 	if opts.Root == "" {
-		opts.Root = "/inventory/locks"
+		opts.Root = DefaultRoot
 	}
 	if !strings.HasPrefix(opts.Root, "/") || strings.HasSuffix(opts.Root, "/") {
 		return nil, &Error{Op: "connect", Key: opts.Root, Err: errors.New("Root must start and not end with /")}
@@ -512,6 +516,15 @@ func seq(name string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(name[len(name)-seqDigits:], 10, 64)
 	return n, err == nil
+}
+
+// Holder is the lock node among a lock's children that holds it (the lowest
+// sequence), or false when none of them is a lock node.
+func Holder(children []string) (string, bool) {
+	if nodes := sortNodes(children); len(nodes) > 0 {
+		return nodes[0], true
+	}
+	return "", false
 }
 
 // sortNodes sorts lock node names by sequence, dropping anything else.
