@@ -4,25 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// LockExpiredEarly is lock-expired-early: the product's lock key is deleted
-// from Redis (the fleet's, and every Redlock server's) while a holder is
-// inside its critical section, as if its lease had expired early (a clock
-// jump, an eviction), three times in a row, each time under a new holder.
-// Strategies that keep no lock key in Redis (seen within lookFor) are not
-// applicable.
+// LockExpiredEarly is lock-expired-early: the product's lock is taken from
+// its holder while the holder is inside its critical section, as if its
+// lease had expired early (a clock jump, an eviction, a lease the server
+// let go), three times in a row, each time under a new holder. Wherever the
+// lock lives:
+//
+//   - Redis (the fleet's, and every Redlock server's): the lock key is
+//     deleted, only if it still carries the holder's value (or owner field).
+//   - etcd: the holder's key (the lowest create revision under
+//     etcdlock.DefaultPrefix+name+"/") is deleted, only if it still has that
+//     create revision: what etcd does to it when its lease expires. The
+//     holder's watch cancels its lease, and the next waiter takes over.
+//   - ZooKeeper: the holder's node (zklock.Holder: the lowest sequence under
+//     zklock.DefaultRoot+"/"+name) is deleted, as its session's expiry
+//     would. The holder's watch on it cancels its lease.
+//   - pglock: the holder's row is made to look expired (expires_at set to
+//     Postgres' now, token and fence kept), not deleted: deleting it would
+//     restart the lock's fence at 1, below what stock.pglock_fence has seen,
+//     and the database would refuse every later holder of the product for
+//     good, which is not an early expiry but a lost fence. An expired row is
+//     what a lease that ended early looks like on Postgres' clock: the next
+//     acquirer takes it over with fence+1. The holder cannot notice before
+//     its own deadline (a pglock lease ends on a local timer and never reads
+//     the row back); it learns at Release, which answers ErrNotHeld once the
+//     row was taken over, and the fence orders its write before the next
+//     holder's.
+//
+// name is the lock's name, lockName(product). Strategies whose product has
+// no lock in any of these places within lookFor are not applicable.
 type LockExpiredEarly struct{}
 
-// lookFor bounds how long Inject looks for a lock key before deciding the
-// strategy keeps none.
+// lookFor bounds how long Inject looks for a lock before deciding the
+// strategy keeps none (and, after a deletion, for the next holder).
 const lookFor = time.Second
 
-// deletions is how many holders lose their lock key in one run.
+// deletions is how many holders lose their lock in one run.
 const deletions = 3
 
 // Name implements Fault.
@@ -33,107 +54,60 @@ func (*LockExpiredEarly) Scope() Scope { return ScopeProduct }
 
 // Inject implements Fault.
 func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
-	urls := []string{t.Fleet.RedisURL}
-	for _, r := range t.Fleet.RedlockServers {
-		urls = append(urls, r.URL)
+	stores, err := openLockStores(ctx, t.Fleet)
+	if err != nil {
+		return fmt.Errorf("lock-expired-early: %w", err)
 	}
-	var rdbs []*redis.Client
-	for _, u := range urls {
-		opts, err := redis.ParseURL(u)
-		if err != nil {
-			return fmt.Errorf("lock-expired-early: %w", err)
-		}
-		rdb := redis.NewClient(opts)
-		defer rdb.Close()
-		rdbs = append(rdbs, rdb)
-	}
-	var deleted []string // the holders' values, so each deletion hits a new holder
-	for len(deleted) < deletions {
+	defer closeLockStores(stores)
+	var (
+		struck []string  // the holders whose lock was taken, so each one is new
+		found  lockStore // where the first one was: the strategy's lock lives there
+	)
+	for len(struck) < deletions {
 		wctx, cancel := context.WithTimeout(ctx, lookFor)
-		var key, val string
-		err := waitFor(wctx, t, "a lock key of "+t.Product, func(ctx context.Context) (bool, error) {
-			for _, rdb := range rdbs {
+		var h lockHolder
+		err := waitFor(wctx, t, "a lock of "+t.Product, func(ctx context.Context) (bool, error) {
+			for _, s := range stores {
+				if found != nil && s != found {
+					continue
+				}
+				var ok bool
 				var err error
-				if key, val, err = lockKey(ctx, rdb, t.Product); err != nil || key != "" {
+				if h, ok, err = s.holder(ctx, t.Product); err != nil || ok {
 					if err != nil {
-						return false, err
+						return false, fmt.Errorf("%s: %w", s.name(), err)
 					}
-					break
+					if slices.Contains(struck, h.id) {
+						return false, nil // the same holder, still: wait for the next
+					}
+					found = s
+					return true, nil
 				}
 			}
-			if key == "" {
-				return false, nil
-			}
-			for _, d := range deleted {
-				if d == val {
-					return false, nil
-				}
-			}
-			return true, nil
+			return false, nil
 		})
 		cancel()
 		switch {
-		case (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMissed)) && ctx.Err() == nil && len(deleted) == 0:
-			return fmt.Errorf("no lock key of %s in Redis for %v or until the buyers finished: %w", t.Product, lookFor, ErrNotApplicable)
-		case len(deleted) > 0 && err != nil && ctx.Err() == nil:
-			return nil // the buyers are done, or no new holder came: the holders seen lost their keys
+		case (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMissed)) && ctx.Err() == nil && len(struck) == 0:
+			return fmt.Errorf("no lock of %s in Redis, etcd, ZooKeeper or the locks table for %v or until the buyers finished: %w",
+				t.Product, lookFor, ErrNotApplicable)
+		case len(struck) > 0 && err != nil && ctx.Err() == nil:
+			return nil // the buyers are done, or no new holder came: the holders seen lost their locks
 		case err != nil:
 			return err
 		}
-		// Only the holder's own key, so a new holder's is left alone; on
-		// every server that has it (a Redlock holder's is on a majority).
-		for _, rdb := range rdbs {
-			if err := deleteHolder.Run(ctx, rdb, []string{key}, val).Err(); err != nil {
-				return fmt.Errorf("delete %s on %s: %w", key, rdb.Options().Addr, err)
-			}
+		taken, err := h.take(ctx)
+		if err != nil {
+			return fmt.Errorf("lock-expired-early: %s: %w", found.name(), err)
 		}
-		deleted = append(deleted, val)
+		if taken { // else the holder let go first: look for the next one
+			struck = append(struck, h.id)
+		}
 	}
 	return nil
 }
 
-// deleteHolder deletes KEYS[1] if it is still held by ARGV[1]: the value of
-// a string lock, or a field (the owner) of a hash lock.
-var deleteHolder = redis.NewScript(`
-local t = redis.call("TYPE", KEYS[1]).ok
-if (t == "string" and redis.call("GET", KEYS[1]) == ARGV[1])
-	or (t == "hash" and redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1) then
-	return redis.call("DEL", KEYS[1])
-end
-return 0`)
-
-// lockKey finds the product's lock key in Redis, "lock:{id}" or any key
-// starting with "lock" and carrying the product's hash tag, except the
-// fencing counters (":fence", ":fair:fence", ":redlock-fence"), and returns
-// it with its holder: a string's value, or a hash's first field. It
-// returns "" when there is none.
-func lockKey(ctx context.Context, rdb *redis.Client, product string) (key, val string, err error) {
-	iter := rdb.Scan(ctx, 0, "*{"+product+"}*", 100).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		if !strings.HasPrefix(k, "lock") || strings.HasSuffix(k, "fence") {
-			continue
-		}
-		switch typ, err := rdb.Type(ctx, k).Result(); {
-		case err != nil:
-			return "", "", err
-		case typ == "string":
-			v, err := rdb.Get(ctx, k).Result()
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
-			return k, v, err
-		case typ == "hash":
-			fields, err := rdb.HKeys(ctx, k).Result()
-			if err != nil || len(fields) == 0 {
-				continue
-			}
-			return k, fields[0], nil
-		}
-	}
-	return "", "", iter.Err()
-}
-
 // Heal implements Fault: the holders notice on their own (a failed renewal,
+// a watch on their key or node, a release that finds the row taken over,
 // a refused fence); nothing to restore.
 func (*LockExpiredEarly) Heal(context.Context) error { return nil }

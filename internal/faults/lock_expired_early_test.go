@@ -1,0 +1,289 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"inventory/internal/fleet"
+	"inventory/internal/localstack"
+	"inventory/internal/lock/etcdlock"
+	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/zklock"
+	"inventory/internal/testenv"
+	"inventory/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// heldLease is what the lock packages' leases have in common.
+type heldLease interface {
+	Context() context.Context
+	Err() error
+	Fence() int64
+	Release(context.Context) error
+}
+
+// lockFunc is one "replica": a Locker of its own taking name.
+type lockFunc func(ctx context.Context, name string) (heldLease, error)
+
+// holders is how many contend for the product's lock: the three the fault
+// strikes and one more, who must keep the lock.
+const holders = deletions + 1
+
+// testDeadline bounds each wait of these tests for what they wait on.
+const testDeadline = 30 * time.Second
+
+func etcdLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
+	eps := testenv.EtcdEndpoints(t)
+	var lockers []lockFunc
+	for range holders {
+		l, err := etcdlock.Dial(context.Background(), eps, etcdlock.Options{TTL: 10 * time.Second, Wait: testDeadline})
+		if err != nil {
+			t.Fatalf("etcdlock.Dial(%v): %v", eps, err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		lockers = append(lockers, func(ctx context.Context, name string) (heldLease, error) { return l.Lock(ctx, name) })
+	}
+	return &fleet.Fleet{Etcd: &localstack.Etcd{Endpoint: eps[0]}}, lockers
+}
+
+func zkLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
+	servers := testenv.ZooKeeperServers(t)
+	var lockers []lockFunc
+	for range holders {
+		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+		l, err := zklock.New(ctx, servers, zklock.Options{TTL: 10 * time.Second, Wait: testDeadline})
+		cancel()
+		if err != nil {
+			t.Fatalf("zklock.New(%v): %v", servers, err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		lockers = append(lockers, func(ctx context.Context, name string) (heldLease, error) { return l.Lock(ctx, name) })
+	}
+	return &fleet.Fleet{ZooKeeper: &localstack.ZooKeeper{Addr: servers[0]}}, lockers
+}
+
+func pgLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
+	url := migratedDB(t)
+	var lockers []lockFunc
+	for range holders {
+		pool, err := pgxpool.New(context.Background(), url)
+		if err != nil {
+			t.Fatalf("pgxpool.New: %v", err)
+		}
+		t.Cleanup(pool.Close)
+		l := pglock.New(pool, pglock.Options{TTL: time.Minute, Wait: testDeadline})
+		lockers = append(lockers, func(ctx context.Context, name string) (heldLease, error) { return l.Lock(ctx, name) })
+	}
+	return &fleet.Fleet{PostgresURL: url}, lockers
+}
+
+// migratedDB returns the URL of a fresh database with the service's schema.
+func migratedDB(t *testing.T) string {
+	url := testenv.PostgresURL(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatalf("pgxpool.New: %v", err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatalf("migrations.Up: %v", err)
+	}
+	return url
+}
+
+// grant is one acquisition: which locker, and its lease; once lost, why
+// (Lease.Err and the cause of Lease.Context, read before the release).
+type grant struct {
+	i          int
+	lease      heldLease
+	err, cause error
+}
+
+// contend has lockers[0] take the product's lock, then every other locker
+// wait for it in a goroutine, each sending its grant on the channel
+// returned. Each holder keeps its lease until done is closed (for pglock)
+// or, when lost is not nil, until the lease is lost, which it reports
+// there; then it releases.
+func contend(t *testing.T, lockers []lockFunc, product string, lost chan<- grant, done <-chan struct{}) <-chan grant {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	granted := make(chan grant, len(lockers))
+	hold := func(g grant) {
+		granted <- g
+		select {
+		case <-g.lease.Context().Done():
+			if lost != nil {
+				g.err, g.cause = g.lease.Err(), context.Cause(g.lease.Context())
+				lost <- g
+			}
+		case <-done:
+		case <-ctx.Done():
+		}
+		if lost != nil {
+			rctx, rcancel := context.WithTimeout(context.Background(), testDeadline)
+			_ = g.lease.Release(rctx)
+			rcancel()
+		}
+	}
+	first, err := lockers[0](ctx, lockName(product))
+	if err != nil {
+		t.Fatalf("Lock(%s) by locker 0 = %v", lockName(product), err)
+	}
+	wg.Go(func() { hold(grant{i: 0, lease: first}) })
+	for i, lock := range lockers[1:] {
+		wg.Go(func() {
+			lease, err := lock(ctx, lockName(product))
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("Lock(%s) by locker %d = %v", lockName(product), i+1, err)
+				}
+				return
+			}
+			hold(grant{i: i + 1, lease: lease})
+		})
+	}
+	return granted
+}
+
+// inject runs the fault on product in the background.
+func inject(f *fleet.Fleet, product string) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+		defer cancel()
+		errc <- (&LockExpiredEarly{}).Inject(ctx, Target{Fleet: f, Product: product})
+	}()
+	return errc
+}
+
+// next receives from ch or fails the test after testDeadline.
+func next[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testDeadline):
+		t.Fatalf("waited %v for %s", testDeadline, what)
+		panic("unreachable")
+	}
+}
+
+// TestLockExpiredEarlyDeletesHoldersKeys: in etcd and ZooKeeper, Inject
+// deletes the lock of three holders in a row, each inside its critical
+// section (holding its lease, not released); each loses its lease (its
+// Context is cancelled, Err says its key or node was deleted), the next
+// waiter takes over, and the fourth holder keeps the lock.
+func TestLockExpiredEarlyDeletesHoldersKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setup   func(*testing.T) (*fleet.Fleet, []lockFunc)
+		deleted error
+	}{
+		{"etcd", etcdLockers, etcdlock.ErrKeyDeleted},
+		{"zookeeper", zkLockers, zklock.ErrNodeDeleted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, lockers := tc.setup(t)
+			product := fmt.Sprintf("expire-%s-%d", tc.name, time.Now().UnixNano())
+			lost := make(chan grant, holders)
+			granted := contend(t, lockers, product, lost, nil)
+			holder := next(t, granted, "the first holder")
+			errc := inject(f, product)
+			for n := range deletions {
+				g := next(t, lost, fmt.Sprintf("holder %d of %d to lose its lease", n+1, deletions))
+				if g.i != holder.i {
+					t.Fatalf("locker %d lost its lease, want the holder, locker %d", g.i, holder.i)
+				}
+				if !errors.Is(g.err, tc.deleted) {
+					t.Fatalf("holder %d: Lease.Err() = %v, want %v", n+1, g.err, tc.deleted)
+				}
+				if !errors.Is(g.cause, tc.deleted) {
+					t.Fatalf("holder %d: context.Cause(Lease.Context()) = %v, want %v", n+1, g.cause, tc.deleted)
+				}
+				holder = next(t, granted, fmt.Sprintf("the holder after holder %d", n+1))
+				if holder.lease.Fence() <= g.lease.Fence() {
+					t.Fatalf("the holder after holder %d has fence %d, want above %d", n+1, holder.lease.Fence(), g.lease.Fence())
+				}
+			}
+			if err := next(t, errc, "Inject to return"); err != nil {
+				t.Fatalf("Inject = %v, want nil", err)
+			}
+			if err := holder.lease.Err(); err != nil {
+				t.Fatalf("the fourth holder (locker %d) after Inject returned: Lease.Err() = %v, want nil", holder.i, err)
+			}
+		})
+	}
+}
+
+// TestLockExpiredEarlyExpiresPgLockRow: Inject makes the locks row of
+// three holders in a row look expired while each still holds its lease; a
+// waiter takes the lock over each time, with a higher fence, and each
+// struck holder learns at Release that it no longer held the lock. (A
+// pglock lease never reads its row back, so it cannot notice sooner: see
+// LockExpiredEarly.) The fourth holder keeps the lock.
+func TestLockExpiredEarlyExpiresPgLockRow(t *testing.T) {
+	f, lockers := pgLockers(t)
+	product := fmt.Sprintf("expire-pglock-%d", time.Now().UnixNano())
+	done := make(chan struct{})
+	defer close(done)
+	granted := contend(t, lockers, product, nil, done)
+	var held []grant
+	held = append(held, next(t, granted, "the first holder"))
+	errc := inject(f, product)
+	for n := range deletions {
+		g := next(t, granted, fmt.Sprintf("a waiter to take over from holder %d", n+1))
+		if prev := held[len(held)-1]; g.lease.Fence() <= prev.lease.Fence() {
+			t.Fatalf("locker %d took over with fence %d, want above holder %d's %d", g.i, g.lease.Fence(), n+1, prev.lease.Fence())
+		}
+		held = append(held, g)
+	}
+	if err := next(t, errc, "Inject to return"); err != nil {
+		t.Fatalf("Inject = %v, want nil", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	for n, g := range held {
+		err := g.lease.Release(ctx)
+		if n < deletions && !errors.Is(err, pglock.ErrNotHeld) {
+			t.Errorf("holder %d (locker %d), its row expired under it: Release = %v, want ErrNotHeld", n+1, g.i, err)
+		}
+		if n == deletions && err != nil {
+			t.Errorf("the fourth holder (locker %d): Release = %v, want nil", g.i, err)
+		}
+	}
+}
+
+// TestLockExpiredEarlyNotApplicable: with no lock of the product in Redis,
+// etcd, ZooKeeper or the locks table, Inject reports ErrNotApplicable.
+func TestLockExpiredEarlyNotApplicable(t *testing.T) {
+	f := &fleet.Fleet{
+		RedisURL:    testenv.RedisURL(t),
+		PostgresURL: migratedDB(t),
+		Etcd:        &localstack.Etcd{Endpoint: testenv.EtcdEndpoints(t)[0]},
+		ZooKeeper:   &localstack.ZooKeeper{Addr: testenv.ZooKeeperServers(t)[0]},
+	}
+	err := next(t, inject(f, "expire-nobody"), "Inject to return")
+	if !errors.Is(err, ErrNotApplicable) {
+		t.Fatalf("Inject on a product nobody locks = %v, want ErrNotApplicable", err)
+	}
+	for _, place := range []string{"Redis", "etcd", "ZooKeeper", "locks table"} {
+		if !strings.Contains(err.Error(), place) {
+			t.Errorf("Inject = %q, want it to name %s", err, place)
+		}
+	}
+}
