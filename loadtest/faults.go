@@ -42,7 +42,7 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	fs.IntVar(&o.retries, "retries", 3, "how often a buyer without a definite answer retries with the same Idempotency-Key")
 	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the replicas (keeps buyers inside their critical sections)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", time.Second, "INVENTORY_LOCK_TTL for the replicas; replica-pause pauses for twice this")
-	fs.DurationVar(&o.spread, "spread", 2*time.Second, "side by side, each run's buyers start over at least this long, so the fastest strategies are still selling when the slowest reach the fault's moment (0: as fast as they can)")
+	fs.DurationVar(&o.spread, "spread", 6*time.Second, "side by side, each run's buyers start over at least this long, so the fastest strategies are still selling when the slowest reach the fault's moment (0: as fast as they can)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the matrix as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write the matrix as a self-contained HTML heat map to this file")
 	if err := fs.Parse(args); err != nil {
@@ -157,7 +157,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []fault
 	}
 	mr := &matrixRun{
 		c: newClient(f.URL, f.AdminToken, o.concurrency*len(strategies)), o: o, fleet: f,
-		stamp: time.Now().Unix() % 1_000_000, spread: o.spread,
+		stamp: time.Now().Unix() % 1_000_000, spread: o.spread, log: log,
 	}
 	defer mr.c.close()
 	for _, s := range strategies {
@@ -224,10 +224,11 @@ type matrixRun struct {
 	replicas []string // the replicas' own URLs, for their metrics
 	stamp    int64    // makes this matrix's product ids its own
 	// spread is how long the buyers of each run of a side-by-side round
-	// take at least to start: o.spread, or three times as long as the
-	// slowest run of an earlier round took to reach the fault's moment, so
-	// that the fastest strategies are still selling when it comes.
+	// take at least to start: o.spread, or twice as long as the last
+	// round took to reach the fault's moment, so that the fastest
+	// strategies are still selling when it comes.
 	spread time.Duration
+	log    io.Writer // progress
 }
 
 // maxScale bounds matrixRun.scale.
@@ -356,7 +357,9 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 		if board != nil {
 			<-board.done
 			if !board.struckAt.IsZero() {
-				mr.spread = max(mr.spread, 3*board.struckAt.Sub(began).Round(100*time.Millisecond))
+				delay := board.struckAt.Sub(began)
+				mr.spread = max(mr.o.spread, 2*delay).Round(100 * time.Millisecond)
+				fmt.Fprintf(mr.log, "  %s: struck %d runs after %v; next spread %v\n", fault.Name(), board.hit, delay.Round(100*time.Millisecond), mr.spread)
 			}
 		}
 		for i, l := range open {

@@ -28,6 +28,7 @@ type strikeBoard struct {
 	done     chan struct{} // closed once the fault struck and was healed, or did not strike
 	err      error         // the fault's, once done is closed
 	struckAt time.Time     // when it struck (zero if it did not), once done is closed
+	hit      int           // how many runs it struck, once done is closed
 }
 
 type laneState int
@@ -111,7 +112,7 @@ func (b *strikeBoard) strike(ctx context.Context, fault faults.Fault, t faults.T
 		return
 	}
 	t.Selling = allClosed(selling)
-	b.struckAt = time.Now()
+	b.struckAt, b.hit = time.Now(), len(selling)
 	slog.Debug("fault strikes side by side", "fault", fault.Name(), "runs", len(selling))
 	injectErr := fault.Inject(ctx, t)
 	// Heal even a half-done injection, then report the first error.

@@ -76,7 +76,8 @@ type Strategy struct {
 
 var (
 	// ErrNotApplicable: the fault has nothing to act on with this strategy
-	// (no lock key for lock-expired-early, no other strategy to switch to).
+	// (no lock of the product for lock-expired-early, no other strategy to
+	// switch to).
 	ErrNotApplicable = errors.New("fault does not apply to this strategy")
 	// ErrMissed: the buyers were all answered before the fault's moment
 	// came, so the run was not faulted mid-sale.
