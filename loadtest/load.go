@@ -34,8 +34,9 @@ type loadConfig struct {
 	// its error ends the run. A disturbed run may span rounds, and is
 	// judged as faulted (see figures.Faulted).
 	Disturb func(ctx context.Context, answered func() int64, selling <-chan struct{}) error
-	// Spread, when set, paces the buyers: they start no faster than
-	// Buyers over Spread (a run whose sales are slower is not held back).
+	// Spread, when set, paces the buyers: they start over at least Spread,
+	// in waves of Concurrency at once (see waves); a run whose sales are
+	// slower is not held back.
 	Spread time.Duration
 	// Products, above 1, sells "<Product>-1" … "<Product>-N" at once, Stock
 	// units each, Buyers in all, each buyer picking its product by
@@ -397,11 +398,9 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	if cfg.Disturb != nil {
 		go func() { disturbed <- cfg.Disturb(ctx, answered.Load, selling) }()
 	}
-	var pace <-chan time.Time
+	var pace <-chan struct{}
 	if cfg.Spread > 0 {
-		t := time.NewTicker(max(cfg.Spread/time.Duration(cfg.Buyers), time.Microsecond))
-		defer t.Stop()
-		pace = t.C
+		pace = waves(runCtx, cfg.Spread, cfg.Buyers, cfg.Concurrency)
 	}
 	start := time.Now()
 	for range min(cfg.Concurrency, cfg.Buyers) {
@@ -675,4 +674,31 @@ func dense(byTick map[int64]int64, elapsed time.Duration) []int64 {
 		}
 	}
 	return out
+}
+
+// waves paces a run's buyers: it hands out up to concurrency starts at
+// once, a wave every spread ÷ (buyers ÷ concurrency), until ctx ends. The
+// buyers of a paced run still arrive together, as many as unpaced, and so
+// still race each other for the last units; only the gaps between the
+// waves are longer.
+func waves(ctx context.Context, spread time.Duration, buyers, concurrency int) <-chan struct{} {
+	starts := make(chan struct{}, concurrency)
+	n := max(1, buyers/max(concurrency, 1))
+	go func() {
+		t := time.NewTicker(max(spread/time.Duration(n), time.Millisecond))
+		defer t.Stop()
+		for {
+			// Top the wave up to concurrency (only this goroutine sends,
+			// so the room counted here is there).
+			for range cap(starts) - len(starts) {
+				starts <- struct{}{}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return starts
 }
