@@ -66,14 +66,7 @@ const unsafeAttempts = 5
 func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas: 2, NoFsync: true,
-		Env: map[string]string{"INVENTORY_WORK_DELAY": e2eWorkDelay},
-	})
-	if err != nil {
-		t.Fatalf("fleet.Start: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Stop() })
+	f := startE2EFleet(ctx, t)
 
 	loadtest := func(strategies string) Report {
 		t.Helper()
@@ -311,19 +304,7 @@ func tail(s string, n int) string {
 func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas: 2, NoFsync: true,
-		Env: map[string]string{"INVENTORY_WORK_DELAY": e2eWorkDelay},
-	})
-	if err != nil {
-		t.Fatalf("fleet.Start: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Stop() })
-	conn, err := pgx.Connect(ctx, f.PostgresURL)
-	if err != nil {
-		t.Fatalf("connect %s: %v", f.PostgresURL, err)
-	}
-	defer conn.Close(ctx)
+	f, conn := e2eFleet(ctx, t)
 
 	var safe []string
 	for name, isSafe := range contractStrategies {
@@ -495,4 +476,32 @@ func soldBy(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, r
 		t.Fatal(err)
 	}
 	return by
+}
+
+// startE2EFleet starts the end-to-end tests' fleet: two replicas spending
+// e2eWorkDelay inside each sale, no fsync (nothing here restarts Postgres).
+func startE2EFleet(ctx context.Context, t *testing.T) *fleet.Fleet {
+	t.Helper()
+	f, err := fleet.Start(ctx, fleet.Options{
+		Replicas: 2, NoFsync: true,
+		Env: map[string]string{"INVENTORY_WORK_DELAY": e2eWorkDelay},
+	})
+	if err != nil {
+		t.Fatalf("fleet.Start: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Stop() })
+	return f
+}
+
+// e2eFleet is startE2EFleet and a connection to its Postgres, to read the
+// ledger, closed when the test ends.
+func e2eFleet(ctx context.Context, t *testing.T) (*fleet.Fleet, *pgx.Conn) {
+	t.Helper()
+	f := startE2EFleet(ctx, t)
+	conn, err := pgx.Connect(ctx, f.PostgresURL)
+	if err != nil {
+		t.Fatalf("connect %s: %v", f.PostgresURL, err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return f, conn
 }

@@ -8,10 +8,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"inventory/internal/fleet"
 )
 
 // TestManyProductsAgainstATwoReplicaFleet sells 8 products at once, buyers
@@ -28,19 +24,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas: 2, NoFsync: true,
-		Env: map[string]string{"INVENTORY_WORK_DELAY": e2eWorkDelay},
-	})
-	if err != nil {
-		t.Fatalf("fleet.Start: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Stop() })
-	conn, err := pgx.Connect(ctx, f.PostgresURL)
-	if err != nil {
-		t.Fatalf("connect %s: %v", f.PostgresURL, err)
-	}
-	defer conn.Close(ctx)
+	f, conn := e2eFleet(ctx, t)
 
 	loadtest := func(strategies string) Report {
 		t.Helper()
