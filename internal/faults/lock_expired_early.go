@@ -96,6 +96,18 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 		case err != nil:
 			return err
 		}
+		if h.settle > 0 {
+			if err := hold(ctx, h.settle); err != nil {
+				return err
+			}
+			again, ok, err := found.holder(ctx, t.Product)
+			if err != nil {
+				return fmt.Errorf("lock-expired-early: %s: %w", found.name(), err)
+			}
+			if !ok || again.id != h.id {
+				continue // it let go meanwhile: look for the next one
+			}
+		}
 		taken, err := h.take(ctx)
 		if err != nil {
 			return fmt.Errorf("lock-expired-early: %s: %w", found.name(), err)

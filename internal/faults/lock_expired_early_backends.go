@@ -35,7 +35,17 @@ type lockHolder struct {
 	// take ends its hold, only if it still holds the lock; false when it
 	// had let go already.
 	take func(context.Context) (bool, error)
+	// settle is how long it must have been the holder before it is taken:
+	// an etcd key or a ZooKeeper node is the oldest before its owner's
+	// Lock has seen so and returned, and taken then, that Lock fails
+	// instead of a held lease ending.
+	settle time.Duration
 }
+
+// settle is lockHolder.settle for etcd and ZooKeeper holders: far more
+// than a Lock needs to see its key or node is the oldest, far less than a
+// critical section under the fleet's load.
+const settle = 10 * time.Millisecond
 
 // lockName is the name every lock strategy gives a product's lock (stock's
 // lockKey): the Redis key, the etcd key's and ZooKeeper path's last part,
@@ -224,7 +234,7 @@ func (s *etcdLocks) holder(ctx context.Context, product string) (lockHolder, boo
 		}
 		return r.Succeeded, nil
 	}
-	return lockHolder{id: key + "@" + strconv.FormatInt(rev, 10), take: take}, true, nil
+	return lockHolder{id: key + "@" + strconv.FormatInt(rev, 10), take: take, settle: settle}, true, nil
 }
 
 // zkLocks are the zookeeper strategy's nodes (zklock, default root).
@@ -281,7 +291,7 @@ func (s *zkLocks) holder(_ context.Context, product string) (lockHolder, bool, e
 		}
 		return true, nil
 	}
-	return lockHolder{id: path, take: take}, true, nil
+	return lockHolder{id: path, take: take, settle: settle}, true, nil
 }
 
 // pgLocks are the pglock strategy's rows (the locks table).
