@@ -328,11 +328,14 @@ func TestGiveUpLeavesNoNode(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	// A give-up whose delete could not be sent at once finishes in the
-	// background; here the connection is fine, so nothing should wait.
-	if left := nodes(t, c, root, "k"); len(left) != 1 || root+"/k/"+left[0] != held.Path() {
-		t.Errorf("nodes after the give-ups: %v, want only the holder's %s", left, held.Path())
+	// A waiter cancelled while its create was in flight learns its node's
+	// name only from the late reply, so that node is deleted just after its
+	// Lock returned: wait for it (and fail if it stays).
+	onlyHolder := func() bool {
+		left := nodes(t, c, root, "k")
+		return len(left) == 1 && root+"/k/"+left[0] == held.Path()
 	}
+	waitFor(t, "only the holder's node to remain", 5*time.Second, onlyHolder)
 	if err := held.Release(context.Background()); err != nil {
 		t.Errorf("Release: %v", err)
 	}
