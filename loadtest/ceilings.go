@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/fleet"
+	"inventory/internal/lock/etcdlock"
+	"inventory/internal/lock/zklock"
 	"inventory/internal/stock"
 )
 
@@ -34,9 +38,11 @@ type Ceilings struct {
 	// run's concurrency.
 	Healthz float64 `json:"healthz_per_s"`
 	// Serial is each strategy's own serial ceiling: sales per second by one
-	// buyer at a time, in-process (no HTTP), on the fleet's Postgres and
-	// Redis: for a lock strategy its lock round trips, read, write and
-	// commit back to back. Measured when the Postgres and Redis URLs are known.
+	// buyer at a time, in-process (no HTTP), on the fleet's Postgres, Redis
+	// and lock services: for a lock strategy its lock round trips, read,
+	// write and commit back to back. Measured when the Postgres and Redis
+	// URLs are known; redlock, etcd and zookeeper also need their servers'
+	// (known for the local fleet).
 	Serial  map[string]float64 `json:"serial_sales_per_s,omitempty"`
 	Seconds float64            `json:"seconds_each"`
 }
@@ -44,14 +50,38 @@ type Ceilings struct {
 // hotRowClients is pgbench's client count in the issue's reference figure.
 const hotRowClients = 8
 
+// lockServices are the fleet's servers for the redlock, etcd and zookeeper
+// strategies; a strategy whose servers are missing gets no serial figure.
+type lockServices struct {
+	RedlockURLs      []string // redis:// URLs of the independent servers
+	EtcdEndpoints    []string // host:port
+	ZooKeeperServers []string // host:port
+}
+
+// fleetLockServices are the local fleet's lock servers (none when it was
+// started without them).
+func fleetLockServices(f *fleet.Fleet) lockServices {
+	var ls lockServices
+	for _, r := range f.RedlockServers {
+		ls.RedlockURLs = append(ls.RedlockURLs, r.URL)
+	}
+	if f.Etcd != nil {
+		ls.EtcdEndpoints = []string{f.Etcd.Endpoint}
+	}
+	if f.ZooKeeper != nil {
+		ls.ZooKeeperServers = []string{f.ZooKeeper.Addr}
+	}
+	return ls
+}
+
 // measureCeilings measures each ceiling for d; pgURL and redisURL may be
 // empty, which skips that ceiling.
-func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, strategies []string, concurrency int, d time.Duration) (Ceilings, error) {
+func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, locks lockServices, strategies []string, concurrency int, d time.Duration) (Ceilings, error) {
 	out := Ceilings{Seconds: d.Seconds(), HotRowClients: hotRowClients}
 	if pgURL != "" && redisURL != "" {
 		out.Serial = map[string]float64{}
 		for _, name := range strategies {
-			sps, err := serialRate(ctx, c, pgURL, redisURL, name, d)
+			sps, err := serialRate(ctx, c, pgURL, redisURL, locks, name, d)
 			if errors.Is(err, stock.ErrNotConfigured) {
 				continue // it needs a lock service of its own: no serial figure ("-")
 			}
@@ -125,7 +155,7 @@ func hotRowRate(ctx context.Context, c *client, pgURL string, d time.Duration) (
 
 // serialRate sells a product of its own by strategy name, one buyer at a
 // time, in this process with the service's own code.
-func serialRate(ctx context.Context, c *client, pgURL, redisURL, name string, d time.Duration) (float64, error) {
+func serialRate(ctx context.Context, c *client, pgURL, redisURL string, locks lockServices, name string, d time.Duration) (float64, error) {
 	id := "ceiling-serial-" + name
 	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
 		return 0, err
@@ -135,13 +165,18 @@ func serialRate(ctx context.Context, c *client, pgURL, redisURL, name string, d 
 		return 0, err
 	}
 	defer pool.Close()
-	opts, err := redis.ParseURL(redisURL)
+	rdb, err := redisClient(redisURL)
 	if err != nil {
 		return 0, err
 	}
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	seller, err := stock.New(name, stock.Deps{Store: stock.NewStore(pool, stock.Limits{}), Redis: rdb, Instance: "loadtest-serial"})
+	deps := stock.Deps{Store: stock.NewStore(pool, stock.Limits{}), Redis: rdb, Instance: "loadtest-serial"}
+	closeLocks, err := dialLockServices(ctx, &deps, locks, name)
+	if err != nil {
+		return 0, err
+	}
+	defer closeLocks()
+	seller, err := stock.New(name, deps)
 	if err != nil {
 		return 0, err
 	}
@@ -149,6 +184,55 @@ func serialRate(ctx context.Context, c *client, pgURL, redisURL, name string, d 
 		_, err := seller.Sell(ctx, stock.Order{ProductID: id, Quantity: 1})
 		return err
 	})
+}
+
+func redisClient(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	opts.ContextTimeoutEnabled = true // package redlock's per-server timeouts
+	return redis.NewClient(opts), nil
+}
+
+// dialLockServices connects deps to the lock service the strategy name
+// needs, if it needs one and locks has it; the returned func closes it.
+func dialLockServices(ctx context.Context, deps *stock.Deps, locks lockServices, name string) (func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	switch {
+	case name == stock.Redlock && len(locks.RedlockURLs) > 0:
+		for _, u := range locks.RedlockURLs {
+			rdb, err := redisClient(u)
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			closers = append(closers, func() { _ = rdb.Close() })
+			deps.Redlock = append(deps.Redlock, rdb)
+		}
+	case name == stock.Etcd && len(locks.EtcdEndpoints) > 0:
+		l, err := etcdlock.Dial(ctx, locks.EtcdEndpoints, etcdlock.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("etcd: %w", err)
+		}
+		closers = append(closers, func() { _ = l.Close() })
+		deps.Etcd = l
+	case name == stock.ZooKeeper && len(locks.ZooKeeperServers) > 0:
+		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		l, err := zklock.New(zctx, locks.ZooKeeperServers, zklock.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("zookeeper: %w", err)
+		}
+		closers = append(closers, func() { _ = l.Close() })
+		deps.ZooKeeper = l
+	}
+	return closeAll, nil
 }
 
 func redisRate(ctx context.Context, redisURL string, concurrency int, d time.Duration) (float64, error) {
@@ -211,6 +295,31 @@ func (c *client) healthz(ctx context.Context) error {
 	return nil
 }
 
+// soldOutSlices is how many times the sold-out phase alternates between
+// sold-out buyers and GET /healthz: a drift of the machine (a checkpoint,
+// another process) then weighs on both figures alike.
+const soldOutSlices = 2
+
+// soldOutPhase measures, for d each, the 409s per second that buyers of the
+// sold-out product get with strategy and the GET /healthz answers per
+// second, in alternating slices.
+func soldOutPhase(ctx context.Context, c *client, product, strategy string, concurrency int, d time.Duration) (soldOut, healthz float64, err error) {
+	slice := d / soldOutSlices
+	for range soldOutSlices {
+		so, err := soldOutRate(ctx, c, product, strategy, concurrency, slice)
+		if err != nil {
+			return 0, 0, err
+		}
+		hz, err := rate(ctx, concurrency, slice, c.healthz)
+		if err != nil {
+			return 0, 0, fmt.Errorf("healthz beside the sold-out phase: %w", err)
+		}
+		soldOut += so / soldOutSlices
+		healthz += hz / soldOutSlices
+	}
+	return soldOut, healthz, nil
+}
+
 // soldOutRate asks n buyers, concurrency at a time, for one unit of a
 // product that is sold out, with strategy, and returns the 409s per
 // second; any other answer is an error.
@@ -256,8 +365,8 @@ func printCeilings(w io.Writer, r Report) {
 		soldOut := "-"
 		if res.SoldOutRate > 0 {
 			soldOut = fmt.Sprintf("%.0f", res.SoldOutRate)
-			if c.Healthz > 0 {
-				share = fmt.Sprintf("%.0f%%", 100*res.SoldOutRate/c.Healthz)
+			if res.SoldOutHealthz > 0 {
+				share = fmt.Sprintf("%.0f%%", 100*res.SoldOutRate/res.SoldOutHealthz)
 			}
 		}
 		serial, ofSerial := "-", "-"

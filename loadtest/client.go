@@ -227,9 +227,11 @@ func (o outcome) definite() bool { return o.status/100 == 2 || o.status == http.
 // and carries the admin token; an empty one sells with the fleet default,
 // as a buyer does. A non-empty key is sent as the Idempotency-Key.
 func (c *client) buy(ctx context.Context, product, strategy, key string) outcome {
-	target, body := c.base+"/sale", map[string]any{"product_id": product, "quantity": 1}
+	// A struct, not a map: the sold-out phase sends thousands a second from
+	// the same two cores as the fleet, so the buyer's own cost counts.
+	target, body := c.base+"/sale", any(oneUnit{ProductID: product, Quantity: 1})
 	if c.byProduct {
-		target, body = c.base+"/products/"+url.PathEscape(product)+"/sale", map[string]any{"quantity": 1}
+		target, body = c.base+"/products/"+url.PathEscape(product)+"/sale", oneUnit{Quantity: 1}
 	}
 	encoded, err := json.Marshal(body)
 	if err != nil {
@@ -269,6 +271,9 @@ func (c *client) buy(ctx context.Context, product, strategy, key string) outcome
 		// An answer that does not parse still sold: the ledger has the last word.
 		_ = json.Unmarshal(b, &sale)
 		o.saleID, o.round, o.strategy = sale.SaleID, sale.Round, sale.Strategy
+	case resp.StatusCode == http.StatusConflict && !bytes.Contains(b, []byte(`"lock_breach"`)):
+		// A plain 409 (sold out, or too few left): nothing more to read.
+		// The field is only present when true.
 	case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusServiceUnavailable:
 		var p struct {
 			Type       string `json:"type"`
@@ -281,6 +286,13 @@ func (c *client) buy(ctx context.Context, product, strategy, key string) outcome
 		o.err = fmt.Errorf("POST /sale = %s: %s", resp.Status, bytes.TrimSpace(trim(b, 300)))
 	}
 	return o
+}
+
+// oneUnit is a buyer's POST /sale body (product_id omitted for the
+// product's own path).
+type oneUnit struct {
+	ProductID string `json:"product_id,omitempty"`
+	Quantity  int    `json:"quantity"`
 }
 
 func (c *client) getJSON(ctx context.Context, path string, into any) error {

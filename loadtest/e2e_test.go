@@ -217,6 +217,29 @@ func (w *signalWriter) String() string {
 	return w.buf.String()
 }
 
+// TestCeilingsOfEveryLock: against a real fleet, the ceilings include the
+// serial rate of the strategies on a lock service of their own.
+func TestCeilingsOfEveryLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := startE2EFleet(ctx, t)
+	c := newClient(f.URL, f.AdminToken, 4)
+	defer c.close()
+	strategies := []string{"redis", "redlock", "etcd", "zookeeper", "pglock"}
+	ceil, err := measureCeilings(ctx, c, f.PostgresURL, f.RedisURL, fleetLockServices(f), strategies, 4, 300*time.Millisecond)
+	if err != nil {
+		t.Fatalf("measureCeilings: %v", err)
+	}
+	if ceil.HotRow <= 0 || ceil.Redis <= 0 || ceil.Healthz <= 0 {
+		t.Errorf("ceilings = %+v, want hot row, Redis and /healthz measured", ceil)
+	}
+	for _, name := range strategies {
+		if ceil.Serial[name] <= 0 {
+			t.Errorf("serial ceiling of %s = %.0f/s, want one measured (all: %v)", name, ceil.Serial[name], ceil.Serial)
+		}
+	}
+}
+
 func TestWithoutURLItStartsAFleetAndStopsIt(t *testing.T) {
 	before := children(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -330,6 +330,9 @@ func TestCeilings(t *testing.T) {
 		if sold := res.SoldOutRate > 0; sold != (res.Strategy == "honest") {
 			t.Errorf("run(%q) row %s sold-out rate %.0f/s, want one only for the row that ended sold out (racy oversold)", args, res.Strategy, res.SoldOutRate)
 		}
+		if beside := res.SoldOutHealthz > 0; beside != (res.SoldOutRate > 0) {
+			t.Errorf("run(%q) row %s /healthz beside its sold-out phase %.0f/s, want one exactly when the phase ran", args, res.Strategy, res.SoldOutHealthz)
+		}
 	}
 	for _, want := range []string{"ceilings, measured in this run", "GET /healthz", "sold-out 409/s", "% of healthz"} {
 		if !strings.Contains(table, want) {

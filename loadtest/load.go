@@ -115,12 +115,15 @@ type Result struct {
 	Throughput   float64          `json:"throughput_rps"`
 	// SoldOutRate is 409s per second once the product was sold out, with
 	// --ceilings (one-strategy rows that sold out).
-	SoldOutRate float64          `json:"sold_out_per_s,omitempty"`
-	LatencyMs   Latency          `json:"latency_ms"`
-	PerReplica  map[string]int64 `json:"per_replica"`
-	Verdict     string           `json:"verdict"`
-	Reasons     []string         `json:"reasons,omitempty"`
-	FirstErrors []string         `json:"first_errors,omitempty"`
+	SoldOutRate float64 `json:"sold_out_per_s,omitempty"`
+	// SoldOutHealthz is GET /healthz answers per second measured in
+	// slices alternating with SoldOutRate's, what it is compared against.
+	SoldOutHealthz float64          `json:"sold_out_healthz_per_s,omitempty"`
+	LatencyMs      Latency          `json:"latency_ms"`
+	PerReplica     map[string]int64 `json:"per_replica"`
+	Verdict        string           `json:"verdict"`
+	Reasons        []string         `json:"reasons,omitempty"`
+	FirstErrors    []string         `json:"first_errors,omitempty"`
 
 	// Timeline is the 2xx answers in each 100 ms (tick) since the buyers
 	// started: sales over time, for the HTML report.

@@ -82,6 +82,7 @@ type options struct {
 	mix, restockDuring, byProduct, ceilings       bool
 	ceilingTime                                   time.Duration
 	postgresURL, redisURL                         string
+	lockServices                                  lockServices // the local fleet's; none with --url
 	switchEvery                                   int
 	products                                      int
 	zipf                                          float64
@@ -210,6 +211,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 		rep.Target, o.adminToken = f.URL, f.AdminToken
 		o.postgresURL, o.redisURL = f.PostgresURL, f.RedisURL
+		o.lockServices = fleetLockServices(f)
 		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
 
@@ -244,7 +246,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, st := range strategies {
 			names = append(names, st.Name)
 		}
-		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, names, o.concurrency, o.ceilingTime)
+		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, o.lockServices, names, o.concurrency, o.ceilingTime)
 		if err != nil {
 			return err
 		}
@@ -285,7 +287,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			if o.ceilings && len(s.Sell) == 1 && final == 0 {
 				// The crowd that arrives after the last unit.
-				if res.SoldOutRate, err = soldOutRate(ctx, c, soldOutProduct, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
+				if res.SoldOutRate, res.SoldOutHealthz, err = soldOutPhase(ctx, c, soldOutProduct, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
 					return fmt.Errorf("%s: sold-out phase: %w", s.Name, err)
 				}
 			}
