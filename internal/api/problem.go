@@ -152,13 +152,17 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error,
 		}
 	}
 	msg, level := "request failed", k.level
-	attrs = append([]any{"method", r.Method, "path", r.URL.Path, "request_id", p.RequestID,
-		"status", k.status, "problem", k.slug, "err", err}, attrs...)
 	if p.LockBreach {
 		msg, level = "lock breach caught by the database", max(level, slog.LevelWarn)
 		attrs = append(attrs, "lock_breach", true)
 	}
-	s.log.Log(r.Context(), level, msg, attrs...)
+	// The crowd after a sell-out gets thousands of 409s a second, logged
+	// at debug: build the line only when it is written.
+	if s.log.Enabled(r.Context(), level) {
+		attrs = append([]any{"method", r.Method, "path", r.URL.Path, "request_id", p.RequestID,
+			"status", k.status, "problem", k.slug, "err", err}, attrs...)
+		s.log.Log(r.Context(), level, msg, attrs...)
+	}
 	switch {
 	case k.retry:
 		w.Header().Set("Retry-After", "1")
