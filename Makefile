@@ -49,10 +49,10 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## demo: start the local two-replica fleet, run every strategy, print the verdict table and write demo-report.html
-demo: demo-deps
-	$(GO) build -o bin/ ./cmd/inventory ./loadtest
-	bin/loadtest --binary bin/inventory --html demo-report.html
+## demo: install what is missing while building, start the local two-replica fleet, run every strategy (250 units, 400 buyers), print the verdicts and write demo-report.html; more with e.g. make demo DEMO_ARGS='--stock 1000 --buyers 1500'
+DEMO_ARGS ?=
+demo:
+	GO=$(GO) ./scripts/demo.sh $(DEMO_ARGS)
 
 ## faults: the fault matrix: every strategy × every fault, RUNS faulted runs per cell (default 3), on a local fleet
 RUNS ?= 3

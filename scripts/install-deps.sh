@@ -4,7 +4,20 @@
 # dashboards test and chromium for the live page's browser test) when they
 # are missing. Debian/Ubuntu only;
 # elsewhere it prints what to install.
+#
+# --demo: only what make demo needs. --check: install nothing; print the
+# missing packages and exit 1 if any are missing (scripts/demo.sh asks
+# first, so that sudo can prompt before the install runs in the background).
 set -euo pipefail
+
+demo=false check=false
+for arg in "$@"; do
+  case $arg in
+    --demo) demo=true ;;
+    --check) check=true ;;
+    *) echo "usage: $0 [--demo] [--check]" >&2; exit 2 ;;
+  esac
+done
 
 have() {
   command -v "$1" >/dev/null 2>&1 && return 0
@@ -25,11 +38,15 @@ have etcd || lean+=(etcd-server)
 [ -f /usr/share/java/zookeeper.jar ] || lean+=(zookeeper)
 # The demo needs only the ones above; the tests also need these (skip them
 # with --demo).
-if [ "${1:-}" != "--demo" ]; then
+if ! $demo; then
   have prometheus || lean+=(prometheus)
   have chromium || lean+=(chromium)
 fi
 [ ${#missing[@]} -eq 0 ] && [ ${#lean[@]} -eq 0 ] && exit 0
+if $check; then
+  echo "${missing[*]} ${lean[*]}"
+  exit 1
+fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "missing: ${missing[*]} ${lean[*]} — install PostgreSQL >= 15, Redis >= 7, nginx, etcd, ZooKeeper, Prometheus and Chromium with your package manager" >&2
