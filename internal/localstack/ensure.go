@@ -18,7 +18,9 @@ var debianPackage = map[string]string{
 	"redis-server": "redis-server",
 	"nginx":        "nginx",
 	"etcd":         "etcd-server",
-	"java":         "zookeeper", // StartZooKeeper: Debian's zookeeper depends on a JRE
+	// StartZooKeeper runs ZooKeeper's jar on a headless Java; Debian's
+	// zookeeper package would add only scripts and a desktop Java.
+	"java": "libzookeeper-java default-jre-headless",
 }
 
 var aptMu sync.Mutex // apt-get holds a global lock; one install at a time per process
@@ -33,7 +35,7 @@ func Ensure(ctx context.Context, names ...string) ([]string, error) {
 		return paths, nil
 	}
 	pkgs := packagesFor(missing)
-	install := "apt-get update && apt-get install -y " + strings.Join(pkgs, " ")
+	install := "apt-get update && apt-get install -y --no-install-recommends " + strings.Join(pkgs, " ")
 	if os.Geteuid() != 0 || !fileExists("/usr/bin/apt-get") {
 		return nil, fmt.Errorf("%s: %w; install with: sudo sh -c '%s'", strings.Join(missing, ", "), errNotFound, install)
 	}

@@ -58,8 +58,8 @@ forceSync=%s
 maxClientCnxns=0
 `
 
-// StartZooKeeper starts a standalone ZooKeeper (Debian's zookeeper package,
-// on Java) on a free loopback port in a fresh temporary directory that Stop
+// StartZooKeeper starts a standalone ZooKeeper (Debian's libzookeeper-java,
+// on a headless Java) on a free loopback port in a fresh temporary directory that Stop
 // removes, with a small heap, and waits until it answers ruok with imok.
 func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, error) {
 	paths, err := Ensure(ctx, "java")
@@ -67,7 +67,7 @@ func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, err
 		return nil, err
 	}
 	if !fileExists(zooKeeperJar) {
-		return nil, fmt.Errorf("%s: %w; install with: sudo apt-get install -y --no-install-recommends zookeeper", zooKeeperJar, errNotFound)
+		return nil, fmt.Errorf("%s: %w; install with: sudo apt-get install -y --no-install-recommends libzookeeper-java default-jre-headless", zooKeeperJar, errNotFound)
 	}
 	dir, err := os.MkdirTemp("", "inventory-zookeeper-")
 	if err != nil {

@@ -28,7 +28,7 @@ func ZooKeeperServers(t testing.TB) []string {
 	t.Helper()
 	zkOnce.Do(func() { zkServers, zkErr = startZooKeeper() })
 	if zkErr != nil {
-		t.Fatalf("no ZooKeeper for the tests: %v\n(set %s to servers you run, or install zookeeper: apt-get install -y --no-install-recommends zookeeper)", zkErr, ZooKeeperEnv)
+		t.Fatalf("no ZooKeeper for the tests: %v\n(set %s to servers you run, or install it: apt-get install -y --no-install-recommends libzookeeper-java default-jre-headless)", zkErr, ZooKeeperEnv)
 	}
 	return zkServers
 }
@@ -39,7 +39,7 @@ func ZooKeeperServer(t testing.TB) *localstack.ZooKeeper {
 	t.Helper()
 	z, err := localstack.StartZooKeeper(context.Background(), localstack.ZooKeeperOptions{NoFsync: true})
 	if err != nil {
-		t.Fatalf("start a private ZooKeeper: %v\n(install it: apt-get install -y --no-install-recommends zookeeper)", err)
+		t.Fatalf("start a private ZooKeeper: %v\n(install it: apt-get install -y --no-install-recommends libzookeeper-java default-jre-headless)", err)
 	}
 	t.Cleanup(func() { _ = z.Stop() })
 	return z
