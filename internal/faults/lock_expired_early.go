@@ -37,7 +37,13 @@ import (
 //
 // name is the lock's name, lockName(product). Strategies whose product has
 // no lock in any of these places within lookFor are not applicable.
-type LockExpiredEarly struct{}
+type LockExpiredEarly struct {
+	// Settle, when positive, is how long an etcd or ZooKeeper holder must
+	// have been the oldest before it is struck, instead of 10ms: a test
+	// whose holders keep their locks until they lose them can afford far
+	// more than a busy machine's scheduling delay.
+	Settle time.Duration
+}
 
 // lookFor bounds how long Inject looks for a lock before deciding the
 // strategy keeps none (and, after a deletion, for the next holder).
@@ -86,15 +92,21 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 			}
 			return false, nil
 		})
+		// A look that ran into lookFor's deadline can fail with the backend's
+		// own error (etcd's gRPC status) rather than DeadlineExceeded.
+		lookedLongEnough := err != nil && wctx.Err() != nil
 		cancel()
 		switch {
-		case (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMissed)) && ctx.Err() == nil && len(struck) == 0:
+		case (lookedLongEnough || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMissed)) && ctx.Err() == nil && len(struck) == 0:
 			return fmt.Errorf("no lock of %s in Redis, etcd, ZooKeeper or the locks table for %v or until the buyers finished: %w",
 				t.Product, lookFor, ErrNotApplicable)
 		case len(struck) > 0 && err != nil && ctx.Err() == nil:
 			return nil // the buyers are done, or no new holder came: the holders seen lost their locks
 		case err != nil:
 			return err
+		}
+		if h.settle > 0 && f.Settle > 0 {
+			h.settle = f.Settle
 		}
 		if h.settle > 0 {
 			if err := hold(ctx, h.settle); err != nil {
