@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,7 +164,7 @@ func serialRate(ctx context.Context, c *client, pgURL, redisURL string, locks lo
 		return 0, err
 	}
 	defer pool.Close()
-	rdb, err := redisClient(redisURL)
+	rdb, err := redisClient(redisURL, false)
 	if err != nil {
 		return 0, err
 	}
@@ -186,42 +185,46 @@ func serialRate(ctx context.Context, c *client, pgURL, redisURL string, locks lo
 	})
 }
 
-func redisClient(url string) (*redis.Client, error) {
+// redisClient is a client for url; redlock's servers also get
+// ContextTimeoutEnabled, as the service gives them (package redlock's
+// per-server timeouts).
+func redisClient(url string, redlock bool) (*redis.Client, error) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	opts.ContextTimeoutEnabled = true // package redlock's per-server timeouts
+	opts.ContextTimeoutEnabled = redlock
 	return redis.NewClient(opts), nil
 }
 
 // dialLockServices connects deps to the lock service the strategy name
 // needs, if it needs one and locks has it; the returned func closes it.
 func dialLockServices(ctx context.Context, deps *stock.Deps, locks lockServices, name string) (func(), error) {
-	var closers []func()
-	closeAll := func() {
-		for _, c := range slices.Backward(closers) {
-			c()
-		}
-	}
 	switch {
 	case name == stock.Redlock && len(locks.RedlockURLs) > 0:
+		var clients []*redis.Client
+		closeAll := func() {
+			for _, c := range clients {
+				_ = c.Close()
+			}
+		}
 		for _, u := range locks.RedlockURLs {
-			rdb, err := redisClient(u)
+			c, err := redisClient(u, true)
 			if err != nil {
 				closeAll()
 				return nil, err
 			}
-			closers = append(closers, func() { _ = rdb.Close() })
-			deps.Redlock = append(deps.Redlock, rdb)
+			clients = append(clients, c)
+			deps.Redlock = append(deps.Redlock, c)
 		}
+		return closeAll, nil
 	case name == stock.Etcd && len(locks.EtcdEndpoints) > 0:
 		l, err := etcdlock.Dial(ctx, locks.EtcdEndpoints, etcdlock.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("etcd: %w", err)
 		}
-		closers = append(closers, func() { _ = l.Close() })
 		deps.Etcd = l
+		return func() { _ = l.Close() }, nil
 	case name == stock.ZooKeeper && len(locks.ZooKeeperServers) > 0:
 		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -229,10 +232,10 @@ func dialLockServices(ctx context.Context, deps *stock.Deps, locks lockServices,
 		if err != nil {
 			return nil, fmt.Errorf("zookeeper: %w", err)
 		}
-		closers = append(closers, func() { _ = l.Close() })
 		deps.ZooKeeper = l
+		return func() { _ = l.Close() }, nil
 	}
-	return closeAll, nil
+	return func() {}, nil
 }
 
 func redisRate(ctx context.Context, redisURL string, concurrency int, d time.Duration) (float64, error) {
