@@ -213,8 +213,19 @@ func (s *soldOutSeller) fromMemory(ctx context.Context, o Order) (Sale, error) {
 			return earlier, err
 		}
 	}
-	return Sale{}, fmt.Errorf("%q was sold out when this replica last looked: %w", o.ProductID, ErrSoldOut)
+	return Sale{}, soldOutFromMemory{o.ProductID}
 }
+
+// soldOutFromMemory is ErrSoldOut told from a mark. It is worded only when
+// someone reads it: the crowd after a sell-out gets thousands a second, and
+// the API only asks which sentinel it wraps.
+type soldOutFromMemory struct{ id string }
+
+func (e soldOutFromMemory) Error() string {
+	return fmt.Sprintf("%q was sold out when this replica last looked: %v", e.id, ErrSoldOut)
+}
+
+func (soldOutFromMemory) Unwrap() error { return ErrSoldOut }
 
 // soldOutNow reports whether a Sell's answer shows the product has nothing
 // left: a fresh sale leaving 0, or a one-unit order refused as sold out.
