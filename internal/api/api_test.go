@@ -43,7 +43,7 @@ const adminToken = "s3cret-token"
 
 // fixture is one API server on real Postgres and Redis.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	url     string
 	handler http.Handler // NewServer's, unwrapped
 	store   *stock.Store
@@ -54,7 +54,7 @@ type fixture struct {
 
 // newFixture starts the server; tweaks change its Config first (a test's
 // own seller, say).
-func newFixture(t *testing.T, adminToken string, tweaks ...func(*Config)) *fixture {
+func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))

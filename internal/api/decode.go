@@ -19,20 +19,38 @@ const maxBodyBytes = 4 << 10
 // JSON, the body is capped at maxBodyBytes and must be UTF-8, and unknown
 // fields and trailing data are refused.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "application/json" {
-		return fmt.Errorf("%w: Content-Type must be application/json, got %q", errUnsupportedMedia, r.Header.Get("Content-Type"))
+	body, err := readJSONBody(w, r)
+	if err != nil {
+		return err
+	}
+	return unmarshalStrict(body, dst)
+}
+
+// readJSONBody is the body of a request that must carry JSON: the content
+// type must say so, and the body is capped at maxBodyBytes and must be UTF-8.
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" { // the usual one, without a parse
+		mediaType, _, err := mime.ParseMediaType(ct)
+		if err != nil || mediaType != "application/json" {
+			return nil, fmt.Errorf("%w: Content-Type must be application/json, got %q", errUnsupportedMedia, ct)
+		}
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return decodeError(err)
+		return nil, decodeError(err)
 	}
 	// encoding/json would quietly turn invalid UTF-8 into U+FFFD, storing
 	// something other than what was sent (RFC 8259 §8.1: JSON is UTF-8).
 	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
+		return nil, fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
 	}
+	return body, nil
+}
+
+// unmarshalStrict decodes body, exactly one JSON object, into dst, refusing
+// unknown fields and trailing data.
+func unmarshalStrict(body []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

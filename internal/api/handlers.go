@@ -69,7 +69,8 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		return
 	}
 	sale, err := seller.Sell(r.Context(), order)
-	result := classify(err).slug
+	k := classify(err)
+	result := k.slug
 	if err == nil && sale.Replayed {
 		result = "replayed"
 	}
@@ -78,7 +79,7 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		if errors.Is(err, stock.ErrLockBreach) {
 			s.Metrics.LockBreach(strategy)
 		}
-		s.writeProblem(w, r, err, "strategy", strategy, "product_id", order.ProductID)
+		s.writeClassified(w, r, k, err, "strategy", strategy, "product_id", order.ProductID)
 		return
 	}
 	if sale.Replayed {
@@ -101,8 +102,8 @@ func (s *server) readSale(w http.ResponseWriter, r *http.Request) (stock.Order, 
 	if err != nil {
 		return stock.Order{}, "", err
 	}
-	var req saleRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	req, err := readSaleBody(w, r, true)
+	if err != nil {
 		return stock.Order{}, "", err
 	}
 	if req.ProductID == nil {
@@ -118,12 +119,33 @@ func (s *server) readProductSale(w http.ResponseWriter, r *http.Request) (stock.
 	if err != nil {
 		return stock.Order{}, "", err
 	}
-	var req productSaleRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	req, err := readSaleBody(w, r, false)
+	if err != nil {
 		return stock.Order{}, "", err
 	}
 	order, err := s.order(r, chi.URLParam(r, "id"), req.Quantity)
 	return order, strategy, err
+}
+
+// readSaleBody reads a sale's body: POST /sale's (withProduct) or POST
+// /products/{id}/sale's. The usual shape is scanned; anything else is
+// decoded by encoding/json, which answers it or says what is wrong.
+func readSaleBody(w http.ResponseWriter, r *http.Request, withProduct bool) (saleRequest, error) {
+	body, err := readJSONBody(w, r)
+	if err != nil {
+		return saleRequest{}, err
+	}
+	if req, scanned := scanSale(body, withProduct); scanned {
+		return req, nil
+	}
+	if withProduct {
+		var req saleRequest
+		err := unmarshalStrict(body, &req)
+		return req, err
+	}
+	var req productSaleRequest
+	err = unmarshalStrict(body, &req)
+	return saleRequest{Quantity: req.Quantity}, err
 }
 
 // order checks a sale's product id, quantity and Idempotency-Key.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"inventory/internal/stock"
 )
@@ -133,7 +134,11 @@ type problem struct {
 // the kind's fixed sentence unless the error is one of our own validation
 // messages; the error itself is only logged.
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error, attrs ...any) {
-	k := classify(err)
+	s.writeClassified(w, r, classify(err), err, attrs...)
+}
+
+// writeClassified is writeProblem for an error already classified as k.
+func (s *server) writeClassified(w http.ResponseWriter, r *http.Request, k kind, err error, attrs ...any) {
 	p := problem{
 		Type:       problemTypePrefix + k.slug,
 		Title:      k.title,
@@ -172,8 +177,14 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error,
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(k.status)
-	_ = json.NewEncoder(w).Encode(p)
+	buf := problemBuffers.Get().(*[]byte)
+	*buf = p.appendJSON((*buf)[:0])
+	_, _ = w.Write(*buf)
+	problemBuffers.Put(buf)
 }
+
+// problemBuffers holds the buffers problems are written into.
+var problemBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
