@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,12 +37,13 @@ type Ceilings struct {
 	// Healthz is GET /healthz answers per second through the target at the
 	// run's concurrency.
 	Healthz float64 `json:"healthz_per_s"`
-	// Serial is each strategy's own serial ceiling: sales per second by one
-	// buyer at a time, in-process (no HTTP), on the fleet's Postgres, Redis
-	// and lock services: for a lock strategy its lock round trips, read,
-	// write and commit back to back. Measured when the Postgres and Redis
-	// URLs are known; redlock, etcd and zookeeper also need their servers'
-	// (known for the local fleet).
+	// Serial is each strategy's own serial ceiling, the median of the
+	// figures measured before each of its runs (Result.SerialRate): sales
+	// per second by one buyer at a time, in-process (no HTTP), on the
+	// fleet's Postgres, Redis and lock services: for a lock strategy its
+	// lock round trips, read, write and commit back to back. Measured when
+	// the Postgres and Redis URLs are known; redlock, etcd and zookeeper
+	// also need their servers' (known for the local fleet).
 	Serial  map[string]float64 `json:"serial_sales_per_s,omitempty"`
 	Seconds float64            `json:"seconds_each"`
 }
@@ -73,23 +75,11 @@ func fleetLockServices(f *fleet.Fleet) lockServices {
 	return ls
 }
 
-// measureCeilings measures each ceiling for d; pgURL and redisURL may be
-// empty, which skips that ceiling.
-func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, locks lockServices, strategies []string, concurrency int, d time.Duration) (Ceilings, error) {
+// measureCeilings measures each ceiling the strategies share for d;
+// pgURL and redisURL may be empty, which skips that ceiling. (Each
+// strategy's serial ceiling is measured beside its runs: serialRate.)
+func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, concurrency int, d time.Duration) (Ceilings, error) {
 	out := Ceilings{Seconds: d.Seconds(), HotRowClients: hotRowClients}
-	if pgURL != "" && redisURL != "" {
-		out.Serial = map[string]float64{}
-		for _, name := range strategies {
-			sps, err := serialRate(ctx, c, pgURL, redisURL, locks, name, d)
-			if errors.Is(err, stock.ErrNotConfigured) {
-				continue // it needs a lock service of its own: no serial figure ("-")
-			}
-			if err != nil {
-				return out, fmt.Errorf("serial ceiling of %s: %w", name, err)
-			}
-			out.Serial[name] = sps
-		}
-	}
 	if pgURL != "" {
 		tps, err := hotRowRate(ctx, c, pgURL, d)
 		if err != nil {
@@ -340,8 +330,9 @@ func soldOutRate(ctx context.Context, c *client, product, strategy string, concu
 }
 
 // printCeilings writes the ceilings and, per one-strategy row, its sales per
-// second as a multiple of the hot-row rate and its sold-out answers as a
-// share of /healthz. Nothing without --ceilings.
+// second as a multiple of the hot-row rate and as a share of its serial
+// ceiling, and its sold-out answers as a share of /healthz; with several
+// runs, each strategy's medians too. Nothing without --ceilings.
 func printCeilings(w io.Writer, r Report) {
 	c := r.Ceilings
 	if c == nil {
@@ -354,28 +345,108 @@ func printCeilings(w io.Writer, r Report) {
 	if c.Redis > 0 {
 		fmt.Fprintf(w, "Redis %.0f round trips/s · ", c.Redis)
 	}
-	fmt.Fprintf(w, "GET /healthz %.0f/s through the target\n", c.Healthz)
-	fmt.Fprintf(w, "%-10s %4s %9s %10s %9s %9s %14s %12s\n", "strategy", "run", "sales/s", "× hot row", "serial/s", "% serial", "sold-out 409/s", "% of healthz")
+	fmt.Fprintf(w, "GET /healthz %.0f/s through the target; each strategy's serial ceiling just before each of its runs\n", c.Healthz)
+	header := fmt.Sprintf("%-10s %4s %9s %10s %9s %9s %14s %12s\n", "strategy", "run", "sales/s", "× hot row", "serial/s", "% serial", "sold-out 409/s", "% of healthz")
+	fmt.Fprint(w, header)
+	byStrategy := map[string][]ceilingFigures{}
+	var order []string
 	for _, res := range r.Results {
 		if res.Seconds <= 0 {
 			continue
 		}
-		sales := float64(res.OK) / res.Seconds
-		times, share := "-", "-"
-		if c.HotRow > 0 {
-			times = fmt.Sprintf("%.2f", sales/c.HotRow)
+		f := figuresOf(res, c.HotRow)
+		fmt.Fprintf(w, "%-10s %4d %s\n", res.Strategy, res.Run, f)
+		if len(byStrategy[res.Strategy]) == 0 {
+			order = append(order, res.Strategy)
 		}
-		soldOut := "-"
-		if res.SoldOutRate > 0 {
-			soldOut = fmt.Sprintf("%.0f", res.SoldOutRate)
-			if res.SoldOutHealthz > 0 {
-				share = fmt.Sprintf("%.0f%%", 100*res.SoldOutRate/res.SoldOutHealthz)
-			}
-		}
-		serial, ofSerial := "-", "-"
-		if sps := c.Serial[res.Strategy]; sps > 0 {
-			serial, ofSerial = fmt.Sprintf("%.0f", sps), fmt.Sprintf("%.0f%%", 100*sales/sps)
-		}
-		fmt.Fprintf(w, "%-10s %4d %9.0f %10s %9s %9s %14s %12s\n", res.Strategy, res.Run, sales, times, serial, ofSerial, soldOut, share)
+		byStrategy[res.Strategy] = append(byStrategy[res.Strategy], f)
 	}
+	if len(r.Results) == len(order) {
+		return // one run each: nothing to take a median of
+	}
+	fmt.Fprintf(w, "\nmedians over the runs\n")
+	fmt.Fprint(w, strings.Replace(header, " run", "runs", 1))
+	for _, name := range order {
+		fs := byStrategy[name]
+		fmt.Fprintf(w, "%-10s %4d %s\n", name, len(fs), medianFigures(fs))
+	}
+}
+
+// ceilingFigures are one run's figures against the ceilings; 0 is "not
+// measured".
+type ceilingFigures struct {
+	sales, timesHotRow, serial, ofSerial, soldOut, ofHealthz float64
+}
+
+func figuresOf(res Result, hotRow float64) ceilingFigures {
+	f := ceilingFigures{sales: float64(res.OK) / res.Seconds, serial: res.SerialRate, soldOut: res.SoldOutRate}
+	if hotRow > 0 {
+		f.timesHotRow = f.sales / hotRow
+	}
+	if f.serial > 0 {
+		f.ofSerial = 100 * f.sales / f.serial
+	}
+	if f.soldOut > 0 && res.SoldOutHealthz > 0 {
+		f.ofHealthz = 100 * f.soldOut / res.SoldOutHealthz
+	}
+	return f
+}
+
+// medianFigures is each figure's median over fs, apart.
+func medianFigures(fs []ceilingFigures) ceilingFigures {
+	pick := func(get func(ceilingFigures) float64) float64 {
+		var v []float64
+		for _, f := range fs {
+			v = append(v, get(f))
+		}
+		return median(v)
+	}
+	return ceilingFigures{
+		sales:       pick(func(f ceilingFigures) float64 { return f.sales }),
+		timesHotRow: pick(func(f ceilingFigures) float64 { return f.timesHotRow }),
+		serial:      pick(func(f ceilingFigures) float64 { return f.serial }),
+		ofSerial:    pick(func(f ceilingFigures) float64 { return f.ofSerial }),
+		soldOut:     pick(func(f ceilingFigures) float64 { return f.soldOut }),
+		ofHealthz:   pick(func(f ceilingFigures) float64 { return f.ofHealthz }),
+	}
+}
+
+func (f ceilingFigures) String() string {
+	figure := func(format string, v float64) string {
+		if v <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	return fmt.Sprintf("%9.0f %10s %9s %9s %14s %12s", f.sales, figure("%.2f", f.timesHotRow), figure("%.0f", f.serial),
+		figure("%.0f%%", f.ofSerial), figure("%.0f", f.soldOut), figure("%.0f%%", f.ofHealthz))
+}
+
+// medianSerial is each strategy's median serial ceiling over its runs.
+func medianSerial(results []Result) map[string]float64 {
+	byStrategy := map[string][]float64{}
+	for _, res := range results {
+		if res.SerialRate > 0 {
+			byStrategy[res.Strategy] = append(byStrategy[res.Strategy], res.SerialRate)
+		}
+	}
+	out := map[string]float64{}
+	for name, v := range byStrategy {
+		out[name] = median(v)
+	}
+	return out
+}
+
+// median is the middle of v (the mean of the two middles for an even
+// count); 0 for none. Zeros (not measured) are left out.
+func median(v []float64) float64 {
+	v = slices.DeleteFunc(slices.Clone(v), func(x float64) bool { return x <= 0 })
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }

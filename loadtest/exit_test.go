@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -337,6 +338,40 @@ func TestCeilings(t *testing.T) {
 	for _, want := range []string{"ceilings, measured in this run", "GET /healthz", "sold-out 409/s", "% of healthz"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("run(%q) output lacks %q:\n%s", args, want, table)
+		}
+	}
+}
+
+// TestCeilingsMedians: with several runs, each strategy's figures are
+// printed per run and as medians over its runs.
+func TestCeilingsMedians(t *testing.T) {
+	fake := newFakeFleet("honest")
+	args := []string{"--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", "honest", "--ceilings", "--ceiling-time", "100ms", "--runs", "3"}
+	err, rep, table := fakeRun(t, fake, args...)
+	if err != nil {
+		t.Fatalf("run(%q) = %v", args, err)
+	}
+	var rates []float64
+	for _, res := range rep.Results {
+		rates = append(rates, res.SoldOutRate)
+	}
+	slices.Sort(rates)
+	want := "honest        3 "
+	_, medians, found := strings.Cut(table, "medians over the runs")
+	if !found || !strings.Contains(medians, want) || !strings.Contains(medians, fmt.Sprintf(" %.0f ", rates[1])) {
+		t.Errorf("run(%q) medians, want a line %q… with the middle sold-out rate %.0f of %v:\n%s", args, want, rates[1], rates, table)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		v    []float64
+		want float64
+	}{
+		{nil, 0}, {[]float64{0, 0}, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{0, 7, 9}, 8},
+	} {
+		if got := median(tc.v); got != tc.want {
+			t.Errorf("median(%v) = %g, want %g", tc.v, got, tc.want)
 		}
 	}
 }

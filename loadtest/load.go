@@ -113,6 +113,10 @@ type Result struct {
 	PerStrategy  map[string]int64 `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
 	Seconds      float64          `json:"seconds"`
 	Throughput   float64          `json:"throughput_rps"`
+	// SerialRate is, with --ceilings, the strategy's serial ceiling
+	// measured just before this run (see serialRate): what its sales per
+	// second are compared against.
+	SerialRate float64 `json:"serial_sales_per_s,omitempty"`
 	// SoldOutRate is 409s per second once the product was sold out, with
 	// --ceilings (one-strategy rows that sold out).
 	SoldOutRate float64 `json:"sold_out_per_s,omitempty"`

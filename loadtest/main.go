@@ -45,6 +45,7 @@ import (
 	"golang.org/x/term"
 
 	"inventory/internal/fleet"
+	"inventory/internal/stock"
 )
 
 // defaultWorkDelay is INVENTORY_WORK_DELAY for the local fleet's replicas:
@@ -242,11 +243,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if o.ceilings {
 		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
-		var names []string
-		for _, st := range strategies {
-			names = append(names, st.Name)
-		}
-		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, o.lockServices, names, o.concurrency, o.ceilingTime)
+		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
 		if err != nil {
 			return err
 		}
@@ -264,6 +261,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if bar != nil {
 				progress = func() { _ = bar.Add(1) }
 			}
+			var serial float64
+			if o.ceilings && len(s.Sell) == 1 && o.postgresURL != "" && o.redisURL != "" {
+				// Measured beside the run it is compared with, not once for
+				// all runs: the machine drifts (checkpoints, caches) between them.
+				if serial, err = serialRate(ctx, c, o.postgresURL, o.redisURL, o.lockServices, s.Sell[0], o.ceilingTime); err != nil && !errors.Is(err, stock.ErrNotConfigured) {
+					return fmt.Errorf("%s: serial ceiling: %w", s.Name, err)
+				}
+			}
 			res, err := runScenario(ctx, c, cfg, s, progress)
 			if bar != nil {
 				if err == nil {
@@ -277,6 +282,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: %w", s.Name, err)
 			}
 			res.Run = runNo
+			res.SerialRate = serial
 			if bar == nil { // no terminal: one line per row instead of a bar
 				fmt.Fprintf(stderr, "  %-10s run %d: %s in %.1fs\n", s.Name, runNo, res.Verdict, res.Seconds)
 			}
@@ -299,6 +305,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tableOut := stdout
 	if o.jsonOut == "-" {
 		tableOut = stderr
+	}
+	if rep.Ceilings != nil {
+		rep.Ceilings.Serial = medianSerial(rep.Results)
 	}
 	printTable(tableOut, rep)
 	printCeilings(tableOut, rep)
