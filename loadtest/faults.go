@@ -218,7 +218,10 @@ func describeFleet(opts fleet.Options) string {
 		redis = "Redis with a replica"
 	}
 	links := ""
-	if opts.NetLinks {
+	switch {
+	case opts.NetLinks && opts.RedisSentinel:
+		links = ", each through a proxy link of its own to Postgres"
+	case opts.NetLinks:
 		links = ", each through proxy links of its own"
 	}
 	return fmt.Sprintf("Postgres (durable), %s, %d replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s%s), nginx",

@@ -78,6 +78,7 @@ func (f *RedisFailover) Inject(ctx context.Context, t Target) error {
 	// the writes it was holding back; let go of it only then, or it would
 	// apply them.
 	if err := awaitLinkDown(ctx, rc); err != nil {
+		_ = rc.Do(ctx, "CLIENT", "UNPAUSE").Err()
 		return err
 	}
 	if err := rc.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
