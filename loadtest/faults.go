@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -82,8 +84,8 @@ func pickFaults(list string) ([]faults.Fault, error) {
 	return out, nil
 }
 
-// runFaults is `loadtest faults`: it starts a local fleet and runs every
-// strategy × fault o.runs times, then prints the matrix.
+// runFaults is `loadtest faults`: it runs every strategy × fault o.runs
+// times on local fleets (matrixOnFleets), then prints the matrix.
 func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFaultFlags(args, stderr)
 	if err != nil {
@@ -93,27 +95,7 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "starting a local fleet: Postgres (durable), Redis, 2 replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s), nginx …\n", o.workDelay, o.lockTTL)
-	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas: 2,
-		// Each replica reaches Postgres and Redis through links of its own,
-		// which net-latency and net-partition act on.
-		NetLinks: true,
-		// A Redis replica, for redis-failover to promote.
-		RedisReplica: true,
-		// Durable: an immediate Postgres restart must not lose what it acknowledged.
-		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String(), "INVENTORY_LOCK_TTL": o.lockTTL.String()},
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		fmt.Fprintln(stderr, "stopping the local fleet …")
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(stderr, "loadtest:", err)
-		}
-	}()
-	m, err := faultMatrix(ctx, f, o, fl, stderr)
+	m, err := matrixOnFleets(ctx, o, fl, stderr)
 	if err != nil {
 		return err
 	}
@@ -137,6 +119,160 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errSafeBroke
 	}
 	return nil
+}
+
+// matrixFleet is the fleet a fault runs on unless it needs another
+// (faults.FleetNeeds): bin's replicas, durable, each reaching Postgres and
+// Redis through links of its own.
+func matrixFleet(o faultOptions, bin string) fleet.Options {
+	return fleet.Options{
+		Replicas: 2,
+		Binary:   bin,
+		// Each replica reaches Postgres and Redis through links of its own,
+		// which net-latency and net-partition act on.
+		NetLinks: true,
+		// Durable: an immediate Postgres restart must not lose what it acknowledged.
+		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String(), "INVENTORY_LOCK_TTL": o.lockTTL.String()},
+	}
+}
+
+// fleetGroup is the faults that run on one fleet, started with opts.
+type fleetGroup struct {
+	opts   fleet.Options
+	faults []faults.Fault
+}
+
+// groupByFleet groups fl by the fleet each fault needs (faults.FleetOptions
+// of base), the groups in the order of their first fault in fl.
+func groupByFleet(base fleet.Options, fl []faults.Fault) []fleetGroup {
+	var groups []fleetGroup
+	for _, f := range fl {
+		opts := faults.FleetOptions(f, base)
+		i := slices.IndexFunc(groups, func(g fleetGroup) bool { return reflect.DeepEqual(g.opts, opts) })
+		if i < 0 {
+			groups = append(groups, fleetGroup{opts: opts})
+			i = len(groups) - 1
+		}
+		groups[i].faults = append(groups[i].faults, f)
+	}
+	return groups
+}
+
+// matrixOnFleets runs the fault matrix of fl on local fleets: one per
+// group of faults that need the same fleet, started in turn (each stopped
+// before the next starts), from one build of the service. The cells come
+// back as one matrix, in fl's order.
+func matrixOnFleets(ctx context.Context, o faultOptions, fl []faults.Fault, log io.Writer) (Matrix, error) {
+	dir, err := os.MkdirTemp("", "inventory-faults-")
+	if err != nil {
+		return Matrix{}, fmt.Errorf("fault matrix: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "inventory")
+	if err := fleet.Build(ctx, bin); err != nil {
+		return Matrix{}, err
+	}
+	var parts []Matrix
+	for _, g := range groupByFleet(matrixFleet(o, bin), fl) {
+		m, err := matrixOnFleet(ctx, o, g, log)
+		if err != nil {
+			return Matrix{}, err
+		}
+		parts = append(parts, m)
+	}
+	return mergeMatrices(parts, fl), nil
+}
+
+// matrixOnFleet starts g's fleet, runs g's faults on it and stops it.
+func matrixOnFleet(ctx context.Context, o faultOptions, g fleetGroup, log io.Writer) (Matrix, error) {
+	var names []string
+	for _, f := range g.faults {
+		names = append(names, f.Name())
+	}
+	fmt.Fprintf(log, "starting a local fleet for %s: %s …\n", strings.Join(names, ", "), describeFleet(g.opts))
+	f, err := fleet.Start(ctx, g.opts)
+	if err != nil {
+		return Matrix{}, err
+	}
+	defer func() {
+		fmt.Fprintln(log, "stopping the local fleet …")
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(log, "loadtest:", err)
+		}
+	}()
+	m, err := faultMatrix(ctx, f, o, g.faults, log)
+	if err != nil {
+		r := f.Replicas[0]
+		return Matrix{}, fmt.Errorf("%w\n%s's last output:\n%s", err, r.Instance, lastBytes(r.Logs(), 3000))
+	}
+	return m, nil
+}
+
+// describeFleet says in a few words what a fleet started with opts runs.
+func describeFleet(opts fleet.Options) string {
+	redis := "Redis"
+	switch {
+	case opts.RedisSentinel:
+		redis = "Redis with a replica and a Sentinel (the replicas reach Redis through it)"
+	case opts.RedisReplica:
+		redis = "Redis with a replica"
+	}
+	links := ""
+	switch {
+	case opts.NetLinks && opts.RedisSentinel:
+		links = ", each through a proxy link of its own to Postgres"
+	case opts.NetLinks:
+		links = ", each through proxy links of its own"
+	}
+	return fmt.Sprintf("Postgres (durable), %s, %d replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s%s), nginx",
+		redis, opts.Replicas, opts.Env["INVENTORY_WORK_DELAY"], opts.Env["INVENTORY_LOCK_TTL"], links)
+}
+
+// mergeMatrices makes one matrix of the matrices of fl's faults run on
+// several fleets: the first's settings, every strategy, the faults, their
+// times and the cells in fl's order.
+func mergeMatrices(parts []Matrix, fl []faults.Fault) Matrix {
+	if len(parts) == 0 {
+		return Matrix{}
+	}
+	m := parts[0]
+	m.Strategies, m.Faults, m.Cells, m.FaultSeconds = nil, nil, nil, nil
+	cells := map[[2]string]Cell{}
+	seconds := map[string]float64{}
+	for _, p := range parts {
+		for _, s := range p.Strategies {
+			if !slices.Contains(m.Strategies, s) {
+				m.Strategies = append(m.Strategies, s)
+			}
+		}
+		for _, c := range p.Cells {
+			cells[[2]string{c.Strategy, c.Fault}] = c
+		}
+		for i, name := range p.Faults {
+			seconds[name] = p.FaultSeconds[i]
+		}
+		m.Failed = m.Failed || p.Failed
+	}
+	for _, f := range fl {
+		m.Faults = append(m.Faults, f.Name())
+		m.FaultSeconds = append(m.FaultSeconds, seconds[f.Name()])
+	}
+	for _, s := range m.Strategies {
+		for _, f := range m.Faults {
+			if c, ok := cells[[2]string{s.Name, f}]; ok {
+				m.Cells = append(m.Cells, c)
+			}
+		}
+	}
+	return m
+}
+
+// lastBytes is the last n bytes of s.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }
 
 // errSafeBroke is returned after the matrix is printed when a safe strategy broke an invariant under a fault.

@@ -3,20 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"inventory/internal/faults"
-	"inventory/internal/fleet"
 )
 
 // TestShortFaultMatrix runs one faulted run of every strategy the fleet
-// offers under every fault, against a real two-replica fleet, and fails
-// when a safe strategy breaks an invariant. Unsafe strategies may break:
-// that is what they are for. Side by side, a fault that strikes the whole
-// fleet costs one round for all strategies, so the matrix `make test` runs
-// is short in runs (one per cell) and buyers, not in faults.
+// offers under every fault, against real two-replica fleets (one for the
+// faults that need nothing more, one with a Sentinel for redis-failover),
+// and fails when a safe strategy breaks an invariant. Unsafe strategies may
+// break: that is what they are for. Side by side, a fault that strikes the
+// whole fleet costs one round for all strategies, so the matrix `make test`
+// runs is short in runs (one per cell) and buyers, not in faults.
 func TestShortFaultMatrix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -28,16 +30,10 @@ func TestShortFaultMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := fleet.Start(ctx, fleet.Options{Replicas: 2, NetLinks: true, RedisReplica: true,
-		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String(), "INVENTORY_LOCK_TTL": o.lockTTL.String()}})
-	if err != nil {
-		t.Fatalf("fleet.Start: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Stop() })
 	var progress bytes.Buffer
-	m, err := faultMatrix(ctx, f, o, fl, &progress)
+	m, err := matrixOnFleets(ctx, o, fl, &progress)
 	if err != nil {
-		t.Fatalf("faultMatrix: %v\n%s\nreplica 1 log tail:\n%s", err, progress.String(), tail(f.Replicas[0].Logs(), 3000))
+		t.Fatalf("matrixOnFleets: %v\n%s", err, progress.String())
 	}
 	var out bytes.Buffer
 	printMatrix(&out, m, false)
@@ -53,6 +49,9 @@ func TestShortFaultMatrix(t *testing.T) {
 			t.Errorf("%s × %s: no run was struck mid-sale (%d missed)", c.Strategy, c.Fault, c.Missed)
 		}
 	}
+	if got, want := strings.Join(m.Faults, ","), strings.Join(faults.Names(), ","); got != want {
+		t.Errorf("faults %s, want %s (every fault, in the vocabulary's order)", got, want)
+	}
 	if m.Failed != anySafeBroke(m) {
 		t.Errorf("Matrix.Failed = %v, want %v", m.Failed, !m.Failed)
 	}
@@ -61,6 +60,69 @@ func TestShortFaultMatrix(t *testing.T) {
 		if c.Strategy == "redis" && c.Fault == (&faults.LockExpiredEarly{}).Name() && c.NotApplicable != "" {
 			t.Errorf("redis × lock-expired-early: n/a (%s), want the lock key found and deleted", c.NotApplicable)
 		}
+	}
+}
+
+// TestFaultsRunOnTheFleetTheyNeed: redis-failover asks for a Sentinel, so
+// it gets a fleet of its own; the other faults share the plain one, and
+// the merged matrix keeps the vocabulary's order.
+func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
+	base := matrixFleet(faultOptions{workDelay: time.Millisecond, lockTTL: time.Second}, "/bin/inventory")
+	groups := groupByFleet(base, faults.All())
+	var got []string
+	for _, g := range groups {
+		var names []string
+		for _, f := range g.faults {
+			names = append(names, f.Name())
+		}
+		got = append(got, fmt.Sprintf("sentinel=%v links=%v: %s", g.opts.RedisSentinel, g.opts.NetLinks, strings.Join(names, ",")))
+	}
+	plain := slices.DeleteFunc(faults.Names(), func(n string) bool { return n == "redis-failover" })
+	want := []string{"sentinel=false links=true: " + strings.Join(plain, ","), "sentinel=true links=true: redis-failover"}
+	if !slices.Equal(got, want) {
+		t.Errorf("groupByFleet(all faults) = %q, want %q", got, want)
+	}
+	if base.RedisSentinel || base.Env["INVENTORY_LOCK_TTL"] != "1s" {
+		t.Errorf("grouping changed the base options: %+v", base)
+	}
+
+	var parts []Matrix
+	for _, g := range groups {
+		p := Matrix{Runs: 1, Strategies: []StrategyInfo{{"redis", true}, {"none", false}}}
+		for _, f := range g.faults {
+			p.Faults = append(p.Faults, f.Name())
+			p.FaultSeconds = append(p.FaultSeconds, float64(len(f.Name())))
+		}
+		for _, s := range p.Strategies {
+			for _, f := range p.Faults {
+				p.Cells = append(p.Cells, Cell{Strategy: s.Name, Fault: f, Safe: s.Safe, SafeBroke: f == "redis-failover" && s.Safe})
+			}
+		}
+		p.Failed = anySafeBroke(p)
+		parts = append(parts, p)
+	}
+	m := mergeMatrices(parts, faults.All())
+	if !slices.Equal(m.Faults, faults.Names()) || len(m.FaultSeconds) != len(m.Faults) || !m.Failed || len(m.Strategies) != 2 {
+		t.Fatalf("merged matrix: faults %v, seconds %v, failed %v, strategies %v; want every fault in order with its seconds, failed, 2 strategies",
+			m.Faults, m.FaultSeconds, m.Failed, m.Strategies)
+	}
+	for i, f := range m.Faults {
+		if m.FaultSeconds[i] != float64(len(f)) {
+			t.Errorf("merged FaultSeconds[%d] (%s) = %v, want %v", i, f, m.FaultSeconds[i], len(f))
+		}
+	}
+	var cells []string
+	for _, c := range m.Cells {
+		cells = append(cells, c.Strategy+"×"+c.Fault)
+	}
+	var wantCells []string
+	for _, s := range []string{"redis", "none"} {
+		for _, f := range faults.Names() {
+			wantCells = append(wantCells, s+"×"+f)
+		}
+	}
+	if !slices.Equal(cells, wantCells) {
+		t.Errorf("merged cells = %v, want %v (rows by strategy, faults in order)", cells, wantCells)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package faults injects the faults of the design's vocabulary (replica
-// paused or killed, Redis restarted empty or failed over to a replica that
-// missed the latest writes, Postgres restarted, a replica's
+// paused or killed, Redis restarted empty or failed over by its Sentinel
+// to a replica that missed the latest writes, Postgres restarted, a replica's
 // network to Postgres and Redis slowed or cut (through proxies), a COMMIT's
 // reply lost after Postgres committed, a lock key
 // removed under its holder, a restock or a strategy switch racing the
@@ -10,6 +10,11 @@
 // fleet (ScopeFleet) is injected once while every strategy sells its own
 // product, side by side; one that acts on a product (ScopeProduct) gets a
 // value per run; the rest (ScopeRun) see one run at a time.
+//
+// A fault that needs the fleet started a way of its own says so
+// (FleetNeeds): redis-failover needs the replicas to reach Redis through a
+// Sentinel, which the network faults' proxy links cannot stand between, so
+// whoever runs the faults starts one fleet per set of needs.
 //
 // A fault only injects and heals; it never judges. Whoever runs it (the
 // load tester's fault matrix) checks the invariants from the database and

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"inventory/internal/fleet"
@@ -47,6 +48,23 @@ func ScopeOf(f Fault) Scope {
 		return s.Scope()
 	}
 	return ScopeRun
+}
+
+// FleetNeeds is implemented by faults that need the fleet started in a
+// way of their own (a Redis watched by a Sentinel, say): Needs sets in
+// opts what the fault needs. Faults whose needs give the same options can
+// share a fleet; the others need one each.
+type FleetNeeds interface{ Needs(opts *fleet.Options) }
+
+// FleetOptions returns base with what f needs (see FleetNeeds). base is
+// left as it was.
+func FleetOptions(f Fault, base fleet.Options) fleet.Options {
+	opts := base
+	opts.Env = maps.Clone(base.Env)
+	if n, ok := f.(FleetNeeds); ok {
+		n.Needs(&opts)
+	}
+	return opts
 }
 
 // Target is one faulted run: the fleet, the product the buyers are

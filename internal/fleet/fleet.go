@@ -54,8 +54,16 @@ type Options struct {
 	// Replica.RedisLink). Default false: replicas dial the servers directly.
 	NetLinks bool
 	// RedisReplica starts a second Redis replicating the first
-	// (Fleet.RedisReplica), which the redis-failover fault promotes.
+	// (Fleet.RedisReplica). Default false.
 	RedisReplica bool
+	// RedisSentinel starts the Redis replica (it implies RedisReplica) and
+	// a Sentinel watching the primary as master SentinelMaster
+	// (Fleet.Sentinel), and the replicas find Redis through it
+	// (INVENTORY_REDIS_SENTINELS, INVENTORY_REDIS_MASTER): when the
+	// Sentinel promotes the replica, they follow. Their Redis traffic then
+	// bypasses NetLinks, so Replica.RedisLink stays nil (their Postgres
+	// links are still made). Default false.
+	RedisSentinel bool
 	// NoLockServices leaves out the lock services of the redlock, etcd and
 	// zookeeper strategies (three more Redis servers, etcd, ZooKeeper),
 	// which are then unavailable. Default false: they are started too.
@@ -79,8 +87,12 @@ type Fleet struct {
 	// Redis is the Redis server the replicas use, for fault tests (Pid,
 	// Restart loses every key).
 	Redis *localstack.Redis
-	// RedisReplica replicates Redis when Options.RedisReplica is set; else nil.
+	// RedisReplica replicates Redis when Options.RedisReplica or
+	// Options.RedisSentinel is set; else nil.
 	RedisReplica *localstack.Redis
+	// Sentinel watches Redis as master SentinelMaster when
+	// Options.RedisSentinel is set; else nil.
+	Sentinel *localstack.Sentinel
 	// RedlockServers are the redlock strategy's three independent Redis
 	// servers, Etcd and ZooKeeper the etcd and zookeeper strategies'
 	// servers; nil with Options.NoLockServices.
@@ -114,6 +126,10 @@ type Replica struct {
 	mu   sync.Mutex
 	proc *localstack.Process // replaced by Restart
 }
+
+// SentinelMaster is the master name the fleet's Sentinel watches Redis
+// under (INVENTORY_REDIS_MASTER), with Options.RedisSentinel.
+const SentinelMaster = "inventory"
 
 // ErrNotReady is returned (wrapped, with the replica's log tail) when a
 // replica exits or does not become ready in time.
@@ -178,11 +194,21 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.PostgresURL, f.RedisURL = f.Postgres.URL, f.Redis.URL
-	if opts.RedisReplica {
+	if opts.RedisReplica || opts.RedisSentinel {
 		if f.RedisReplica, err = localstack.StartRedis(ctx); err != nil {
 			return nil, fmt.Errorf("start fleet: %w", err)
 		}
+		if opts.RedisSentinel {
+			if err := localstack.QuickSyncs(ctx, f.Redis, f.RedisReplica); err != nil {
+				return nil, fmt.Errorf("start fleet: %w", err)
+			}
+		}
 		if err := f.RedisReplica.ReplicaOf(ctx, f.Redis.Addr); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+	}
+	if opts.RedisSentinel {
+		if err := f.startSentinel(ctx); err != nil {
 			return nil, fmt.Errorf("start fleet: %w", err)
 		}
 	}
@@ -228,6 +254,20 @@ func (f *Fleet) startLockServices(ctx context.Context) error {
 	})
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// startSentinel starts the Sentinel once the Redis replica has synced, and
+// waits until the Sentinel has found the replica and could promote it: the
+// first failover must not find the Sentinel still discovering it.
+func (f *Fleet) startSentinel(ctx context.Context) (err error) {
+	const wait = 15 * time.Second
+	if err := localstack.WaitReplicating(ctx, f.RedisReplica.Addr, f.Redis.Addr, wait); err != nil {
+		return err
+	}
+	if f.Sentinel, err = localstack.StartSentinel(ctx, SentinelMaster, f.Redis.Addr); err != nil {
+		return err
+	}
+	return f.Sentinel.WaitReplica(ctx, f.RedisReplica.Addr, wait)
 }
 
 // lockServiceEnv is the replicas' settings for the lock services the
@@ -287,16 +327,23 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netL
 			return nil, err
 		}
 		f.links = append(f.links, r.PostgresLink)
+		pgURL = strings.Replace(pgURL, pgAddr, r.PostgresLink.Addr, 1)
+	}
+	if netLinks && f.Sentinel == nil { // through a Sentinel, a link would be bypassed
 		if r.RedisLink, err = localstack.StartNetProxy(instance+"-redis", f.Redis.Addr); err != nil {
 			return nil, err
 		}
 		f.links = append(f.links, r.RedisLink)
-		pgURL = strings.Replace(pgURL, pgAddr, r.PostgresLink.Addr, 1)
 		redisURL = strings.Replace(redisURL, f.Redis.Addr, r.RedisLink.Addr, 1)
 	}
 	env := f.lockServiceEnv()
 	env["INVENTORY_POSTGRES_URL"] = pgURL
 	env["INVENTORY_REDIS_URL"] = redisURL
+	if f.Sentinel != nil {
+		// The URL still gives the database; the primary comes from the Sentinel.
+		env["INVENTORY_REDIS_SENTINELS"] = f.Sentinel.Addr
+		env["INVENTORY_REDIS_MASTER"] = f.Sentinel.Master
+	}
 	env["INVENTORY_ADMIN_TOKEN"] = f.AdminToken
 	for k, v := range extra {
 		env[k] = v
@@ -390,8 +437,8 @@ func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Ngin
 }
 
 // SwapRedis makes RedisReplica the Redis the fleet calls its own (after a
-// failover promoted it and the replicas' links point at it), and the
-// former primary its replica. Not safe to call while something else reads
+// failover promoted it and the replicas follow it), and the former
+// primary its replica. Not safe to call while something else reads
 // the fleet's Redis fields.
 func (f *Fleet) SwapRedis() {
 	f.Redis, f.RedisReplica = f.RedisReplica, f.Redis
@@ -471,6 +518,9 @@ func (f *Fleet) Stop() error {
 		}
 		for _, l := range f.links {
 			l.Stop()
+		}
+		if f.Sentinel != nil {
+			_ = f.Sentinel.Stop()
 		}
 		if f.Redis != nil {
 			_ = f.Redis.Stop()

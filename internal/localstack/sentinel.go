@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -88,6 +90,104 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("sentinel %s: master %s: %w", s.Addr, s.Master, err)
 	}
 	return addr[0] + ":" + addr[1], nil
+}
+
+// WaitMaster waits up to timeout until the Sentinel names addr
+// (host:port) as the master's address: after a failover, until it has
+// promoted the replica at addr.
+func (s *Sentinel) WaitMaster(ctx context.Context, addr string, timeout time.Duration) error {
+	return poll(ctx, timeout, func(ctx context.Context) error {
+		got, err := s.MasterAddr(ctx)
+		if err == nil && got != addr {
+			err = fmt.Errorf("sentinel %s names %s the master, not %s", s.Addr, got, addr)
+		}
+		return err
+	})
+}
+
+// WaitReplica waits up to timeout until the Sentinel lists addr
+// (host:port) as a replica of the master that it would promote: reachable
+// (its flags are "slave" alone, no s_down or disconnected).
+func (s *Sentinel) WaitReplica(ctx context.Context, addr string, timeout time.Duration) error {
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	return poll(ctx, timeout, func(ctx context.Context) error {
+		replicas, err := c.Replicas(ctx, s.Master).Result()
+		if err != nil {
+			return fmt.Errorf("sentinel %s: replicas of %s: %w", s.Addr, s.Master, err)
+		}
+		for _, r := range replicas {
+			if r["ip"]+":"+r["port"] == addr {
+				if r["flags"] != "slave" {
+					return fmt.Errorf("sentinel %s: replica %s has flags %q", s.Addr, addr, r["flags"])
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("sentinel %s: %s is not among the replicas of %s", s.Addr, addr, s.Master)
+	})
+}
+
+// WaitReplicating waits up to timeout until the Redis server at addr
+// replicates primary (host:port) with its link up: the full sync done, so
+// a Sentinel may promote it.
+func WaitReplicating(ctx context.Context, addr, primary string, timeout time.Duration) error {
+	host, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", primary, err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	want := []string{"role:slave", "master_host:" + host, "master_port:" + port, "master_link_status:up"}
+	return poll(ctx, timeout, func(ctx context.Context) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return fmt.Errorf("redis %s: INFO replication: %w", addr, err)
+		}
+		for _, w := range want {
+			if !slices.Contains(strings.Split(info, "\r\n"), w) {
+				return fmt.Errorf("redis %s does not replicate %s yet (no %q in INFO replication)", addr, primary, w)
+			}
+		}
+		return nil
+	})
+}
+
+// QuickSyncs makes each server, as a primary, start a replica's full
+// sync at once instead of after the 5 s Redis waits by default for more
+// replicas (repl-diskless-sync-delay): after a failover the old primary
+// comes back as the new one's replica, and the next failover waits for
+// it. The setting lasts until the server restarts.
+func QuickSyncs(ctx context.Context, servers ...*Redis) error {
+	for _, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+		err := c.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err()
+		_ = c.Close()
+		if err != nil {
+			return fmt.Errorf("redis %s: CONFIG SET repl-diskless-sync-delay 0: %w", s.Addr, err)
+		}
+	}
+	return nil
+}
+
+// poll calls check until it returns nil, for at most timeout; the error
+// then says what check saw last.
+func poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w within %v: %v", ctx.Err(), timeout, err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
 }
 
 // Stop ends the Sentinel and removes its directory.
