@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -212,6 +213,9 @@ type outcome struct {
 	saleID   int64
 	round    int64
 	strategy string
+	// retryAfter is a 503's Retry-After (seconds only, at most
+	// maxRetryAfter): how long the service asked a retry to wait.
+	retryAfter time.Duration
 	// From a 409 or 503 problem: the lock broke and the database refused
 	// the write (lock_breach), or the service could not tell whether the
 	// sale committed (type outcome-unknown).
@@ -257,6 +261,9 @@ func (c *client) buy(ctx context.Context, product, strategy, key string) outcome
 	}
 	defer resp.Body.Close()
 	o := outcome{status: resp.StatusCode, instance: resp.Header.Get("X-Instance")}
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		o.retryAfter = retryAfter(resp.Header.Get("Retry-After"))
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	_, _ = io.Copy(io.Discard, resp.Body) // drain so the connection is reused
 	switch {
@@ -286,6 +293,19 @@ func (c *client) buy(ctx context.Context, product, strategy, key string) outcome
 		o.err = fmt.Errorf("POST /sale = %s: %s", resp.Status, bytes.TrimSpace(trim(b, 300)))
 	}
 	return o
+}
+
+// maxRetryAfter caps how long a buyer honours a Retry-After.
+const maxRetryAfter = 5 * time.Second
+
+// retryAfter reads a Retry-After of delay-seconds (the service's form);
+// 0 for none, a date or anything else.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter)
 }
 
 // oneUnit is a buyer's POST /sale body (product_id omitted for the

@@ -440,7 +440,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				t0 := time.Now()
 				o := c.buy(runCtx, ids[p], strategy, key)
 				for try := range cfg.Retries {
-					if key == "" || o.definite() || !sleepCtx(runCtx, retryBackoff<<try) {
+					if key == "" || o.definite() || !sleepCtx(runCtx, retryWait(try, o)) {
 						break
 					}
 					t.retries.Add(1)
@@ -642,6 +642,13 @@ func readRounds(ctx context.Context, c *client, id string, first int64, after pr
 // retryBackoff is a buyer's first wait before re-sending with the same
 // Idempotency-Key; it doubles on every retry.
 const retryBackoff = 50 * time.Millisecond
+
+// retryWait is how long a buyer waits before its retry number try (from
+// 0) after answer o: the doubling backoff, or longer if the service asked
+// for it (Retry-After), as a well-behaved client does.
+func retryWait(try int, o outcome) time.Duration {
+	return max(retryBackoff<<try, o.retryAfter)
+}
 
 // sleepCtx waits d and reports whether ctx is still live.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
