@@ -55,6 +55,11 @@ func (f *RedisFailover) Inject(ctx context.Context, t Target) error {
 	if fl.Sentinel == nil || fl.RedisReplica == nil {
 		return fmt.Errorf("the fleet's Redis has no Sentinel and replica to fail over to: start it with RedisSentinel")
 	}
+	// Whoever the Sentinel names is the primary to kill (a failover of its
+	// own, if one happened, included).
+	if master, err := fl.Sentinel.MasterAddr(ctx); err == nil && master == fl.RedisReplica.Addr {
+		fl.SwapRedis()
+	}
 	primary, replica, sentinel := fl.Redis, fl.RedisReplica, fl.Sentinel
 	// The last heal's replica must be one the Sentinel would promote.
 	if err := sentinel.WaitReplica(ctx, replica.Addr, failoverWait); err != nil {

@@ -93,15 +93,23 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 }
 
 // WaitMaster waits up to timeout until the Sentinel names addr
-// (host:port) as the master's address: after a failover, until it has
-// promoted the replica at addr.
+// (host:port) as the master's address with its failover finished (flags
+// "master" alone): after a failover, until it has promoted the replica at
+// addr and is done reconfiguring. (It names the promoted replica while
+// the failover is still in progress; a server restarted meanwhile can
+// then turn the failover another way.)
 func (s *Sentinel) WaitMaster(ctx context.Context, addr string, timeout time.Duration) error {
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
 	return poll(ctx, timeout, func(ctx context.Context) error {
-		got, err := s.MasterAddr(ctx)
-		if err == nil && got != addr {
-			err = fmt.Errorf("sentinel %s names %s the master, not %s", s.Addr, got, addr)
+		m, err := c.Master(ctx, s.Master).Result()
+		if err != nil {
+			return fmt.Errorf("sentinel %s: master %s: %w", s.Addr, s.Master, err)
 		}
-		return err
+		if got := m["ip"] + ":" + m["port"]; got != addr || m["flags"] != "master" {
+			return fmt.Errorf("sentinel %s names %s the master (flags %q), want %s with its failover done", s.Addr, got, m["flags"], addr)
+		}
+		return nil
 	})
 }
 
@@ -124,7 +132,12 @@ func (s *Sentinel) WaitReplica(ctx context.Context, addr string, timeout time.Du
 				return nil
 			}
 		}
-		return fmt.Errorf("sentinel %s: %s is not among the replicas of %s", s.Addr, addr, s.Master)
+		var seen []string
+		for _, r := range replicas {
+			seen = append(seen, fmt.Sprintf("%s:%s (%s)", r["ip"], r["port"], r["flags"]))
+		}
+		master, _ := c.GetMasterAddrByName(ctx, s.Master).Result()
+		return fmt.Errorf("sentinel %s: %s is not among the replicas of %s (master %v, replicas %v)", s.Addr, addr, s.Master, master, seen)
 	})
 }
 
