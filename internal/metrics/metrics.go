@@ -5,6 +5,8 @@ package metrics
 
 import (
 	"errors"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,6 +39,24 @@ type Metrics struct {
 	lockLost     *prometheus.CounterVec
 	lockHeld     prometheus.Histogram
 	lockReleases *prometheus.CounterVec
+
+	// The per-request series, by their labels: a label lookup in a vector
+	// hashes and locks, and every request did two.
+	saleSeries sync.Map // saleLabels → series
+	httpSeries sync.Map // httpLabels → series
+}
+
+// series is one counter and its latency histogram.
+type series struct {
+	total   prometheus.Counter
+	seconds prometheus.Observer
+}
+
+type saleLabels struct{ strategy, result string }
+
+type httpLabels struct {
+	route, method string
+	code          int
 }
 
 // New registers the service's collectors, and the Go and process collectors,
@@ -93,8 +113,20 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // Sale records one sale attempt.
 func (m *Metrics) Sale(strategy, result string, d time.Duration) {
-	m.sales.WithLabelValues(strategy, result).Inc()
-	m.saleSeconds.WithLabelValues(strategy, result).Observe(d.Seconds())
+	labels := saleLabels{strategy, result}
+	s, ok := m.saleSeries.Load(labels)
+	if !ok {
+		s, _ = m.saleSeries.LoadOrStore(labels, series{
+			total:   m.sales.WithLabelValues(strategy, result),
+			seconds: m.saleSeconds.WithLabelValues(strategy, result),
+		})
+	}
+	s.(series).observe(d)
+}
+
+func (s series) observe(d time.Duration) {
+	s.total.Inc()
+	s.seconds.Observe(d.Seconds())
 }
 
 // LockBreach counts one write that Postgres refused because strategy's lock
@@ -115,8 +147,26 @@ func (m *Metrics) OptimisticConflict() { m.conflicts.Inc() }
 
 // HTTPRequest records one served request; route is the chi route pattern.
 func (m *Metrics) HTTPRequest(route, method string, code int, d time.Duration) {
-	m.httpRequests.WithLabelValues(route, method, httpCode(code)).Inc()
-	m.httpSeconds.WithLabelValues(route, method).Observe(d.Seconds())
+	labels := httpLabels{route, httpMethod(method), code}
+	s, ok := m.httpSeries.Load(labels)
+	if !ok {
+		s, _ = m.httpSeries.LoadOrStore(labels, series{
+			total:   m.httpRequests.WithLabelValues(labels.route, labels.method, httpCode(code)),
+			seconds: m.httpSeconds.WithLabelValues(labels.route, labels.method),
+		})
+	}
+	s.(series).observe(d)
+}
+
+// httpMethod is method as a label value: one of the methods HTTP defines,
+// else "other" (a client may send any token, and each would be a series).
+func httpMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // Acquired implements lock.Observer.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ func TestEventsReachTheRegistry(t *testing.T) {
 	m.LockBreach("redis")
 	m.LockBreach("redis")
 	m.Sale("lua", "ok", 300*time.Microsecond)
+	m.Sale("lua", "ok", 400*time.Microsecond) // the second through the remembered series
 	m.Sale("lua", "sold-out", time.Millisecond)
 	m.OptimisticConflict()
 	m.Acquired("lock:{k}", nil, 2*time.Millisecond, 3)
@@ -62,7 +64,7 @@ func TestEventsReachTheRegistry(t *testing.T) {
 	want := `
 # HELP inventory_sales_total Sale attempts by strategy and result.
 # TYPE inventory_sales_total counter
-inventory_sales_total{result="ok",strategy="lua"} 1
+inventory_sales_total{result="ok",strategy="lua"} 2
 inventory_sales_total{result="sold-out",strategy="lua"} 1
 # HELP inventory_lock_breaches_total Lock holders' writes that Postgres refused (stale fence or guard) because the lock had broken, by strategy.
 # TYPE inventory_lock_breaches_total counter
@@ -81,6 +83,27 @@ inventory_lock_lost_total{reason="lost"} 1
 	}
 	if n := testutil.CollectAndCount(m.saleSeconds); n != 2 {
 		t.Errorf("sale latency series = %d, want 2 (one per strategy and result)", n)
+	}
+}
+
+// A client may send any method; each must not become a series of its own.
+func TestHTTPRequestsKeepTheirLabelsBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	for _, method := range []string{"FOOBAR", "BAZ", "get", "POST", "POST"} {
+		m.HTTPRequest("unmatched", method, http.StatusMethodNotAllowed, time.Millisecond)
+	}
+	want := `
+# HELP inventory_http_requests_total HTTP requests by route, method and status code.
+# TYPE inventory_http_requests_total counter
+inventory_http_requests_total{code="405",method="POST",route="unmatched"} 2
+inventory_http_requests_total{code="405",method="other",route="unmatched"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inventory_http_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.httpSeconds); n != 2 {
+		t.Errorf("HTTP latency series = %d, want 2 (POST and other)", n)
 	}
 }
 
