@@ -30,7 +30,8 @@ test: deps lint
 # Every fuzz target as package:Name. `go test -fuzz` takes one package and
 # one target at a time.
 FUZZ_TARGETS = ./internal/api:FuzzDecodeSale ./internal/api:FuzzIdempotencyKey \
-	./internal/api:FuzzRequestID ./internal/api:FuzzScanSale ./internal/api:FuzzProblemJSON ./internal/stock:FuzzValidateProductID
+	./internal/api:FuzzRequestID ./internal/api:FuzzScanSale ./internal/api:FuzzProblemJSON ./internal/api:FuzzStrategyParam \
+	./internal/stock:FuzzValidateProductID
 FUZZTIME ?= 60s
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a duration runs out on a busy machine

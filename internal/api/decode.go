@@ -35,8 +35,7 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 			return nil, fmt.Errorf("%w: Content-Type must be application/json, got %q", errUnsupportedMedia, ct)
 		}
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(w, r)
 	if err != nil {
 		return nil, decodeError(err)
 	}
@@ -46,6 +45,21 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
 	}
 	return body, nil
+}
+
+// readBody reads r's body, at most maxBodyBytes of it. A body of a stated
+// length that fits is read into a slice of that length in one go (net/http
+// stops it there); any other is read through http.MaxBytesReader.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= maxBodyBytes {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	return io.ReadAll(r.Body)
 }
 
 // unmarshalStrict decodes body, exactly one JSON object, into dst, refusing
