@@ -288,17 +288,19 @@ func (c *client) healthz(ctx context.Context) error {
 	return nil
 }
 
-// soldOutSlices is how many times the sold-out phase alternates between
-// sold-out buyers and GET /healthz: a drift of the machine (a checkpoint,
-// another process) then weighs on both figures alike.
-const soldOutSlices = 2
+// soldOutSlice is how long the sold-out phase measures one side before
+// it turns to the other: alternating sold-out buyers and GET /healthz
+// every second or so, a drift of the machine (a checkpoint, another
+// process) weighs on both figures alike.
+const soldOutSlice = time.Second
 
 // soldOutPhase measures, for d each, the 409s per second that buyers of the
 // sold-out product get with strategy and the GET /healthz answers per
-// second, in alternating slices.
+// second, in alternating slices (at least two of each).
 func soldOutPhase(ctx context.Context, c *client, product, strategy string, concurrency int, d time.Duration) (soldOut, healthz float64, err error) {
-	slice := d / soldOutSlices
-	for range soldOutSlices {
+	slices := max(2, int(d/soldOutSlice))
+	slice := d / time.Duration(slices)
+	for range slices {
 		so, err := soldOutRate(ctx, c, product, strategy, concurrency, slice)
 		if err != nil {
 			return 0, 0, err
@@ -307,8 +309,8 @@ func soldOutPhase(ctx context.Context, c *client, product, strategy string, conc
 		if err != nil {
 			return 0, 0, fmt.Errorf("healthz beside the sold-out phase: %w", err)
 		}
-		soldOut += so / soldOutSlices
-		healthz += hz / soldOutSlices
+		soldOut += so / float64(slices)
+		healthz += hz / float64(slices)
 	}
 	return soldOut, healthz, nil
 }
