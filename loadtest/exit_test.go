@@ -332,6 +332,9 @@ func TestCeilings(t *testing.T) {
 		if sold := res.SoldOutRate > 0; sold != (res.Strategy == "honest") {
 			t.Errorf("run(%q) row %s sold-out rate %.0f/s, want one only for the row that ended sold out (racy oversold)", args, res.Strategy, res.SoldOutRate)
 		}
+		if res.HotRowRate != 0 {
+			t.Errorf("run(%q) row %s hot row beside it %.0f/s, want none (no Postgres URL given)", args, res.Strategy, res.HotRowRate)
+		}
 		if beside := res.SoldOutHealthz > 0; beside != (res.SoldOutRate > 0) {
 			t.Errorf("run(%q) row %s /healthz beside its sold-out phase %.0f/s, want one exactly when the phase ran", args, res.Strategy, res.SoldOutHealthz)
 		}

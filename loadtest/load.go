@@ -113,6 +113,10 @@ type Result struct {
 	PerStrategy  map[string]int64 `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
 	Seconds      float64          `json:"seconds"`
 	Throughput   float64          `json:"throughput_rps"`
+	// HotRowRate is, with --ceilings and the fleet's Postgres known, the
+	// hot-row ceiling (see Ceilings.HotRow) measured just before this run:
+	// what its sales per second are a multiple of.
+	HotRowRate float64 `json:"hot_row_tps,omitempty"`
 	// SerialRate is, with --ceilings, the strategy's serial ceiling
 	// measured just before this run (see serialRate): what its sales per
 	// second are compared against.

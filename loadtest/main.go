@@ -261,10 +261,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if bar != nil {
 				progress = func() { _ = bar.Add(1) }
 			}
-			var serial float64
+			// The ceilings a run is compared with are measured beside it, not
+			// once for all runs: the machine drifts between them (checkpoints,
+			// caches, a ledger hundreds of thousands of rows longer).
+			var hotRow, serial float64
+			if o.ceilings && o.postgresURL != "" {
+				if hotRow, err = hotRowRate(ctx, c, o.postgresURL, o.ceilingTime); err != nil {
+					return fmt.Errorf("%s: hot-row ceiling: %w", s.Name, err)
+				}
+			}
 			if o.ceilings && len(s.Sell) == 1 && o.postgresURL != "" && o.redisURL != "" {
-				// Measured beside the run it is compared with, not once for
-				// all runs: the machine drifts (checkpoints, caches) between them.
 				if serial, err = serialRate(ctx, c, o.postgresURL, o.redisURL, o.lockServices, s.Sell[0], o.ceilingTime); err != nil && !errors.Is(err, stock.ErrNotConfigured) {
 					return fmt.Errorf("%s: serial ceiling: %w", s.Name, err)
 				}
@@ -282,7 +288,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: %w", s.Name, err)
 			}
 			res.Run = runNo
-			res.SerialRate = serial
+			res.HotRowRate, res.SerialRate = hotRow, serial
 			if bar == nil { // no terminal: one line per row instead of a bar
 				fmt.Fprintf(stderr, "  %-10s run %d: %s in %.1fs\n", s.Name, runNo, res.Verdict, res.Seconds)
 			}

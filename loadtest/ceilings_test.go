@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each run is a multiple of the hot row measured just before it, not of the
+// figure from the start of the command; the medians are the runs' medians.
+func TestEachRunIsComparedWithItsOwnHotRow(t *testing.T) {
+	rep := Report{
+		Ceilings: &Ceilings{Seconds: 5, HotRow: 1000, HotRowClients: hotRowClients, Healthz: 10000},
+		Results: []Result{
+			{Strategy: "batch", Run: 1, OK: 3000, Seconds: 1, HotRowRate: 1000},
+			{Strategy: "batch", Run: 2, OK: 3000, Seconds: 1, HotRowRate: 750},
+			{Strategy: "batch", Run: 3, OK: 2000, Seconds: 1, HotRowRate: 500, SoldOutRate: 9000, SoldOutHealthz: 10000},
+		},
+	}
+	var out strings.Builder
+	printCeilings(&out, rep)
+	lines := strings.Split(out.String(), "\n")
+	var rows []string
+	for _, line := range lines {
+		if strings.HasPrefix(line, "batch") {
+			rows = append(rows, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	want := []string{
+		"batch 1 3000 1000 3.00 - - - -",
+		"batch 2 3000 750 4.00 - - - -",
+		"batch 3 2000 500 4.00 - - 9000 90%",
+		"batch 3 3000 750 4.00 - - 9000 90%", // medians
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("printCeilings rows:\n%s\nwant:\n%s\nall:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), out.String())
+	}
+}
