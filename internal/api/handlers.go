@@ -221,10 +221,11 @@ func strategyParam(rawQuery string) (first string, given int, err error) {
 		return name, 1, nil
 	}
 	query, err := url.ParseQuery(rawQuery)
-	if values := query["strategy"]; len(values) > 0 {
+	values := query["strategy"]
+	if len(values) > 0 {
 		first = values[0]
 	}
-	return first, len(query["strategy"]), err
+	return first, len(values), err
 }
 
 // idempotencyKey is the optional Idempotency-Key header: 1–255 visible ASCII characters.
