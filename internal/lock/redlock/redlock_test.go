@@ -384,6 +384,8 @@ func TestValidity(t *testing.T) {
 	if want := start.Add(ttl - drift(ttl)); lease.Deadline().Before(want) || lease.Deadline().After(time.Now().Add(ttl-drift(ttl))) {
 		t.Errorf("Deadline %v, want between %v and now+TTL−drift", lease.Deadline().Sub(start), want.Sub(start))
 	}
+	// Lock returns with a majority; the third SET may still be on its way.
+	waitFor(t, "the key on all three servers", 5*time.Second, func() bool { return ours(t, direct, lease) == 3 })
 	for i, c := range direct {
 		pttl, err := c.PTTL(ctx, "lock:{validity}").Result()
 		if err != nil {
