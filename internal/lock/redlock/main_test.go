@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,33 @@ func ours(t *testing.T, direct []redis.UniversalClient, l *Lease) int {
 	for _, v := range holders(t, direct, l.key) {
 		if strings.HasPrefix(v, l.token+":") {
 			n++
+		}
+	}
+	return n
+}
+
+// scriptCalls is how many scripts server c has run (EVAL and EVALSHA, as
+// INFO commandstats counts them).
+func scriptCalls(t *testing.T, c redis.UniversalClient) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name != "cmdstat_eval" && name != "cmdstat_evalsha" {
+			continue
+		}
+		for _, field := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "calls="); ok {
+				calls, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+				n += calls
+			}
 		}
 	}
 	return n

@@ -332,11 +332,15 @@ func TestRestartedServerWhileHeld(t *testing.T) {
 			if err := direct[2].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
+			before := scriptCalls(t, direct[2])
 			a, err := newLocker(t, urls, opts).Lock(ctx, key)
 			if err != nil {
 				t.Fatalf("A: Lock = %v", err)
 			}
 			defer func() { _ = a.Release(ctx) }()
+			// Lock returns with a majority; A's try on server 2 may still be
+			// on its way, and would win there once the key is deleted below.
+			waitFor(t, "server 2 to answer A's try", 5*time.Second, func() bool { return scriptCalls(t, direct[2]) > before })
 			if n := ours(t, direct, a); n != 2 {
 				t.Fatalf("A holds %d servers, want exactly 2", n)
 			}
