@@ -15,8 +15,14 @@ import (
 
 // RestockChannel is the Redis pub/sub channel on which Restock announces a
 // new round ("<product id> <round>"), so that every replica forgets that it
-// saw the product sold out.
+// saw the product sold out; and on which a replica whose sale took the last
+// unit announces it ("<product id> <round> sold-out"), so that every replica
+// answers the crowd after it from memory at once. One channel keeps the two
+// in the order Redis received them.
 const RestockChannel = "inventory:restocked"
+
+// soldOutSuffix ends an announcement that a round was sold out.
+const soldOutSuffix = " sold-out"
 
 // SoldOut is one replica's memory of the products it has seen sold out: the
 // crowd that arrives after the last unit is answered ErrSoldOut from memory,
@@ -24,8 +30,12 @@ const RestockChannel = "inventory:restocked"
 //
 // A mark is set when a sale leaves 0 in stock or a one-unit order is told
 // ErrSoldOut (so nothing at all is left; a larger order refused says nothing
-// about a smaller one). It is dropped when Restock's announcement arrives
-// (see Listen), and it expires after ttl: the next buyer then reads the
+// about a smaller one), and when another replica announces that its sale
+// left 0 (see Listen): otherwise every replica but the one that sold the
+// last unit would put its share of the crowd through the strategy, and a
+// lock strategy queues them, until one of them is told. An announcement of
+// a round older than a restock already heard of is ignored. A mark is
+// dropped when Restock's announcement arrives, and it expires after ttl: the next buyer then reads the
 // stock row (one indexed read, no lock) and renews the mark while it shows
 // 0, else goes through the strategy. So a lost announcement, or a lua
 // counter that said 0 while a reservation was about to be given back, costs
@@ -40,14 +50,31 @@ type SoldOut struct {
 	// forgets counts announcements; a sale only marks when none arrived
 	// while it was in flight.
 	forgets uint64
+	// rounds is the newest round a restock announcement named, per product:
+	// a sell-out announced for an older round is stale.
+	rounds map[string]int
+
+	// outbox holds the sell-outs this replica's sales saw, for Listen to
+	// announce; when it is full (Redis slow or down) they are dropped.
+	outbox chan string
 }
 
-// maxMarks bounds the memory of marks; beyond it expired marks are pruned.
-const maxMarks = 4096
+const (
+	// maxMarks bounds the memory of marks; beyond it expired marks are pruned.
+	maxMarks = 4096
+	// maxRounds bounds the memory of rounds; beyond it, it starts afresh
+	// (a stale sell-out announcement then costs at most ttl of 409s).
+	maxRounds = 1 << 16
+	// outboxSize is how many sell-outs may wait to be announced.
+	outboxSize = 64
+	// announceTimeout bounds one announcement.
+	announceTimeout = time.Second
+)
 
 // NewSoldOut returns an empty memory whose marks last at most ttl.
 func NewSoldOut(ttl time.Duration) *SoldOut {
-	return &SoldOut{ttl: ttl, now: time.Now, marks: map[string]time.Time{}}
+	return &SoldOut{ttl: ttl, now: time.Now, marks: map[string]time.Time{}, rounds: map[string]int{},
+		outbox: make(chan string, outboxSize)}
 }
 
 // Wrap returns a Seller that answers ErrSoldOut from memory for a product
@@ -119,6 +146,11 @@ func (m *SoldOut) mark(id string, token uint64) {
 	if m.forgets != token {
 		return
 	}
+	m.markLocked(id)
+}
+
+// markLocked marks product id sold out for ttl from now; m.mu is held.
+func (m *SoldOut) markLocked(id string) {
 	now := m.now()
 	if len(m.marks) >= maxMarks {
 		for k, until := range m.marks {
@@ -133,10 +165,66 @@ func (m *SoldOut) mark(id string, token uint64) {
 	m.marks[id] = now.Add(m.ttl)
 }
 
-// Listen forgets each product Restock announces on RestockChannel, until ctx
-// ends. Whenever the subscription is (re)established it forgets every mark,
-// since announcements may have been missed while it was down.
+// restocked forgets product id's mark: round is its new round.
+func (m *SoldOut) restocked(id string, round int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forgets++
+	delete(m.marks, id)
+	if round > m.rounds[id] {
+		if len(m.rounds) >= maxRounds {
+			clear(m.rounds)
+		}
+		m.rounds[id] = round
+	}
+}
+
+// soldOutElsewhere marks product id, which another replica saw sold out in
+// round, unless a restock to a later round has been heard of.
+func (m *SoldOut) soldOutElsewhere(id string, round int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if round < m.rounds[id] {
+		return
+	}
+	m.markLocked(id)
+}
+
+// receive acts on one announcement from RestockChannel.
+func (m *SoldOut) receive(payload string) {
+	rest, soldOut := strings.CutSuffix(payload, soldOutSuffix)
+	id, r, _ := strings.Cut(rest, " ")
+	round, err := strconv.Atoi(r)
+	switch {
+	case soldOut && err == nil:
+		m.soldOutElsewhere(id, round)
+	case soldOut: // unreadable: marking is never required
+	case err == nil:
+		m.restocked(id, round)
+	default: // forgetting is always safe
+		m.Forget(id)
+	}
+}
+
+// announceSoldOut queues the news that a sale left product id with nothing
+// in round, for Listen to publish; it never waits.
+func (m *SoldOut) announceSoldOut(id string, round int) {
+	select {
+	case m.outbox <- id + " " + strconv.Itoa(round) + soldOutSuffix:
+	default:
+	}
+}
+
+// Listen forgets each product Restock announces on RestockChannel and marks
+// each product another replica announces sold out, until ctx ends; and it
+// announces there the sell-outs this replica's sales see. Whenever the
+// subscription is (re)established it forgets every mark, since restock
+// announcements may have been missed while it was down.
 func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	var announcing sync.WaitGroup
+	defer announcing.Wait()
+	announcing.Go(func() { m.announce(ctx, rdb, log) })
+
 	sub := rdb.Subscribe(ctx, RestockChannel)
 	// Receive does not return when ctx ends, only when its connection does.
 	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
@@ -154,8 +242,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 		case *redis.Subscription:
 			m.ForgetAll()
 		case *redis.Message:
-			id, _, _ := strings.Cut(msg.Payload, " ")
-			m.Forget(id)
+			m.receive(msg.Payload)
 		default:
 			if err != nil {
 				// go-redis reconnects and resubscribes on the next Receive;
@@ -165,6 +252,23 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 					return
 				}
 			}
+		}
+	}
+}
+
+// announce publishes the queued sell-outs until ctx ends. One that fails is
+// not retried: the other replicas then learn it as they did without it.
+func (m *SoldOut) announce(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg := <-m.outbox:
+			actx, cancel := context.WithTimeout(ctx, announceTimeout)
+			if err := rdb.Publish(actx, RestockChannel, msg).Err(); err != nil && ctx.Err() == nil {
+				log.Debug("sold-out announcement not sent", "announcement", msg, "err", err)
+			}
+			cancel()
 		}
 	}
 }
@@ -199,6 +303,11 @@ func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
 	sale, err := s.inner.Sell(ctx, o)
 	if soldOutNow(o, sale, err) {
 		s.marks.mark(o.ProductID, token)
+		if err == nil {
+			// The sale that took the last unit knows its round, so the
+			// other replicas can tell a stale announcement.
+			s.marks.announceSoldOut(o.ProductID, sale.Round)
+		}
 	}
 	return sale, err
 }

@@ -139,6 +139,52 @@ func TestSoldOutAnswerRacingARestock(t *testing.T) {
 	}
 }
 
+// TestSoldOutAnnouncements: a sale that takes the last unit queues its
+// round's sell-out for the other replicas (a refusal or a replay does not);
+// an announced sell-out marks, unless a restock to a later round was heard
+// of first; a restock's announcement forgets.
+func TestSoldOutAnnouncements(t *testing.T) {
+	marks := NewSoldOut(time.Minute)
+	last := fakeAnswer{sale: Sale{ID: 1, Quantity: 1, Remaining: 0, Round: 3}}
+	inner := &fakeSeller{answers: []fakeAnswer{refused, replayed0, last}}
+	for _, id := range []string{"refused", "replayed", "last"} {
+		_, _ = marks.Wrap(inner, nil).Sell(context.Background(), Order{ProductID: id, Quantity: 1})
+	}
+	select {
+	case got := <-marks.outbox:
+		if got != "last 3 sold-out" {
+			t.Errorf("announcement queued = %q, want %q", got, "last 3 sold-out")
+		}
+	default:
+		t.Fatal("no announcement queued for the sale that left 0")
+	}
+	if len(marks.outbox) != 0 {
+		t.Errorf("%d more announcements queued, want none (a refusal and a replay say nothing new)", len(marks.outbox))
+	}
+
+	steps := []struct {
+		payload string
+		want    bool // p marked afterwards
+	}{
+		{"p 1 sold-out", true},
+		{"p 2", false},             // restocked: forgotten
+		{"p 1 sold-out", false},    // round 1's sell-out arriving after round 2 began
+		{"p 2 sold-out", true},     // round 2 sold out
+		{"p 3", false},             // restocked again
+		{"p x sold-out", false},    // unreadable: ignored
+		{"p 3 sold-out", true},     // round 3 sold out
+		{"p", false},               // a restock without a round still forgets
+		{"p 3 sold-out", true},     // and the round is still known
+		{"other 9 sold-out", true}, // another product says nothing about p
+	}
+	for _, st := range steps {
+		marks.receive(st.payload)
+		if got := marks.Marked("p"); got != st.want {
+			t.Errorf("after %q: Marked(\"p\") = %v, want %v", st.payload, got, st.want)
+		}
+	}
+}
+
 func TestSoldOutFromMemoryStillValidates(t *testing.T) {
 	marks := NewSoldOut(time.Minute)
 	inner := &fakeSeller{answers: []fakeAnswer{refused}}
@@ -150,8 +196,8 @@ func TestSoldOutFromMemoryStillValidates(t *testing.T) {
 }
 
 // TestSoldOutAcrossReplicas: two replicas, each with its own memory and
-// listening to Redis, sell a product out with a safe strategy; both then
-// answer from memory; a restock on either is announced and both sell again
+// listening to Redis, sell a product out with a safe strategy; the one
+// that sold the last unit announces it, so both then answer from memory; a restock on either is announced and both sell again
 // at once (the marks here last a minute, so only the announcement can end
 // them); an idempotent retry of a sale that happened gets that sale, not a
 // 409; and a replica whose subscription broke forgets every mark.
@@ -190,11 +236,13 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 	if sale, err := b.seller.Sell(ctx, one); err != nil || sale.Remaining != 0 {
 		t.Fatalf("Sell(%s) on b = %+v, %v; want the last unit", formatOrder(one), sale, err)
 	}
-	if !b.marks.Marked(id) || a.marks.Marked(id) {
-		t.Errorf("after b sold the last unit: marked on a %v, on b %v; want false, true", a.marks.Marked(id), b.marks.Marked(id))
+	if !b.marks.Marked(id) {
+		t.Errorf("after b sold the last unit: not marked on b")
 	}
-	if _, err := a.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) || !a.marks.Marked(id) {
-		t.Errorf("Sell(%s) on a after the sell-out = %v, marked %v; want ErrSoldOut and a mark", formatOrder(one), err, a.marks.Marked(id))
+	// a sold nothing since, and hears of it from b's announcement.
+	waitFor(t, "b's sell-out announcement to mark a", 10*time.Second, func() bool { return a.marks.Marked(id) })
+	if _, err := a.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) {
+		t.Errorf("Sell(%s) on a after the sell-out = %v, want ErrSoldOut", formatOrder(one), err)
 	}
 	if sale, err := a.seller.Sell(ctx, keyed); err != nil || !sale.Replayed || sale.ID != first.ID {
 		t.Errorf("retry of %s on a, marked sold out = %+v, %v; want a replay of sale %d", formatOrder(keyed), sale, err, first.ID)
