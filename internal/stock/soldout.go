@@ -13,16 +13,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RestockChannel is the Redis pub/sub channel on which Restock announces a
-// new round ("<product id> <round>"), so that every replica forgets that it
-// saw the product sold out; and on which a replica whose sale took the last
-// unit announces it ("<product id> <round> sold-out"), so that every replica
-// answers the crowd after it from memory at once. One channel keeps the two
-// in the order Redis received them.
-const RestockChannel = "inventory:restocked"
-
-// soldOutSuffix ends an announcement that a round was sold out.
-const soldOutSuffix = " sold-out"
+// The Redis pub/sub channels of the sold-out marks. On RestockChannel,
+// Restock announces a new round ("<product id> <round>"), so that every
+// replica forgets that it saw the product sold out; on SoldOutChannel, a
+// replica whose sale took the last unit announces it ("<product id>
+// <round>"), so that every replica answers the crowd after it from memory
+// at once. A replica listens to both on one subscription, which delivers
+// them in the order Redis received them.
+const (
+	RestockChannel = "inventory:restocked"
+	SoldOutChannel = "inventory:sold-out"
+)
 
 // SoldOut is one replica's memory of the products it has seen sold out: the
 // crowd that arrives after the last unit is answered ErrSoldOut from memory,
@@ -35,12 +36,13 @@ const soldOutSuffix = " sold-out"
 // last unit would put its share of the crowd through the strategy, and a
 // lock strategy queues them, until one of them is told. An announcement of
 // a round older than a restock already heard of is ignored. A mark is
-// dropped when Restock's announcement arrives, and it expires after ttl: the next buyer then reads the
-// stock row (one indexed read, no lock) and renews the mark while it shows
-// 0, else goes through the strategy. So a lost announcement, or a lua
-// counter that said 0 while a reservation was about to be given back, costs
-// at most ttl of wrong 409s. A sale that was in flight while an
-// announcement arrived sets no mark: its answer may be from the old round.
+// dropped when Restock's announcement arrives, and it expires after ttl:
+// the next buyer then reads the stock row (one indexed read, no lock) and
+// renews the mark while it shows 0, else goes through the strategy. So a
+// lost restock announcement, a stale sell-out one, or a lua counter that
+// said 0 while a reservation was about to be given back, costs at most ttl
+// of wrong 409s. A sale that was in flight while a restock announcement
+// arrived sets no mark: its answer may be from the old round.
 type SoldOut struct {
 	ttl time.Duration
 	now func() time.Time
@@ -67,8 +69,6 @@ const (
 	maxRounds = 1 << 16
 	// outboxSize is how many sell-outs may wait to be announced.
 	outboxSize = 64
-	// announceTimeout bounds one announcement.
-	announceTimeout = time.Second
 )
 
 // NewSoldOut returns an empty memory whose marks last at most ttl.
@@ -190,15 +190,14 @@ func (m *SoldOut) soldOutElsewhere(id string, round int) {
 	m.markLocked(id)
 }
 
-// receive acts on one announcement from RestockChannel.
-func (m *SoldOut) receive(payload string) {
-	rest, soldOut := strings.CutSuffix(payload, soldOutSuffix)
-	id, r, _ := strings.Cut(rest, " ")
+// receive acts on one announcement from channel.
+func (m *SoldOut) receive(channel, payload string) {
+	id, r, _ := strings.Cut(payload, " ")
 	round, err := strconv.Atoi(r)
 	switch {
-	case soldOut && err == nil:
+	case channel == SoldOutChannel && err == nil:
 		m.soldOutElsewhere(id, round)
-	case soldOut: // unreadable: marking is never required
+	case channel == SoldOutChannel: // unreadable: marking is never required
 	case err == nil:
 		m.restocked(id, round)
 	default: // forgetting is always safe
@@ -210,14 +209,14 @@ func (m *SoldOut) receive(payload string) {
 // in round, for Listen to publish; it never waits.
 func (m *SoldOut) announceSoldOut(id string, round int) {
 	select {
-	case m.outbox <- id + " " + strconv.Itoa(round) + soldOutSuffix:
+	case m.outbox <- id + " " + strconv.Itoa(round):
 	default:
 	}
 }
 
 // Listen forgets each product Restock announces on RestockChannel and marks
-// each product another replica announces sold out, until ctx ends; and it
-// announces there the sell-outs this replica's sales see. Whenever the
+// each product another replica announces on SoldOutChannel, until ctx ends;
+// and it announces there the sell-outs this replica's sales see. Whenever the
 // subscription is (re)established it forgets every mark, since restock
 // announcements may have been missed while it was down.
 func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
@@ -225,7 +224,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 	defer announcing.Wait()
 	announcing.Go(func() { m.announce(ctx, rdb, log) })
 
-	sub := rdb.Subscribe(ctx, RestockChannel)
+	sub := rdb.Subscribe(ctx, RestockChannel, SoldOutChannel)
 	// Receive does not return when ctx ends, only when its connection does.
 	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
 	defer func() {
@@ -242,7 +241,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 		case *redis.Subscription:
 			m.ForgetAll()
 		case *redis.Message:
-			m.receive(msg.Payload)
+			m.receive(msg.Channel, msg.Payload)
 		default:
 			if err != nil {
 				// go-redis reconnects and resubscribes on the next Receive;
@@ -264,11 +263,11 @@ func (m *SoldOut) announce(ctx context.Context, rdb redis.UniversalClient, log *
 		case <-ctx.Done():
 			return
 		case msg := <-m.outbox:
-			actx, cancel := context.WithTimeout(ctx, announceTimeout)
-			if err := rdb.Publish(actx, RestockChannel, msg).Err(); err != nil && ctx.Err() == nil {
+			// go-redis's own timeouts bound a publish to a Redis that
+			// does not answer; meanwhile later ones wait in the outbox.
+			if err := rdb.Publish(ctx, SoldOutChannel, msg).Err(); err != nil && ctx.Err() == nil {
 				log.Debug("sold-out announcement not sent", "announcement", msg, "err", err)
 			}
-			cancel()
 		}
 	}
 }

@@ -152,8 +152,8 @@ func TestSoldOutAnnouncements(t *testing.T) {
 	}
 	select {
 	case got := <-marks.outbox:
-		if got != "last 3 sold-out" {
-			t.Errorf("announcement queued = %q, want %q", got, "last 3 sold-out")
+		if got != "last 3" {
+			t.Errorf("announcement queued = %q, want %q", got, "last 3")
 		}
 	default:
 		t.Fatal("no announcement queued for the sale that left 0")
@@ -163,24 +163,24 @@ func TestSoldOutAnnouncements(t *testing.T) {
 	}
 
 	steps := []struct {
-		payload string
-		want    bool // p marked afterwards
+		channel, payload string
+		want             bool // p marked afterwards
 	}{
-		{"p 1 sold-out", true},
-		{"p 2", false},             // restocked: forgotten
-		{"p 1 sold-out", false},    // round 1's sell-out arriving after round 2 began
-		{"p 2 sold-out", true},     // round 2 sold out
-		{"p 3", false},             // restocked again
-		{"p x sold-out", false},    // unreadable: ignored
-		{"p 3 sold-out", true},     // round 3 sold out
-		{"p", false},               // a restock without a round still forgets
-		{"p 3 sold-out", true},     // and the round is still known
-		{"other 9 sold-out", true}, // another product says nothing about p
+		{SoldOutChannel, "p 1", true},
+		{RestockChannel, "p 2", false},    // restocked: forgotten
+		{SoldOutChannel, "p 1", false},    // round 1's sell-out arriving after round 2 began
+		{SoldOutChannel, "p 2", true},     // round 2 sold out
+		{RestockChannel, "p 3", false},    // restocked again
+		{SoldOutChannel, "p x", false},    // unreadable: ignored
+		{SoldOutChannel, "p 3", true},     // round 3 sold out
+		{RestockChannel, "p", false},      // a restock without a round still forgets
+		{SoldOutChannel, "p 3", true},     // and the round is still known
+		{SoldOutChannel, "other 9", true}, // another product says nothing about p
 	}
 	for _, st := range steps {
-		marks.receive(st.payload)
+		marks.receive(st.channel, st.payload)
 		if got := marks.Marked("p"); got != st.want {
-			t.Errorf("after %q: Marked(\"p\") = %v, want %v", st.payload, got, st.want)
+			t.Errorf("after %q on %s: Marked(\"p\") = %v, want %v", st.payload, st.channel, got, st.want)
 		}
 	}
 }
@@ -220,9 +220,9 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, Atomic, d), e.store)})
 	}
 	a, b := replicas[0], replicas[1]
-	waitFor(t, "both replicas to subscribe to restock announcements", 10*time.Second, func() bool {
-		n, err := e.rdb.PubSubNumSub(ctx, RestockChannel).Result()
-		return err == nil && n[RestockChannel] == 2
+	waitFor(t, "both replicas to subscribe to the announcements", 10*time.Second, func() bool {
+		n, err := e.rdb.PubSubNumSub(ctx, RestockChannel, SoldOutChannel).Result()
+		return err == nil && n[RestockChannel] == 2 && n[SoldOutChannel] == 2
 	})
 
 	const id = "sold-out-fast"
