@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
@@ -55,6 +56,11 @@ import (
 const defaultWorkDelay = 2 * time.Millisecond
 
 func main() {
+	// go-redis prints its own chatter (connections the pool drops when a
+	// measurement's deadline cuts a command short, reconnects while a fault
+	// is injected) to stderr, between the progress lines. Every error the
+	// load tester acts on comes back from the call that met it.
+	redis.SetLogger(quietRedis{})
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case err == nil:
@@ -67,6 +73,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// quietRedis is a go-redis logger that drops every message.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 var (
 	errUsage = errors.New("usage")

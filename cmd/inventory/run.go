@@ -79,6 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // serve runs the HTTP API until ctx ends, then drains in-flight requests
 // before closing Redis and Postgres.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	redis.SetLogger(redisLogger{log})
 	pool, rdb, err := connect(ctx, cfg, log)
 	if err != nil {
 		return err
