@@ -20,7 +20,10 @@ type loadConfig struct {
 	Buyers      int
 	Concurrency int
 	// RestockDuring restocks the product (same stock) once a third of the
-	// buyers have been answered, so the run spans two rounds.
+	// buyers have been answered, so the run spans two rounds: the last
+	// third of the buyers start only once the restock has returned, so
+	// round 2 is sold in however fast round 1 went (the middle third is in
+	// flight around the restock).
 	RestockDuring bool
 	// Keys, when not empty, makes buyer i send the Idempotency-Key
 	// "<Keys>-<i>" and retry an answer that is not definite (5xx or none)
@@ -371,6 +374,11 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		lastSwitch     int64
 	)
 	restockAt := int64(max(1, cfg.Buyers/3))
+	// Buyers from afterRestock on wait for the restock: on a fast fleet the
+	// rest could all be answered before it lands, and round 2 would go
+	// unchecked. afterRestock >= restockAt, so the restock always comes.
+	afterRestock := max(restockAt, int64(2*cfg.Buyers/3))
+	restocked := make(chan struct{})
 	afterAnswer := func(n int64) {
 		if cfg.RestockDuring && n == restockAt {
 			err := forEachProduct(runCtx, ids, parallel, func(ctx context.Context, i int, id string) error {
@@ -383,6 +391,9 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 			})
 			if err != nil {
 				stop(fmt.Errorf("mid-run restock: %w", err))
+			}
+			close(restocked) // after stop: a failed restock lets no waiting buyer buy
+			if err != nil {
 				return
 			}
 		}
@@ -427,6 +438,15 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				i := next.Add(1) - 1
 				if i >= int64(cfg.Buyers) {
 					break
+				}
+				if cfg.RestockDuring && i >= afterRestock {
+					select {
+					case <-restocked:
+					case <-runCtx.Done():
+					}
+					if runCtx.Err() != nil {
+						break
+					}
 				}
 				p := 0
 				if choices != nil {
