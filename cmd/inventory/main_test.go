@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"inventory/internal/localstack"
+	"inventory/internal/settings"
 	"inventory/internal/testenv"
 
 	"github.com/jackc/pgx/v5"
@@ -273,7 +274,8 @@ func waitIdleInTransaction(t *testing.T, pgURL string) {
 		var n int
 		err := conn.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'`).Scan(&n)
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
+			  AND application_name <> $1`, settings.ApplicationName).Scan(&n)
 		if err != nil {
 			t.Fatalf("read pg_stat_activity: %v", err)
 		}

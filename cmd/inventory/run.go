@@ -176,10 +176,30 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		sellers[info.Name] = s
 	}
-	defaultStrategy := settings.NewStrategy(rdb, pool, func(name string) error { _, err := stock.Lookup(name); return err },
-		settings.Options{Logger: log})
+	// The default's reads and leases have connections of their own: a pool
+	// full of sales must not hold up a renewal until the lease runs out, and
+	// tests that look for a sale's open transaction can tell them apart.
+	settingsCfg := pool.Config().Copy()
+	settingsCfg.MaxConns, settingsCfg.MinConns = 2, 0
+	settingsCfg.ConnConfig.RuntimeParams["application_name"] = settings.ApplicationName
+	settingsPool, err := pgxpool.NewWithConfig(ctx, settingsCfg)
+	if err != nil {
+		return fmt.Errorf("postgres pool for settings: %w", err)
+	}
+	defer settingsPool.Close()
+	defaultStrategy := settings.NewStrategy(settingsPool, func(name string) error { _, err := stock.Lookup(name); return err },
+		settings.Options{Instance: cfg.Instance, Logger: log})
 	if err := defaultStrategy.Init(ctx, cfg.Strategy); err != nil {
 		return err
+	}
+	{
+		// Stopped after the drain (deferred later, so run earlier): the
+		// lease is given up once no sale can use it any more.
+		var following sync.WaitGroup
+		followCtx, stopFollowing := context.WithCancel(context.WithoutCancel(ctx))
+		defer following.Wait()
+		defer stopFollowing()
+		following.Go(func() { defaultStrategy.Run(followCtx) })
 	}
 
 	handler, err := api.NewServer(api.Config{

@@ -94,7 +94,7 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 		}
 		sellers[name] = s
 	}
-	def := settings.NewStrategy(rdb, pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{Refresh: time.Millisecond})
+	def := settings.NewStrategy(pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{})
 	if err := def.Init(ctx, stock.Atomic); err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,7 @@ func newDownFixture(t *testing.T) *fixture {
 		}
 		sellers[name] = s
 	}
-	def := settings.NewStrategy(rdb, pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{})
+	def := settings.NewStrategy(pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{})
 	h, err := NewServer(Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-down",
 		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg})
 	if err != nil {

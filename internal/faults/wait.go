@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"inventory/internal/settings"
 )
 
 // waitFor polls cond every millisecond until it holds. It returns ErrMissed when
@@ -46,7 +48,8 @@ func saleInFlight(ctx context.Context, t Target) error {
 		err := conn.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()
-			  AND xact_start IS NOT NULL AND backend_type = 'client backend'`).Scan(&n)
+			  AND xact_start IS NOT NULL AND backend_type = 'client backend'
+			  AND application_name <> $1`, settings.ApplicationName).Scan(&n)
 		return n > 0, err
 	})
 }

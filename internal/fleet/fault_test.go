@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/settings"
 )
 
 // TestPausedReplicaCannotSellWhatItNoLongerHolds pauses a replica with
@@ -120,7 +122,8 @@ func idleTransactions(t *testing.T, pgURL string) int {
 	var n int
 	err = conn.QueryRow(ctx, `
 		SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'`).Scan(&n)
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
+		  AND application_name <> $1`, settings.ApplicationName).Scan(&n)
 	if err != nil {
 		t.Fatalf("read pg_stat_activity: %v", err)
 	}

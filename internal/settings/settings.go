@@ -1,321 +1,414 @@
-// Package settings keeps fleet-wide settings durable in Postgres and shared
-// through Redis, so that every replica follows a change within a second and
-// none is lost when Redis loses its data.
+// Package settings keeps the fleet's default strategy in Postgres, its one
+// source of truth, and lets each replica sell with a leased copy of it.
+//
+// Every switch bumps the setting's version. A replica uses the copy it read
+// only while its lease lasts (Options.Lease, from before the read), renews
+// it in the background and at once when Postgres announces a switch
+// (LISTEN/NOTIFY), and records in setting_leases which version it holds
+// until when. A switch returns only once no replica holds a running lease
+// on an older version: at once when they all follow, at the latest when
+// the last old lease runs out. So once Set has returned, every replica
+// answers and sells with the new default, and no copy anywhere (a replica's
+// cache, a restored Redis) can bring an older one back.
 package settings
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 )
 
-// StrategyKey is the Redis key holding the fleet's default strategy: the
-// fast shared copy of the settings row named StrategySetting.
-const StrategyKey = "inventory:strategy"
-
 // StrategySetting is the name of the default strategy's row in the Postgres
-// table settings: the durable copy.
+// table settings.
 const StrategySetting = "default_strategy"
 
-// DefaultRefresh is how long a replica trusts its cached copy of the default.
-const DefaultRefresh = 500 * time.Millisecond
+// ApplicationName is the Postgres application_name of the connections a
+// replica should give a Strategy (a pool of their own), so that they can be
+// told apart from sales in pg_stat_activity.
+const ApplicationName = "inventory-settings"
 
-// logEvery rate-limits the log line for each kind of health change, so a
-// flapping backend cannot flood the log.
-const logEvery = time.Minute
+// Channel is the Postgres NOTIFY channel on which a switch announces the
+// setting's new version when it commits.
+const Channel = "inventory_settings"
 
-// loadTimeout bounds one refresh of the cached default from the backends.
-const loadTimeout = 3 * time.Second
+// DefaultLease is how long a replica may sell with the default it read,
+// unless Options.Lease says otherwise.
+const DefaultLease = 2 * time.Second
 
-// commitTimeout bounds the COMMIT of a switch, which runs detached from the
-// caller's cancellation once Redis has the new value.
-const commitTimeout = 5 * time.Second
+// ioTimeout bounds one read or write of the setting, which runs detached
+// from the caller's cancellation: a buyer hanging up must neither count as
+// Postgres failing nor leave a switch half-announced.
+const ioTimeout = 5 * time.Second
+
+// followPoll is how often a switch looks whether every replica follows.
+const followPoll = 5 * time.Millisecond
 
 // Options tune a Strategy; the zero value works.
 type Options struct {
-	// Refresh bounds how stale a replica's view of the default may be.
-	// Default DefaultRefresh.
-	Refresh time.Duration
-	// Logger gets one line when the default can no longer be read where it
-	// should be (Redis, then Postgres) and one when that heals, at most one
-	// per kind of change per minute; never one per read. Default: discard.
+	// Lease is how long a replica may use the default it read from
+	// Postgres. Run renews it every Lease/4; a switch waits at most Lease
+	// for a replica that does not follow (paused, cut off, killed).
+	// Default DefaultLease.
+	Lease time.Duration
+	// Instance names this replica in setting_leases, for people reading
+	// it. Default: the host name.
+	Instance string
+	// Logger gets one line when the lease can no longer be renewed and one
+	// when it can again; never one per read. Default: discard.
 	Logger *slog.Logger
 }
 
-// health is where Get last found the default.
-type health int
-
-const (
-	healthy      health = iota // in Redis (or restored there from Postgres)
-	fromPostgres               // Redis unusable: read from Postgres
-	lastKnown                  // neither answered: the last value seen
-)
-
-// Strategy is the fleet-wide default sale strategy. Postgres holds the
-// durable copy (table settings, row StrategySetting) and Redis the shared
-// fast one (StrategyKey); each replica caches it for Options.Refresh.
+// Strategy is the fleet-wide default sale strategy as this replica sees
+// it: Postgres's value (table settings, row StrategySetting) and the lease
+// under which this replica may use it.
 type Strategy struct {
-	rdb      redis.UniversalClient
 	db       *pgxpool.Pool
 	validate func(string) error
-	refresh  time.Duration
+	lease    time.Duration
+	holder   string // this process's row in setting_leases
+	instance string
 	log      *slog.Logger
 
 	mu      sync.Mutex
-	cached  string
-	fetched time.Time
-	stale   error // why cached could not be refreshed, while it is served
-	// refreshing is set while one Get reads the backends.
-	refreshing bool
-	health     health
-	loggedAt   [lastKnown + 1]time.Time
+	name    string
+	version int64
+	until   time.Time // the lease's end, by this process's monotonic clock
+	renewal *renewal  // the renewal under way, if any
+	err     error     // the last renewal's error
+	failing bool      // the last renewal failed (logged once per change)
 }
 
-// NewStrategy returns the fleet default stored in db and rdb; db must hold
-// the schema of package migrations. validate rejects unknown names.
-func NewStrategy(rdb redis.UniversalClient, db *pgxpool.Pool, validate func(string) error, opts Options) *Strategy {
-	if opts.Refresh <= 0 {
-		opts.Refresh = DefaultRefresh
+// renewal is one read of the setting that callers may share.
+type renewal struct {
+	started time.Time
+	done    chan struct{}
+}
+
+// NewStrategy returns the fleet default stored in db, which must hold the
+// schema of package migrations. validate rejects unknown names.
+func NewStrategy(db *pgxpool.Pool, validate func(string) error, opts Options) *Strategy {
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Strategy{rdb: rdb, db: db, validate: validate, refresh: opts.Refresh, log: opts.Logger}
+	if opts.Instance == "" {
+		opts.Instance, _ = os.Hostname()
+	}
+	return &Strategy{db: db, validate: validate, lease: opts.Lease, holder: opts.Instance + "-" + randomID(),
+		instance: opts.Instance, log: opts.Logger}
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b)
 }
 
 // Init stores initial as the fleet default unless Postgres has one already,
-// so a replica that starts later does not overwrite a switch made since, and
-// then makes Redis agree with Postgres. When Postgres has none but Redis
-// does (a fleet upgraded from keeping it in Redis only), Redis's is kept. A
-// stored name this binary does not know is replaced by initial.
+// so a replica that starts later does not overwrite a switch made since,
+// and takes this replica's first lease. A stored name this binary does not
+// know is replaced by initial.
 func (s *Strategy) Init(ctx context.Context, initial string) error {
 	if err := s.validate(initial); err != nil {
 		return err
 	}
-	seed := initial
-	if v, err := s.rdb.Get(ctx, StrategyKey).Result(); err == nil && s.validate(v) == nil {
-		seed = v // switched while only Redis kept the default (before Postgres did)
-	}
-	name, err := s.publish(ctx, func(tx pgx.Tx) (string, error) {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO settings (name, value) VALUES ($1, $2)
-			ON CONFLICT (name) DO NOTHING`, StrategySetting, seed); err != nil {
-			return "", err
+			ON CONFLICT (name) DO NOTHING`, StrategySetting, initial); err != nil {
+			return err
 		}
 		var stored string
 		if err := tx.QueryRow(ctx, `SELECT value FROM settings WHERE name = $1 FOR UPDATE`, StrategySetting).Scan(&stored); err != nil {
-			return "", err
+			return err
 		}
-		if s.validate(stored) == nil {
-			return stored, nil
+		if s.validate(stored) != nil {
+			if _, err := switchTo(ctx, tx, initial); err != nil {
+				return err
+			}
 		}
-		_, err := tx.Exec(ctx, `UPDATE settings SET value = $2, updated_at = now() WHERE name = $1`, StrategySetting, initial)
-		return initial, err
+		// Replicas that died without a word leave their rows behind.
+		_, err := tx.Exec(ctx, `DELETE FROM setting_leases WHERE expires_at < clock_timestamp() - interval '1 hour'`)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("initialise default strategy: %w", err)
 	}
-	s.remember(name)
+	if err := s.refresh(ctx, time.Now()); err != nil {
+		return fmt.Errorf("initialise default strategy: %w", err)
+	}
 	return nil
 }
 
-// Set makes name the fleet default for every replica: Postgres first, then
-// Redis. When it returns an error the switch did not happen, or its outcome
-// is unknown (a lost reply); either way Redis is then left without the key
-// where it can be, so the next read takes whatever Postgres has.
+// Set makes name the fleet default and returns once every replica follows
+// it: every lease still running is on the new version (at the latest
+// Options.Lease after the commit, when every older lease has run out).
+// When it returns an error the switch did not happen, or its outcome is
+// unknown (a lost COMMIT reply), or ctx ended while it waited for the
+// replicas to follow (the error says which); no copy of an uncommitted
+// value exists anywhere.
 func (s *Strategy) Set(ctx context.Context, name string) error {
 	if err := s.validate(name); err != nil {
 		return err
 	}
-	_, err := s.publish(ctx, func(tx pgx.Tx) (string, error) {
-		_, err := tx.Exec(ctx, `
-			INSERT INTO settings (name, value) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`, StrategySetting, name)
-		return name, err
+	// Detached: a caller hanging up must not leave the switch undecided.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
+	defer cancel()
+	var version int64
+	err := pgx.BeginFunc(wctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		version, err = switchTo(wctx, tx, name)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("switch default strategy: %w", err)
 	}
-	s.remember(name)
+	committed := time.Now()
+	// This replica follows at once, whatever the notification's delay.
+	_ = s.refresh(wctx, committed)
+	if err := s.awaitFollowers(ctx, version, committed.Add(s.lease)); err != nil {
+		return fmt.Errorf("switched the default strategy to %s (version %d), but %w", name, version, err)
+	}
 	return nil
 }
 
-// publish writes the setting in Postgres with write, copies the value write
-// returns into Redis, and only then commits. The setting's row stays locked
-// throughout, so concurrent switches (from any replica) reach Redis in the
-// order Postgres commits them, and a switch that fails leaves no value in
-// Redis that Postgres does not have.
-func (s *Strategy) publish(ctx context.Context, write func(pgx.Tx) (string, error)) (string, error) {
-	tx, err := s.db.Begin(ctx)
+// switchTo writes name as the default in tx, bumps its version and
+// announces it on Channel when tx commits.
+func switchTo(ctx context.Context, tx pgx.Tx, name string) (version int64, err error) {
+	err = tx.QueryRow(ctx, `
+		INSERT INTO settings (name, value) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, version = settings.version + 1, updated_at = now()
+		RETURNING version`, StrategySetting, name).Scan(&version)
 	if err != nil {
-		return "", fmt.Errorf("postgres: %w", err)
+		return 0, err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx) // a no-op after Commit
-	}()
-	name, err := write(tx)
-	if err != nil {
-		return "", fmt.Errorf("postgres: %w", err)
-	}
-	if err := s.rdb.Set(ctx, StrategyKey, name, 0).Err(); err != nil {
-		// The SET may have landed with its reply lost: drop the key while
-		// the row is still locked, so the next read restores it from
-		// Postgres, which is about to roll back.
-		s.forget(ctx)
-		return "", fmt.Errorf("redis: %w", err)
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-	defer cancel()
-	if err := tx.Commit(cctx); err != nil {
-		s.forget(ctx)
-		return "", fmt.Errorf("postgres: commit: %w", err)
-	}
-	return name, nil
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, strconv.FormatInt(version, 10))
+	return version, err
 }
 
-// forget deletes the Redis copy, best effort, after a failed switch.
-func (s *Strategy) forget(ctx context.Context) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-	defer cancel()
-	_ = s.rdb.Del(dctx, StrategyKey).Err()
+// awaitFollowers returns once no lease on a version below version is
+// running, or at deadline, after which none can be: every such lease was
+// taken before the switch committed. Postgres failing meanwhile only means
+// waiting for the deadline; ctx ending means giving up the wait (the
+// switch has happened).
+func (s *Strategy) awaitFollowers(ctx context.Context, version int64, deadline time.Time) error {
+	var behind []string
+	for {
+		rows, err := s.db.Query(ctx, `
+			SELECT instance FROM setting_leases
+			WHERE version < $1 AND expires_at > clock_timestamp()`, version)
+		if err == nil {
+			behind, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err == nil && len(behind) == 0 {
+			return nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			if len(behind) > 0 {
+				s.log.WarnContext(ctx, "default strategy switched: replicas that did not follow had their leases run out",
+					"version", version, "replicas", behind)
+			}
+			return nil
+		}
+		t := time.NewTimer(min(wait, followPoll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("gave up waiting for %v to follow: %w", behind, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
-// remember caches name as freshly read.
-func (s *Strategy) remember(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cached, s.fetched, s.stale = name, time.Now(), nil
-}
-
-// Get returns the fleet default, at most the refresh interval old. It reads
-// Redis; when Redis has lost the key (a restart, FLUSHALL) it reads Postgres
-// and puts the key back, and when Redis cannot be read it reads Postgres.
-// Only when neither answers does it return the last value it saw, with the
-// error; with no value seen yet it returns "" and the error.
-//
-// One caller at a time refreshes; the others meanwhile get the value they
-// would have got a moment earlier, rather than all waiting on a backend that
-// is slow to fail (go-redis spends about half a second dialling a Redis that
-// is down).
+// Get returns the fleet default this replica may sell with now: its copy
+// while the lease on it runs, else a fresh read of Postgres. When Postgres
+// cannot be read and the lease has run out it returns "" and the error:
+// the replica no longer knows the default, and must not guess.
 func (s *Strategy) Get(ctx context.Context) (string, error) {
 	s.mu.Lock()
-	cached, stale := s.cached, s.stale
-	if cached != "" && (s.refreshing || time.Since(s.fetched) < s.refresh) {
-		s.mu.Unlock()
-		return cached, stale
+	name, valid := s.name, time.Now().Before(s.until)
+	s.mu.Unlock()
+	if valid {
+		return name, nil
 	}
-	s.refreshing = true
+	err := s.refresh(ctx, time.Time{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Now().Before(s.until) {
+		return s.name, nil
+	}
+	if err == nil {
+		err = errors.New("the lease ran out while it was renewed")
+	}
+	return "", fmt.Errorf("read default strategy: %w", err)
+}
+
+// Run keeps this replica's lease renewed and follows switches as Postgres
+// announces them, until ctx ends; then it gives the lease up, so that a
+// switch made after this replica stopped does not wait for it.
+func (s *Strategy) Run(ctx context.Context) {
+	defer s.release()
+	every := s.lease / 4
+	for ctx.Err() == nil {
+		s.listen(ctx, every)
+		// Without a listening connection: renew on the clock until the
+		// next dial.
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// listen renews the lease on every notification on Channel and at least
+// every interval, until ctx ends or the connection fails.
+func (s *Strategy) listen(ctx context.Context, every time.Duration) {
+	s.renew(ctx)
+	conn, err := pgx.ConnectConfig(ctx, s.db.Config().ConnConfig.Copy())
+	if err != nil {
+		return
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return
+	}
+	for {
+		// Anything switched before LISTEN took effect is read here.
+		s.renew(ctx)
+		wctx, cancel := context.WithTimeout(ctx, every)
+		_, err := conn.WaitForNotification(wctx)
+		cancel()
+		if ctx.Err() != nil || err != nil && conn.IsClosed() {
+			return
+		}
+	}
+}
+
+// renew refreshes the lease from a read that starts now, and logs a change
+// between failing and working.
+func (s *Strategy) renew(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	err := s.refresh(ctx, time.Now())
+	s.mu.Lock()
+	changed := (err != nil) != s.failing
+	s.failing = err != nil
+	name, version, until := s.name, s.version, s.until
+	s.mu.Unlock()
+	switch {
+	case !changed:
+	case err != nil:
+		s.log.WarnContext(ctx, "default strategy: cannot renew the lease from Postgres; sales get 503 once it runs out",
+			"strategy", name, "version", version, "lease_left", max(0, time.Until(until)).Round(time.Millisecond), "err", err)
+	default:
+		s.log.InfoContext(ctx, "default strategy: lease renewed again", "strategy", name, "version", version)
+	}
+}
+
+// refresh reads the setting and renews the lease, sharing a renewal under
+// way that started at notBefore or later (one that started earlier may
+// have read a value since replaced, so it is waited out, then another
+// started).
+func (s *Strategy) refresh(ctx context.Context, notBefore time.Time) error {
+	s.mu.Lock()
+	for s.renewal != nil {
+		r := s.renewal
+		s.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+		if !r.started.Before(notBefore) {
+			err := s.err
+			s.mu.Unlock()
+			return err
+		}
+	}
+	r := &renewal{started: time.Now(), done: make(chan struct{})}
+	s.renewal = r
 	s.mu.Unlock()
 
-	// Detached: a buyer hanging up must not count as a backend failing.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
-	name, err := s.load(lctx)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
+	err := s.read(rctx)
 	cancel()
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refreshing = false
-	if err != nil {
-		err = fmt.Errorf("read default strategy: %w", err)
-		if s.cached != "" {
-			// Serve the last value, and ask the backends again only
-			// after another refresh interval, not on every request.
-			s.fetched, s.stale = time.Now(), err
-		}
-		return s.cached, err
+	if err == nil {
+		s.until = r.started.Add(s.lease)
 	}
-	s.cached, s.fetched, s.stale = name, time.Now(), nil
-	return name, nil
-}
-
-// load reads the default from Redis, else from Postgres, and reports
-// changes of health.
-func (s *Strategy) load(ctx context.Context) (string, error) {
-	name, redisErr := s.rdb.Get(ctx, StrategyKey).Result()
-	if redisErr == nil {
-		if redisErr = s.validate(name); redisErr == nil {
-			s.report(ctx, healthy, name, nil)
-			return name, nil
-		}
-		redisErr = fmt.Errorf("redis holds %q: %w", name, redisErr)
-	}
-	lost := errors.Is(redisErr, redis.Nil)
-	name, pgErr := s.durable(ctx, lost)
-	if pgErr != nil {
-		err := fmt.Errorf("redis: %w; postgres: %w", redisErr, pgErr)
-		s.report(ctx, lastKnown, "", err)
-		return "", err
-	}
-	if !lost {
-		s.report(ctx, fromPostgres, name, redisErr)
-		return name, nil
-	}
-	// NX: a switch that reached Redis since Postgres was read wins.
-	restored, err := s.rdb.SetNX(ctx, StrategyKey, name, 0).Result()
-	if err != nil {
-		s.report(ctx, fromPostgres, name, fmt.Errorf("restore the redis key: %w", err))
-		return name, nil
-	}
-	if restored {
-		s.log.InfoContext(ctx, "default strategy restored in Redis from Postgres", "strategy", name, "key", StrategyKey)
-	}
-	s.report(ctx, healthy, name, nil)
-	return name, nil
-}
-
-// durable reads the default from Postgres. When it is about to restore the
-// Redis key, it waits for a switch in flight (which holds the row until
-// Redis has the new value) so as not to restore the value being replaced.
-func (s *Strategy) durable(ctx context.Context, restoring bool) (string, error) {
-	query := `SELECT value FROM settings WHERE name = $1`
-	if restoring {
-		query += ` FOR SHARE`
-	}
-	var name string
-	err := s.db.QueryRow(ctx, query, StrategySetting).Scan(&name)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return "", errors.New("no default strategy stored (Init was never called)")
-	case err != nil:
-		return "", err
-	}
-	if err := s.validate(name); err != nil {
-		return "", fmt.Errorf("postgres holds %q: %w", name, err)
-	}
-	return name, nil
-}
-
-// report logs a change of health: once per change, and at most once per
-// logEvery for each kind of change.
-func (s *Strategy) report(ctx context.Context, h health, name string, err error) {
-	s.mu.Lock()
-	was := s.health
-	s.health = h
-	last := s.cached
-	due := h != was && time.Since(s.loggedAt[h]) >= logEvery
-	if due {
-		s.loggedAt[h] = time.Now()
-	}
+	s.renewal, s.err = nil, err
 	s.mu.Unlock()
-	if !due {
-		return
+	close(r.done)
+	return err
+}
+
+// read reads the setting, uses it from then on, and records this
+// replica's lease on its version. FOR SHARE orders the read against a
+// switch: it either records its lease before the switch's UPDATE can lock
+// the row (so the switch sees the lease), or waits for the switch to
+// commit and reads its value. The value is used before the lease is
+// recorded, so a switch that sees the lease never finds this replica
+// still on the old value; it is committed, so using it early is safe,
+// and the lease is extended only once recorded.
+func (s *Strategy) read(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var name string
+		var version int64
+		err := tx.QueryRow(ctx, `SELECT value, version FROM settings WHERE name = $1 FOR SHARE`, StrategySetting).Scan(&name, &version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errors.New("no default strategy stored (Init was never called)")
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.validate(name); err != nil {
+			return fmt.Errorf("holds %q: %w", name, err)
+		}
+		s.mu.Lock()
+		s.name, s.version = name, version
+		s.mu.Unlock()
+		_, err = tx.Exec(ctx, `
+			INSERT INTO setting_leases (holder, instance, version, expires_at)
+			VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 microsecond')
+			ON CONFLICT (holder) DO UPDATE SET version = EXCLUDED.version, expires_at = EXCLUDED.expires_at`,
+			s.holder, s.instance, version, s.lease.Microseconds())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
-	switch h {
-	case healthy:
-		s.log.InfoContext(ctx, "default strategy readable from Redis again", "strategy", name)
-	case fromPostgres:
-		s.log.WarnContext(ctx, "default strategy: Redis unusable, reading Postgres until it recovers", "strategy", name, "err", err)
-	case lastKnown:
-		s.log.ErrorContext(ctx, "default strategy: neither Redis nor Postgres answers, serving the last known value", "strategy", last, "err", err)
-	}
+	return nil
+}
+
+// release gives this replica's lease up.
+func (s *Strategy) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s.mu.Lock()
+	s.until = time.Time{}
+	s.mu.Unlock()
+	_, _ = s.db.Exec(ctx, `DELETE FROM setting_leases WHERE holder = $1`, s.holder)
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/testenv"
 	"inventory/migrations"
@@ -24,21 +23,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var errUnknown = errors.New("unknown")
 
 func known(name string) error {
-	if name == "a" || name == "b" {
+	if name == "a" || name == "b" || name == "c" {
 		return nil
 	}
 	return errUnknown
-}
-
-func client(t *testing.T) *redis.Client {
-	t.Helper()
-	opts, err := redis.ParseURL(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // database returns the URL of a fresh, migrated database.
@@ -64,21 +52,51 @@ func connect(t *testing.T, url string) *pgxpool.Pool {
 	return pool
 }
 
-func stored(t *testing.T, pool *pgxpool.Pool) string {
+// stored is the settings row: the value and its version.
+func stored(t *testing.T, pool *pgxpool.Pool) (string, int64) {
 	t.Helper()
 	var v string
-	if err := pool.QueryRow(context.Background(), `SELECT value FROM settings WHERE name = $1`, StrategySetting).Scan(&v); err != nil {
+	var version int64
+	if err := pool.QueryRow(context.Background(), `SELECT value, version FROM settings WHERE name = $1`, StrategySetting).Scan(&v, &version); err != nil {
 		t.Fatalf("read the settings row: %v", err)
 	}
-	return v
+	return v, version
 }
 
-func fast() Options { return Options{Refresh: time.Millisecond} }
+// replica is one replica's Strategy on a pool of its own, following
+// switches (Run) until the test ends.
+func replica(t *testing.T, url string, opts Options) *Strategy {
+	t.Helper()
+	s := NewStrategy(connect(t, url), known, opts)
+	follow(t, s)
+	return s
+}
+
+// follow runs s.Run until the test ends, and waits for it to return.
+func follow(t *testing.T, s *Strategy) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitFor polls cond until it holds, failing the test after limit.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 func TestInitDoesNotOverwriteAStoredDefault(t *testing.T) {
 	ctx := context.Background()
-	rdb, pool := client(t), connect(t, database(t))
-	first, second := NewStrategy(rdb, pool, known, fast()), NewStrategy(rdb, pool, known, fast())
+	pool := connect(t, database(t))
+	first, second := NewStrategy(pool, known, Options{}), NewStrategy(pool, known, Options{})
 	if err := first.Init(ctx, "a"); err != nil {
 		t.Fatalf("Init(a) = %v", err)
 	}
@@ -88,253 +106,239 @@ func TestInitDoesNotOverwriteAStoredDefault(t *testing.T) {
 	if got, err := second.Get(ctx); got != "a" || err != nil {
 		t.Errorf("Get after Init(a), Init(b) = %q, %v; want a, nil", got, err)
 	}
-	if got := stored(t, pool); got != "a" {
-		t.Errorf("Postgres holds %q after Init(a), Init(b); want a", got)
+	if got, version := stored(t, pool); got != "a" || version != 1 {
+		t.Errorf("Postgres holds %q version %d after Init(a), Init(b); want a version 1", got, version)
 	}
 }
 
-func TestInitAfterASwitchKeepsTheSwitchEvenWithRedisEmpty(t *testing.T) {
+func TestInitAfterASwitchKeepsTheSwitch(t *testing.T) {
 	ctx := context.Background()
-	rdb, pool := client(t), connect(t, database(t))
-	first := NewStrategy(rdb, pool, known, fast())
+	url := database(t)
+	first := NewStrategy(connect(t, url), known, Options{})
 	if err := first.Init(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if err := first.Set(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	// A replica starting (or restarting) now, configured with a.
-	late := NewStrategy(rdb, pool, known, fast())
+	late := NewStrategy(connect(t, url), known, Options{})
 	if err := late.Init(ctx, "a"); err != nil {
-		t.Fatalf("Init(a) after a switch to b and FLUSHALL = %v", err)
+		t.Fatal(err)
 	}
 	if got, err := late.Get(ctx); got != "b" || err != nil {
-		t.Errorf("Get = %q, %v; want the switch b, nil", got, err)
-	}
-	if got := rdb.Get(ctx, StrategyKey).Val(); got != "b" {
-		t.Errorf("Redis %s = %q after Init, want b (Redis made to agree with Postgres)", StrategyKey, got)
-	}
-}
-
-func TestInitKeepsADefaultOnlyRedisHad(t *testing.T) {
-	ctx := context.Background()
-	rdb, pool := client(t), connect(t, database(t))
-	if err := rdb.Set(ctx, StrategyKey, "b", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	s := NewStrategy(rdb, pool, known, fast())
-	if err := s.Init(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
-	if got := stored(t, pool); got != "b" {
-		t.Errorf("Postgres holds %q after Init(a) with Redis holding b and Postgres nothing; want b", got)
+		t.Errorf("Get on a replica started after the switch = %q, %v; want b", got, err)
 	}
 }
 
 func TestInitReplacesAStoredNameItDoesNotKnow(t *testing.T) {
 	ctx := context.Background()
-	rdb, pool := client(t), connect(t, database(t))
+	pool := connect(t, database(t))
 	if _, err := pool.Exec(ctx, `INSERT INTO settings (name, value) VALUES ($1, 'retired')`, StrategySetting); err != nil {
 		t.Fatal(err)
 	}
-	s := NewStrategy(rdb, pool, known, fast())
+	s := NewStrategy(pool, known, Options{})
 	if err := s.Init(ctx, "a"); err != nil {
 		t.Fatalf("Init(a) with Postgres holding an unknown name = %v", err)
 	}
-	if got, err := s.Get(ctx); got != "a" || err != nil || stored(t, pool) != "a" {
-		t.Errorf("Get = %q, %v, Postgres %q; want a everywhere", got, err, stored(t, pool))
-	}
-}
-
-func TestASwitchReachesEveryReplicaWithinTheRefresh(t *testing.T) {
-	ctx := context.Background()
-	url := database(t)
-	refresh := 50 * time.Millisecond
-	one := NewStrategy(client(t), connect(t, url), known, Options{Refresh: refresh})
-	two := NewStrategy(client(t), connect(t, url), known, Options{Refresh: refresh})
-	if err := one.Init(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := two.Get(ctx); got != "a" {
-		t.Fatalf("replica two Get = %q, want a", got)
-	}
-	if err := one.Set(ctx, "b"); err != nil {
-		t.Fatalf("Set(b) = %v", err)
-	}
-	time.Sleep(refresh + 10*time.Millisecond)
-	if got, err := two.Get(ctx); got != "b" || err != nil {
-		t.Errorf("replica two Get after switch and refresh = %q, %v; want b, nil", got, err)
+	got, err := s.Get(ctx)
+	if value, version := stored(t, pool); got != "a" || err != nil || value != "a" || version != 2 {
+		t.Errorf("Get = %q, %v, Postgres %q version %d; want a everywhere, version 2", got, err, value, version)
 	}
 }
 
 func TestSetAndInitRefuseUnknownNames(t *testing.T) {
 	ctx := context.Background()
-	s := NewStrategy(client(t), connect(t, database(t)), known, Options{})
-	if err := s.Set(ctx, "zzz"); !errors.Is(err, errUnknown) {
-		t.Errorf("Set(zzz) = %v, want errUnknown", err)
-	}
+	pool := connect(t, database(t))
+	s := NewStrategy(pool, known, Options{})
 	if err := s.Init(ctx, "zzz"); !errors.Is(err, errUnknown) {
 		t.Errorf("Init(zzz) = %v, want errUnknown", err)
 	}
-}
-
-func TestASwitchSurvivesRedisLosingEverything(t *testing.T) {
-	ctx := context.Background()
-	rdb, pool := client(t), connect(t, database(t))
-	s := NewStrategy(rdb, pool, known, fast())
 	if err := s.Init(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Set(ctx, "b"); err != nil {
-		t.Fatal(err)
+	if err := s.Set(ctx, "zzz"); !errors.Is(err, errUnknown) {
+		t.Errorf("Set(zzz) = %v, want errUnknown", err)
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Millisecond) // past the 1ms refresh: Get asks Redis again
-	if got, err := s.Get(ctx); got != "b" || err != nil {
-		t.Errorf("Get after Set(b) and FLUSHALL = %q, %v; want b, nil", got, err)
-	}
-	if got, err := rdb.Get(ctx, StrategyKey).Result(); got != "b" || err != nil {
-		t.Errorf("Redis %s after Get = %q, %v; want b restored", StrategyKey, got, err)
-	}
-	// Another replica with no cache at all sees the same.
-	if got, err := NewStrategy(rdb, pool, known, fast()).Get(ctx); got != "b" || err != nil {
-		t.Errorf("a fresh replica's Get = %q, %v; want b, nil", got, err)
+	if got, version := stored(t, pool); got != "a" || version != 1 {
+		t.Errorf("Postgres holds %q version %d after Set(zzz); want a version 1", got, version)
 	}
 }
 
-func TestGetReadsPostgresWhenRedisIsDown(t *testing.T) {
+func TestEveryReplicaFollowsTheMomentASwitchReturns(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.RedisServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
-	defer rdb.Close()
-	pool := connect(t, database(t))
-	s := NewStrategy(rdb, pool, known, fast())
-	if err := s.Init(ctx, "a"); err != nil {
+	url := database(t)
+	// A lease far longer than the test: a switch can return only because
+	// every replica followed it, never because an old lease ran out.
+	opts := Options{Lease: time.Hour}
+	replicas := []*Strategy{replica(t, url, opts), replica(t, url, opts), replica(t, url, opts)}
+	if err := replicas[0].Init(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Set(ctx, "b"); err != nil {
-		t.Fatal(err)
+	for _, r := range replicas[1:] {
+		if got, err := r.Get(ctx); got != "a" || err != nil {
+			t.Fatalf("Get before any switch = %q, %v; want a", got, err)
+		}
 	}
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
+	names := []string{"b", "c", "a"}
+	for i := range 30 {
+		name := names[i%len(names)]
+		by := i % len(replicas)
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := replicas[by].Set(sctx, name)
+		cancel()
+		if err != nil {
+			t.Fatalf("switch %d: replica %d Set(%s) = %v", i, by, name, err)
+		}
+		for j, r := range replicas {
+			if got, err := r.Get(ctx); got != name || err != nil {
+				t.Errorf("switch %d to %s by replica %d: replica %d Get = %q, %v the moment Set returned", i, name, by, j, got, err)
+			}
+		}
 	}
-	time.Sleep(2 * time.Millisecond)
-	if got, err := s.Get(ctx); got != "b" || err != nil {
-		t.Errorf("Get with Redis stopped = %q, %v; want b from Postgres, nil", got, err)
-	}
-	if got, err := NewStrategy(rdb, pool, known, fast()).Get(ctx); got != "b" || err != nil {
-		t.Errorf("a fresh replica's Get with Redis stopped = %q, %v; want b from Postgres, nil", got, err)
-	}
-	if err := s.Set(ctx, "a"); err == nil {
-		t.Errorf("Set(a) with Redis stopped = nil, want an error")
-	}
-	if got := stored(t, pool); got != "b" {
-		t.Errorf("Postgres holds %q after a switch that failed on Redis; want b (rolled back)", got)
+	if _, version := stored(t, connect(t, url)); version != 31 {
+		t.Errorf("version after 30 switches = %d, want 31", version)
 	}
 }
 
-func TestGetFallsBackToPostgresWhenRedisHoldsAnUnknownName(t *testing.T) {
+func TestASwitchWaitsOutAReplicaThatDoesNotFollow(t *testing.T) {
 	ctx := context.Background()
-	rdb, pool := client(t), connect(t, database(t))
-	s := NewStrategy(rdb, pool, known, fast())
-	if err := s.Init(ctx, "a"); err != nil {
+	url := database(t)
+	lease := 300 * time.Millisecond
+	one := replica(t, url, Options{Lease: lease})
+	if err := one.Init(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, StrategyKey, "zzz", 0).Err(); err != nil {
-		t.Fatal(err)
+	// two holds a lease on a but does not listen (as a replica that is
+	// paused, cut off or killed).
+	two := NewStrategy(connect(t, url), known, Options{Lease: lease})
+	if got, err := two.Get(ctx); got != "a" || err != nil {
+		t.Fatalf("Get = %q, %v; want a", got, err)
 	}
-	time.Sleep(2 * time.Millisecond)
-	if got, err := s.Get(ctx); got != "a" || err != nil {
-		t.Errorf("Get with Redis holding zzz = %q, %v; want a from Postgres, nil", got, err)
+	if err := one.Set(ctx, "b"); err != nil {
+		t.Fatalf("Set(b) = %v", err)
+	}
+	if got, err := two.Get(ctx); got != "b" || err != nil {
+		t.Errorf("the silent replica's Get once Set(b) returned = %q, %v; want b (its lease on a must have run out)", got, err)
+	}
+
+	// A switch whose caller gives up waiting still happened, and says so.
+	if got, err := two.Get(ctx); got != "b" || err != nil {
+		t.Fatal(got, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := one.Set(cctx, "c"); err == nil || !strings.Contains(err.Error(), "switched") || !errors.Is(err, context.Canceled) {
+		t.Errorf("Set(c) with the caller gone while two holds b = %v; want an error saying it switched, wrapping context.Canceled", err)
+	}
+	if got, _ := stored(t, connect(t, url)); got != "c" {
+		t.Errorf("Postgres holds %q after Set(c) gave up waiting; want c", got)
 	}
 }
 
-// logs collects log lines.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) count(level string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), "level="+level)
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func TestGetServesTheLastValueWhenBothAreDownAndLogsOnce(t *testing.T) {
+func TestAFailedCommitChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.RedisServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
-	defer rdb.Close()
+	url := database(t)
+	pool := connect(t, url)
+	one, two := replica(t, url, Options{}), replica(t, url, Options{})
+	if err := one.Init(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// A deferred constraint trigger fails the COMMIT itself, after every
+	// statement of the switch has run.
+	if _, err := pool.Exec(ctx, `
+		CREATE FUNCTION refuse_b() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.value = 'b' THEN RAISE EXCEPTION 'no b today'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE CONSTRAINT TRIGGER refuse_b AFTER UPDATE ON settings
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_b();`); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Set(ctx, "b"); err == nil || !strings.Contains(err.Error(), "no b today") {
+		t.Fatalf("Set(b) with its COMMIT refused = %v, want the COMMIT's error", err)
+	}
+	if got, version := stored(t, pool); got != "a" || version != 1 {
+		t.Errorf("Postgres holds %q version %d after a failed switch; want a version 1", got, version)
+	}
+	for i, r := range []*Strategy{one, two} {
+		if got, err := r.Get(ctx); got != "a" || err != nil {
+			t.Errorf("replica %d Get after a failed switch = %q, %v; want a", i, got, err)
+		}
+	}
+	var newer int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM setting_leases WHERE version > 1`).Scan(&newer); err != nil || newer != 0 {
+		t.Errorf("leases on a version above 1 after a failed switch: %d, %v; want 0", newer, err)
+	}
+}
+
+func TestWithPostgresGoneTheLeaseRunsOutAndGetSaysSo(t *testing.T) {
+	ctx := context.Background()
 	url := database(t)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out logs
-	s := NewStrategy(rdb, pool, known, Options{Refresh: time.Millisecond, Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	lease := 500 * time.Millisecond
+	s := NewStrategy(pool, known, Options{Lease: lease, Logger: slog.New(slog.NewTextHandler(&out, nil))})
 	if err := s.Init(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Get(ctx); got != "b" {
-		t.Fatalf("Get = %q, want b", got)
-	}
-
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		time.Sleep(2 * time.Millisecond)
-		if got, err := s.Get(ctx); got != "b" || err != nil {
-			t.Fatalf("Get #%d with Redis stopped = %q, %v; want b from Postgres, nil", i, got, err)
+	follow(t, s)
+	pool.Close() // Postgres unreachable from here on
+	waitFor(t, "Get failing once the lease ran out", 10*time.Second, func() bool {
+		got, err := s.Get(ctx)
+		if err == nil && got != "b" {
+			t.Fatalf("Get with Postgres gone = %q, nil; want b while the lease runs", got)
 		}
-	}
-	if n := out.count("WARN"); n != 1 {
-		t.Errorf("20 reads with Redis down logged %d WARN lines, want 1:\n%s", n, out.String())
-	}
-
-	pool.Close() // Postgres unreachable too
-	for i := range 20 {
-		time.Sleep(2 * time.Millisecond)
-		if got, err := s.Get(ctx); got != "b" || err == nil {
-			t.Fatalf("Get #%d with Redis and Postgres gone = %q, %v; want the last value b and an error", i, got, err)
+		if err != nil && got != "" {
+			t.Fatalf("Get with Postgres gone and the lease over = %q, %v; want \"\" (no guess)", got, err)
 		}
-	}
-	if n := out.count("ERROR"); n != 1 {
-		t.Errorf("20 reads with both down logged %d ERROR lines, want 1:\n%s", n, out.String())
-	}
+		return err != nil
+	})
+	// Several renewals have failed by now (one every lease/4), and the
+	// many Gets above: one line says so.
 	if n := out.count("WARN"); n != 1 {
-		t.Errorf("WARN lines = %d after both went down, want still 1:\n%s", n, out.String())
+		t.Errorf("renewals failing logged %d WARN lines, want 1:\n%s", n, out.String())
 	}
-
-	fresh := NewStrategy(rdb, pool, known, fast())
+	fresh := NewStrategy(pool, known, Options{})
 	if got, err := fresh.Get(ctx); got != "" || err == nil {
-		t.Errorf("a fresh replica's Get with both down = %q, %v; want \"\" and an error", got, err)
+		t.Errorf("a fresh replica's Get with Postgres gone = %q, %v; want \"\" and an error", got, err)
 	}
 }
 
-func TestConcurrentSwitchesLeaveRedisAndPostgresAgreeing(t *testing.T) {
+func TestRunGivesTheLeaseUpWhenItStops(t *testing.T) {
+	ctx := context.Background()
+	pool := connect(t, database(t))
+	s := NewStrategy(pool, known, Options{Instance: "replica-x"})
+	if err := s.Init(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	leases := func() (n int) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM setting_leases WHERE instance = 'replica-x' AND expires_at > clock_timestamp()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := leases(); n != 1 {
+		t.Fatalf("running leases of replica-x after Init = %d, want 1", n)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(rctx) }()
+	cancel()
+	<-done
+	if n := leases(); n != 0 {
+		t.Errorf("running leases of replica-x after Run returned = %d, want 0", n)
+	}
+}
+
+func TestConcurrentSwitchesLeaveEveryReplicaOnPostgresValue(t *testing.T) {
 	ctx := context.Background()
 	url := database(t)
-	one := NewStrategy(client(t), connect(t, url), known, fast())
-	two := NewStrategy(client(t), connect(t, url), known, fast())
+	one, two := replica(t, url, Options{}), replica(t, url, Options{})
 	if err := one.Init(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -358,64 +362,48 @@ func TestConcurrentSwitchesLeaveRedisAndPostgresAgreeing(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	inRedis, err := one.rdb.Get(ctx, StrategyKey).Result()
-	if err != nil {
-		t.Fatal(err)
+	want, version := stored(t, connect(t, url))
+	if version != 101 {
+		t.Errorf("version after 100 switches = %d, want 101", version)
 	}
-	if inPG := stored(t, connect(t, url)); inRedis != inPG {
-		t.Errorf("after 100 concurrent switches Redis holds %q and Postgres %q; want the same", inRedis, inPG)
+	for i, r := range []*Strategy{one, two} {
+		if got, err := r.Get(ctx); got != want || err != nil {
+			t.Errorf("replica %d Get after 100 concurrent switches = %q, %v; Postgres holds %q", i, got, err, want)
+		}
 	}
 }
 
-func TestOneSlowRefreshDoesNotHoldUpOtherReaders(t *testing.T) {
-	ctx := context.Background()
-	srv := testenv.RedisServer(t)
-	// Default dial retries: a refresh against a stopped Redis takes ~0.5s.
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	defer rdb.Close()
-	s := NewStrategy(rdb, connect(t, database(t)), known, fast())
-	if err := s.Init(ctx, "b"); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Millisecond)
-	slow := make(chan string, 1)
-	go func() { name, _ := s.Get(ctx); slow <- name }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.mu.Lock()
-		refreshing := s.refreshing
-		s.mu.Unlock()
-		if refreshing {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first Get never started refreshing")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	start := time.Now()
-	got, err := s.Get(ctx)
-	if took := time.Since(start); got != "b" || err != nil || took > 100*time.Millisecond {
-		t.Errorf("Get while another refreshes = %q, %v after %v; want b, nil at once", got, err, took)
-	}
-	if got := <-slow; got != "b" {
-		t.Errorf("the refreshing Get = %q, want b from Postgres", got)
-	}
-}
-
-func TestACancelledCallerDoesNotCountAsABackendFailure(t *testing.T) {
-	rdb, pool := client(t), connect(t, database(t))
-	s := NewStrategy(rdb, pool, known, fast())
+func TestACancelledCallerGetsTheLeasedCopy(t *testing.T) {
+	s := NewStrategy(connect(t, database(t)), known, Options{})
 	if err := s.Init(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if got, err := s.Get(ctx); got != "a" || err != nil {
 		t.Errorf("Get with a cancelled context = %q, %v; want a, nil", got, err)
 	}
+}
+
+type logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logs) count(level string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), "level="+level)
+}
+
+func (l *logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
