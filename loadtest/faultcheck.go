@@ -38,6 +38,33 @@ func ledgerByStrategy(ctx context.Context, pgURL, product string, first int64) (
 	return strings.Join(parts, ", "), rows.Err()
 }
 
+// soldWithOthers reads the ledger of product (every round from first)
+// and names every strategy other than want that sold: buyers who named
+// none should all have got the fleet default, want.
+func soldWithOthers(ctx context.Context, pgURL, product string, first int64, want string) ([]string, error) {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+		SELECT strategy, count(*) FROM sales
+		WHERE product_id = $1 AND round >= $2 AND strategy <> $3 GROUP BY 1 ORDER BY 1`, product, first, want)
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger: %w", err)
+	}
+	var why []string
+	for rows.Next() {
+		var name string
+		var n int64
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("read the ledger: %w", err)
+		}
+		why = append(why, fmt.Sprintf("%d sales made with %s while the fleet default was %s", n, name, want))
+	}
+	return why, rows.Err()
+}
+
 // checkKeys reads the ledger of product (every round from first) straight
 // from Postgres and holds it against every buyer's last answer: each 2xx
 // has its row, under its Idempotency-Key and with the sale id it was told;

@@ -433,7 +433,11 @@ func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault
 		product, size := mr.next(l, fault, scale)
 		t := mr.target(l, product)
 		sc := scenario{Name: l.s.Name, Safe: l.s.Safe, Switch: []string{l.s.Name}}
-		res, err := mr.faultedRun(ctx, l.s, size, product, sc, 0, strikeAlone(fault, t, strikeAt(size)))
+		soldWith := l.s.Name
+		if faults.ChangesDefault(fault) {
+			soldWith = ""
+		}
+		res, err := mr.faultedRun(ctx, l.s, size, product, sc, soldWith, 0, strikeAlone(fault, t, strikeAt(size)))
 		missed, err := mr.record(l, fault, res, err)
 		if err != nil {
 			return err
@@ -447,10 +451,13 @@ func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault
 
 // sideBySide runs the cells of every lane at once, round after round
 // until each has its runs: each run buys a product of its own naming its
-// strategy. A ScopeFleet fault strikes once per round for all of them
-// (strikeBoard); a ScopeProduct fault strikes each run on its own.
+// strategy, but for one lane per round, taken in turn, whose strategy is
+// made the fleet default and whose buyers name none, so that the default
+// itself is under the fault too. A ScopeFleet fault strikes once per round
+// for all of them (strikeBoard); a ScopeProduct fault strikes each run on
+// its own.
 func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults.Fault) error {
-	for {
+	for round := 0; ; round++ {
 		var open []*lane
 		for _, l := range lanes {
 			if l.open(mr.o) {
@@ -486,7 +493,11 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 					disturb = strikeAlone(own, mr.target(l, product), strikeAt(size))
 				}
 				sc := scenario{Name: l.s.Name, Safe: l.s.Safe, Sell: []string{l.s.Name}}
-				got[i].res, got[i].err = mr.faultedRun(ctx, l.s, size, product, sc, spread, disturb)
+				soldWith := ""
+				if i == round%len(open) {
+					sc.Sell, sc.Switch, soldWith = nil, []string{l.s.Name}, l.s.Name
+				}
+				got[i].res, got[i].err = mr.faultedRun(ctx, l.s, size, product, sc, soldWith, spread, disturb)
 			})
 		}
 		wg.Wait()
@@ -547,7 +558,7 @@ func awaitAnswers(ctx context.Context, answered func() int64, at int64, selling 
 // default), starting over at least spread, while disturb strikes. The run is judged like any other
 // (faulted), then its ledger is checked key by key, and the replicas'
 // hold logs are searched for holders that overlapped.
-func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOptions, product string, sc scenario,
+func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOptions, product string, sc scenario, soldWith string,
 	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error) (FaultRun, error) {
 	before, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
@@ -565,6 +576,13 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOpti
 	why, err := checkKeys(ctx, pgURL, product, res.Rounds[0].Round, res.answers)
 	if err != nil {
 		return FaultRun{}, err
+	}
+	if soldWith != "" {
+		others, err := soldWithOthers(ctx, pgURL, product, res.Rounds[0].Round, soldWith)
+		if err != nil {
+			return FaultRun{}, err
+		}
+		why = append(why, others...)
 	}
 	if len(why) > 0 {
 		res.Reasons = append(res.Reasons, why...)

@@ -50,6 +50,17 @@ func ScopeOf(f Fault) Scope {
 	return ScopeRun
 }
 
+// DefaultChanger is implemented by faults that change the fleet default
+// themselves (strategy-switch): a run they strike may sell with more than
+// the default it started with.
+type DefaultChanger interface{ ChangesDefault() bool }
+
+// ChangesDefault reports whether f changes the fleet default itself.
+func ChangesDefault(f Fault) bool {
+	c, ok := f.(DefaultChanger)
+	return ok && c.ChangesDefault()
+}
+
 // FleetNeeds is implemented by faults that need the fleet started in a
 // way of their own (a Redis watched by a Sentinel, say): Needs sets in
 // opts what the fault needs. Faults whose needs give the same options can

@@ -20,6 +20,9 @@ type StrategySwitch struct {
 // Name implements Fault.
 func (*StrategySwitch) Name() string { return "strategy-switch" }
 
+// ChangesDefault implements DefaultChanger.
+func (*StrategySwitch) ChangesDefault() bool { return true }
+
 // Inject implements Fault.
 func (f *StrategySwitch) Inject(ctx context.Context, t Target) error {
 	other := otherOfKind(t.Strategies, t.Strategy)
