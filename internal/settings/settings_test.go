@@ -407,3 +407,32 @@ func (l *logs) String() string {
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
+
+// BenchmarkGet is what a sale naming no strategy pays to learn the
+// default: the leased copy, read in memory.
+func BenchmarkGet(b *testing.B) {
+	url := testenv.PostgresURL(b)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	if err := migrations.Up(context.Background(), db); err != nil {
+		b.Fatal(err)
+	}
+	_ = db.Close()
+	s := NewStrategy(pool, known, Options{Lease: time.Hour})
+	ctx := context.Background()
+	if err := s.Init(ctx, "a"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if name, err := s.Get(ctx); name != "a" || err != nil {
+				b.Fatalf("Get = %q, %v", name, err)
+			}
+		}
+	})
+}
