@@ -365,6 +365,9 @@ type matrixRun struct {
 	// strategies are still selling when it comes.
 	spread time.Duration
 	log    io.Writer // progress
+	// defaultTurn counts side-by-side rounds across faults: round n's
+	// default lane is the (n mod k)th of its k safe lanes.
+	defaultTurn int
 }
 
 // maxScale bounds matrixRun.scale.
@@ -451,13 +454,13 @@ func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault
 
 // sideBySide runs the cells of every lane at once, round after round
 // until each has its runs: each run buys a product of its own naming its
-// strategy, but for one lane per round, taken in turn, whose strategy is
-// made the fleet default and whose buyers name none, so that the default
-// itself is under the fault too. A ScopeFleet fault strikes once per round
-// for all of them (strikeBoard); a ScopeProduct fault strikes each run on
-// its own.
+// strategy, but for one safe lane per round, taken in turn across rounds
+// and faults, whose strategy is made the fleet default and whose buyers
+// name none, so that the default itself is under the fault too. A
+// ScopeFleet fault strikes once per round for all of them (strikeBoard); a
+// ScopeProduct fault strikes each run on its own.
 func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults.Fault) error {
-	for round := 0; ; round++ {
+	for {
 		var open []*lane
 		for _, l := range lanes {
 			if l.open(mr.o) {
@@ -466,6 +469,18 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 		}
 		if len(open) == 0 {
 			return nil
+		}
+		byDefault := -1 // the lane whose buyers name none
+		var safe []int
+		for i, l := range open {
+			if l.s.Safe {
+				safe = append(safe, i)
+			}
+		}
+		if len(safe) > 0 {
+			byDefault = safe[mr.defaultTurn%len(safe)]
+			mr.defaultTurn++
+			fmt.Fprintf(mr.log, "  %s: %s sells as the fleet default this round, its buyers naming none\n", fault.Name(), open[byDefault].s.Name)
 		}
 		var board *strikeBoard
 		spread := time.Duration(0) // a fault of its own strikes each run at its own moment
@@ -494,7 +509,7 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 				}
 				sc := scenario{Name: l.s.Name, Safe: l.s.Safe, Sell: []string{l.s.Name}}
 				soldWith := ""
-				if i == round%len(open) {
+				if i == byDefault {
 					sc.Sell, sc.Switch, soldWith = nil, []string{l.s.Name}, l.s.Name
 				}
 				got[i].res, got[i].err = mr.faultedRun(ctx, l.s, size, product, sc, soldWith, spread, disturb)
