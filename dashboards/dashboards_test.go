@@ -21,6 +21,8 @@ import (
 
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
+
+	"inventory/internal/testenv"
 )
 
 // dashboard is the part of inventory.json the test reads.
@@ -91,6 +93,7 @@ func TestProvisioningFitsTogether(t *testing.T) {
 // and checks that every target is up and every panel's query returns
 // series.
 func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("no prometheus binary: %v (make deps installs Debian's prometheus)", err)

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"inventory/internal/localstack"
+
+	"inventory/internal/testenv"
 )
 
 func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	port, err := localstack.FreePort()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"inventory/internal/testenv"
 )
 
 // TestLiveCountsTheSalesSinceACursor: GET /live lists the products and,
@@ -46,6 +48,7 @@ func TestLiveCountsTheSalesSinceACursor(t *testing.T) {
 // no console error, warning or exception, shows the product's stock and the
 // fleet default, and its figures move when sales happen.
 func TestLivePageInABrowser(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	browser, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatalf("no chromium: %v (make deps installs Debian's chromium)", err)
