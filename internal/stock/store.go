@@ -644,9 +644,11 @@ func dbErr(op string, err error) error {
 			return fmt.Errorf("postgres: %s: %w: %w", op, ErrUnavailable, err)
 		}
 		switch pgErr.Code[:2] {
-		case "08", "53", "57":
+		case "08", "53", "57", "40":
 			// connection exception, insufficient resources, operator
-			// intervention (e.g. 57P01 admin shutdown)
+			// intervention (e.g. 57P01 admin shutdown), transaction
+			// rolled back (40001 serialization failure, 40P01 deadlock):
+			// nothing was done, and trying again may work.
 			return fmt.Errorf("postgres: %s: %w: %w", op, ErrUnavailable, err)
 		}
 		return fmt.Errorf("postgres: %s: %w", op, err)

@@ -58,9 +58,15 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		return fail(err)
 	}
 
-	// Allocate in arrival order. Units of an order whose key turns out to
-	// be taken are not given to a later order: that costs at most a 409
-	// that the next buyer does not get.
+	// An order whose key a committed sale or an order ahead of it in this
+	// batch has taken is left to the ledger (replay) and gets no units, so
+	// that it withholds none from the orders after it.
+	taken, err := takenKeys(ctx, tx, orders)
+	if err != nil {
+		return fail(err)
+	}
+
+	// Allocate in arrival order.
 	left := stock
 	var (
 		quantities []int64
@@ -69,6 +75,10 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		bySaleKey  = map[string]int{}
 	)
 	for i, o := range orders {
+		if o.IdempotencyKey != "" && taken[o.IdempotencyKey] {
+			answers[i].replay = true
+			continue
+		}
 		if o.Quantity > left {
 			answers[i].err = fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, id, left, ErrSoldOut)
 			continue
@@ -77,6 +87,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		var key *string
 		if o.IdempotencyKey != "" {
 			key = &o.IdempotencyKey
+			taken[o.IdempotencyKey] = true
 		}
 		sk := uuid.NewString()
 		quantities, keys, saleKeys = append(quantities, o.Quantity), append(keys, key), append(saleKeys, sk)
@@ -87,14 +98,17 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 	}
 
 	// The ledger rows and the guarded decrement of what they sold, in one
-	// statement. A row whose Idempotency-Key is taken is skipped (its order
-	// is answered from the ledger afterwards) and not decremented.
+	// statement. A row whose Idempotency-Key was taken since takenKeys
+	// looked (by a sale of another product) is skipped (its order is
+	// answered from the ledger afterwards) and not decremented. Rows are
+	// inserted in key order, so two batches with keys in common wait for
+	// each other in one order and cannot deadlock.
 	rows, err := tx.Query(ctx, `
 		WITH ins AS (
 			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence)
 			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0)
 			FROM unnest($5::bigint[], $6::text[], $7::text[]) WITH ORDINALITY AS t(q, k, sk, n)
-			ORDER BY t.n
+			ORDER BY t.k NULLS LAST, t.n
 			ON CONFLICT (idempotency_key) DO NOTHING
 			RETURNING id, sale_key, quantity, created_at
 		), dec AS (
@@ -173,4 +187,31 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		answers[i].sale = sale
 	}
 	return answers
+}
+
+// takenKeys returns the Idempotency-Keys of orders that a sale in the
+// ledger already has.
+func takenKeys(ctx context.Context, tx pgx.Tx, orders []Order) (map[string]bool, error) {
+	taken := map[string]bool{}
+	var keys []string
+	for _, o := range orders {
+		if o.IdempotencyKey != "" {
+			keys = append(keys, o.IdempotencyKey)
+		}
+	}
+	if len(keys) == 0 {
+		return taken, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT idempotency_key FROM sales WHERE idempotency_key = ANY($1)`, keys)
+	if err != nil {
+		return nil, dbErr("read taken keys", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, dbErr("read taken keys", err)
+	}
+	for _, k := range found {
+		taken[k] = true
+	}
+	return taken, nil
 }
