@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test lint fuzz fuzz-short demo fleet faults deps demo-deps clean
+.PHONY: all build test test-unit test-e2e test-faults lint fuzz fuzz-short demo fleet faults deps demo-deps clean
 
 all: build
 
@@ -22,10 +22,26 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run
+## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run. What CI runs.
 test: deps lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz-short
+
+# The tiers, for iterating (make test runs them all at once). A test joins
+# the e2e or faults tier with testenv.InTier; every other test is a unit test.
+TIER_PACKAGES = $(addprefix ./,$(sort $(dir $(shell git grep -l 'testenv.InTier(t, testenv.Tier$(1))' -- '*_test.go'))))
+
+## test-unit: the fast tier: pure logic and single-backend tests (the fleets, browsers and the fault matrix skip)
+test-unit: deps
+	INVENTORY_TEST_TIER=unit $(GO) test -race -count=1 -timeout 20m ./...
+
+## test-e2e: the fleet and browser tests (two replicas behind nginx, Prometheus, Chromium), with the unit tests of their packages
+test-e2e: deps
+	INVENTORY_TEST_TIER=e2e $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,E2E)
+
+## test-faults: the short fault matrix (every fault, one run per cell, on both fleets), with the unit tests of its package
+test-faults: deps
+	INVENTORY_TEST_TIER=faults $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,Faults)
 
 # Every fuzz target as package:Name. `go test -fuzz` takes one package and
 # one target at a time.

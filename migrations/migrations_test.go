@@ -79,7 +79,7 @@ func TestUpConcurrent(t *testing.T) {
 	if applied != len(files) || rows != len(files) {
 		t.Errorf("goose_db_version: %d versions in %d rows, want %d in %d (each applied once)", applied, rows, len(files), len(files))
 	}
-	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "locks"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "soldout_marks", "locks"} {
 		if !tableExists(t, db, table) {
 			t.Errorf("table %s missing after Up", table)
 		}
@@ -155,7 +155,7 @@ func TestDown(t *testing.T) {
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("DownTo(0): %v", err)
 	}
-	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "locks"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "soldout_marks", "locks"} {
 		if tableExists(t, db, table) {
 			t.Errorf("table %s still there after Down", table)
 		}

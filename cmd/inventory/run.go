@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,7 +145,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// Safe strategies answer the crowd after the last unit from memory;
 	// the unsafe ones are left as they are, oversells and all.
-	soldOut := stock.NewSoldOut(cfg.SoldOutTTL)
+	soldOut := stock.NewSoldOut(cfg.SoldOutTTL, store, cfg.Instance+"-"+uuid.NewString())
 	if cfg.SoldOutTTL > 0 {
 		var listening sync.WaitGroup
 		listenCtx, stopListening := context.WithCancel(ctx)
@@ -172,7 +173,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			s = admission.Wrap(s)
 		}
 		if info.Safe && cfg.SoldOutTTL > 0 {
-			s = soldOut.Wrap(s, store)
+			s = soldOut.Wrap(s)
 		}
 		sellers[info.Name] = s
 	}

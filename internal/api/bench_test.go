@@ -19,8 +19,8 @@ func BenchmarkSoldOut(b *testing.B) {
 	// As cmd/inventory wires a safe strategy: its seller behind the
 	// replica's sold-out memory.
 	f := newFixture(b, adminToken, func(cfg *Config) {
-		cfg.SoldOut = stock.NewSoldOut(time.Minute)
-		cfg.Sellers[stock.Atomic] = cfg.SoldOut.Wrap(cfg.Sellers[stock.Atomic], cfg.Store)
+		cfg.SoldOut = stock.NewSoldOut(time.Minute, cfg.Store, "bench")
+		cfg.Sellers[stock.Atomic] = cfg.SoldOut.Wrap(cfg.Sellers[stock.Atomic])
 	})
 	f.restock("bench-sold-out", 1)
 	sell := func() int {

@@ -342,14 +342,20 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := stock.Restock(r.Context(), s.Store, s.Redis, id, req.Name, *req.Quantity)
-	if s.SoldOut != nil {
-		// Even when Restock failed after Postgres committed; forgetting is
-		// always safe.
-		s.SoldOut.Forget(id)
-	}
 	if err != nil {
+		if s.SoldOut != nil {
+			// Postgres may have committed; forgetting is always safe.
+			s.SoldOut.Forget(id)
+		}
 		s.writeProblem(w, r, err)
 		return
+	}
+	if s.SoldOut != nil {
+		// Answered only once no replica answers sold-out for an older round.
+		if err := s.SoldOut.Restocked(r.Context(), id, p.Round); err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
 	}
 	s.log.InfoContext(r.Context(), "restocked", "product_id", id, "quantity", p.Quantity, "round", p.Round, "request_id", requestID(r))
 	status := http.StatusOK

@@ -29,6 +29,15 @@ const (
 // crowd that arrives after the last unit is answered ErrSoldOut from memory,
 // with no Postgres, Redis or lock, until the product is restocked.
 //
+// A mark is used only once it is recorded in Postgres (soldout_marks: this
+// replica, the product, its round, until when), and only if the stock row
+// shows nothing left when it is recorded; the row is read FOR SHARE, so a
+// mark is either recorded before a restock can commit or not at all. A
+// restock then waits (AwaitRestocked) until no mark of an older round is
+// recorded and running anywhere: every replica has dropped it (on the
+// restock's announcement) or it has run out. So once a restock has been
+// answered, no replica answers sold-out for an older round.
+//
 // A mark is set when a sale leaves 0 in stock or a one-unit order is told
 // ErrSoldOut (so nothing at all is left; a larger order refused says nothing
 // about a smaller one), and when another replica announces that its sale
@@ -44,8 +53,10 @@ const (
 // of wrong 409s. A sale that was in flight while a restock announcement
 // arrived sets no mark: its answer may be from the old round.
 type SoldOut struct {
-	ttl time.Duration
-	now func() time.Time
+	ttl    time.Duration
+	now    func() time.Time
+	store  *Store
+	holder string // this replica's rows in soldout_marks
 
 	mu    sync.Mutex
 	marks map[string]time.Time // product id → when its mark expires
@@ -71,9 +82,10 @@ const (
 	outboxSize = 64
 )
 
-// NewSoldOut returns an empty memory whose marks last at most ttl.
-func NewSoldOut(ttl time.Duration) *SoldOut {
-	return &SoldOut{ttl: ttl, now: time.Now, marks: map[string]time.Time{}, rounds: map[string]int{},
+// NewSoldOut returns an empty memory whose marks last at most ttl, recorded
+// in st's Postgres under holder (unique per replica process).
+func NewSoldOut(ttl time.Duration, st *Store, holder string) *SoldOut {
+	return &SoldOut{ttl: ttl, now: time.Now, store: st, holder: holder, marks: map[string]time.Time{}, rounds: map[string]int{},
 		outbox: make(chan string, outboxSize)}
 }
 
@@ -81,8 +93,8 @@ func NewSoldOut(ttl time.Duration) *SoldOut {
 // marked sold out, and otherwise sells by s, marking the product when the
 // answer shows it sold out. An order with an Idempotency-Key that an earlier
 // sale used still gets that sale (one indexed read of the ledger), never a 409.
-func (m *SoldOut) Wrap(s Seller, st *Store) Seller {
-	return &soldOutSeller{marks: m, inner: s, store: st}
+func (m *SoldOut) Wrap(s Seller) Seller {
+	return &soldOutSeller{marks: m, inner: s, store: m.store}
 }
 
 // Forget drops the mark of product id, e.g. when it is restocked.
@@ -93,13 +105,41 @@ func (m *SoldOut) Forget(id string) {
 	delete(m.marks, id)
 }
 
-// ForgetAll drops every mark, e.g. when announcements may have been missed.
-func (m *SoldOut) ForgetAll() {
+// ForgetAll drops every mark, e.g. when announcements may have been
+// missed, and their rows.
+func (m *SoldOut) ForgetAll(ctx context.Context) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.forgets++
 	clear(m.marks)
+	m.mu.Unlock()
+	_ = m.store.dropMarks(ctx, m.holder, "")
 }
+
+// Restocked is a restock of product id to round, made by this replica:
+// it forgets the product's mark here, and returns once no replica has a
+// mark of an older round recorded and running (they drop theirs on the
+// restock's announcement; one that does not hear it has its mark run out
+// within its ttl). Should Postgres not answer, it waits out this replica's
+// ttl, by which every mark recorded before the restock has run out.
+func (m *SoldOut) Restocked(ctx context.Context, id string, round int) error {
+	waitUntil := m.now().Add(m.ttl)
+	m.restocked(ctx, id, round)
+	for {
+		n, err := m.store.markedBefore(ctx, id, round)
+		if err == nil && n == 0 {
+			return nil
+		}
+		if err != nil && !m.now().Before(waitUntil) {
+			return nil
+		}
+		if err := pause(ctx, markPoll); err != nil {
+			return err
+		}
+	}
+}
+
+// markPoll is how often Restocked looks whether the marks are gone.
+const markPoll = 5 * time.Millisecond
 
 // Marked reports whether product id is marked sold out now.
 func (m *SoldOut) Marked(id string) bool {
@@ -138,19 +178,28 @@ func (m *SoldOut) begin() uint64 {
 	return m.forgets
 }
 
-// mark marks product id sold out, unless an announcement arrived since begin
-// returned token.
-func (m *SoldOut) mark(id string, token uint64) {
+// mark records product id sold out and marks it, unless an announcement
+// arrived since begin returned token or its stock row shows units left. It
+// reports whether id is marked.
+func (m *SoldOut) mark(ctx context.Context, id string, token uint64) bool {
+	// The mark lasts ttl from before it was recorded, so it ends here
+	// before its row ends in Postgres.
+	start := m.now()
+	recorded, err := m.store.recordMark(ctx, m.holder, id, m.ttl)
+	if err != nil || !recorded {
+		return false
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.forgets != token {
-		return
+		return false
 	}
-	m.markLocked(id)
+	m.markLocked(id, start)
+	return true
 }
 
-// markLocked marks product id sold out for ttl from now; m.mu is held.
-func (m *SoldOut) markLocked(id string) {
+// markLocked marks product id sold out for ttl from start; m.mu is held.
+func (m *SoldOut) markLocked(id string, start time.Time) {
 	now := m.now()
 	if len(m.marks) >= maxMarks {
 		for k, until := range m.marks {
@@ -162,13 +211,13 @@ func (m *SoldOut) markLocked(id string) {
 			return
 		}
 	}
-	m.marks[id] = now.Add(m.ttl)
+	m.marks[id] = start.Add(m.ttl)
 }
 
-// restocked forgets product id's mark: round is its new round.
-func (m *SoldOut) restocked(id string, round int) {
+// restocked forgets product id's mark, here and its row: round is its new
+// round.
+func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.forgets++
 	delete(m.marks, id)
 	if round > m.rounds[id] {
@@ -177,31 +226,34 @@ func (m *SoldOut) restocked(id string, round int) {
 		}
 		m.rounds[id] = round
 	}
+	m.mu.Unlock()
+	_ = m.store.dropMarks(ctx, m.holder, id)
 }
 
 // soldOutElsewhere marks product id, which another replica saw sold out in
 // round, unless a restock to a later round has been heard of.
-func (m *SoldOut) soldOutElsewhere(id string, round int) {
+func (m *SoldOut) soldOutElsewhere(ctx context.Context, id string, round int) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if round < m.rounds[id] {
-		return
+	stale, token := round < m.rounds[id], m.forgets
+	m.mu.Unlock()
+	if !stale {
+		m.mark(ctx, id, token)
 	}
-	m.markLocked(id)
 }
 
 // receive acts on one announcement from channel.
-func (m *SoldOut) receive(channel, payload string) {
+func (m *SoldOut) receive(ctx context.Context, channel, payload string) {
 	id, r, _ := strings.Cut(payload, " ")
 	round, err := strconv.Atoi(r)
 	switch {
 	case channel == SoldOutChannel && err == nil:
-		m.soldOutElsewhere(id, round)
+		m.soldOutElsewhere(ctx, id, round)
 	case channel == SoldOutChannel: // unreadable: marking is never required
 	case err == nil:
-		m.restocked(id, round)
+		m.restocked(ctx, id, round)
 	default: // forgetting is always safe
 		m.Forget(id)
+		_ = m.store.dropMarks(ctx, m.holder, id)
 	}
 }
 
@@ -223,6 +275,12 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 	var announcing sync.WaitGroup
 	defer announcing.Wait()
 	announcing.Go(func() { m.announce(ctx, rdb, log) })
+	defer func() {
+		// Stopping: no restock should wait for this replica's marks.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		m.ForgetAll(dctx)
+	}()
 
 	sub := rdb.Subscribe(ctx, RestockChannel, SoldOutChannel)
 	// Receive does not return when ctx ends, only when its connection does.
@@ -239,9 +297,9 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 		}
 		switch msg := msg.(type) {
 		case *redis.Subscription:
-			m.ForgetAll()
+			m.ForgetAll(ctx)
 		case *redis.Message:
-			m.receive(msg.Channel, msg.Payload)
+			m.receive(ctx, msg.Channel, msg.Payload)
 		default:
 			if err != nil {
 				// go-redis reconnects and resubscribes on the next Receive;
@@ -290,18 +348,17 @@ func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
 	}
 	token := s.marks.begin()
 	if expired {
-		// Renew from the stock row itself (one indexed read, no lock)
+		// Renew from the stock row itself (one indexed write, no lock)
 		// rather than send every buyer that arrives meanwhile through the
 		// strategy, which for a lock strategy means queueing for the lock.
-		if q, _, err := s.store.quantity(ctx, o.ProductID); err == nil && q < 1 {
-			s.marks.mark(o.ProductID, token)
+		if s.marks.mark(ctx, o.ProductID, token) {
 			return s.fromMemory(ctx, o)
 		}
 		s.marks.drop(o.ProductID)
 	}
 	sale, err := s.inner.Sell(ctx, o)
 	if soldOutNow(o, sale, err) {
-		s.marks.mark(o.ProductID, token)
+		s.marks.mark(ctx, o.ProductID, token)
 		if err == nil {
 			// The sale that took the last unit knows its round, so the
 			// other replicas can tell a stale announcement.

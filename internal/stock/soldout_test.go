@@ -67,11 +67,13 @@ func TestSoldOutMarks(t *testing.T) {
 		{"two units refused do not", []Order{two, one}, []fakeAnswer{refused, sold3}, 2, false},
 		{"a 503 does not", []Order{one, one}, []fakeAnswer{down, sold3}, 2, false},
 	}
+	e := newEnv(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			marks := NewSoldOut(time.Minute)
+			e.restock(t, "p", 0) // a mark is recorded only while the row shows none
+			marks := NewSoldOut(time.Minute, e.store, "replica-a")
 			inner := &fakeSeller{answers: c.answers}
-			s := marks.Wrap(inner, nil)
+			s := marks.Wrap(inner)
 			for i, o := range c.orders {
 				_, err := s.Sell(context.Background(), o)
 				if i > 0 && inner.calls < i+1 && !errors.Is(err, ErrSoldOut) {
@@ -88,6 +90,26 @@ func TestSoldOutMarks(t *testing.T) {
 	}
 }
 
+// TestSoldOutMarkNeedsTheRowEmpty: an answer that says sold out marks
+// nothing while the stock row shows units (a restock committed since).
+func TestSoldOutMarkNeedsTheRowEmpty(t *testing.T) {
+	e := newEnv(t)
+	e.restock(t, "p", 3)
+	marks := NewSoldOut(time.Minute, e.store, "replica-a")
+	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
+	s := marks.Wrap(inner)
+	o := Order{ProductID: "p", Quantity: 1}
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) {
+		t.Fatalf("first Sell = %v, want the strategy's ErrSoldOut", err)
+	}
+	if marks.Marked("p") {
+		t.Errorf("Marked(\"p\") = true with 3 in stock, want false")
+	}
+	if _, err := s.Sell(context.Background(), o); err != nil || inner.calls != 2 {
+		t.Errorf("second Sell = %v after %d calls, want the strategy's sale", err, inner.calls)
+	}
+}
+
 // TestSoldOutMarkExpires: a mark answers for its ttl; then the next buyer
 // reads the stock row: still 0 renews the mark without the strategy, stock
 // there (a restock whose announcement was lost) sends buyers through it.
@@ -96,10 +118,10 @@ func TestSoldOutMarkExpires(t *testing.T) {
 	const id = "expiring"
 	e.restock(t, id, 0)
 	now := time.Unix(1000, 0)
-	marks := NewSoldOut(time.Second)
+	marks := NewSoldOut(time.Second, e.store, "replica-a")
 	marks.now = func() time.Time { return now }
 	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
-	s := marks.Wrap(inner, e.store)
+	s := marks.Wrap(inner)
 	o := Order{ProductID: id, Quantity: 1}
 	_, _ = s.Sell(context.Background(), o)
 	now = now.Add(999 * time.Millisecond)
@@ -126,10 +148,12 @@ func TestSoldOutMarkExpires(t *testing.T) {
 // TestSoldOutAnswerRacingARestock: a sale that saw the old round sold out
 // but returns after the restock was announced must not mark the product.
 func TestSoldOutAnswerRacingARestock(t *testing.T) {
-	marks := NewSoldOut(time.Minute)
+	e := newEnv(t)
+	e.restock(t, "p", 0)
+	marks := NewSoldOut(time.Minute, e.store, "replica-a")
 	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
 	inner.during = func() { marks.Forget("p") } // the announcement arrives mid-sale
-	s := marks.Wrap(inner, nil)
+	s := marks.Wrap(inner)
 	o := Order{ProductID: "p", Quantity: 1}
 	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) {
 		t.Fatalf("first Sell = %v, want the strategy's ErrSoldOut", err)
@@ -144,11 +168,14 @@ func TestSoldOutAnswerRacingARestock(t *testing.T) {
 // an announced sell-out marks, unless a restock to a later round was heard
 // of first; a restock's announcement forgets.
 func TestSoldOutAnnouncements(t *testing.T) {
-	marks := NewSoldOut(time.Minute)
+	e := newEnv(t)
+	ctx := context.Background()
+	e.restock(t, "p", 0)
+	marks := NewSoldOut(time.Minute, e.store, "replica-a")
 	last := fakeAnswer{sale: Sale{ID: 1, Quantity: 1, Remaining: 0, Round: 3}}
 	inner := &fakeSeller{answers: []fakeAnswer{refused, replayed0, last}}
 	for _, id := range []string{"refused", "replayed", "last"} {
-		_, _ = marks.Wrap(inner, nil).Sell(context.Background(), Order{ProductID: id, Quantity: 1})
+		_, _ = marks.Wrap(inner).Sell(ctx, Order{ProductID: id, Quantity: 1})
 	}
 	select {
 	case got := <-marks.outbox:
@@ -178,7 +205,7 @@ func TestSoldOutAnnouncements(t *testing.T) {
 		{SoldOutChannel, "other 9", true}, // another product says nothing about p
 	}
 	for _, st := range steps {
-		marks.receive(st.channel, st.payload)
+		marks.receive(ctx, st.channel, st.payload)
 		if got := marks.Marked("p"); got != st.want {
 			t.Errorf("after %q on %s: Marked(\"p\") = %v, want %v", st.payload, st.channel, got, st.want)
 		}
@@ -186,9 +213,11 @@ func TestSoldOutAnnouncements(t *testing.T) {
 }
 
 func TestSoldOutFromMemoryStillValidates(t *testing.T) {
-	marks := NewSoldOut(time.Minute)
+	e := newEnv(t)
+	e.restock(t, "p", 0)
+	marks := NewSoldOut(time.Minute, e.store, "replica-a")
 	inner := &fakeSeller{answers: []fakeAnswer{refused}}
-	s := marks.Wrap(inner, nil)
+	s := marks.Wrap(inner)
 	_, _ = s.Sell(context.Background(), Order{ProductID: "p", Quantity: 1})
 	if _, err := s.Sell(context.Background(), Order{ProductID: "p", Quantity: 0}); !errors.Is(err, ErrBadQuantity) {
 		t.Errorf("Sell of 0 units of a product marked sold out = %v, want ErrBadQuantity", err)
@@ -213,11 +242,11 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 	}
 	var replicas []replica
 	for _, name := range []string{"replica-a", "replica-b"} {
-		marks := NewSoldOut(time.Minute)
+		marks := NewSoldOut(time.Minute, e.store, name)
 		d := e.deps(name)
 		d.Redis = newRedis(t, e.redisURL)
 		listening.Go(func() { marks.Listen(ctx, d.Redis, slog.New(slog.DiscardHandler)) })
-		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, Atomic, d), e.store)})
+		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, Atomic, d))})
 	}
 	a, b := replicas[0], replicas[1]
 	waitFor(t, "both replicas to subscribe to the announcements", 10*time.Second, func() bool {
@@ -268,4 +297,75 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
 	}
 	waitFor(t, "b to resubscribe and forget its mark", 10*time.Second, func() bool { return !b.marks.Marked(id) })
+}
+
+// TestARestockIsSeenEverywhereBeforeItIsAnswered: two replicas hold a
+// sold-out mark of a product; the moment a restock through one of them has
+// returned (Restock, then Restocked, as PUT /products/{id} does), neither
+// answers sold-out from memory. b hears the announcements the first time
+// round; the second time it listens to nothing, so the restock must wait
+// its mark out.
+func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
+	e := newEnv(t)
+	const id = "restock-seen"
+	for _, listening := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		ttl := 300 * time.Millisecond
+		a := NewSoldOut(time.Minute, e.store, "replica-a")
+		b := NewSoldOut(ttl, e.store, "replica-b")
+		wg.Go(func() { a.Listen(ctx, newRedis(t, e.redisURL), slog.New(slog.DiscardHandler)) })
+		if listening {
+			wg.Go(func() { b.Listen(ctx, newRedis(t, e.redisURL), slog.New(slog.DiscardHandler)) })
+		}
+		want := 1
+		if listening {
+			want = 2
+		}
+		waitFor(t, "the replicas to subscribe", 10*time.Second, func() bool {
+			n, err := e.rdb.PubSubNumSub(ctx, RestockChannel).Result()
+			return err == nil && n[RestockChannel] == int64(want)
+		})
+		sa, sb := a.Wrap(e.seller(t, Atomic, e.deps("replica-a"))), b.Wrap(e.seller(t, Atomic, e.deps("replica-b")))
+		one := Order{ProductID: id, Quantity: 1}
+		// A restock through a, as PUT /products/{id} makes it.
+		restock := func() Product {
+			p, err := Restock(ctx, e.store, e.rdb, id, "", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Restocked(ctx, id, p.Round); err != nil {
+				t.Fatalf("Restocked = %v", err)
+			}
+			return p
+		}
+		for i := range 20 {
+			restock()
+			if _, err := sa.Sell(ctx, one); err != nil {
+				t.Fatalf("listening %v, restock %d: Sell(%s) on a = %v, want the one unit", listening, i, formatOrder(one), err)
+			}
+			// A sale racing the announcement of the restock above marks
+			// nothing; the buyers after it do.
+			waitFor(t, "both replicas to mark the product", 10*time.Second, func() bool {
+				for _, s := range []Seller{sa, sb} {
+					if _, err := s.Sell(ctx, one); !errors.Is(err, ErrSoldOut) {
+						t.Fatalf("listening %v, restock %d: Sell after the last unit = %v, want ErrSoldOut", listening, i, err)
+					}
+				}
+				return a.Marked(id) && b.Marked(id)
+			})
+			p := restock()
+			if a.Marked(id) || b.Marked(id) {
+				t.Fatalf("listening %v, restock %d: the moment the restock returned, marked a %v b %v; want neither", listening, i, a.Marked(id), b.Marked(id))
+			}
+			if sale, err := sb.Sell(ctx, one); err != nil || sale.Round != p.Round {
+				t.Fatalf("listening %v, restock %d: Sell on b right after the restock = %+v, %v; want the unit of round %d", listening, i, sale, err, p.Round)
+			}
+			if !listening && i == 2 {
+				break // each round waits out b's ttl: three are enough
+			}
+		}
+		cancel()
+		wg.Wait()
+	}
 }

@@ -175,7 +175,9 @@ func (s *Store) Round(ctx context.Context, id string, n int) (Round, error) {
 //
 // When Postgres was restocked but the counter could not be deleted, Restock
 // returns the product with an error wrapping ErrUnavailable: the lua strategy
-// would sell from a stale counter, so the caller should retry.
+// would sell from a stale counter, so the caller should retry. It then
+// announces the new round to the replicas (best effort: see
+// SoldOut.Restocked).
 func Restock(ctx context.Context, st *Store, rdb redis.UniversalClient, id, name string, quantity int64) (Product, error) {
 	if err := ValidateProductID(id); err != nil {
 		return Product{}, err
@@ -208,9 +210,9 @@ func Restock(ctx context.Context, st *Store, rdb redis.UniversalClient, id, name
 	if err := rdb.Del(ctx, counterKey(id)).Err(); err != nil {
 		return p, redisErr(fmt.Sprintf("restocked %q but could not reset its Redis counter", id), err)
 	}
-	if err := announceRestock(ctx, rdb, id, p.Round); err != nil {
-		return p, redisErr(fmt.Sprintf("restocked %q but could not announce it to the replicas", id), err)
-	}
+	// Not announced, the replicas' sold-out marks of the old round run out
+	// by themselves; SoldOut.Restocked waits for that.
+	_ = announceRestock(ctx, rdb, id, p.Round)
 	return p, nil
 }
 
@@ -674,4 +676,48 @@ func interrupted(ctx context.Context) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// recordMark records that holder marks product id sold out for ttl, if its
+// stock row shows nothing left; it reports whether it did. The row is read
+// FOR SHARE, so a restock's UPDATE either waits for this record to commit
+// (and its wait sees it) or commits first (and nothing is recorded).
+func (s *Store) recordMark(ctx context.Context, holder, id string, ttl time.Duration) (bool, error) {
+	var round int
+	err := s.pool.QueryRow(ctx, `
+		WITH s AS (SELECT product_id, round FROM stock WHERE product_id = $2 AND quantity < 1 FOR SHARE)
+		INSERT INTO soldout_marks (holder, product_id, round, expires_at)
+		SELECT $1, product_id, round, clock_timestamp() + $3 * interval '1 microsecond' FROM s
+		ON CONFLICT (product_id, holder) DO UPDATE SET round = EXCLUDED.round, expires_at = EXCLUDED.expires_at
+		RETURNING round`, holder, id, ttl.Microseconds()).Scan(&round)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, dbErr("record sold-out mark", err)
+	}
+	return true, nil
+}
+
+// dropMarks deletes holder's sold-out marks: of product id, or all of them
+// when id is "".
+func (s *Store) dropMarks(ctx context.Context, holder, id string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM soldout_marks WHERE holder = $1 AND ($2 = '' OR product_id = $2)`, holder, id)
+	if err != nil {
+		return dbErr("drop sold-out marks", err)
+	}
+	return nil
+}
+
+// markedBefore counts the sold-out marks of product id, recorded by any
+// replica for a round before round, that have not run out.
+func (s *Store) markedBefore(ctx context.Context, id string, round int) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*) FROM soldout_marks
+		WHERE product_id = $1 AND round < $2 AND expires_at > clock_timestamp()`, id, round).Scan(&n)
+	if err != nil {
+		return 0, dbErr("read sold-out marks", err)
+	}
+	return n, nil
 }
