@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,9 +107,18 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// waits for a lock, and is idle only during the simulated work: a
 	// replica paused longer than that, or than a lock's lease, loses its
 	// transaction and its row lock.
+	// Anyone may read products and the live page: those reads have a few
+	// connections of their own and a statement timeout, so however many
+	// and however slow, they cannot take the connections sales need.
+	reads, err := sidePool(ctx, pool, "inventory-reads", 4, readTimeout)
+	if err != nil {
+		return err
+	}
+	defer reads.Close()
 	store := stock.NewStore(pool, stock.Limits{
 		LockTimeout: cfg.LockWait,
 		IdleTimeout: min(cfg.LockTTL, cfg.WorkDelay+5*time.Second),
+		Reads:       reads,
 	})
 	deps := stock.Deps{
 		Store:      store,
@@ -180,12 +190,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// The default's reads and leases have connections of their own: a pool
 	// full of sales must not hold up a renewal until the lease runs out, and
 	// tests that look for a sale's open transaction can tell them apart.
-	settingsCfg := pool.Config().Copy()
-	settingsCfg.MaxConns, settingsCfg.MinConns = 2, 0
-	settingsCfg.ConnConfig.RuntimeParams["application_name"] = settings.ApplicationName
-	settingsPool, err := pgxpool.NewWithConfig(ctx, settingsCfg)
+	settingsPool, err := sidePool(ctx, pool, settings.ApplicationName, 2, 0)
 	if err != nil {
-		return fmt.Errorf("postgres pool for settings: %w", err)
+		return err
 	}
 	defer settingsPool.Close()
 	defaultStrategy := settings.NewStrategy(settingsPool, func(name string) error { _, err := stock.Lookup(name); return err },
@@ -242,6 +249,26 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// readTimeout is the statement_timeout of the reads anyone may make.
+const readTimeout = 2 * time.Second
+
+// sidePool opens a small pool to pool's database for one kind of work,
+// named in pg_stat_activity by application_name, its statements bounded by
+// statementTimeout when it is not 0.
+func sidePool(ctx context.Context, pool *pgxpool.Pool, name string, conns int32, statementTimeout time.Duration) (*pgxpool.Pool, error) {
+	cfg := pool.Config().Copy()
+	cfg.MaxConns, cfg.MinConns = conns, 0
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	if statementTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
+	}
+	side, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres pool %s: %w", name, err)
+	}
+	return side, nil
 }
 
 // connect opens the Postgres pool and the Redis client, waiting a while for

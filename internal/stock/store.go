@@ -17,7 +17,9 @@ import (
 // SQL statement the strategies run. Driver errors are translated into this
 // package's sentinels here and nowhere else.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool *pgxpool.Pool
+	// reads is where the anonymous reads run (Limits.Reads, else pool).
+	reads  *pgxpool.Pool
 	limits Limits
 	// begin starts a sale's transaction with the limits, in one round trip.
 	begin string
@@ -36,6 +38,11 @@ type Limits struct {
 	// exceed Deps.WorkDelay, which some strategies spend inside the
 	// transaction. Default 10s.
 	IdleTimeout time.Duration
+	// Reads, when set, is where the reads anyone may make (Product, Round,
+	// Ledger, Products, SalesSince) run: a small pool of their own, with a
+	// statement_timeout, cannot take the connections sales need. Default:
+	// the Store's pool.
+	Reads *pgxpool.Pool
 }
 
 func (l Limits) withDefaults() Limits {
@@ -53,7 +60,11 @@ func (l Limits) withDefaults() Limits {
 // ownership of pool.
 func NewStore(pool *pgxpool.Pool, limits Limits) *Store {
 	limits = limits.withDefaults()
-	return &Store{pool: pool, limits: limits, begin: beginWith(limits.LockTimeout, limits.IdleTimeout)}
+	reads := limits.Reads
+	if reads == nil {
+		reads = pool
+	}
+	return &Store{pool: pool, reads: reads, limits: limits, begin: beginWith(limits.LockTimeout, limits.IdleTimeout)}
 }
 
 // beginWith is a BEGIN that sets the transaction's lock and idle timeouts in
@@ -94,7 +105,7 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 		return Product{}, err
 	}
 	p := Product{ID: id}
-	err := s.pool.QueryRow(ctx, `
+	err := s.reads.QueryRow(ctx, `
 		SELECT s.name, s.quantity, s.initial, s.round, s.version,
 		       coalesce(l.units, 0), coalesce(l.n, 0)
 		FROM stock s
@@ -119,7 +130,7 @@ func (s *Store) Ledger(ctx context.Context, id string) (count, units int64, err 
 	if err := ValidateProductID(id); err != nil {
 		return 0, 0, err
 	}
-	err = s.pool.QueryRow(ctx, `
+	err = s.reads.QueryRow(ctx, `
 		SELECT count(l.id), coalesce(sum(l.quantity), 0)
 		FROM stock s LEFT JOIN sales l ON l.product_id = s.product_id AND l.round = s.round
 		WHERE s.product_id = $1
@@ -152,7 +163,7 @@ func (s *Store) Round(ctx context.Context, id string, n int) (Round, error) {
 		return Round{}, err
 	}
 	r := Round{ProductID: id, Round: n}
-	err := s.pool.QueryRow(ctx, `
+	err := s.reads.QueryRow(ctx, `
 		SELECT r.initial, r.round = s.round,
 		       (SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2),
 		       (SELECT count(*) FROM sales WHERE product_id = $1 AND round = $2)

@@ -1,0 +1,71 @@
+package stock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TestReadsCannotTakeTheSalesConnections: with every connection of the
+// reads' pool taken (slow readers), a sale still sells, and a read waits
+// for its own pool only.
+func TestReadsCannotTakeTheSalesConnections(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(e.pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	reads, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reads.Close()
+	st := NewStore(e.pool, Limits{Reads: reads})
+	const id = "reads-apart"
+	e.restock(t, id, 5)
+	held, err := reads.Acquire(ctx) // the one read connection, busy
+	if err != nil {
+		t.Fatal(err)
+	}
+	seller := e.seller(t, Atomic, Deps{Store: st, Redis: e.rdb, Instance: "replica-a"})
+	if _, err := seller.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+		t.Errorf("Sell with every read connection taken = %v, want a sale", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := st.Product(rctx, id); err == nil {
+		t.Errorf("Product with the reads' one connection taken = nil error, want it to wait for that pool (and time out)")
+	}
+	held.Release()
+	if p, err := st.Product(ctx, id); err != nil || p.Quantity != 4 {
+		t.Errorf("Product once a read connection is free = %+v, %v; want 4 left", p, err)
+	}
+}
+
+// TestSalesSinceCountsOnlyTheNewest: a cursor far behind (the live page's
+// first call, ?since=0, on a long ledger) counts the newest maxSalesSince
+// sales, not the whole ledger.
+func TestSalesSinceCountsOnlyTheNewest(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.restock(t, "long-ledger", 0)
+	if _, err := e.pool.Exec(ctx, `
+		INSERT INTO sales (product_id, round, quantity, strategy, instance)
+		SELECT 'long-ledger', 1, 1, 'atomic', 'replica-a' FROM generate_series(1, $1)`, maxSalesSince+10); err != nil {
+		t.Fatal(err)
+	}
+	by, last, err := e.store.SalesSince(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if by["atomic"] != maxSalesSince || last == 0 {
+		t.Errorf("SalesSince(0) on %d sales = %v, last %d; want the newest %d counted", maxSalesSince+10, by, last, maxSalesSince)
+	}
+	if by, _, err := e.store.SalesSince(ctx, last-3); err != nil || by["atomic"] != 3 {
+		t.Errorf("SalesSince(last-3) = %v, %v; want 3", by, err)
+	}
+}
