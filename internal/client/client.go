@@ -164,18 +164,34 @@ func putBuffer(buf *[]byte) {
 // not nil); any other answer is a *Problem. in, when not nil, is sent as
 // the JSON body.
 func (c *Client) call(ctx context.Context, method, path string, admin bool, in, out any) error {
-	body, err := c.raw(ctx, method, path, admin, in)
+	buf := buffers.Get().(*[]byte)
+	defer putBuffer(buf)
+	b, err := c.exchange(ctx, method, path, admin, in, buf)
 	if err != nil || out == nil {
 		return err
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s %s: %w: %v: %.300q", method, path, ErrMalformedAnswer, err, body)
+	// The load tester's /healthz ceiling is set against sold-out answers,
+	// read by the scanner: it reads health the same way.
+	if h, ok := out.(*Health); ok && scanHealth(string(b), h) {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: %w: %v: %.300q", method, path, ErrMalformedAnswer, err, b)
 	}
 	return nil
 }
 
 // raw is call, returning the body of a 2xx answer as it came.
-func (c *Client) raw(ctx context.Context, method, path string, admin bool, in any) ([]byte, error) {
+func (c *Client) raw(ctx context.Context, method, path string, admin bool) ([]byte, error) {
+	buf := buffers.Get().(*[]byte)
+	defer putBuffer(buf)
+	b, err := c.exchange(ctx, method, path, admin, nil, buf)
+	return bytes.Clone(b), err
+}
+
+// exchange sends a request to path, in as its JSON body when not nil, and
+// reads the answer into buf: the body of a 2xx, else a *Problem.
+func (c *Client) exchange(ctx context.Context, method, path string, admin bool, in any, buf *[]byte) ([]byte, error) {
 	var body *requestBody
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -188,8 +204,7 @@ func (c *Client) raw(ctx context.Context, method, path string, admin bool, in an
 	if err != nil {
 		return nil, err
 	}
-	var buf []byte
-	b, err := readBody(resp, &buf, maxAnswer)
+	b, err := readBody(resp, buf, maxAnswer)
 	if resp.StatusCode/100 != 2 {
 		return nil, newProblem(method, path, resp, string(b))
 	}
@@ -285,12 +300,12 @@ func (c *Client) Live(ctx context.Context, since int64) (Live, error) {
 // Metrics is GET /metrics: the replica's metrics in Prometheus's text
 // format.
 func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
-	return c.raw(ctx, http.MethodGet, "/metrics", false, nil)
+	return c.raw(ctx, http.MethodGet, "/metrics", false)
 }
 
 // OpenAPI is GET /openapi.yaml: the description of the API, as YAML.
 func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
-	return c.raw(ctx, http.MethodGet, "/openapi.yaml", false, nil)
+	return c.raw(ctx, http.MethodGet, "/openapi.yaml", false)
 }
 
 // Profile is GET /debug/pprof/{name} (admin): one of Go's profiles of the
@@ -301,5 +316,5 @@ func (c *Client) Profile(ctx context.Context, name string, seconds int) ([]byte,
 	if seconds > 0 {
 		path += "?seconds=" + strconv.Itoa(seconds)
 	}
-	return c.raw(ctx, http.MethodGet, path, true, nil)
+	return c.raw(ctx, http.MethodGet, path, true)
 }

@@ -233,3 +233,29 @@ func scanProblem(s string, p *Problem) bool {
 	*p = out
 	return true
 }
+
+// scanHealth reads /healthz's and /readyz's answer into *h when scanFlat
+// can.
+func scanHealth(s string, h *Health) bool {
+	var buf [maxMembers]member
+	ms, ok := scanFlat(s, buf[:0])
+	if !ok {
+		return false
+	}
+	var out Health
+	for _, m := range ms {
+		switch m.key {
+		case "status":
+			ok = m.setString(&out.Status)
+		case "instance":
+			ok = m.setString(&out.Instance)
+		default:
+			ok = false
+		}
+		if !ok {
+			return false
+		}
+	}
+	*h = out
+	return true
+}

@@ -26,6 +26,9 @@ func TestTheServicesAnswersAreScanned(t *testing.T) {
 			t.Errorf("scanProblem(%q) gave up, want it read", s)
 		}
 	}
+	if s := `{"status":"ok","instance":"inventory-1"}` + "\n"; !scanHealth(s, &Health{}) {
+		t.Errorf("scanHealth(%q) gave up, want it read", s)
+	}
 }
 
 var scanSeeds = []string{
@@ -37,7 +40,7 @@ var scanSeeds = []string{
 	`{"strategy":1}`, `{"strategy":null}`, `{"strategy":"a",}`, `{"strategy":"a" "b"}`, `{"strategy" "a"}`, `{"strategy":"a"`,
 	`{"instance":"inventory-1","round":2,"remaining":-3,"product_id":"p","quantity":1}`, `{"round":{"x":1}}`, `{"round":[1]}`,
 	`{"type":"urn:inventory:problem:sold-out","status":409,"lock_breach":true}`, `{"lock_breach":false}`, `{"lock_breach":1}`,
-	`{"status":"409"}`, `{"status":{}}`, `{"detail":"x\u0041"}`, `{"request_id":"r","title":"t","instance":"/sale"}`,
+	`{"status":"409"}`, `{"status":"ok","instance":"i"}`, `{"status":"ok","Instance":"i"}`, `{"status":{}}`, `{"detail":"x\u0041"}`, `{"request_id":"r","title":"t","instance":"/sale"}`,
 	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13}`,
 	`{"status":1,"status":2,"status":3,"status":4,"status":5,"status":6,"status":7,"status":8,"status":9,"status":10,"status":11,"status":12,"status":13}`,
 	"{\"lock_breach\":tru}", "{\"lock_breach\":truex}", "{\"lock_breach\":nul}",
@@ -54,6 +57,13 @@ func FuzzScan(f *testing.F) {
 			var decoded Sale
 			if err := json.Unmarshal([]byte(s), &decoded); err != nil || decoded != scanned {
 				t.Errorf("scanSale(%q) = %+v; encoding/json: %+v, %v", s, scanned, decoded, err)
+			}
+		}
+		var h Health
+		if scanHealth(s, &h) {
+			var decoded Health
+			if err := json.Unmarshal([]byte(s), &decoded); err != nil || decoded != h {
+				t.Errorf("scanHealth(%q) = %+v; encoding/json: %+v, %v", s, h, decoded, err)
 			}
 		}
 		var p Problem
