@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -53,10 +54,19 @@ func New(baseURL string, opts Options) *Client {
 		if conns <= 0 {
 			conns = 50
 		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 2 * conns
-		tr.MaxIdleConnsPerHost = 2 * conns
-		tr.DisableCompression = true
+		// http.DefaultTransport's settings, but not it: a test may have
+		// replaced it with a RoundTripper of its own.
+		tr := &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          2 * conns,
+			MaxIdleConnsPerHost:   2 * conns,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			DisableCompression:    true,
+		}
 		c.http = &http.Client{Transport: tr, Timeout: 60 * time.Second}
 	}
 	return c

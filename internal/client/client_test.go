@@ -580,3 +580,20 @@ func TestAHugeErrorAnswer(t *testing.T) {
 		t.Errorf("a sale answered 502 with 8 MiB = %.100v; want a 502 *Problem with the first 64 KiB of the body", err)
 	}
 }
+
+// A default Client works when a test has replaced http.DefaultTransport
+// with a RoundTripper that is not an *http.Transport, as spectest does.
+func TestNewWithDefaultTransportReplaced(t *testing.T) {
+	f, base := newFake(t)
+	saved := http.DefaultTransport
+	http.DefaultTransport = roundTripper(func(r *http.Request) (*http.Response, error) { return saved.RoundTrip(r) })
+	defer func() { http.DefaultTransport = saved }()
+	f.expect(exchange{method: "GET", uri: "/healthz", status: 200, answer: `{"status":"ok","instance":"i"}`})
+	if h, err := client.New(base, client.Options{}).Healthz(context.Background()); err != nil || h.Status != "ok" {
+		t.Errorf("Healthz() with http.DefaultTransport replaced = %+v, %v", h, err)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
