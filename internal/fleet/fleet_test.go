@@ -285,7 +285,7 @@ func TestKilledReplicaRestartsOnItsAddress(t *testing.T) {
 	if !r.Exited() {
 		t.Fatalf("%s has not exited after Kill", r.Instance)
 	}
-	if err := get200(ctx, http.DefaultClient, f.URL+"/readyz"); err != nil {
+	if _, err := f.Client().Readyz(ctx); err != nil {
 		t.Errorf("nginx with one replica killed: %v, want the other to answer", err)
 	}
 	if err := r.Restart(ctx, 30*time.Second); err != nil {
@@ -294,7 +294,7 @@ func TestKilledReplicaRestartsOnItsAddress(t *testing.T) {
 	if r.Pid() == pid {
 		t.Errorf("Restart kept pid %d, want a new process", pid)
 	}
-	if err := get200(ctx, http.DefaultClient, r.URL+"/readyz"); err != nil {
+	if _, err := r.Client().Readyz(ctx); err != nil {
 		t.Errorf("%s after Restart: %v", r.Instance, err)
 	}
 }
