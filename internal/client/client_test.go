@@ -191,7 +191,7 @@ func TestEveryCallSendsWhatTheDescriptionSaysAndReadsTheAnswer(t *testing.T) {
 	for _, tt := range tests {
 		f.expect(tt.want)
 		got, err := tt.call(context.Background(), admin)
-		if err != nil {
+		if err != nil || client.StatusOf(err) != 200 {
 			t.Errorf("%s = %v, want no error", tt.name, err)
 			continue
 		}
@@ -326,6 +326,9 @@ func TestEveryProblemTypeIsDecoded(t *testing.T) {
 			if err.Error() != wantMsg {
 				t.Errorf("%s: Error() = %q, want %q", what, err.Error(), wantMsg)
 			}
+			if got := client.StatusOf(err); got != status {
+				t.Errorf("%s: StatusOf = %d, want %d", what, got, status)
+			}
 			if got, want := client.Retryable(err), status >= 500 || status == 408; got != want {
 				t.Errorf("%s: Retryable = %v, want %v", what, got, want)
 			}
@@ -410,7 +413,7 @@ func TestBrokenAnswers(t *testing.T) {
 	var p *client.Problem
 
 	_, err := sell("dropped")
-	if err == nil || errors.As(err, &p) || !client.Retryable(err) || !strings.Contains(err.Error(), srv.URL+"/products/dropped/sale") {
+	if err == nil || errors.As(err, &p) || !client.Retryable(err) || client.StatusOf(err) != 0 || !strings.Contains(err.Error(), srv.URL+"/products/dropped/sale") {
 		t.Errorf("a sale whose connection dropped = %v, want an error naming the URL, not a *Problem, retryable", err)
 	}
 	_, err = sell("short")

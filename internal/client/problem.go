@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -113,6 +114,20 @@ func newProblem(method, path string, resp *http.Response, body string) *Problem 
 		}
 	}
 	return p
+}
+
+// StatusOf is the HTTP status of the answer to a call that returned err,
+// for callers that count answers by status: 200 for nil (whichever 2xx it
+// was), a *Problem's status, and 0 when no answer came back.
+func StatusOf(err error) int {
+	var p *Problem
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.As(err, &p):
+		return p.Status
+	}
+	return 0
 }
 
 // parseRetryAfter reads a Retry-After of delay-seconds; 0 for none, a date
