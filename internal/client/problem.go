@@ -100,20 +100,27 @@ func newProblem(method, path string, resp *http.Response, body string) *Problem 
 		Body:       body,
 	}
 	if !scanProblem(body, p) {
-		var j struct {
-			Type       string `json:"type"`
-			Title      string `json:"title"`
-			Detail     string `json:"detail"`
-			Instance   string `json:"instance"`
-			RequestID  string `json:"request_id"`
-			LockBreach bool   `json:"lock_breach"`
-		}
+		var j problemJSON
 		if json.Unmarshal([]byte(body), &j) == nil {
-			p.Type, p.Title, p.Detail, p.InstancePath, p.RequestID, p.LockBreach =
-				j.Type, j.Title, j.Detail, j.Instance, j.RequestID, j.LockBreach
+			j.into(p)
 		}
 	}
 	return p
+}
+
+// problemJSON is a problem's members as encoding/json reads them.
+type problemJSON struct {
+	Type       string `json:"type"`
+	Title      string `json:"title"`
+	Detail     string `json:"detail"`
+	Instance   string `json:"instance"`
+	RequestID  string `json:"request_id"`
+	LockBreach bool   `json:"lock_breach"`
+}
+
+func (j problemJSON) into(p *Problem) {
+	p.Type, p.Title, p.Detail, p.InstancePath, p.RequestID, p.LockBreach =
+		j.Type, j.Title, j.Detail, j.Instance, j.RequestID, j.LockBreach
 }
 
 // StatusOf is the HTTP status of the answer to a call that returned err,

@@ -164,36 +164,45 @@ func (m member) setBool(dst *bool) bool {
 	return false
 }
 
-// scanSale reads a sale's answer into *sale when scanFlat can.
-func scanSale(s string, sale *Sale) bool {
+// scanMembers calls set with each member of the flat object s, and
+// reports whether scanFlat could read s and set took every member.
+func scanMembers(s string, set func(member) bool) bool {
 	var buf [maxMembers]member
 	ms, ok := scanFlat(s, buf[:0])
 	if !ok {
 		return false
 	}
-	var out Sale
 	for _, m := range ms {
-		switch m.key {
-		case "sale_id":
-			ok = m.setInt(&out.SaleID)
-		case "product_id":
-			ok = m.setString(&out.ProductID)
-		case "quantity":
-			ok = m.setInt(&out.Quantity)
-		case "remaining":
-			ok = m.setInt(&out.Remaining)
-		case "round":
-			ok = m.setInt(&out.Round)
-		case "strategy":
-			ok = m.setString(&out.Strategy)
-		case "instance":
-			ok = m.setString(&out.Instance)
-		default:
-			ok = false
-		}
-		if !ok {
+		if !set(m) {
 			return false
 		}
+	}
+	return true
+}
+
+// scanSale reads a sale's answer into *sale when scanFlat can.
+func scanSale(s string, sale *Sale) bool {
+	var out Sale
+	if !scanMembers(s, func(m member) bool {
+		switch m.key {
+		case "sale_id":
+			return m.setInt(&out.SaleID)
+		case "product_id":
+			return m.setString(&out.ProductID)
+		case "quantity":
+			return m.setInt(&out.Quantity)
+		case "remaining":
+			return m.setInt(&out.Remaining)
+		case "round":
+			return m.setInt(&out.Round)
+		case "strategy":
+			return m.setString(&out.Strategy)
+		case "instance":
+			return m.setString(&out.Instance)
+		}
+		return false
+	}) {
+		return false
 	}
 	*sale = out
 	return true
@@ -201,34 +210,27 @@ func scanSale(s string, sale *Sale) bool {
 
 // scanProblem reads a problem's members into p when scanFlat can.
 func scanProblem(s string, p *Problem) bool {
-	var buf [maxMembers]member
-	ms, ok := scanFlat(s, buf[:0])
-	if !ok {
-		return false
-	}
 	out := *p
-	for _, m := range ms {
+	if !scanMembers(s, func(m member) bool {
 		switch m.key {
 		case "type":
-			ok = m.setString(&out.Type)
+			return m.setString(&out.Type)
 		case "title":
-			ok = m.setString(&out.Title)
+			return m.setString(&out.Title)
 		case "status": // the answer's own status is the one kept
-			ok = true
+			return true
 		case "detail":
-			ok = m.setString(&out.Detail)
+			return m.setString(&out.Detail)
 		case "instance":
-			ok = m.setString(&out.InstancePath)
+			return m.setString(&out.InstancePath)
 		case "request_id":
-			ok = m.setString(&out.RequestID)
+			return m.setString(&out.RequestID)
 		case "lock_breach":
-			ok = m.setBool(&out.LockBreach)
-		default:
-			ok = false
+			return m.setBool(&out.LockBreach)
 		}
-		if !ok {
-			return false
-		}
+		return false
+	}) {
+		return false
 	}
 	*p = out
 	return true
@@ -237,24 +239,17 @@ func scanProblem(s string, p *Problem) bool {
 // scanHealth reads /healthz's and /readyz's answer into *h when scanFlat
 // can.
 func scanHealth(s string, h *Health) bool {
-	var buf [maxMembers]member
-	ms, ok := scanFlat(s, buf[:0])
-	if !ok {
-		return false
-	}
 	var out Health
-	for _, m := range ms {
+	if !scanMembers(s, func(m member) bool {
 		switch m.key {
 		case "status":
-			ok = m.setString(&out.Status)
+			return m.setString(&out.Status)
 		case "instance":
-			ok = m.setString(&out.Instance)
-		default:
-			ok = false
+			return m.setString(&out.Instance)
 		}
-		if !ok {
-			return false
-		}
+		return false
+	}) {
+		return false
 	}
 	*h = out
 	return true

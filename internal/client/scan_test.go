@@ -68,16 +68,10 @@ func FuzzScan(f *testing.F) {
 		}
 		var p Problem
 		if scanProblem(s, &p) {
-			var j struct {
-				Type       string `json:"type"`
-				Title      string `json:"title"`
-				Detail     string `json:"detail"`
-				Instance   string `json:"instance"`
-				RequestID  string `json:"request_id"`
-				LockBreach bool   `json:"lock_breach"`
-			}
+			var j problemJSON
 			err := json.Unmarshal([]byte(s), &j)
-			want := Problem{Type: j.Type, Title: j.Title, Detail: j.Detail, InstancePath: j.Instance, RequestID: j.RequestID, LockBreach: j.LockBreach}
+			var want Problem
+			j.into(&want)
 			if err != nil || p != want {
 				t.Errorf("scanProblem(%q) = %+v; encoding/json: %+v, %v", s, p, want, err)
 			}
