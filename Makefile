@@ -47,7 +47,7 @@ test-faults: deps
 # one target at a time.
 FUZZ_TARGETS = ./internal/api:FuzzDecodeSale ./internal/api:FuzzIdempotencyKey \
 	./internal/api:FuzzRequestID ./internal/api:FuzzScanSale ./internal/api:FuzzProblemJSON ./internal/api:FuzzStrategyParam \
-	./internal/stock:FuzzValidateProductID
+	./internal/stock:FuzzValidateProductID ./internal/client:FuzzScan ./internal/client:FuzzSaleBody
 FUZZTIME ?= 60s
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a duration runs out on a busy machine

@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"inventory/internal/client"
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
 
@@ -141,11 +142,8 @@ func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
 	api := "http://" + addr + "/api/v1/"
 
 	// Sales with a lock strategy, so the lock panels have data too.
-	restock, _ := http.NewRequest("PUT", f.URL+"/products/sku-dash", strings.NewReader(`{"quantity":1000}`))
-	restock.Header.Set("Content-Type", "application/json")
-	restock.Header.Set("Authorization", "Bearer tok")
-	if resp, err := http.DefaultClient.Do(restock); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("PUT /products/sku-dash = %v, %v", resp, err)
+	if _, err := f.Client().Restock(ctx, "sku-dash", client.RestockRequest{Quantity: 1000}); err != nil {
+		t.Fatalf("PUT /products/sku-dash: %v", err)
 	}
 	stop := make(chan struct{})
 	sold := make(chan struct{})
@@ -157,12 +155,7 @@ func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest("POST", f.URL+"/sale?strategy=redis", strings.NewReader(`{"product_id":"sku-dash","quantity":1}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer tok")
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
+			_, _ = f.Client().Sell(ctx, client.SaleRequest{ProductID: "sku-dash", Quantity: 1}, client.SaleOptions{Strategy: "redis"})
 			time.Sleep(20 * time.Millisecond) // a steady trickle, not a load test
 		}
 	}()

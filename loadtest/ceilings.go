@@ -271,24 +271,6 @@ func rate(ctx context.Context, workers int, d time.Duration, op func(context.Con
 	return float64(done.Load()) / time.Since(start).Seconds(), nil
 }
 
-// healthz asks GET /healthz and drains the answer.
-func (c *client) healthz(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/healthz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /healthz = %s", resp.Status)
-	}
-	return nil
-}
-
 // soldOutSlice is how long the sold-out phase measures one side before
 // it turns to the other: alternating sold-out buyers and GET /healthz
 // every second or so, a drift of the machine (a checkpoint, another

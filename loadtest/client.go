@@ -1,127 +1,88 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
+
+	apiclient "inventory/internal/client"
 )
 
-// client speaks the inventory HTTP API, as any outside caller would.
+// client speaks the inventory HTTP API through internal/client, as any
+// outside caller would.
 type client struct {
-	base       string
-	adminToken string
-	http       *http.Client
+	api *apiclient.Client
 	// byProduct sends sales as POST /products/{id}/sale, which nginx routes
 	// to one replica per product, instead of POST /sale.
 	byProduct bool
 }
 
 func newClient(base, adminToken string, concurrency int) *client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 2 * concurrency
-	tr.MaxIdleConnsPerHost = 2 * concurrency // keep-alive for every buyer
-	tr.DisableCompression = true
-	return &client{
-		base:       strings.TrimRight(base, "/"),
-		adminToken: adminToken,
-		// Longer than the service's lock wait and nginx's read timeout, so
-		// those answer first.
-		http: &http.Client{Transport: tr, Timeout: 60 * time.Second},
-	}
+	return &client{api: apiclient.New(base, apiclient.Options{AdminToken: adminToken, Concurrency: concurrency})}
 }
 
-func (c *client) close() { c.http.CloseIdleConnections() }
+func (c *client) close() { c.api.CloseIdleConnections() }
 
 // strategyInfo is one entry of GET /strategies.
-type strategyInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Safe        bool   `json:"safe"`
-	// Available is false when the fleet lacks the strategy's lock service
-	// (Needs names its setting); nil from a fleet older than the field.
-	Available *bool  `json:"available,omitempty"`
-	Needs     string `json:"needs,omitempty"`
-}
-
-// available is whether the fleet can sell with the strategy.
-func (s strategyInfo) available() bool { return s.Available == nil || *s.Available }
+type strategyInfo = apiclient.StrategyInfo
 
 // product is GET /products/{id}.
-type product struct {
-	ProductID string `json:"product_id"`
-	Quantity  int64  `json:"quantity"`
-	Initial   int64  `json:"initial"`
-	Sold      int64  `json:"sold"`  // units in the ledger, current round
-	Sales     int64  `json:"sales"` // ledger rows, current round
-	Round     int64  `json:"round"`
-}
+type product = apiclient.Product
+
+// round is GET /products/{id}/rounds/{round}: one round of the ledger, current or past.
+type round = apiclient.Round
 
 func (c *client) strategies(ctx context.Context) ([]strategyInfo, error) {
-	var out []strategyInfo
-	if err := c.getJSON(ctx, "/strategies", &out); err != nil {
+	out, err := c.api.Strategies(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("GET %s/strategies: empty list", c.base)
+		return nil, fmt.Errorf("GET %s/strategies: empty list", c.api.BaseURL())
 	}
 	return out, nil
 }
 
 func (c *client) product(ctx context.Context, id string) (product, error) {
-	var p product
-	err := c.getJSON(ctx, "/products/"+url.PathEscape(id), &p)
-	return p, err
-}
-
-// round is GET /products/{id}/rounds/{round}: one round of the ledger, current or past.
-type round struct {
-	ProductID string `json:"product_id"`
-	Round     int64  `json:"round"`
-	Initial   int64  `json:"initial"`
-	Sold      int64  `json:"sold"`  // units in the ledger for this round
-	Sales     int64  `json:"sales"` // ledger rows for this round
-	Current   bool   `json:"current"`
+	return c.api.Product(ctx, id)
 }
 
 func (c *client) round(ctx context.Context, id string, n int64) (round, error) {
-	var r round
-	err := c.getJSON(ctx, fmt.Sprintf("/products/%s/rounds/%d", url.PathEscape(id), n), &r)
-	return r, err
+	return c.api.Round(ctx, id, n)
 }
 
 // restock sets the product's stock, starting a new round of the ledger, and
 // returns the product as restocked.
 func (c *client) restock(ctx context.Context, id string, quantity int64) (product, error) {
-	var p product
-	err := c.admin(ctx, http.MethodPut, "/products/"+url.PathEscape(id), map[string]any{"quantity": quantity, "name": "load test " + id}, &p)
+	p, err := c.api.Restock(ctx, id, apiclient.RestockRequest{Quantity: quantity, Name: "load test " + id})
 	if err != nil {
-		return p, fmt.Errorf("restock %s: %w", id, err)
+		return p, fmt.Errorf("restock %s: %w", id, adminHint(err))
 	}
 	return p, nil
 }
 
 // defaultStrategy is GET /strategy: the fleet default that a sale naming no strategy uses.
 func (c *client) defaultStrategy(ctx context.Context) (string, error) {
-	var out struct{ Strategy string }
-	if err := c.getJSON(ctx, "/strategy", &out); err != nil {
-		return "", err
-	}
-	return out.Strategy, nil
+	return c.api.Strategy(ctx)
 }
 
 // setDefaultStrategy is PUT /strategy: it switches the fleet default.
 func (c *client) setDefaultStrategy(ctx context.Context, name string) error {
-	if err := c.admin(ctx, http.MethodPut, "/strategy", map[string]string{"strategy": name}, nil); err != nil {
-		return fmt.Errorf("switch the fleet default to %s: %w", name, err)
+	if err := c.api.SetStrategy(ctx, name); err != nil {
+		return fmt.Errorf("switch the fleet default to %s: %w", name, adminHint(err))
 	}
 	return nil
+}
+
+// adminHint points an admin call refused for its token at the flag.
+func adminHint(err error) error {
+	var p *apiclient.Problem
+	if errors.As(err, &p) && (p.Status == http.StatusUnauthorized || p.Status == http.StatusForbidden) {
+		return fmt.Errorf("%w (pass the fleet's INVENTORY_ADMIN_TOKEN with --admin-token)", err)
+	}
+	return err
 }
 
 // awaitDefault polls GET /strategy until it answers name times in a row,
@@ -153,69 +114,23 @@ func (c *client) awaitDefault(ctx context.Context, name string, times int, wait 
 	return nil
 }
 
-// admin sends an admin call with a JSON body and decodes a 2xx answer into
-// into, when not nil.
-func (c *client) admin(ctx context.Context, method, path string, in, into any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.adminToken)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		hint := ""
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			hint = " (pass the fleet's INVENTORY_ADMIN_TOKEN with --admin-token)"
-		}
-		return fmt.Errorf("%s %s = %s%s: %s", method, path, resp.Status, hint, bytes.TrimSpace(trim(b, 512)))
-	}
-	if into == nil || len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(b, into); err != nil {
-		return fmt.Errorf("%s %s: decode %q: %w", method, path, trim(b, 512), err)
-	}
-	return nil
+// healthz asks GET /healthz.
+func (c *client) healthz(ctx context.Context) error {
+	_, err := c.api.Healthz(ctx)
+	return err
 }
-
-func trim(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
-}
-
-// problemOutcomeUnknown is the problem type of a 503 after which the
-// service could not tell whether the sale committed.
-const problemOutcomeUnknown = "urn:inventory:problem:outcome-unknown"
 
 // outcome is what one buyer saw.
 type outcome struct {
 	status   int    // HTTP status, 0 when no answer came back
 	instance string // X-Instance of the replica that answered
-	err      error  // transport error, or the problem body of an unexpected status
+	err      error  // transport error, or the problem of an unexpected status
 
 	// From a 2xx: the sale's id, the round whose stock it decremented (0
 	// when the answer did not say) and the strategy that sold.
 	saleID   int64
 	round    int64
 	strategy string
-	// retryAfter is a 503's Retry-After (seconds only, at most
-	// maxRetryAfter): how long the service asked a retry to wait.
-	retryAfter time.Duration
 	// From a 409 or 503 problem: the lock broke and the database refused
 	// the write (lock_breach), or the service could not tell whether the
 	// sale committed (type outcome-unknown).
@@ -231,109 +146,50 @@ func (o outcome) definite() bool { return o.status/100 == 2 || o.status == http.
 // and carries the admin token; an empty one sells with the fleet default,
 // as a buyer does. A non-empty key is sent as the Idempotency-Key.
 func (c *client) buy(ctx context.Context, product, strategy, key string) outcome {
-	// A struct, not a map: the sold-out phase sends thousands a second from
-	// the same two cores as the fleet, so the buyer's own cost counts.
-	target, body := c.base+"/sale", any(oneUnit{ProductID: product, Quantity: 1})
+	return outcomeOf(c.sell(ctx, product, strategy, key))
+}
+
+// buyRetrying is buy, sending the sale again with the same key while its
+// answer may change (apiclient.Retryable), up to retries times, as a
+// well-behaved buyer does (apiclient.Retry); it also returns how many
+// times it sent it again. Without a key it sends once: a retry could buy
+// twice.
+func (c *client) buyRetrying(ctx context.Context, product, strategy, key string, retries int) (outcome, int) {
+	if key == "" || retries <= 0 {
+		return c.buy(ctx, product, strategy, key), 0
+	}
+	sale, n, err := apiclient.Retry{Max: retries}.Do(ctx, func(ctx context.Context) (apiclient.Sale, error) {
+		return c.sell(ctx, product, strategy, key)
+	})
+	return outcomeOf(sale, err), n
+}
+
+func (c *client) sell(ctx context.Context, product, strategy, key string) (apiclient.Sale, error) {
+	opts := apiclient.SaleOptions{Strategy: strategy, IdempotencyKey: key}
 	if c.byProduct {
-		target, body = c.base+"/products/"+url.PathEscape(product)+"/sale", oneUnit{Quantity: 1}
+		return c.api.SellProduct(ctx, product, apiclient.ProductSaleRequest{Quantity: 1}, opts)
 	}
-	encoded, err := json.Marshal(body)
-	if err != nil {
-		return outcome{err: err}
-	}
-	if strategy != "" {
-		target += "?strategy=" + url.QueryEscape(strategy)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(encoded))
-	if err != nil {
-		return outcome{err: err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if strategy != "" {
-		req.Header.Set("Authorization", "Bearer "+c.adminToken)
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return outcome{err: err}
-	}
-	defer resp.Body.Close()
-	o := outcome{status: resp.StatusCode, instance: resp.Header.Get("X-Instance")}
-	if resp.StatusCode == http.StatusServiceUnavailable {
-		o.retryAfter = retryAfter(resp.Header.Get("Retry-After"))
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	_, _ = io.Copy(io.Discard, resp.Body) // drain so the connection is reused
+	return c.api.Sell(ctx, apiclient.SaleRequest{ProductID: product, Quantity: 1}, opts)
+}
+
+// outcomeOf is what a buyer whose sale was answered sale, err saw.
+func outcomeOf(sale apiclient.Sale, err error) outcome {
+	var p *apiclient.Problem
 	switch {
-	case err != nil:
-		o.err = fmt.Errorf("POST /sale = %s: read the answer: %w", resp.Status, err)
-	case resp.StatusCode/100 == 2:
-		var sale struct {
-			SaleID   int64  `json:"sale_id"`
-			Round    int64  `json:"round"`
-			Strategy string `json:"strategy"`
-		}
+	case err == nil, errors.Is(err, apiclient.ErrMalformedAnswer):
 		// An answer that does not parse still sold: the ledger has the last word.
-		_ = json.Unmarshal(b, &sale)
-		o.saleID, o.round, o.strategy = sale.SaleID, sale.Round, sale.Strategy
-	case resp.StatusCode == http.StatusConflict && !bytes.Contains(b, []byte(`"lock_breach"`)):
-		// A plain 409 (sold out, or too few left): nothing more to read.
-		// The field is only present when true.
-	case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusServiceUnavailable:
-		var p struct {
-			Type       string `json:"type"`
-			LockBreach bool   `json:"lock_breach"`
+		return outcome{status: http.StatusOK, instance: sale.Instance, saleID: sale.SaleID, round: sale.Round, strategy: sale.Strategy}
+	case errors.As(err, &p):
+		o := outcome{status: p.Status, instance: p.Instance}
+		switch p.Status {
+		case http.StatusConflict, http.StatusServiceUnavailable:
+			o.breach = p.LockBreach
+			o.unknown = p.Status == http.StatusServiceUnavailable && p.Slug() == "outcome-unknown"
+		default:
+			o.err = err
 		}
-		_ = json.Unmarshal(b, &p)
-		o.breach = p.LockBreach
-		o.unknown = resp.StatusCode == http.StatusServiceUnavailable && p.Type == problemOutcomeUnknown
+		return o
 	default:
-		o.err = fmt.Errorf("POST /sale = %s: %s", resp.Status, bytes.TrimSpace(trim(b, 300)))
+		return outcome{err: err}
 	}
-	return o
-}
-
-// maxRetryAfter caps how long a buyer honours a Retry-After.
-const maxRetryAfter = 5 * time.Second
-
-// retryAfter reads a Retry-After of delay-seconds (the service's form);
-// 0 for none, a date or anything else.
-func retryAfter(v string) time.Duration {
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return min(time.Duration(n)*time.Second, maxRetryAfter)
-}
-
-// oneUnit is a buyer's POST /sale body (product_id omitted for the
-// product's own path).
-type oneUnit struct {
-	ProductID string `json:"product_id,omitempty"`
-	Quantity  int    `json:"quantity"`
-}
-
-func (c *client) getJSON(ctx context.Context, path string, into any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s = %s: %s", path, resp.Status, bytes.TrimSpace(b))
-	}
-	if err := json.Unmarshal(b, into); err != nil {
-		return fmt.Errorf("GET %s: decode %q: %w", path, b, err)
-	}
-	return nil
 }

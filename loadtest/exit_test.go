@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // fakeFleet speaks the inventory API with strategies whose behaviour is
@@ -524,29 +523,6 @@ func TestRunExplainsAWrongAdminToken(t *testing.T) {
 		args = []string{"--url", srv.URL, "--admin-token", "t", "--strategies", "racy", flag}
 		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v, want errUsage: no safe strategy to mix or switch among", args, err)
-		}
-	}
-}
-
-// A buyer waits as long as the service's Retry-After asks before a retry,
-// at least its own backoff, and at most maxRetryAfter.
-func TestRetryWaitHonoursRetryAfter(t *testing.T) {
-	for _, tc := range []struct {
-		header string
-		try    int
-		want   time.Duration
-	}{
-		{"", 0, retryBackoff},
-		{"", 2, 4 * retryBackoff},
-		{"1", 0, time.Second},
-		{"1", 5, 32 * retryBackoff},
-		{"3600", 0, maxRetryAfter},
-		{"0", 1, 2 * retryBackoff},
-		{"-1", 0, retryBackoff},
-		{"Wed, 21 Oct 2015 07:28:00 GMT", 0, retryBackoff},
-	} {
-		if got := retryWait(tc.try, outcome{retryAfter: retryAfter(tc.header)}); got != tc.want {
-			t.Errorf("Retry-After %q, try %d: wait %s, want %s", tc.header, tc.try, got, tc.want)
 		}
 	}
 }

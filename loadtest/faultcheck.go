@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	apiclient "inventory/internal/client"
 )
 
 // ledgerByStrategy says which strategies, from which replicas, wrote the
@@ -128,15 +131,11 @@ func breachCounts(ctx context.Context, urls []string, strategy string) (map[stri
 	out := map[string]int64{}
 	want := `inventory_lock_breaches_total{strategy="` + strategy + `"}`
 	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/metrics", nil)
+		metrics, err := apiclient.New(u, apiclient.Options{HTTPClient: http.DefaultClient}).Metrics(ctx)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("metrics of %s: %w", u, err)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("GET %s/metrics: %w", u, err)
-		}
-		sc := bufio.NewScanner(resp.Body)
+		sc := bufio.NewScanner(bytes.NewReader(metrics))
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			if v, ok := strings.CutPrefix(sc.Text(), want+" "); ok {
@@ -144,9 +143,8 @@ func breachCounts(ctx context.Context, urls []string, strategy string) (map[stri
 				out[u] = int64(n)
 			}
 		}
-		resp.Body.Close()
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("GET %s/metrics: %w", u, err)
+			return nil, fmt.Errorf("metrics of %s: %w", u, err)
 		}
 	}
 	return out, nil

@@ -26,9 +26,9 @@ type loadConfig struct {
 	// flight around the restock).
 	RestockDuring bool
 	// Keys, when not empty, makes buyer i send the Idempotency-Key
-	// "<Keys>-<i>" and retry an answer that is not definite (5xx or none)
-	// with the same key, up to Retries times; the answer counted is the
-	// last one.
+	// "<Keys>-<i>" and retry an answer that is not final (a 5xx, 408, 429
+	// or none: apiclient.Retryable) with the same key, up to Retries
+	// times; the answer counted is the last one.
 	Keys    string
 	Retries int
 	// Disturb, when set, runs alongside the buyers (a fault): answered
@@ -109,7 +109,7 @@ type Result struct {
 	Oversold     int64            `json:"oversold"`
 	LostUpdates  int64            `json:"lost_updates"`
 	Undersold    int64            `json:"undersold"`
-	Retries      int64            `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not definite
+	Retries      int64            `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not final (apiclient.Retryable)
 	Rounds       []RoundResult    `json:"rounds"`                  // every round the run sold in, each checked on its own
 	BrokenRounds []int64          `json:"broken_rounds,omitempty"` // rounds that broke an invariant
 	Switches     int              `json:"switches,omitempty"`      // fleet default switches during the run
@@ -462,14 +462,8 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 					key = fmt.Sprintf("%s-%d", cfg.Keys, i)
 				}
 				t0 := time.Now()
-				o := c.buy(runCtx, ids[p], strategy, key)
-				for try := range cfg.Retries {
-					if key == "" || o.definite() || !sleepCtx(runCtx, retryWait(try, o)) {
-						break
-					}
-					t.retries.Add(1)
-					o = c.buy(runCtx, ids[p], strategy, key)
-				}
+				o, retries := c.buyRetrying(runCtx, ids[p], strategy, key, cfg.Retries)
+				t.retries.Add(int64(retries))
 				// Latency is the buyer's, retries included. Above the 60 s
 				// ceiling is recorded as the ceiling.
 				_ = hist.RecordValue(min(time.Since(t0).Microseconds(), hist.HighestTrackableValue()))
@@ -661,27 +655,6 @@ func readRounds(ctx context.Context, c *client, id string, first int64, after pr
 		unattributed -= okByRound[0]
 	}
 	return out, unattributed, nil
-}
-
-// retryBackoff is a buyer's first wait before re-sending with the same
-// Idempotency-Key; it doubles on every retry.
-const retryBackoff = 50 * time.Millisecond
-
-// retryWait is how long a buyer waits before its retry number try (from
-// 0) after answer o: the doubling backoff, or longer if the service asked
-// for it (Retry-After), as a well-behaved client does.
-func retryWait(try int, o outcome) time.Duration {
-	return max(retryBackoff<<try, o.retryAfter)
-}
-
-// sleepCtx waits d and reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
 }
 
 func newHistogram() *hdrhistogram.Histogram {

@@ -380,7 +380,7 @@ func pickStrategies(ctx context.Context, c *client, list string, log io.Writer) 
 	if strings.TrimSpace(list) == "" {
 		var picked []strategyInfo
 		for _, s := range all {
-			if !s.available() {
+			if !s.Available {
 				fmt.Fprintf(log, "skipping %s: not available on this fleet (it needs %s)\n", s.Name, s.Needs)
 				continue
 			}
@@ -399,7 +399,7 @@ func pickStrategies(ctx context.Context, c *client, list string, log io.Writer) 
 			}
 			return nil, fmt.Errorf("%w: unknown strategy %q (the fleet offers %s)", errUsage, name, strings.Join(names, ", "))
 		}
-		if !all[i].available() {
+		if !all[i].Available {
 			return nil, fmt.Errorf("%w: strategy %q is not available on this fleet: it needs %s", errUsage, name, all[i].Needs)
 		}
 		picked = append(picked, all[i])

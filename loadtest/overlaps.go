@@ -2,23 +2,23 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"time"
+
+	apiclient "inventory/internal/client"
 )
 
 // hold is one critical section a replica held under a strategy's lock, as
-// GET /products/{id}/holds reports it.
+// GET /products/{id}/holds reports it, with the replica.
 type hold struct {
-	Strategy string     `json:"strategy"`
-	Fence    int64      `json:"fence"`
-	Start    time.Time  `json:"start"`
-	End      *time.Time `json:"end"` // nil while held
-	Outcome  *string    `json:"outcome"`
-	Instance string     `json:"-"`
+	Strategy string
+	Fence    int64
+	Start    time.Time
+	End      *time.Time // nil while held
+	Outcome  *string
+	Instance string
 }
 
 // fetchHolds reads every replica's holds of product (admin token). A
@@ -27,30 +27,19 @@ type hold struct {
 func fetchHolds(ctx context.Context, urls []string, adminToken, product string) ([]hold, error) {
 	var all []hold
 	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/products/"+url.PathEscape(product)+"/holds", nil)
+		got, err := apiclient.New(u, apiclient.Options{AdminToken: adminToken, HTTPClient: http.DefaultClient}).Holds(ctx, product)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("holds of %s on %s: %w", product, u, err)
 		}
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("GET %s holds of %s: %w", u, product, err)
-		}
-		var body struct {
-			Instance string `json:"instance"`
-			Holds    []hold `json:"holds"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("GET %s holds of %s: %s", u, product, resp.Status)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("GET %s holds of %s: %w", u, product, err)
-		}
-		for _, h := range body.Holds {
-			h.Instance = body.Instance
-			all = append(all, h)
+		for _, h := range got.Holds {
+			held := hold{Strategy: h.Strategy, Fence: h.Fence, Start: h.Start, Instance: got.Instance}
+			if !h.End.IsZero() {
+				held.End = &h.End
+			}
+			if h.Outcome != "" {
+				held.Outcome = &h.Outcome
+			}
+			all = append(all, held)
 		}
 	}
 	return all, nil

@@ -228,6 +228,8 @@ func checkNginxProblem(t *testing.T, what string, a answer, status int, wantID s
 	checkProblemBody(t, what, a.body, status, nginxProblems[status], ids[0])
 }
 
+// send sends a request built by hand: raw HTTP is what these tests are
+// about (bodies, methods, URIs and headers nginx must refuse itself).
 func send(t *testing.T, c *http.Client, req *http.Request) answer {
 	t.Helper()
 	resp, err := c.Do(req)

@@ -164,6 +164,9 @@ func startNginxAt(t *testing.T, addrs ...string) string {
 	return "http://" + listen
 }
 
+// do sends a request by hand, not through internal/client: these tests are
+// about nginx (its headers, connections and own answers) in front of
+// stand-in upstreams, not about the API.
 func do(t *testing.T, c *http.Client, method, url, requestID string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(`{"product_id":"sku-1","quantity":1}`))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/client"
 	"inventory/internal/localstack"
 
 	"inventory/internal/testenv"
@@ -29,15 +30,12 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 
 	// Up means run has said so (every part of the fleet checked), not merely
 	// that nginx answers: cancelling before that is a failed start.
+	admin := client.New(base, client.Options{AdminToken: "demo-admin-token", HTTPClient: http.DefaultClient})
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if strings.Contains(stdout.String(), "inventory is up at ") {
-			resp, err := http.Get(base + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 && strings.HasPrefix(resp.Header.Get("X-Instance"), "inventory-") {
-					break
-				}
+			if h, err := admin.Healthz(ctx); err == nil && strings.HasPrefix(h.Instance, "inventory-") {
+				break
 			}
 		}
 		select {
@@ -49,18 +47,15 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 			t.Fatalf("no answer through nginx at %s within 2 minutes", base)
 		}
 	}
-	req, _ := http.NewRequest("PUT", base+"/products/sku-1", strings.NewReader(`{"quantity":1}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer demo-admin-token")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("PUT /products/sku-1 with the demo token = %v, %v; want 201", resp, err)
+	if p, err := admin.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 1}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/sku-1 with the demo token = %+v, %v; want it created", p, err)
 	}
 
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
 	}
-	if _, err := http.Get(base + "/healthz"); err == nil {
+	if _, err := admin.Healthz(context.Background()); err == nil {
 		t.Errorf("%s still answers after run returned", base)
 	}
 	if !strings.Contains(stdout.String(), "inventory is up at "+base) {

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/client"
 	"inventory/internal/localstack"
 	"inventory/internal/settings"
 	"inventory/internal/testenv"
@@ -102,14 +103,11 @@ func startService(t *testing.T, extra map[string]string) (string, func() error) 
 	var logs localstack.LogBuffer
 	go func() { done <- run(ctx, nil, envFrom(env), io.Discard, &logs) }()
 	base := "http://127.0.0.1:" + itoa(port)
+	_, probe := clients(base)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if _, err := probe.Readyz(ctx); err == nil {
+			break
 		}
 		select {
 		case err := <-done:
@@ -141,51 +139,42 @@ func startService(t *testing.T, extra map[string]string) (string, func() error) 
 	return base, stop
 }
 
+// clients are clients of the service at base: with the admin token, and
+// without.
+func clients(base string) (admin, buyer *client.Client) {
+	return client.New(base, client.Options{AdminToken: "tok", HTTPClient: http.DefaultClient}),
+		client.New(base, client.Options{HTTPClient: http.DefaultClient})
+}
+
 func TestEndToEndThroughRun(t *testing.T) {
 	base, stop := startService(t, nil)
-	call := func(method, path, body string, wantStatus int) map[string]any {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		raw, _ := io.ReadAll(resp.Body)
-		_ = json.Unmarshal(raw, &out)
-		if resp.StatusCode != wantStatus {
-			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, raw, wantStatus)
-		}
-		if resp.Header.Get("X-Instance") != "e2e-1" {
-			t.Errorf("%s %s: X-Instance = %q, want e2e-1", method, path, resp.Header.Get("X-Instance"))
-		}
-		return out
+	admin, buyer := clients(base)
+	ctx := context.Background()
+	if p, err := admin.Restock(ctx, "sku-e2e", client.RestockRequest{Quantity: 2, Name: "e2e"}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/sku-e2e = %+v, %v; want it created", p, err)
 	}
-	call("PUT", "/products/sku-e2e", `{"quantity":2,"name":"e2e"}`, 201)
-	sale := call("POST", "/sale", `{"product_id":"sku-e2e","quantity":1}`, 200)
-	if sale["strategy"] != "reentrant" || sale["remaining"] != float64(1) || sale["round"] != float64(1) {
-		t.Errorf("sale = %v, want strategy reentrant (the configured default), remaining 1, round 1", sale)
+	sale, err := buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-e2e", Quantity: 1}, client.SaleOptions{})
+	if err != nil || sale.Strategy != "reentrant" || sale.Remaining != 1 || sale.Round != 1 || sale.Instance != "e2e-1" {
+		t.Errorf("sale = %+v, %v; want strategy reentrant (the configured default), remaining 1, round 1, by e2e-1", sale, err)
 	}
-	call("POST", "/sale?strategy=atomic", `{"product_id":"sku-e2e","quantity":2}`, 409) // call sends the admin token
-	if resp, err := http.Post(base+"/sale?strategy=atomic", "application/json", strings.NewReader(`{"product_id":"sku-e2e","quantity":1}`)); err != nil || resp.StatusCode != 401 {
-		t.Errorf("anonymous POST /sale?strategy=atomic = %v, %v; want 401", resp, err)
-	} else {
-		resp.Body.Close()
+	_, err = admin.Sell(ctx, client.SaleRequest{ProductID: "sku-e2e", Quantity: 2}, client.SaleOptions{Strategy: "atomic"})
+	if p := (*client.Problem)(nil); !errors.As(err, &p) || p.Status != 409 || p.Instance != "e2e-1" {
+		t.Errorf("POST /sale?strategy=atomic of 2 with 1 left = %v, want 409 from e2e-1", err)
 	}
-	if r := call("GET", "/products/sku-e2e/rounds/1", "", 200); r["initial"] != float64(2) || r["sold"] != float64(1) || r["current"] != true {
-		t.Errorf("round 1 = %v, want initial 2, sold 1, current", r)
+	_, err = buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-e2e", Quantity: 1}, client.SaleOptions{Strategy: "atomic"})
+	if client.StatusOf(err) != 401 {
+		t.Errorf("anonymous POST /sale?strategy=atomic = %v; want 401", err)
 	}
-	p := call("GET", "/products/sku-e2e", "", 200)
-	if p["quantity"] != float64(1) || p["sold"] != float64(1) || p["sales"] != float64(1) {
-		t.Errorf("product = %v, want quantity 1, sold 1, sales 1", p)
+	if r, err := buyer.Round(ctx, "sku-e2e", 1); err != nil || r.Initial != 2 || r.Sold != 1 || !r.Current {
+		t.Errorf("round 1 = %+v, %v; want initial 2, sold 1, current", r, err)
+	}
+	if p, err := buyer.Product(ctx, "sku-e2e"); err != nil || p.Quantity != 1 || p.Sold != 1 || p.Sales != 1 {
+		t.Errorf("product = %+v, %v; want quantity 1, sold 1, sales 1", p, err)
 	}
 	// The replica records its lock holds: the reentrant sale's, not atomic's.
-	holds, _ := call("GET", "/products/sku-e2e/holds", "", 200)["holds"].([]any)
-	if hold, _ := first(holds).(map[string]any); len(holds) != 1 || hold["strategy"] != "reentrant" || hold["outcome"] != "sold" {
-		t.Errorf("holds = %v, want the one reentrant hold, sold", holds)
+	h, err := admin.Holds(ctx, "sku-e2e")
+	if err != nil || h.Instance != "e2e-1" || len(h.Holds) != 1 || h.Holds[0].Strategy != "reentrant" || h.Holds[0].Outcome != "sold" {
+		t.Errorf("holds = %+v, %v; want the one reentrant hold of e2e-1, sold", h, err)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
@@ -200,24 +189,13 @@ func TestEtcdStrategyThroughRun(t *testing.T) {
 		"INVENTORY_ETCD_ENDPOINTS": strings.Join(eps, ","),
 		"INVENTORY_STRATEGY":       "etcd",
 	})
-	do := func(method, path, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(raw)
+	admin, buyer := clients(base)
+	ctx := context.Background()
+	if p, err := admin.Restock(ctx, "sku-etcd", client.RestockRequest{Quantity: 2, Name: "etcd"}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/sku-etcd = %+v, %v; want it created", p, err)
 	}
-	if code, body := do("PUT", "/products/sku-etcd", `{"quantity":2,"name":"etcd"}`); code != 201 {
-		t.Fatalf("PUT /products/sku-etcd = %d %s, want 201", code, body)
-	}
-	if code, body := do("POST", "/sale", `{"product_id":"sku-etcd","quantity":1}`); code != 200 || !strings.Contains(body, `"strategy":"etcd"`) {
-		t.Errorf("POST /sale with the etcd default = %d %s, want 200 by etcd", code, body)
+	if sale, err := buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-etcd", Quantity: 1}, client.SaleOptions{}); err != nil || sale.Strategy != "etcd" {
+		t.Errorf("POST /sale with the etcd default = %+v, %v; want sold by etcd", sale, err)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
@@ -227,32 +205,26 @@ func TestEtcdStrategyThroughRun(t *testing.T) {
 func TestShutdownDrainsInFlightSales(t *testing.T) {
 	pg := testenv.PostgresURL(t)
 	base, stop := startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg, "INVENTORY_WORK_DELAY": "700ms", "INVENTORY_STRATEGY": "forupdate"})
-	put, _ := http.NewRequest("PUT", base+"/products/sku-drain", strings.NewReader(`{"quantity":10}`))
-	put.Header.Set("Content-Type", "application/json")
-	put.Header.Set("Authorization", "Bearer tok")
-	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("PUT product: %v %v", resp, err)
+	admin, buyer := clients(base)
+	ctx := context.Background()
+	if _, err := admin.Restock(ctx, "sku-drain", client.RestockRequest{Quantity: 10}); err != nil {
+		t.Fatalf("PUT product: %v", err)
 	}
 	var wg sync.WaitGroup
-	status := make(chan int, 1)
+	sold := make(chan error, 1)
 	wg.Go(func() {
-		resp, err := http.Post(base+"/sale", "application/json", strings.NewReader(`{"product_id":"sku-drain","quantity":1}`))
-		if err != nil {
-			status <- 0
-			return
-		}
-		resp.Body.Close()
-		status <- resp.StatusCode
+		_, err := buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-drain", Quantity: 1}, client.SaleOptions{})
+		sold <- err
 	})
 	waitIdleInTransaction(t, pg) // the sale has locked its row and is inside its 700ms of work
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
 	}
 	wg.Wait()
-	if got := <-status; got != 200 {
-		t.Errorf("in-flight sale during shutdown answered %d, want 200 (drained, not cut off)", got)
+	if err := <-sold; err != nil {
+		t.Errorf("in-flight sale during shutdown = %v, want sold (drained, not cut off)", err)
 	}
-	if _, err := http.Get(base + "/healthz"); err == nil {
+	if _, err := buyer.Healthz(ctx); err == nil {
 		t.Errorf("server still answers after shutdown")
 	}
 }
@@ -292,14 +264,11 @@ func waitIdleInTransaction(t *testing.T, pgURL string) {
 func TestADefaultSwitchSurvivesRedisLosingItAndARestart(t *testing.T) {
 	pg := testenv.PostgresURL(t)
 	base, stop := startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg})
-	req, _ := http.NewRequest("PUT", base+"/strategy", strings.NewReader(`{"strategy":"optimistic"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("PUT /strategy optimistic = %v, %v; want 200", resp, err)
+	admin, _ := clients(base)
+	ctx := context.Background()
+	if err := admin.SetStrategy(ctx, "optimistic"); err != nil {
+		t.Fatalf("PUT /strategy optimistic: %v", err)
 	}
-	resp.Body.Close()
 	if err := stop(); err != nil {
 		t.Fatalf("run after cancel = %v", err)
 	}
@@ -307,14 +276,9 @@ func TestADefaultSwitchSurvivesRedisLosingItAndARestart(t *testing.T) {
 	// startService takes the test Redis flushed: every key lost. The
 	// restarted replica is configured with reentrant, yet must keep the switch.
 	base, _ = startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg})
-	resp, err = http.Get(base + "/strategy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var got struct{ Strategy string }
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got.Strategy != "optimistic" {
-		t.Errorf("GET /strategy after the switch, Redis flushed and a restart = %q, %v; want optimistic", got.Strategy, err)
+	_, buyer := clients(base)
+	if got, err := buyer.Strategy(ctx); err != nil || got != "optimistic" {
+		t.Errorf("GET /strategy after the switch, Redis flushed and a restart = %q, %v; want optimistic", got, err)
 	}
 }
 
@@ -325,53 +289,26 @@ func TestABuyerBeyondMaxWaitingIsTurnedAwayAtOnce(t *testing.T) {
 	pg := testenv.PostgresURL(t)
 	base, _ := startService(t, map[string]string{"INVENTORY_POSTGRES_URL": pg, "INVENTORY_MAX_WAITING": "1",
 		"INVENTORY_WORK_DELAY": "2s", "INVENTORY_LOCK_TTL": "10s", "INVENTORY_STRATEGY": "forupdate"})
-	put, _ := http.NewRequest("PUT", base+"/products/sku-busy", strings.NewReader(`{"quantity":10}`))
-	put.Header.Set("Content-Type", "application/json")
-	put.Header.Set("Authorization", "Bearer tok")
-	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("PUT product: %v %v", resp, err)
+	admin, buyer := clients(base)
+	ctx := context.Background()
+	if _, err := admin.Restock(ctx, "sku-busy", client.RestockRequest{Quantity: 10}); err != nil {
+		t.Fatalf("PUT product: %v", err)
 	}
-	first := make(chan int, 1)
+	order := client.SaleRequest{ProductID: "sku-busy", Quantity: 1}
+	first := make(chan error, 1)
 	go func() {
-		resp, err := http.Post(base+"/sale", "application/json", strings.NewReader(`{"product_id":"sku-busy","quantity":1}`))
-		if err != nil {
-			first <- 0
-			return
-		}
-		resp.Body.Close()
-		first <- resp.StatusCode
+		_, err := buyer.Sell(ctx, order, client.SaleOptions{})
+		first <- err
 	}()
 	waitIdleInTransaction(t, pg) // the first buyer is inside its 2s of work
-	resp, err := http.Post(base+"/sale", "application/json", strings.NewReader(`{"product_id":"sku-busy","quantity":1}`))
-	if err != nil {
-		t.Fatal(err)
+	_, err := buyer.Sell(ctx, order, client.SaleOptions{})
+	if p := (*client.Problem)(nil); !errors.As(err, &p) || p.Status != 503 || p.Slug() != "overloaded" || p.RetryAfter == 0 {
+		t.Errorf("second buyer while one waits = %v; want 503 overloaded with Retry-After", err)
 	}
-	var p struct{ Type string }
-	_ = json.NewDecoder(resp.Body).Decode(&p)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || p.Type != "urn:inventory:problem:overloaded" || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("second buyer while one waits = %d %s, Retry-After %q; want 503 overloaded with Retry-After",
-			resp.StatusCode, p.Type, resp.Header.Get("Retry-After"))
+	if err := <-first; err != nil {
+		t.Errorf("first buyer = %v, want sold", err)
 	}
-	if got := <-first; got != 200 {
-		t.Errorf("first buyer = %d, want 200", got)
+	if p, err := buyer.Product(ctx, "sku-busy"); err != nil || p.Quantity != 9 || p.Sold != 1 {
+		t.Errorf("after one sale and one turned away: %+v, %v; want quantity 9 and sold 1", p, err)
 	}
-	resp, err = http.Get(base + "/products/sku-busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var prod struct{ Quantity, Sold int64 }
-	_ = json.NewDecoder(resp.Body).Decode(&prod)
-	resp.Body.Close()
-	if prod.Quantity != 9 || prod.Sold != 1 {
-		t.Errorf("after one sale and one turned away: quantity %d, sold %d; want 9 and 1", prod.Quantity, prod.Sold)
-	}
-}
-
-// first is list's first element, nil if it has none.
-func first(list []any) any {
-	if len(list) == 0 {
-		return nil
-	}
-	return list[0]
 }

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/client"
 	"inventory/internal/localstack"
 	"inventory/internal/testenv"
 )
@@ -39,21 +39,18 @@ func TestRedisThroughSentinelFollowsAFailover(t *testing.T) {
 		"INVENTORY_REDIS_MASTER":    "inventory",
 		"INVENTORY_STRATEGY":        "redis",
 	})
-	do := func(method, path, body string) int {
-		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
+	admin, buyer := clients(base)
+	sell := func() int {
+		_, err := buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-sentinel", Quantity: 1}, client.SaleOptions{})
+		if client.StatusOf(err) == 0 {
+			t.Fatalf("POST /sale: %v", err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return client.StatusOf(err)
 	}
-	if s := do("PUT", "/products/sku-sentinel", `{"quantity":10}`); s != 201 {
-		t.Fatalf("PUT product = %d, want 201", s)
+	if p, err := admin.Restock(ctx, "sku-sentinel", client.RestockRequest{Quantity: 10}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT product = %+v, %v; want it created", p, err)
 	}
-	if s := do("POST", "/sale", `{"product_id":"sku-sentinel","quantity":1}`); s != 200 {
+	if s := sell(); s != 200 {
 		t.Fatalf("sale through the primary = %d, want 200", s)
 	}
 
@@ -73,7 +70,7 @@ func TestRedisThroughSentinelFollowsAFailover(t *testing.T) {
 	}
 	// The service follows the new primary: a sale eventually succeeds.
 	for {
-		if s := do("POST", "/sale", `{"product_id":"sku-sentinel","quantity":1}`); s == 200 {
+		if s := sell(); s == 200 {
 			break
 		} else if s != 503 {
 			t.Fatalf("sale during the failover = %d, want 200 or 503", s)

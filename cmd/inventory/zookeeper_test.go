@@ -1,53 +1,36 @@
 package main
 
 import (
-	"io"
-	"net/http"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"inventory/internal/client"
 	"inventory/internal/testenv"
 )
 
 // TestZooKeeperStrategyThroughRun: with INVENTORY_ZOOKEEPER_SERVERS set the
 // zookeeper strategy sells; without it a sale with it is 503.
 func TestZooKeeperStrategyThroughRun(t *testing.T) {
-	post := func(base, path, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("POST %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(raw)
-	}
-	put := func(base string) {
-		t.Helper()
-		req, _ := http.NewRequest("PUT", base+"/products/sku-zk", strings.NewReader(`{"quantity":2}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != 201 {
-			t.Fatalf("PUT /products/sku-zk = %v, %v; want 201", resp, err)
-		}
-		resp.Body.Close()
-	}
-
+	ctx := context.Background()
+	order := client.SaleRequest{ProductID: "sku-zk", Quantity: 1}
 	base, stop := startService(t, map[string]string{"INVENTORY_ZOOKEEPER_SERVERS": strings.Join(testenv.ZooKeeperServers(t), ",")})
-	put(base)
-	if code, body := post(base, "/sale?strategy=zookeeper", `{"product_id":"sku-zk","quantity":1}`); code != 200 || !strings.Contains(body, `"strategy":"zookeeper"`) {
-		t.Errorf("POST /sale?strategy=zookeeper = %d %s, want 200 and a zookeeper sale", code, body)
+	admin, _ := clients(base)
+	if p, err := admin.Restock(ctx, "sku-zk", client.RestockRequest{Quantity: 2}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/sku-zk = %+v, %v; want it created", p, err)
+	}
+	if sale, err := admin.Sell(ctx, order, client.SaleOptions{Strategy: "zookeeper"}); err != nil || sale.Strategy != "zookeeper" {
+		t.Errorf("POST /sale?strategy=zookeeper = %+v, %v; want a zookeeper sale", sale, err)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
 	}
 
 	base, _ = startService(t, nil)
-	if code, body := post(base, "/sale?strategy=zookeeper", `{"product_id":"sku-zk","quantity":1}`); code != 503 || !strings.Contains(body, "INVENTORY_ZOOKEEPER_SERVERS") {
-		t.Errorf("POST /sale?strategy=zookeeper without ZooKeeper = %d %s, want 503 naming INVENTORY_ZOOKEEPER_SERVERS", code, body)
+	admin, _ = clients(base)
+	_, err := admin.Sell(ctx, order, client.SaleOptions{Strategy: "zookeeper"})
+	if p := (*client.Problem)(nil); !errors.As(err, &p) || p.Status != 503 || !strings.Contains(p.Detail, "INVENTORY_ZOOKEEPER_SERVERS") {
+		t.Errorf("POST /sale?strategy=zookeeper without ZooKeeper = %v, want 503 naming INVENTORY_ZOOKEEPER_SERVERS", err)
 	}
 }

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/client"
 	"inventory/internal/fleet"
 )
 
@@ -52,11 +52,11 @@ func TestTheFleetDefaultIsWhatPostgresHolds(t *testing.T) {
 
 	t.Run("every replica follows the moment PUT /strategy answers", func(t *testing.T) {
 		for i, name := range []string{"atomic", "forupdate", "optimistic", "none", "atomic", "redis", "none", "forupdate", "atomic"} {
-			if got := call(ctx, t, http.MethodPut, f.URL+"/strategy", `{"strategy":"`+name+`"}`); got != http.StatusOK {
-				t.Fatalf("switch %d: PUT /strategy %s = %d, want 200", i, name, got)
+			if err := f.Client().SetStrategy(ctx, name); err != nil {
+				t.Fatalf("switch %d: PUT /strategy %s: %v", i, name, err)
 			}
 			for _, r := range f.Replicas {
-				if got := defaultOf(ctx, t, r.URL); got != name {
+				if got := defaultOf(ctx, t, r); got != name {
 					t.Errorf("switch %d to %s: GET /strategy on %s = %q right after PUT answered", i, name, r.Instance, got)
 				}
 			}
@@ -94,16 +94,16 @@ func TestTheFleetDefaultIsWhatPostgresHolds(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		if got := call(ctx, t, http.MethodPut, f.URL+"/strategy", `{"strategy":"none"}`); got != http.StatusServiceUnavailable {
-			t.Errorf("PUT /strategy none with its COMMIT refused = %d, want 503", got)
+		if err := f.Client().SetStrategy(ctx, "none"); client.StatusOf(err) != http.StatusServiceUnavailable {
+			t.Errorf("PUT /strategy none with its COMMIT refused = %v, want 503", err)
 		}
 		steady(ctx, t, f, "atomic")
 		buyers(t, "after a failed switch to none", "atomic")
 	})
 
 	t.Run("a failover to a replica that missed the switch changes nothing", func(t *testing.T) {
-		if got := call(ctx, t, http.MethodPut, f.URL+"/strategy", `{"strategy":"none"}`); got != http.StatusOK {
-			t.Fatalf("PUT /strategy none = %d, want 200", got)
+		if err := f.Client().SetStrategy(ctx, "none"); err != nil {
+			t.Fatalf("PUT /strategy none: %v", err)
 		}
 		onReplica := redis.NewClient(&redis.Options{Addr: f.RedisReplica.Addr})
 		defer onReplica.Close()
@@ -115,8 +115,8 @@ func TestTheFleetDefaultIsWhatPostgresHolds(t *testing.T) {
 			return err == nil && strings.Contains(clients, "cmd=client|pause")
 		})
 		// The switch reaches the primary only.
-		if got := call(ctx, t, http.MethodPut, f.URL+"/strategy", `{"strategy":"atomic"}`); got != http.StatusOK {
-			t.Fatalf("PUT /strategy atomic while replication is held back = %d, want 200", got)
+		if err := f.Client().SetStrategy(ctx, "atomic"); err != nil {
+			t.Fatalf("PUT /strategy atomic while replication is held back: %v", err)
 		}
 		// The fault strikes while a transaction is open, as a sale's would be.
 		tx, err := db.Begin(ctx)
@@ -140,12 +140,7 @@ func TestTheFleetDefaultIsWhatPostgresHolds(t *testing.T) {
 		// themselves; until then a sale may get 503, never another default.
 		waitUntil(ctx, t, "both replicas ready on the new primary", func() bool {
 			for _, r := range f.Replicas {
-				resp, err := http.Get(r.URL + "/readyz")
-				if err != nil {
-					return false
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
+				if _, err := r.Client().Readyz(ctx); err != nil {
 					return false
 				}
 			}
@@ -156,24 +151,14 @@ func TestTheFleetDefaultIsWhatPostgresHolds(t *testing.T) {
 	})
 }
 
-// defaultOf is GET /strategy on base.
-func defaultOf(ctx context.Context, t *testing.T, base string) string {
+// defaultOf is GET /strategy on r.
+func defaultOf(ctx context.Context, t *testing.T, r *fleet.Replica) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/strategy", nil)
+	name, err := r.Client().Strategy(ctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("GET %s/strategy: %v", r.URL, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Errorf("GET %s/strategy: %v", base, err)
-		return ""
-	}
-	defer resp.Body.Close()
-	var out struct{ Strategy string }
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("GET %s/strategy = %d, %v", base, resp.StatusCode, err)
-	}
-	return out.Strategy
+	return name
 }
 
 // steady checks that every replica answers GET /strategy with want for a
@@ -182,7 +167,7 @@ func steady(ctx context.Context, t *testing.T, f *fleet.Fleet, want string) {
 	t.Helper()
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
 		for _, r := range f.Replicas {
-			if got := defaultOf(ctx, t, r.URL); got != want {
+			if got := defaultOf(ctx, t, r); got != want {
 				t.Fatalf("GET /strategy on %s = %q, want %q (what Postgres holds)", r.Instance, got, want)
 			}
 		}
@@ -199,9 +184,11 @@ func steady(ctx context.Context, t *testing.T, f *fleet.Fleet, want string) {
 // show the stock never below zero and every sale made with want.
 func crowd(ctx context.Context, t *testing.T, f *fleet.Fleet, db *pgx.Conn, product, phase, want string) {
 	t.Helper()
-	if got := call(ctx, t, http.MethodPut, f.URL+"/products/"+product, `{"quantity":50}`); got != http.StatusCreated && got != http.StatusOK {
-		t.Fatalf("%s: PUT /products/%s = %d", phase, product, got)
+	if _, err := f.Client().Restock(ctx, product, client.RestockRequest{Quantity: 50}); err != nil {
+		t.Fatalf("%s: PUT /products/%s: %v", phase, product, err)
 	}
+	buyer := client.New(f.URL, client.Options{Concurrency: 200})
+	defer buyer.CloseIdleConnections()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -209,19 +196,9 @@ func crowd(ctx context.Context, t *testing.T, f *fleet.Fleet, db *pgx.Conn, prod
 	for range 200 {
 		wg.Go(func() {
 			<-start
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.URL+"/sale", strings.NewReader(`{"product_id":"`+product+`","quantity":1}`))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			req.Header.Set("Content-Type", "application/json")
-			status := 0
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				status = resp.StatusCode
-				resp.Body.Close()
-			}
+			_, err := buyer.Sell(ctx, client.SaleRequest{ProductID: product, Quantity: 1}, client.SaleOptions{})
 			mu.Lock()
-			answers[status]++
+			answers[client.StatusOf(err)]++
 			mu.Unlock()
 		})
 	}

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/client"
 	"inventory/internal/fleet"
 )
 
@@ -39,8 +39,15 @@ func TestRedisFailoverLosesTheLockAndTheServiceFollowsTheSentinel(t *testing.T) 
 		}
 	}
 	const product = "sku-failover"
-	if got := call(ctx, t, "PUT", f.URL+"/products/"+product, `{"quantity":10}`); got != http.StatusCreated {
-		t.Fatalf("PUT /products/%s = %d, want 201", product, got)
+	if p, err := f.Client().Restock(ctx, product, client.RestockRequest{Quantity: 10}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/%s = %+v, %v; want it created", product, p, err)
+	}
+	sell := func() int {
+		_, err := f.Client().Sell(ctx, client.SaleRequest{ProductID: product, Quantity: 1}, client.SaleOptions{})
+		if client.StatusOf(err) == 0 {
+			t.Errorf("POST /sale: %v", err)
+		}
+		return client.StatusOf(err)
 	}
 	oldPrimary, replica := f.Redis, f.RedisReplica
 	onOld := redis.NewClient(&redis.Options{Addr: oldPrimary.Addr, MaxRetries: -1})
@@ -68,7 +75,7 @@ func TestRedisFailoverLosesTheLockAndTheServiceFollowsTheSentinel(t *testing.T) 
 		t.Fatalf("EXISTS %s on the held-back replica = %d, %v; want 0", ours, n, err)
 	}
 	inFlight := make(chan int, 1) // the sale the fault strikes: it takes lock:{sku-failover} on the primary
-	go func() { inFlight <- call(ctx, t, "POST", f.URL+"/sale", `{"product_id":"`+product+`","quantity":1}`) }()
+	go func() { inFlight <- sell() }()
 	if err := <-injected; err != nil {
 		t.Fatalf("Inject: %v", err)
 	}
@@ -101,7 +108,7 @@ func TestRedisFailoverLosesTheLockAndTheServiceFollowsTheSentinel(t *testing.T) 
 	// Sentinel and finds the new primary. Until then a buyer gets 503.
 	var sold int
 	waitUntil(ctx, t, "a sale through the new primary", func() bool {
-		sold = call(ctx, t, "POST", f.URL+"/sale", `{"product_id":"`+product+`","quantity":1}`)
+		sold = sell()
 		if sold != http.StatusOK && sold != http.StatusServiceUnavailable {
 			t.Fatalf("a sale after the failover = %d, want 200 or 503 while the replicas follow", sold)
 		}
@@ -126,36 +133,13 @@ func TestRedisFailoverLosesTheLockAndTheServiceFollowsTheSentinel(t *testing.T) 
 	if n, err := onOld.Exists(ctx, ours).Result(); err != nil || n != 1 {
 		t.Errorf("after Heal EXISTS %s on the old primary = %d, %v; want 1 (it restarted empty and synced the new primary)", ours, n, err)
 	}
-	var p struct{ Quantity, Sold int64 }
-	resp, err := http.Get(f.URL + "/products/" + product)
+	p, err := f.Client().Product(ctx, product)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 		t.Fatal(err)
 	}
 	if p.Quantity+p.Sold != 10 || p.Sold < 1 {
 		t.Errorf("after the failover quantity %d + sold %d, want 10 with at least one sold", p.Quantity, p.Sold)
 	}
-}
-
-// call sends body to url with the admin token and returns the status.
-func call(ctx context.Context, t *testing.T, method, url, body string) int {
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-	if err != nil {
-		t.Error(err)
-		return 0
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Errorf("%s %s: %v", method, url, err)
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // waitUntil polls cond until it holds, failing the test when ctx ends.

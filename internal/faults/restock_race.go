@@ -3,7 +3,8 @@ package faults
 import (
 	"context"
 	"fmt"
-	"net/url"
+
+	"inventory/internal/client"
 )
 
 // RestockRace is restock-race: while a sale is inside its critical
@@ -23,12 +24,15 @@ func (*RestockRace) Inject(ctx context.Context, t Target) error {
 	if err := saleInFlight(ctx, t); err != nil {
 		return err
 	}
-	path := "/products/" + url.PathEscape(t.Product)
-	var p struct{ Initial int64 }
-	if err := getJSON(ctx, t.Fleet.URL+path, &p); err != nil {
+	c := t.Fleet.Client()
+	p, err := c.Product(ctx, t.Product)
+	if err != nil {
 		return fmt.Errorf("restock-race: %w", err)
 	}
-	return adminCall(ctx, t, "PUT", path, map[string]any{"quantity": p.Initial}, nil)
+	if _, err := c.Restock(ctx, t.Product, client.RestockRequest{Quantity: p.Initial}); err != nil {
+		return fmt.Errorf("restock-race: %w", err)
+	}
+	return nil
 }
 
 // Heal implements Fault: a restock needs no healing.

@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 )
@@ -68,24 +67,25 @@ func otherOfKind(all []Strategy, name string) string {
 // /strategy through nginx has answered it four times in a row (both
 // replicas, twice, have dropped their cached default).
 func setDefault(ctx context.Context, t Target, name string) error {
-	if err := adminCall(ctx, t, http.MethodPut, "/strategy", map[string]string{"strategy": name}, nil); err != nil {
+	c := t.Fleet.Client()
+	if err := c.SetStrategy(ctx, name); err != nil {
 		return fmt.Errorf("switch the fleet default to %s: %w", name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for inARow := 0; inARow < 4; {
-		var got struct{ Strategy string }
-		if err := getJSON(ctx, t.Fleet.URL+"/strategy", &got); err != nil {
+		got, err := c.Strategy(ctx)
+		if err != nil {
 			return fmt.Errorf("after switching the fleet default to %s: %w", name, err)
 		}
-		if got.Strategy == name {
+		if got == name {
 			inARow++
 			continue
 		}
 		inARow = 0
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the fleet default is still %s 10s after switching it to %s", got.Strategy, name)
+			return fmt.Errorf("the fleet default is still %s 10s after switching it to %s", got, name)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

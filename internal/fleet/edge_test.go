@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"inventory/internal/api"
+	"inventory/internal/client"
 )
 
 // The edge of the real stack: nginx's body limit and problem answers, the
@@ -31,6 +32,8 @@ type edgeAnswer struct {
 	body   map[string]any
 }
 
+// edgeDo sends a request by hand: these tests are about raw HTTP (bodies
+// over the limit, headers the client never sends, nginx's own answers).
 func edgeDo(t *testing.T, method, url, token string, body io.Reader, header ...string) edgeAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
@@ -80,14 +83,14 @@ func TestEdge(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = f.Stop() })
 	token := f.AdminToken
-	if a := edgeDo(t, "PUT", f.URL+"/products/sku-edge", token, strings.NewReader(`{"quantity":5,"name":"Hot thing"}`)); a.status != 201 {
-		t.Fatalf("PUT /products/sku-edge = %d %s, want 201", a.status, a.raw)
+	if p, err := f.Client().Restock(context.Background(), "sku-edge", client.RestockRequest{Quantity: 5, Name: "Hot thing"}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/sku-edge = %+v, %v; want it created", p, err)
 	}
 	unchanged := func(t *testing.T, after string) {
 		t.Helper()
-		a := edgeDo(t, "GET", f.URL+"/products/sku-edge", "", nil)
-		if a.status != 200 || a.body["quantity"] != float64(5) || a.body["name"] != "Hot thing" || a.body["round"] != float64(1) || a.body["sold"] != float64(0) {
-			t.Errorf("after %s: GET /products/sku-edge = %d %s, want quantity 5, name \"Hot thing\", round 1, sold 0", after, a.status, a.raw)
+		p, err := f.Client().Product(context.Background(), "sku-edge")
+		if err != nil || p.Quantity != 5 || p.Name != "Hot thing" || p.Round != 1 || p.Sold != 0 {
+			t.Errorf("after %s: GET /products/sku-edge = %+v, %v; want quantity 5, name \"Hot thing\", round 1, sold 0", after, p, err)
 		}
 	}
 
@@ -174,8 +177,8 @@ func TestEdge(t *testing.T) {
 		}
 		// Text that is not ASCII is still a fine name.
 		const name = "Ünïcødé – “hot” ✓"
-		if a := edgeDo(t, "PUT", f.URL+"/products/sku-edge-2", token, strings.NewReader(`{"quantity":3,"name":"`+name+`"}`)); a.status != 201 || a.body["name"] != name {
-			t.Errorf("PUT /products/sku-edge-2 with name %q = %d %s, want 201 with the name kept", name, a.status, a.raw)
+		if p, err := f.Client().Restock(context.Background(), "sku-edge-2", client.RestockRequest{Quantity: 3, Name: name}); err != nil || p.Round != 1 || p.Name != name {
+			t.Errorf("PUT /products/sku-edge-2 with name %q = %+v, %v; want it created with the name kept", name, p, err)
 		}
 	})
 

@@ -2,10 +2,7 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/client"
 	"inventory/internal/settings"
 )
 
@@ -31,15 +29,13 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	t.Cleanup(func() { _ = f.Stop() })
 	paused, other := f.Replicas[0], f.Replicas[1]
 
-	put, _ := http.NewRequest("PUT", f.URL+"/products/sku-pause", strings.NewReader(`{"quantity":1}`))
-	put.Header.Set("Content-Type", "application/json")
-	put.Header.Set("Authorization", "Bearer tok")
-	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("PUT /products/sku-pause = %v, %v; want 201", resp, err)
+	ctx := context.Background()
+	if p, err := f.Client().Restock(ctx, "sku-pause", client.RestockRequest{Quantity: 1}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/sku-pause = %+v, %v; want it created", p, err)
 	}
 
 	stale := make(chan int, 1)
-	go func() { stale <- sell(t, paused.URL, f.AdminToken) }()
+	go func() { stale <- sell(t, paused) }()
 	// It holds the lock, has claimed the row with its fence and read 1 unit
 	// left, and is working: its sale's transaction sits idle in Postgres.
 	waitUntil(t, "the sale to be inside its work, transaction open", func() bool {
@@ -55,7 +51,7 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 		n, err := rdb.Exists(context.Background(), "lock:{sku-pause}").Result()
 		return err == nil && n == 0
 	})
-	if got := sell(t, other.URL, f.AdminToken); got != http.StatusOK {
+	if got := sell(t, other); got != http.StatusOK {
 		_ = syscall.Kill(paused.Pid(), syscall.SIGCONT)
 		t.Fatalf("sale on %s while %s is paused = %d, want 200 (the expired lock is free)\n%s", other.Instance, paused.Instance, got, other.Logs())
 	}
@@ -66,13 +62,8 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 		t.Errorf("the paused replica's sale after resuming = %d, want 503 (lock lost, rolled back)\n%s", got, paused.Logs())
 	}
 
-	resp, err := http.Get(f.URL + "/products/sku-pause")
+	p, err := f.Client().Product(ctx, "sku-pause")
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var p struct{ Quantity, Sold, Sales int64 }
-	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 		t.Fatal(err)
 	}
 	if p.Quantity != 0 || p.Sold != 1 || p.Sales != 1 {
@@ -80,20 +71,14 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	}
 }
 
-// sell buys one unit of sku-pause from base with the reentrant strategy
+// sell buys one unit of sku-pause from r with the reentrant strategy
 // (naming it takes the admin token) and returns the status.
-func sell(t *testing.T, base, adminToken string) int {
-	req, _ := http.NewRequest("POST", base+"/sale?strategy=reentrant", strings.NewReader(`{"product_id":"sku-pause","quantity":1}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Errorf("POST %s/sale: %v", base, err)
-		return 0
+func sell(t *testing.T, r *Replica) int {
+	_, err := r.Client().Sell(context.Background(), client.SaleRequest{ProductID: "sku-pause", Quantity: 1}, client.SaleOptions{Strategy: "reentrant"})
+	if client.StatusOf(err) == 0 {
+		t.Errorf("POST %s/sale: %v", r.URL, err)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	return client.StatusOf(err)
 }
 
 // waitUntil polls cond every 10ms and fails the test when it has not held

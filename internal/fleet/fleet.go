@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"inventory/internal/client"
 	"inventory/internal/localstack"
 	"inventory/nginx"
 )
@@ -233,7 +234,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.URL = "http://" + f.Nginx.Addr
-	if err := waitOK(ctx, f.URL+"/readyz", 15*time.Second); err != nil {
+	if err := waitReady(ctx, client.New(f.URL, client.Options{HTTPClient: probeClient}), 15*time.Second); err != nil {
 		return nil, fmt.Errorf("start fleet: nginx at %s does not reach the replicas: %w\n%s", f.URL, err, tail(f.Nginx.Logs(), 2000))
 	}
 	return f, nil
@@ -455,17 +456,34 @@ func (r *Replica) Logs() string { return r.process().Logs() }
 // Exited reports whether the replica process has ended.
 func (r *Replica) Exited() bool { return r.process().Exited() }
 
+// Client is a client of the fleet's API through nginx, with the fleet's
+// admin token. It sends through http.DefaultTransport, so a test that
+// wraps that (spectest) checks its exchanges too, and gives each call 30 s.
+func (f *Fleet) Client() *client.Client {
+	return client.New(f.URL, client.Options{AdminToken: f.AdminToken, HTTPClient: callClient})
+}
+
+// Client is Fleet.Client for this replica alone, past nginx.
+func (r *Replica) Client() *client.Client {
+	return client.New(r.URL, client.Options{AdminToken: r.env["INVENTORY_ADMIN_TOKEN"], HTTPClient: callClient})
+}
+
+var (
+	callClient  = &http.Client{Timeout: 30 * time.Second}
+	probeClient = &http.Client{Timeout: 2 * time.Second}
+)
+
 // WaitReady waits up to timeout until the replica answers 200 on /readyz
 // (it reaches Postgres and Redis); it fails at once if the process exits.
 func (r *Replica) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := &http.Client{Timeout: 2 * time.Second}
+	probe := client.New(r.URL, client.Options{HTTPClient: probeClient})
 	p := r.process()
 	delay := 10 * time.Millisecond
 	var last error
 	for {
-		last = get200(ctx, c, r.URL+"/readyz")
+		_, last = probe.Readyz(ctx)
 		if last == nil {
 			return nil
 		}
@@ -552,12 +570,12 @@ func (f *Fleet) Stop() error {
 	return nil
 }
 
-func waitOK(ctx context.Context, url string, timeout time.Duration) error {
+// waitReady waits up to timeout until c answers 200 on /readyz.
+func waitReady(ctx context.Context, c *client.Client, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := &http.Client{Timeout: 2 * time.Second}
 	for {
-		err := get200(ctx, c, url)
+		_, err := c.Readyz(ctx)
 		if err == nil {
 			return nil
 		}
@@ -567,22 +585,6 @@ func waitOK(ctx context.Context, url string, timeout time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func get200(ctx context.Context, c *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s = %s", url, resp.Status)
-	}
-	return nil
 }
 
 func randomToken() string {

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 
 	"inventory/internal/api"
 	"inventory/internal/api/spectest"
+	"inventory/internal/client"
 	"inventory/internal/localstack"
 
 	"github.com/jackc/pgx/v5"
@@ -111,30 +111,20 @@ func TestStartServesThroughNginxAndStopEndsEveryProcess(t *testing.T) {
 	// nginx round-robins over both replicas; each answers with its own name.
 	seen := map[string]int{}
 	for range 20 {
-		resp, err := http.Get(f.URL + "/strategies")
+		h, err := f.Client().Healthz(ctx)
 		if err != nil {
-			t.Fatalf("GET %s/strategies: %v\nnginx: %s", f.URL, err, f.Nginx.Logs())
+			t.Fatalf("GET /healthz through nginx: %v\nnginx: %s", err, f.Nginx.Logs())
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET /strategies through nginx = %s", resp.Status)
-		}
-		seen[resp.Header.Get("X-Instance")]++
+		seen[h.Instance]++
 	}
 	if seen["inventory-1"] == 0 || seen["inventory-2"] == 0 || len(seen) != 2 {
 		t.Errorf("20 GETs through nginx were answered by %v, want both inventory-1 and inventory-2", seen)
 	}
 
 	// The admin token reaches the replicas: a restock through nginx works.
-	req, _ := http.NewRequest(http.MethodPut, f.URL+"/products/sku-fleet", strings.NewReader(`{"quantity":5,"name":"fleet test"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode/100 != 2 {
-		t.Fatalf("PUT /products/sku-fleet with the fleet's admin token = %v, %v; want 2xx", resp, err)
+	if _, err := f.Client().Restock(ctx, "sku-fleet", client.RestockRequest{Quantity: 5, Name: "fleet test"}); err != nil {
+		t.Fatalf("PUT /products/sku-fleet with the fleet's admin token: %v", err)
 	}
-	resp.Body.Close()
 
 	// The replicas migrated the Postgres the fleet reports.
 	conn, err := pgx.Connect(ctx, f.PostgresURL)
@@ -181,40 +171,22 @@ func TestNamingTheStrategyThroughNginxNeedsTheAdminToken(t *testing.T) {
 		t.Fatalf("Start(2 replicas) = %v", err)
 	}
 	t.Cleanup(func() { _ = f.Stop() })
-	do := func(method, path, body, token string) (*http.Response, map[string]any) {
-		t.Helper()
-		req, _ := http.NewRequest(method, f.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s through nginx: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		_ = json.Unmarshal(raw, &out)
-		return resp, out
-	}
-	if resp, _ := do("PUT", "/products/sku-anon", `{"quantity":5}`, f.AdminToken); resp.StatusCode != 201 {
-		t.Fatalf("PUT /products/sku-anon = %s, want 201", resp.Status)
+	admin, anonymous := f.Client(), client.New(f.URL, client.Options{HTTPClient: http.DefaultClient})
+	if p, err := admin.Restock(ctx, "sku-anon", client.RestockRequest{Quantity: 5}); err != nil || p.Round != 1 {
+		t.Fatalf("PUT /products/sku-anon = %+v, %v; want it created", p, err)
 	}
 	// Twice, so that both replicas (nginx round-robins) are asked.
 	for range 2 {
-		resp, p := do("POST", "/sale?strategy=none", `{"product_id":"sku-anon","quantity":1}`, "")
-		if resp.StatusCode != 401 || resp.Header.Get("Content-Type") != "application/problem+json" || p["type"] != "urn:inventory:problem:unauthorized" {
-			t.Errorf("anonymous POST /sale?strategy=none through nginx = %s %s %v, want 401 problem+json unauthorized",
-				resp.Status, resp.Header.Get("Content-Type"), p)
+		_, err := anonymous.Sell(ctx, client.SaleRequest{ProductID: "sku-anon", Quantity: 1}, client.SaleOptions{Strategy: "none"})
+		if p := (*client.Problem)(nil); !errors.As(err, &p) || p.Status != 401 || p.Slug() != "unauthorized" {
+			t.Errorf("anonymous POST /sale?strategy=none through nginx = %v, want 401 problem unauthorized", err)
 		}
 	}
-	_, p := do("GET", "/products/sku-anon", "", "")
-	if p["quantity"] != float64(5) || p["sold"] != float64(0) || p["sales"] != float64(0) {
-		t.Errorf("after refused anonymous sales: %v, want quantity 5, sold 0, sales 0", p)
+	if p, err := anonymous.Product(ctx, "sku-anon"); err != nil || p.Quantity != 5 || p.Sold != 0 || p.Sales != 0 {
+		t.Errorf("after refused anonymous sales: %+v, %v; want quantity 5, sold 0, sales 0", p, err)
 	}
-	if resp, p := do("POST", "/sale?strategy=none", `{"product_id":"sku-anon","quantity":1}`, f.AdminToken); resp.StatusCode != 200 || p["strategy"] != "none" {
-		t.Errorf("POST /sale?strategy=none with the admin token = %s %v, want 200 sold with none", resp.Status, p)
+	if sale, err := admin.Sell(ctx, client.SaleRequest{ProductID: "sku-anon", Quantity: 1}, client.SaleOptions{Strategy: "none"}); err != nil || sale.Strategy != "none" {
+		t.Errorf("POST /sale?strategy=none with the admin token = %+v, %v; want sold with none", sale, err)
 	}
 }
 
@@ -285,7 +257,7 @@ func TestKilledReplicaRestartsOnItsAddress(t *testing.T) {
 	if !r.Exited() {
 		t.Fatalf("%s has not exited after Kill", r.Instance)
 	}
-	if err := get200(ctx, http.DefaultClient, f.URL+"/readyz"); err != nil {
+	if _, err := f.Client().Readyz(ctx); err != nil {
 		t.Errorf("nginx with one replica killed: %v, want the other to answer", err)
 	}
 	if err := r.Restart(ctx, 30*time.Second); err != nil {
@@ -294,7 +266,7 @@ func TestKilledReplicaRestartsOnItsAddress(t *testing.T) {
 	if r.Pid() == pid {
 		t.Errorf("Restart kept pid %d, want a new process", pid)
 	}
-	if err := get200(ctx, http.DefaultClient, r.URL+"/readyz"); err != nil {
+	if _, err := r.Client().Readyz(ctx); err != nil {
 		t.Errorf("%s after Restart: %v", r.Instance, err)
 	}
 }

@@ -3,8 +3,10 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"strings"
+	"net/http"
 	"testing"
+
+	"inventory/internal/client"
 )
 
 // TestSalesByProductPathStickToOneReplica: through nginx, POST
@@ -18,20 +20,22 @@ func TestSalesByProductPathStickToOneReplica(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = f.Stop() })
 
+	ctx := context.Background()
+	admin, buyer := f.Client(), client.New(f.URL, client.Options{HTTPClient: http.DefaultClient})
 	const products = 20
 	owners := map[string]int{}
 	for i := range products {
 		id := fmt.Sprintf("sku-route-%d", i)
-		if a := edgeDo(t, "PUT", f.URL+"/products/"+id, f.AdminToken, strings.NewReader(`{"quantity":10}`)); a.status != 201 {
-			t.Fatalf("PUT /products/%s = %d %s, want 201", id, a.status, a.raw)
+		if p, err := admin.Restock(ctx, id, client.RestockRequest{Quantity: 10}); err != nil || p.Round != 1 {
+			t.Fatalf("PUT /products/%s = %+v, %v; want it created", id, p, err)
 		}
 		seen := map[string]int{}
 		for range 3 {
-			a := edgeDo(t, "POST", f.URL+"/products/"+id+"/sale", "", strings.NewReader(`{"quantity":1}`))
-			if a.status != 200 {
-				t.Fatalf("POST /products/%s/sale = %d %s, want 200", id, a.status, a.raw)
+			sale, err := buyer.SellProduct(ctx, id, client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{})
+			if err != nil {
+				t.Fatalf("POST /products/%s/sale: %v", id, err)
 			}
-			seen[a.header.Get("X-Instance")]++
+			seen[sale.Instance]++
 		}
 		if len(seen) != 1 {
 			t.Errorf("3 sales of %s by path reached %v, want one replica", id, seen)
@@ -46,11 +50,11 @@ func TestSalesByProductPathStickToOneReplica(t *testing.T) {
 
 	seen := map[string]int{}
 	for range 4 {
-		a := edgeDo(t, "POST", f.URL+"/sale", "", strings.NewReader(`{"product_id":"sku-route-0","quantity":1}`))
-		if a.status != 200 {
-			t.Fatalf("POST /sale = %d %s, want 200", a.status, a.raw)
+		sale, err := buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-route-0", Quantity: 1}, client.SaleOptions{})
+		if err != nil {
+			t.Fatalf("POST /sale: %v", err)
 		}
-		seen[a.header.Get("X-Instance")]++
+		seen[sale.Instance]++
 	}
 	if len(seen) != 2 {
 		t.Errorf("4 sales by POST /sale reached %v, want round robin over both replicas", seen)

@@ -2,9 +2,11 @@ package fleet
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"errors"
+	"net/http"
 	"testing"
+
+	"inventory/internal/client"
 )
 
 // TestSoldOutIsForgottenOnEveryReplicaWhenRestocked: both replicas see a
@@ -19,40 +21,44 @@ func TestSoldOutIsForgottenOnEveryReplicaWhenRestocked(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = f.Stop() })
 	one, two := f.Replicas[0], f.Replicas[1]
-	restock := func(base string, q string) {
+	ctx := context.Background()
+	restock := func(r *Replica, q int64) {
 		t.Helper()
-		a := edgeDo(t, "PUT", base+"/products/sku-soldout", f.AdminToken, strings.NewReader(`{"quantity":`+q+`}`))
-		if a.status != 200 && a.status != 201 {
-			t.Fatalf("PUT %s/products/sku-soldout = %d %s, want 200 or 201", base, a.status, a.raw)
+		if _, err := r.Client().Restock(ctx, "sku-soldout", client.RestockRequest{Quantity: q}); err != nil {
+			t.Fatalf("PUT %s/products/sku-soldout: %v", r.URL, err)
 		}
 	}
-	buy := func(base string) edgeAnswer {
+	buy := func(r *Replica) error {
 		t.Helper()
-		return edgeDo(t, "POST", base+"/sale", "", strings.NewReader(`{"product_id":"sku-soldout","quantity":1}`))
+		_, err := client.New(r.URL, client.Options{HTTPClient: http.DefaultClient}).Sell(ctx, client.SaleRequest{ProductID: "sku-soldout", Quantity: 1}, client.SaleOptions{})
+		return err
 	}
 
-	restock(f.URL, "1")
-	if a := buy(one.URL); a.status != 200 {
-		t.Fatalf("the one unit on %s = %d %s, want 200", one.Instance, a.status, a.raw)
+	restock(one, 1)
+	if err := buy(one); err != nil {
+		t.Fatalf("the one unit on %s: %v", one.Instance, err)
 	}
 	for _, r := range f.Replicas {
 		for i := range 2 { // the first 409 marks, the second comes from memory
-			checkProblem(t, fmt.Sprintf("sale %d on %s after the sell-out", i+1, r.Instance), buy(r.URL), 409, "sold-out")
+			var p *client.Problem
+			if err := buy(r); !errors.As(err, &p) || p.Status != 409 || p.Slug() != "sold-out" || p.Instance != r.Instance || p.RequestID == "" {
+				t.Errorf("sale %d on %s after the sell-out = %v, want its own 409 sold-out problem with a request id", i+1, r.Instance, err)
+			}
 		}
 	}
 
-	restock(one.URL, "2")
+	restock(one, 2)
 	// The replica that restocked forgot at once.
-	if a := buy(one.URL); a.status != 200 {
-		t.Errorf("sale on %s, which served the restock = %d %s, want 200", one.Instance, a.status, a.raw)
+	if err := buy(one); err != nil {
+		t.Errorf("sale on %s, which served the restock: %v", one.Instance, err)
 	}
 	// The other hears of it over pub/sub: its 409s stop within moments.
-	var last edgeAnswer
+	var last error
 	waitUntil(t, two.Instance+" to sell after the restock announcement", func() bool {
-		last = buy(two.URL)
-		return last.status == 200
+		last = buy(two)
+		return last == nil
 	})
-	if last.status != 200 {
-		t.Errorf("sale on %s after the restock = %d %s", two.Instance, last.status, last.raw)
+	if last != nil {
+		t.Errorf("sale on %s after the restock: %v", two.Instance, last)
 	}
 }

@@ -1,0 +1,602 @@
+package client_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"inventory/internal/api"
+	"inventory/internal/api/spectest"
+	"inventory/internal/client"
+)
+
+// exchange is what a fake server must be asked, and what it answers.
+type exchange struct {
+	method, uri string // uri: the path and query as sent
+	body        string // "" for none
+	admin       bool   // with Authorization: Bearer tok
+	key         string // the Idempotency-Key, "" for none
+
+	status int
+	header map[string]string
+	answer string
+}
+
+// fake answers each request with the exchange set for it, and records
+// where the request differed from it.
+type fake struct {
+	mu   sync.Mutex
+	want exchange
+	errs []string
+}
+
+func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := f.want
+	body, _ := io.ReadAll(r.Body)
+	check := func(what, got, want string) {
+		if got != want {
+			f.errs = append(f.errs, fmt.Sprintf("%s %q, want %q", what, got, want))
+		}
+	}
+	check("method", r.Method, want.method)
+	check("request URI", r.RequestURI, want.uri)
+	check("body", string(body), want.body)
+	auth := ""
+	if want.admin {
+		auth = "Bearer tok"
+	}
+	check("Authorization", r.Header.Get("Authorization"), auth)
+	check("Idempotency-Key", r.Header.Get("Idempotency-Key"), want.key)
+	ct := ""
+	if want.body != "" {
+		ct = "application/json"
+	}
+	check("Content-Type", r.Header.Get("Content-Type"), ct)
+	for k, v := range want.header {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(want.status)
+	_, _ = io.WriteString(w, want.answer)
+}
+
+// ask sets the exchange for the next request and returns the differences
+// the last one had.
+func (f *fake) expect(e exchange) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.want, f.errs = e, nil
+}
+
+func (f *fake) differences() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.errs
+}
+
+func newFake(t *testing.T) (*fake, string) {
+	f := &fake{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv.URL
+}
+
+// saleAnswer is a sale as the service writes it.
+const saleAnswer = `{"sale_id":42,"product_id":"sku-1","quantity":2,"remaining":8,"round":3,"strategy":"redis","instance":"inventory-1"}` + "\n"
+
+func TestEveryCallSendsWhatTheDescriptionSaysAndReadsTheAnswer(t *testing.T) {
+	f, base := newFake(t)
+	admin := client.New(base, client.Options{AdminToken: "tok"})
+	json := map[string]string{"Content-Type": "application/json", "X-Instance": "inventory-1"}
+	start := time.Date(2026, 11, 23, 10, 0, 0, 123456789, time.UTC)
+	tests := []struct {
+		name string
+		call func(context.Context, *client.Client) (any, error)
+		want exchange
+		got  any
+	}{
+		{"Sell", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.Sell(ctx, client.SaleRequest{ProductID: "sku-1", Quantity: 2}, client.SaleOptions{})
+		}, exchange{method: "POST", uri: "/sale", body: `{"product_id":"sku-1","quantity":2}`, status: 200, header: json, answer: saleAnswer},
+			client.Sale{SaleID: 42, ProductID: "sku-1", Quantity: 2, Remaining: 8, Round: 3, Strategy: "redis", Instance: "inventory-1"}},
+		{"Sell naming a strategy with a key, replayed", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.Sell(ctx, client.SaleRequest{ProductID: "sku-1", Quantity: 2}, client.SaleOptions{Strategy: "redis", IdempotencyKey: "k-1"})
+		}, exchange{method: "POST", uri: "/sale?strategy=redis", body: `{"product_id":"sku-1","quantity":2}`, admin: true, key: "k-1",
+			status: 200, header: map[string]string{"Idempotent-Replayed": "true", "X-Instance": "inventory-1"}, answer: saleAnswer},
+			client.Sale{SaleID: 42, ProductID: "sku-1", Quantity: 2, Remaining: 8, Round: 3, Strategy: "redis", Instance: "inventory-1", Replayed: true}},
+		{"Sell of a product id that JSON escapes", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.Sell(ctx, client.SaleRequest{ProductID: "a\"b\\c\n\x01", Quantity: 1}, client.SaleOptions{})
+		}, exchange{method: "POST", uri: "/sale", body: `{"product_id":"a\"b\\c\n\u0001","quantity":1}`, status: 200, answer: `{"sale_id":1}`},
+			client.Sale{SaleID: 1}},
+		{"SellProduct, the replica named only by X-Instance", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.SellProduct(ctx, "sku-1", client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{})
+		}, exchange{method: "POST", uri: "/products/sku-1/sale", body: `{"quantity":1}`, status: 200,
+			header: map[string]string{"X-Instance": "inventory-2"}, answer: `{"round":2,"strategy":"atomic","remaining":4}`},
+			client.Sale{Round: 2, Strategy: "atomic", Remaining: 4, Instance: "inventory-2"}},
+		{"SellProduct naming a strategy that the query escapes", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.SellProduct(ctx, "a/b", client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{Strategy: "x&y"})
+		}, exchange{method: "POST", uri: "/products/a%2Fb/sale?strategy=x%26y", body: `{"quantity":1}`, admin: true, status: 200, answer: saleAnswer},
+			client.Sale{SaleID: 42, ProductID: "sku-1", Quantity: 2, Remaining: 8, Round: 3, Strategy: "redis", Instance: "inventory-1"}},
+		{"Product", func(ctx context.Context, c *client.Client) (any, error) { return c.Product(ctx, "sku-1") },
+			exchange{method: "GET", uri: "/products/sku-1", status: 200, header: json,
+				answer: `{"product_id":"sku-1","name":"Hot","quantity":7,"initial":10,"sold":3,"sales":2,"round":4,"version":9}`},
+			client.Product{ProductID: "sku-1", Name: "Hot", Quantity: 7, Initial: 10, Sold: 3, Sales: 2, Round: 4, Version: 9}},
+		{"Restock, created", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 10, Name: "Hot"})
+		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":10,"name":"Hot"}`, admin: true, status: 201,
+			header: map[string]string{"Location": "/products/sku-1"},
+			answer: `{"product_id":"sku-1","name":"Hot","quantity":10,"initial":10,"sold":0,"sales":0,"round":1,"version":0}`},
+			client.Product{ProductID: "sku-1", Name: "Hot", Quantity: 10, Initial: 10, Round: 1}},
+		{"Restock keeping the name", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.Restock(ctx, "sku-1", client.RestockRequest{})
+		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":0}`, admin: true, status: 200, answer: `{"round":5}`},
+			client.Product{Round: 5}},
+		{"Round", func(ctx context.Context, c *client.Client) (any, error) { return c.Round(ctx, "sku-1", 3) },
+			exchange{method: "GET", uri: "/products/sku-1/rounds/3", status: 200,
+				answer: `{"product_id":"sku-1","round":3,"initial":10,"sold":10,"sales":9,"current":false}`},
+			client.Round{ProductID: "sku-1", Round: 3, Initial: 10, Sold: 10, Sales: 9}},
+		{"Holds", func(ctx context.Context, c *client.Client) (any, error) { return c.Holds(ctx, "sku-1") },
+			exchange{method: "GET", uri: "/products/sku-1/holds", admin: true, status: 200,
+				answer: `{"product_id":"sku-1","instance":"inventory-2","holds":[` +
+					`{"strategy":"redis","fence":7,"start":"2026-11-23T10:00:00.123456789Z","end":"2026-11-23T10:00:01.123456789Z","outcome":"sold"},` +
+					`{"strategy":"redis","fence":8,"start":"2026-11-23T10:00:00.123456789Z","end":null,"outcome":null}]}`},
+			client.Holds{ProductID: "sku-1", Instance: "inventory-2", Holds: []client.Hold{
+				{Strategy: "redis", Fence: 7, Start: start, End: start.Add(time.Second), Outcome: "sold"},
+				{Strategy: "redis", Fence: 8, Start: start}}}},
+		{"Strategies", func(ctx context.Context, c *client.Client) (any, error) { return c.Strategies(ctx) },
+			exchange{method: "GET", uri: "/strategies", status: 200,
+				answer: `[{"name":"none","description":"d","safe":false,"available":true},{"name":"etcd","description":"e","safe":true,"available":false,"needs":"INVENTORY_ETCD_ENDPOINTS"},{"name":"old","safe":true}]`},
+			[]client.StrategyInfo{{Name: "none", Description: "d", Available: true},
+				{Name: "etcd", Description: "e", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS"},
+				{Name: "old", Safe: true, Available: true}}},
+		{"Strategy", func(ctx context.Context, c *client.Client) (any, error) { return c.Strategy(ctx) },
+			exchange{method: "GET", uri: "/strategy", status: 200, answer: `{"strategy":"optimistic"}`}, "optimistic"},
+		{"SetStrategy", func(ctx context.Context, c *client.Client) (any, error) { return nil, c.SetStrategy(ctx, "atomic") },
+			exchange{method: "PUT", uri: "/strategy", body: `{"strategy":"atomic"}`, admin: true, status: 200, answer: `{"strategy":"atomic"}`}, nil},
+		{"Healthz", func(ctx context.Context, c *client.Client) (any, error) { return c.Healthz(ctx) },
+			exchange{method: "GET", uri: "/healthz", status: 200, answer: `{"status":"ok","instance":"inventory-1"}`},
+			client.Health{Status: "ok", Instance: "inventory-1"}},
+		{"Readyz", func(ctx context.Context, c *client.Client) (any, error) { return c.Readyz(ctx) },
+			exchange{method: "GET", uri: "/readyz", status: 200, answer: `{"status":"ready","instance":"inventory-1"}`},
+			client.Health{Status: "ready", Instance: "inventory-1"}},
+		{"Live since a sale", func(ctx context.Context, c *client.Client) (any, error) { return c.Live(ctx, 5) },
+			exchange{method: "GET", uri: "/live?since=5", status: 200,
+				answer: `{"at":"2026-11-23T10:00:00.123456789Z","default":"redis","products":[{"product_id":"sku-1","name":"Hot","quantity":7,"initial":10,"round":2}],"last_sale_id":9,"sales_since":{"redis":4}}`},
+			client.Live{At: start, Default: "redis", Products: []client.LiveProduct{{ProductID: "sku-1", Name: "Hot", Quantity: 7, Initial: 10, Round: 2}},
+				LastSaleID: 9, SalesSince: map[string]int64{"redis": 4}}},
+		{"Live without since", func(ctx context.Context, c *client.Client) (any, error) { return c.Live(ctx, -1) },
+			exchange{method: "GET", uri: "/live", status: 200, answer: `{"default":"redis","products":[],"last_sale_id":9,"sales_since":{}}`},
+			client.Live{Default: "redis", Products: []client.LiveProduct{}, LastSaleID: 9, SalesSince: map[string]int64{}}},
+		{"Metrics", func(ctx context.Context, c *client.Client) (any, error) { return c.Metrics(ctx) },
+			exchange{method: "GET", uri: "/metrics", status: 200, answer: "inventory_lock_breaches_total{strategy=\"redis\"} 2\n"},
+			[]byte("inventory_lock_breaches_total{strategy=\"redis\"} 2\n")},
+		{"OpenAPI", func(ctx context.Context, c *client.Client) (any, error) { return c.OpenAPI(ctx) },
+			exchange{method: "GET", uri: "/openapi.yaml", status: 200, answer: "openapi: 3.1.0\n"}, []byte("openapi: 3.1.0\n")},
+		{"Profile", func(ctx context.Context, c *client.Client) (any, error) { return c.Profile(ctx, "heap", 0) },
+			exchange{method: "GET", uri: "/debug/pprof/heap", admin: true, status: 200, answer: "\x1f\x8b"}, []byte("\x1f\x8b")},
+		{"Profile for some seconds", func(ctx context.Context, c *client.Client) (any, error) { return c.Profile(ctx, "profile", 2) },
+			exchange{method: "GET", uri: "/debug/pprof/profile?seconds=2", admin: true, status: 200, answer: "x"}, []byte("x")},
+	}
+	for _, tt := range tests {
+		f.expect(tt.want)
+		got, err := tt.call(context.Background(), admin)
+		if err != nil || client.StatusOf(err) != 200 {
+			t.Errorf("%s = %v, want no error", tt.name, err)
+			continue
+		}
+		for _, d := range f.differences() {
+			t.Errorf("%s sent %s", tt.name, d)
+		}
+		if !reflect.DeepEqual(got, tt.got) {
+			t.Errorf("%s = %#v, want %#v", tt.name, got, tt.got)
+		}
+	}
+}
+
+// Admin calls carry the token only when the client has one, and other
+// calls never do.
+func TestTheAdminTokenGoesWithAdminCallsAlone(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	calls := func(c *client.Client) {
+		_, _ = c.Sell(ctx, client.SaleRequest{ProductID: "p", Quantity: 1}, client.SaleOptions{})
+		_, _ = c.Sell(ctx, client.SaleRequest{ProductID: "p", Quantity: 1}, client.SaleOptions{Strategy: "s"})
+		_, _ = c.SellProduct(ctx, "p", client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{IdempotencyKey: "k"})
+		_, _ = c.Restock(ctx, "p", client.RestockRequest{Quantity: 1})
+		_, _ = c.Product(ctx, "p")
+		_, _ = c.Holds(ctx, "p")
+		_ = c.SetStrategy(ctx, "s")
+		_, _ = c.Strategy(ctx)
+		_, _ = c.Profile(ctx, "heap", 0)
+		_, _ = c.Healthz(ctx)
+	}
+	for _, tc := range []struct {
+		token string
+		want  []string
+	}{
+		{"tok", []string{"POST /sale ", "POST /sale Bearer tok", "POST /products/p/sale ", "PUT /products/p Bearer tok", "GET /products/p ",
+			"GET /products/p/holds Bearer tok", "PUT /strategy Bearer tok", "GET /strategy ", "GET /debug/pprof/heap Bearer tok", "GET /healthz "}},
+		{"", []string{"POST /sale ", "POST /sale ", "POST /products/p/sale ", "PUT /products/p ", "GET /products/p ",
+			"GET /products/p/holds ", "PUT /strategy ", "GET /strategy ", "GET /debug/pprof/heap ", "GET /healthz "}},
+	} {
+		seen = nil
+		calls(client.New(srv.URL+"/", client.Options{AdminToken: tc.token}))
+		if !slices.Equal(seen, tc.want) {
+			t.Errorf("with admin token %q the calls sent\n%q\nwant\n%q", tc.token, seen, tc.want)
+		}
+	}
+}
+
+// problemStatus is the status of every problem type the description
+// lists, as its table gives it.
+var problemStatus = map[string]int{
+	"malformed-request": 400, "bad-product-id": 400, "bad-quantity": 400, "unknown-strategy": 400,
+	"unauthorized": 401, "admin-disabled": 403, "product-not-found": 404, "not-found": 404,
+	"method-not-allowed": 405, "request-timeout": 408, "sold-out": 409, "body-too-large": 413,
+	"uri-too-long": 414, "unsupported-media-type": 415, "idempotency-key-reused": 422, "internal": 500,
+	"not-implemented": 501, "bad-gateway": 502, "lock-timeout": 503, "contention": 503,
+	"overloaded": 503, "lock-lost": 503, "unavailable": 503, "canceled": 503,
+	"outcome-unknown": 503, "strategy-unavailable": 503, "gateway-timeout": 504, "http-version-not-supported": 505,
+}
+
+// describedProblemTypes lists components.schemas.Problem's type enum.
+func describedProblemTypes(t *testing.T) []string {
+	t.Helper()
+	doc, err := spectest.Load(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, v := range doc.Components.Schemas["Problem"].Value.Properties["type"].Value.Enum {
+		types = append(types, v.(string))
+	}
+	return types
+}
+
+func TestEveryProblemTypeIsDecoded(t *testing.T) {
+	f, base := newFake(t)
+	c := client.New(base, client.Options{})
+	types := describedProblemTypes(t)
+	if len(types) != len(problemStatus) {
+		t.Errorf("openapi.yaml lists %d problem types, this test knows %d: add the new ones to problemStatus", len(types), len(problemStatus))
+	}
+	for _, typ := range types {
+		slug := strings.TrimPrefix(typ, client.TypePrefix)
+		status, ok := problemStatus[slug]
+		if !ok {
+			t.Errorf("problem type %s of openapi.yaml is not in problemStatus", typ)
+			continue
+		}
+		for _, breach := range []bool{false, true} {
+			if breach && slug != "sold-out" && slug != "lock-lost" {
+				continue
+			}
+			header := map[string]string{"Content-Type": "application/problem+json", "X-Instance": "inventory-2"}
+			if status == 503 && slug != "outcome-unknown" && slug != "strategy-unavailable" {
+				header["Retry-After"] = "1"
+			}
+			answer := `{"type":"` + typ + `","title":"Title of ` + slug + `","status":` + fmt.Sprint(status) +
+				`,"detail":"What happened.","instance":"/sale","request_id":"rid-1"`
+			if breach {
+				answer += `,"lock_breach":true`
+			}
+			answer += "}\n"
+			f.expect(exchange{method: "POST", uri: "/sale", body: `{"product_id":"p","quantity":1}`, status: status, header: header, answer: answer})
+			sale, err := c.Sell(context.Background(), client.SaleRequest{ProductID: "p", Quantity: 1}, client.SaleOptions{})
+			what := fmt.Sprintf("Sell answered %d %s (lock breach %v)", status, slug, breach)
+			var p *client.Problem
+			if !errors.As(err, &p) || sale != (client.Sale{}) {
+				t.Errorf("%s = %+v, %v; want a *Problem", what, sale, err)
+				continue
+			}
+			want := client.Problem{Status: status, Type: typ, Title: "Title of " + slug, Detail: "What happened.", RequestID: "rid-1",
+				LockBreach: breach, InstancePath: "/sale", Instance: "inventory-2", Method: "POST", Path: "/sale", Body: answer}
+			if header["Retry-After"] != "" {
+				want.RetryAfter = time.Second
+			}
+			if *p != want {
+				t.Errorf("%s = %+v, want %+v", what, *p, want)
+			}
+			if p.Slug() != slug {
+				t.Errorf("%s: Slug() = %q, want %q", what, p.Slug(), slug)
+			}
+			wantMsg := fmt.Sprintf("POST /sale = %d %s: %s: What happened.", status, http.StatusText(status), slug)
+			if breach {
+				wantMsg += " (lock breach)"
+			}
+			if err.Error() != wantMsg {
+				t.Errorf("%s: Error() = %q, want %q", what, err.Error(), wantMsg)
+			}
+			if got := client.StatusOf(err); got != status {
+				t.Errorf("%s: StatusOf = %d, want %d", what, got, status)
+			}
+			if got, want := client.Retryable(err), status >= 500 || status == 408; got != want {
+				t.Errorf("%s: Retryable = %v, want %v", what, got, want)
+			}
+		}
+	}
+}
+
+// A problem that the fast reader leaves to encoding/json (an escape, a
+// member of its own) reads the same; other calls than sales read problems
+// too.
+func TestProblemsOfEveryShapeAndCall(t *testing.T) {
+	f, base := newFake(t)
+	c := client.New(base, client.Options{AdminToken: "tok"})
+	header := map[string]string{"Content-Type": "application/problem+json", "X-Instance": "inventory-1"}
+	answer := `{"type":"urn:inventory:problem:bad-quantity","title":"Bad quantity","status":400,` +
+		`"detail":"quantity must be between 1 and 100, got \"0\"","extra":{"x":[1]}}`
+	f.expect(exchange{method: "PUT", uri: "/products/p", body: `{"quantity":-1}`, admin: true, status: 400, header: header, answer: answer})
+	_, err := c.Restock(context.Background(), "p", client.RestockRequest{Quantity: -1})
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Slug() != "bad-quantity" || p.Detail != `quantity must be between 1 and 100, got "0"` || p.Instance != "inventory-1" || p.Method != "PUT" || p.Path != "/products/p" {
+		t.Errorf("Restock answered %s = %#v, want a bad-quantity *Problem with its detail unescaped", answer, err)
+	}
+	for _, d := range f.differences() {
+		t.Errorf("Restock sent %s", d)
+	}
+}
+
+// Answers that are not problems still say what happened.
+func TestAnswersThatAreNotProblems(t *testing.T) {
+	f, base := newFake(t)
+	c := client.New(base, client.Options{})
+	const page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+	for _, tc := range []struct {
+		status  int
+		header  map[string]string
+		answer  string
+		wantMsg string
+	}{
+		{502, map[string]string{"Content-Type": "text/html"}, page, "GET /strategy = 502 Bad Gateway (not a problem): <html>\r\n<head><title>502 Bad Gateway</title>"},
+		{401, map[string]string{"Content-Type": "text/plain"}, "no\n", "GET /strategy = 401 Unauthorized (not a problem): no"},
+		{504, nil, "", "GET /strategy = 504 Gateway Timeout (empty body)"},
+		{500, map[string]string{"Content-Type": "application/json"}, `{"error":"x"}`, `GET /strategy = 500 Internal Server Error (not a problem): {"error":"x"}`},
+		{599, nil, strings.Repeat("x", 400), "GET /strategy = 599 (not a problem): " + strings.Repeat("x", 300) + "…"},
+	} {
+		f.expect(exchange{method: "GET", uri: "/strategy", status: tc.status, header: tc.header, answer: tc.answer})
+		_, err := c.Strategy(context.Background())
+		var p *client.Problem
+		if !errors.As(err, &p) || p.Status != tc.status || p.Type != "" || p.Body != tc.answer {
+			t.Errorf("Strategy answered %d %.40q = %#v, want a *Problem with the status, no type and the body", tc.status, tc.answer, err)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.wantMsg) {
+			t.Errorf("Strategy answered %d %.40q: Error() = %q, want it to start %q", tc.status, tc.answer, err.Error(), tc.wantMsg)
+		}
+	}
+}
+
+// A connection dropped before or during the answer, and a 2xx whose body
+// is not the operation's, are errors of their own, never a *Problem.
+func TestBrokenAnswers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/products/dropped/sale":
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
+		case "/products/short/sale":
+			conn, buf, _ := w.(http.Hijacker).Hijack()
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nX-Instance: inventory-1\r\n\r\n{\"sale_id\":")
+			_ = buf.Flush()
+			_ = conn.Close()
+		case "/products/garbled/sale":
+			w.Header().Set("X-Instance", "inventory-1")
+			w.Header().Set("Idempotent-Replayed", "true")
+			_, _ = io.WriteString(w, `{"sale_id":"one"}`)
+		}
+	}))
+	defer srv.Close()
+	c := client.New(srv.URL, client.Options{})
+	sell := func(id string) (client.Sale, error) {
+		return c.SellProduct(context.Background(), id, client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{IdempotencyKey: "k"})
+	}
+	var p *client.Problem
+
+	_, err := sell("dropped")
+	if err == nil || errors.As(err, &p) || !client.Retryable(err) || client.StatusOf(err) != 0 || !strings.Contains(err.Error(), srv.URL+"/products/dropped/sale") {
+		t.Errorf("a sale whose connection dropped = %v, want an error naming the URL, not a *Problem, retryable", err)
+	}
+	_, err = sell("short")
+	if err == nil || errors.As(err, &p) || !client.Retryable(err) || !strings.Contains(err.Error(), "POST /products/short/sale = 200 OK: read the answer") {
+		t.Errorf("a sale whose answer was cut short = %v, want a read error, not a *Problem, retryable", err)
+	}
+	sale, err := sell("garbled")
+	if !errors.Is(err, client.ErrMalformedAnswer) || errors.As(err, &p) || client.Retryable(err) || sale != (client.Sale{Instance: "inventory-1", Replayed: true}) {
+		t.Errorf("a 2xx sale whose body is not a sale = %+v, %v; want ErrMalformedAnswer, not retryable, with the replica and the replay header", sale, err)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	f, base := newFake(t)
+	c := client.New(base, client.Options{})
+	for _, tc := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 0}, {"1", time.Second}, {"3600", time.Hour}, {"0", 0}, {"-1", 0}, {"1.5", 0},
+		{"Wed, 21 Oct 2015 07:28:00 GMT", 0}, {"99999999999999999999", 0}, {"9999999999999", 9223372036 * time.Second},
+	} {
+		f.expect(exchange{method: "GET", uri: "/readyz", status: 503, header: map[string]string{"Retry-After": tc.header},
+			answer: `{"type":"urn:inventory:problem:unavailable","title":"Backend unavailable","status":503,"detail":"d"}`})
+		_, err := c.Readyz(context.Background())
+		var p *client.Problem
+		if !errors.As(err, &p) || p.RetryAfter != tc.want {
+			t.Errorf("Readyz answered 503 with Retry-After %q = %#v, want RetryAfter %v", tc.header, err, tc.want)
+		}
+	}
+}
+
+// A buyer waits as long as the service's Retry-After asks before a retry,
+// at least its own backoff, and at most MaxRetryAfter.
+func TestRetryWaitHonoursRetryAfter(t *testing.T) {
+	const backoff = 50 * time.Millisecond
+	var r client.Retry // the defaults
+	for _, tc := range []struct {
+		retryAfter time.Duration
+		try        int
+		want       time.Duration
+	}{
+		{0, 0, backoff},
+		{0, 2, 4 * backoff},
+		{time.Second, 0, time.Second},
+		{time.Second, 5, 32 * backoff},
+		{time.Hour, 0, 5 * time.Second},
+		{0, 1, 2 * backoff},
+		{0, 300, backoff << 30},
+	} {
+		err := &client.Problem{Status: 503, RetryAfter: tc.retryAfter}
+		if got := r.Wait(tc.try, err); got != tc.want {
+			t.Errorf("Retry-After %v, try %d: Wait = %s, want %s", tc.retryAfter, tc.try, got, tc.want)
+		}
+	}
+	if got := (client.Retry{Backoff: time.Millisecond, MaxRetryAfter: 2 * time.Millisecond}).Wait(0, &client.Problem{RetryAfter: time.Second}); got != 2*time.Millisecond {
+		t.Errorf("Wait with MaxRetryAfter 2ms after Retry-After 1s = %v, want 2ms", got)
+	}
+	if got := r.Wait(1, errors.New("connection reset")); got != 2*backoff {
+		t.Errorf("Wait(1) after no answer = %v, want the backoff %v", got, 2*backoff)
+	}
+}
+
+func TestRetryDoSendsAgainUntilTheAnswerIsFinal(t *testing.T) {
+	unavailable := &client.Problem{Status: 503, Type: client.TypePrefix + "lock-timeout", RetryAfter: time.Second}
+	unknown := &client.Problem{Status: 503, Type: client.TypePrefix + "outcome-unknown"}
+	soldOut := &client.Problem{Status: 409, Type: client.TypePrefix + "sold-out"}
+	badGateway := &client.Problem{Status: 502}
+	tooMany := &client.Problem{Status: 429}
+	reused := &client.Problem{Status: 422}
+	dropped := errors.New("connection reset by peer")
+	malformed := fmt.Errorf("x: %w", client.ErrMalformedAnswer)
+	sold := client.Sale{SaleID: 7}
+	for _, tc := range []struct {
+		name        string
+		max         int
+		answers     []error // nil: sold
+		wantRetries int
+		wantErr     error
+	}{
+		{"sold at once", 3, []error{nil}, 0, nil},
+		{"503s, then sold", 5, []error{unavailable, unknown, nil}, 2, nil},
+		{"no answer, 502, 429, then sold out", 5, []error{dropped, badGateway, tooMany, soldOut}, 3, soldOut},
+		{"a 422 is final", 5, []error{dropped, reused}, 1, reused},
+		{"a 2xx not read is final", 5, []error{malformed}, 0, malformed},
+		{"no retry allowed", 0, []error{unavailable}, 0, unavailable},
+		{"out of retries", 2, []error{unavailable, unavailable, unavailable, nil}, 2, unavailable},
+	} {
+		calls := 0
+		r := client.Retry{Max: tc.max, Backoff: time.Nanosecond, MaxRetryAfter: time.Nanosecond}
+		sale, retries, err := r.Do(context.Background(), func(context.Context) (client.Sale, error) {
+			err := tc.answers[calls]
+			calls++
+			if err != nil {
+				return client.Sale{}, err
+			}
+			return sold, nil
+		})
+		if retries != tc.wantRetries || calls != retries+1 || err != tc.wantErr || (err == nil) != (sale == sold) {
+			t.Errorf("%s: Do = %+v, %d retries (%d calls), %v; want %d retries, %v", tc.name, sale, retries, calls, err, tc.wantRetries, tc.wantErr)
+		}
+	}
+
+	// A buyer whose context ends while it waits keeps the answer it has.
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	_, retries, err := client.Retry{Max: 3}.Do(ctx, func(context.Context) (client.Sale, error) {
+		calls++
+		cancel()
+		return client.Sale{}, unavailable
+	})
+	if calls != 1 || retries != 0 || err != unavailable {
+		t.Errorf("Do with the context ended after the first answer = %d retries (%d calls), %v; want the first answer, no retry", retries, calls, err)
+	}
+}
+
+// The default HTTP client keeps connections alive: many sales in a row
+// reuse a few.
+func TestSalesReuseConnections(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		if r.URL.Query().Get("strategy") == "sold-out" {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"type":"urn:inventory:problem:sold-out","title":"Sold out","status":409,"detail":"d"}`)
+			return
+		}
+		_, _ = io.WriteString(w, saleAnswer)
+	}))
+	srv.Start()
+	defer srv.Close()
+	c := client.New(srv.URL, client.Options{Concurrency: 1})
+	defer c.CloseIdleConnections()
+	for i := range 50 {
+		opts := client.SaleOptions{}
+		if i%2 == 1 {
+			opts.Strategy = "sold-out"
+		}
+		_, err := c.Sell(context.Background(), client.SaleRequest{ProductID: "sku-1", Quantity: 1}, opts)
+		var p *client.Problem
+		if err != nil && !(errors.As(err, &p) && p.Status == http.StatusConflict) {
+			t.Fatalf("sale %d: %v", i, err)
+		}
+	}
+	if len(conns) != 1 {
+		t.Errorf("50 sales one after the other, every other one sold out, used %d connections, want 1", len(conns))
+	}
+}
+
+// An oversized answer is read up to a bound, and still gives a *Problem.
+func TestAHugeErrorAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		bw := bufio.NewWriter(w)
+		for range 1 << 20 {
+			_, _ = bw.WriteString("xxxxxxxx")
+		}
+		_ = bw.Flush()
+	}))
+	defer srv.Close()
+	_, err := client.New(srv.URL, client.Options{}).Sell(context.Background(), client.SaleRequest{ProductID: "p", Quantity: 1}, client.SaleOptions{})
+	if p := (*client.Problem)(nil); !errors.As(err, &p) || p.Status != 502 || len(p.Body) != 64<<10 {
+		t.Errorf("a sale answered 502 with 8 MiB = %.100v; want a 502 *Problem with the first 64 KiB of the body", err)
+	}
+}
+
+// A default Client works when a test has replaced http.DefaultTransport
+// with a RoundTripper that is not an *http.Transport, as spectest does.
+func TestNewWithDefaultTransportReplaced(t *testing.T) {
+	f, base := newFake(t)
+	saved := http.DefaultTransport
+	http.DefaultTransport = roundTripper(func(r *http.Request) (*http.Response, error) { return saved.RoundTrip(r) })
+	defer func() { http.DefaultTransport = saved }()
+	f.expect(exchange{method: "GET", uri: "/healthz", status: 200, answer: `{"status":"ok","instance":"i"}`})
+	if h, err := client.New(base, client.Options{}).Healthz(context.Background()); err != nil || h.Status != "ok" {
+		t.Errorf("Healthz() with http.DefaultTransport replaced = %+v, %v", h, err)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
