@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"inventory/internal/faults"
+
+	"inventory/internal/testenv"
 )
 
 // TestShortFaultMatrix runs one faulted run of every strategy the fleet
@@ -20,6 +22,7 @@ import (
 // whole fleet costs one round for all strategies, so the matrix `make test`
 // runs is short in runs (one per cell) and buyers, not in faults.
 func TestShortFaultMatrix(t *testing.T) {
+	testenv.InTier(t, testenv.TierFaults)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	o, err := parseFaultFlags([]string{"--runs", "1", "--stock", "40", "--buyers", "80"}, &bytes.Buffer{})

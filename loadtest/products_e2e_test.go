@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"inventory/internal/testenv"
 )
 
 // TestManyProductsAgainstATwoReplicaFleet sells 8 products at once, buyers
@@ -16,6 +18,7 @@ import (
 // safe rows SAFE with every product ≥ 0 and the row's figures the sums of
 // its products', none caught overselling the hot product.
 func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	const (
 		prefix   = "sku-e2e-many"
 		products = 8

@@ -14,12 +14,15 @@ import (
 	"inventory/internal/api/spectest"
 	"inventory/internal/client"
 	"inventory/internal/fleet"
+
+	"inventory/internal/testenv"
 )
 
 // TestEveryCallAgainstTheService makes every call once against a real
 // replica behind nginx, every exchange checked against the OpenAPI
 // description on the way.
 func TestEveryCallAgainstTheService(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	checker, err := spectest.New(api.OpenAPI)

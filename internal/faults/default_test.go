@@ -14,6 +14,8 @@ import (
 
 	"inventory/internal/client"
 	"inventory/internal/fleet"
+
+	"inventory/internal/testenv"
 )
 
 // TestTheFleetDefaultIsWhatPostgresHolds checks, on a two-replica fleet
@@ -27,6 +29,7 @@ import (
 // 50 units, and the ledger must show no oversell and every sale made with
 // the default Postgres holds.
 func TestTheFleetDefaultIsWhatPostgresHolds(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// The fleet starts on none: a replica that falls back to it oversells.

@@ -11,6 +11,8 @@ import (
 
 	"inventory/internal/client"
 	"inventory/internal/fleet"
+
+	"inventory/internal/testenv"
 )
 
 // TestRedisFailoverLosesTheLockAndTheServiceFollowsTheSentinel runs
@@ -21,6 +23,7 @@ import (
 // client with nothing redirected by hand (they have no Redis link), and
 // Heal leaves the old primary a replica of the new one.
 func TestRedisFailoverLosesTheLockAndTheServiceFollowsTheSentinel(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f, err := fleet.Start(ctx, fleet.Options{

@@ -15,6 +15,8 @@ import (
 
 	"inventory/internal/api"
 	"inventory/internal/client"
+
+	"inventory/internal/testenv"
 )
 
 // The edge of the real stack: nginx's body limit and problem answers, the
@@ -77,6 +79,7 @@ func checkProblem(t *testing.T, what string, a edgeAnswer, status int, slug stri
 }
 
 func TestEdge(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	f, err := Start(context.Background(), Options{Replicas: 2, Binary: binary, NoFsync: true})
 	if err != nil {
 		t.Fatalf("Start(2 replicas) = %v", err)

@@ -12,6 +12,8 @@ import (
 
 	"inventory/internal/client"
 	"inventory/internal/settings"
+
+	"inventory/internal/testenv"
 )
 
 // TestPausedReplicaCannotSellWhatItNoLongerHolds pauses a replica with
@@ -21,6 +23,7 @@ import (
 // must not land: the reentrant strategy's fencing token is refused by
 // Postgres (or its lease context is already cancelled), and it answers 503.
 func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	f, err := Start(context.Background(), Options{Binary: binary, NoFsync: true, AdminToken: "tok",
 		Env: map[string]string{"INVENTORY_LOCK_TTL": "500ms", "INVENTORY_WORK_DELAY": "400ms"}})
 	if err != nil {

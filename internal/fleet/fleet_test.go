@@ -22,6 +22,8 @@ import (
 	"inventory/internal/localstack"
 
 	"github.com/jackc/pgx/v5"
+
+	"inventory/internal/testenv"
 )
 
 var binary string // built once by TestMain
@@ -93,6 +95,7 @@ func children(t *testing.T) []int {
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestStartServesThroughNginxAndStopEndsEveryProcess(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	ctx := context.Background()
 	before := children(t)
 	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, NoFsync: true, AdminToken: "test-token"})
@@ -165,6 +168,7 @@ func TestStartServesThroughNginxAndStopEndsEveryProcess(t *testing.T) {
 }
 
 func TestNamingTheStrategyThroughNginxNeedsTheAdminToken(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	ctx := context.Background()
 	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, NoFsync: true})
 	if err != nil {
@@ -191,6 +195,7 @@ func TestNamingTheStrategyThroughNginxNeedsTheAdminToken(t *testing.T) {
 }
 
 func TestStopEndsAStoppedReplica(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	// A replica frozen by SIGSTOP (as fault tests do) must not hang Stop.
 	f, err := Start(context.Background(), Options{Replicas: 1, Binary: binary, NoFsync: true})
 	if err != nil {
@@ -211,6 +216,7 @@ func TestStopEndsAStoppedReplica(t *testing.T) {
 }
 
 func TestStartFailureReportsTheReplicaLogAndCleansUp(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	before := children(t)
 	_, err := Start(context.Background(), Options{
 		Replicas: 2, Binary: binary, NoFsync: true,
@@ -243,6 +249,7 @@ func TestChildEnvDropsStrayInventoryVariables(t *testing.T) {
 }
 
 func TestKilledReplicaRestartsOnItsAddress(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	ctx := context.Background()
 	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, NoFsync: true, AdminToken: "tok"})
 	if err != nil {

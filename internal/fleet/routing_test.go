@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"inventory/internal/client"
+
+	"inventory/internal/testenv"
 )
 
 // TestSalesByProductPathStickToOneReplica: through nginx, POST
@@ -14,6 +16,7 @@ import (
 // (consistent hashing), while different products spread over both; POST
 // /sale keeps round robin.
 func TestSalesByProductPathStickToOneReplica(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	f, err := Start(context.Background(), Options{Binary: binary, NoFsync: true, AdminToken: "tok"})
 	if err != nil {
 		t.Fatalf("Start: %v", err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"inventory/internal/client"
+
+	"inventory/internal/testenv"
 )
 
 // TestSoldOutIsForgottenOnEveryReplicaWhenRestocked: both replicas see a
@@ -14,6 +16,7 @@ import (
 // reaches the other by Redis pub/sub, so it sells again. The marks here last
 // a minute (INVENTORY_SOLD_OUT_TTL), so only the announcement can end them.
 func TestSoldOutIsForgottenOnEveryReplicaWhenRestocked(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	f, err := Start(context.Background(), Options{Binary: binary, NoFsync: true, AdminToken: "tok",
 		Env: map[string]string{"INVENTORY_SOLD_OUT_TTL": "1m", "INVENTORY_STRATEGY": "atomic"}})
 	if err != nil {
