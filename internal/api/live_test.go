@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,16 @@ func TestLiveCountsTheSalesSinceACursor(t *testing.T) {
 		if r := f.do("GET", "/live?since="+bad, "", ""); r.status != 400 || r.body["type"] != problemTypePrefix+"malformed-request" {
 			t.Errorf("GET /live?since=%s = %d %s, want 400 malformed-request", bad, r.status, r.raw)
 		}
+	}
+}
+
+// TestLivePageIsServed: GET / is the live page, a self-contained HTML
+// document (the browser test, in the e2e tier, checks what it shows).
+func TestLivePageIsServed(t *testing.T) {
+	f := newFixture(t, adminToken)
+	r := f.do("GET", "/", "", "")
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(r.raw, "/live") {
+		t.Errorf("GET / = %d %q, %d bytes; want 200 text/html, a page that polls /live", r.status, r.header.Get("Content-Type"), len(r.raw))
 	}
 }
 
