@@ -21,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/api"
-	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/lock/zklock"
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
@@ -113,7 +113,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Store:      store,
 		Redis:      rdb,
 		Instance:   cfg.Instance,
-		Lock:       lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m},
+		Lock:       redislock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m},
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
 		// Always on: a few MB at most, and the fault matrix reads it.

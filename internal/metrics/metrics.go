@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
-	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redislock"
 )
 
 // latencyBuckets resolve sub-millisecond Redis paths as well as multi-second
@@ -169,42 +169,42 @@ func httpMethod(method string) string {
 	return "other"
 }
 
-// Acquired implements lock.Observer.
+// Acquired implements redislock.Observer.
 func (m *Metrics) Acquired(_ string, err error, wait time.Duration, roundTrips int) {
 	m.lockAcquire.WithLabelValues(lockResult(err)).Observe(wait.Seconds())
 	m.lockTrips.Observe(float64(roundTrips))
 }
 
-// Renewed implements lock.Observer.
+// Renewed implements redislock.Observer.
 func (m *Metrics) Renewed(_ string, err error) { m.lockRenewals.WithLabelValues(lockResult(err)).Inc() }
 
-// Lost implements lock.Observer.
+// Lost implements redislock.Observer.
 func (m *Metrics) Lost(_ string, reason error) { m.lockLost.WithLabelValues(lockResult(reason)).Inc() }
 
-// Released implements lock.Observer.
+// Released implements redislock.Observer.
 func (m *Metrics) Released(_ string, held time.Duration, err error) {
 	m.lockHeld.Observe(held.Seconds())
 	m.lockReleases.WithLabelValues(lockResult(err)).Inc()
 }
 
-var _ lock.Observer = (*Metrics)(nil)
+var _ redislock.Observer = (*Metrics)(nil)
 
 // lockResult turns a lock error into a small, fixed set of label values.
 func lockResult(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, lock.ErrNotAcquired), errors.Is(err, pglock.ErrNotAcquired):
+	case errors.Is(err, redislock.ErrNotAcquired), errors.Is(err, pglock.ErrNotAcquired):
 		return "not_acquired"
-	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
+	case errors.Is(err, redislock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
 		return "timeout"
-	case errors.Is(err, lock.ErrMaxHold):
+	case errors.Is(err, redislock.ErrMaxHold):
 		return "max_hold"
-	case errors.Is(err, lock.ErrLost), errors.Is(err, pglock.ErrLost):
+	case errors.Is(err, redislock.ErrLost), errors.Is(err, pglock.ErrLost):
 		return "lost"
-	case errors.Is(err, lock.ErrNotHeld), errors.Is(err, pglock.ErrNotHeld):
+	case errors.Is(err, redislock.ErrNotHeld), errors.Is(err, pglock.ErrNotHeld):
 		return "not_held"
-	case errors.Is(err, lock.ErrReleaseUnknown), errors.Is(err, pglock.ErrReleaseUnknown):
+	case errors.Is(err, redislock.ErrReleaseUnknown), errors.Is(err, pglock.ErrReleaseUnknown):
 		return "unknown"
 	default:
 		return "error"

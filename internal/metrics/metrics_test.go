@@ -12,23 +12,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redislock"
 )
 
 func TestLockResultLabels(t *testing.T) {
 	wrap := func(err error) error {
-		return &lock.Error{Op: "lock", Key: "lock:{k}", Err: fmt.Errorf("ctx: %w", err)}
+		return &redislock.Error{Op: "lock", Key: "lock:{k}", Err: fmt.Errorf("ctx: %w", err)}
 	}
 	for err, want := range map[error]string{
-		nil:                            "ok",
-		wrap(lock.ErrNotAcquired):      "not_acquired",
-		wrap(lock.ErrTimeout):          "timeout",
-		wrap(lock.ErrMaxHold):          "max_hold",
-		wrap(lock.ErrLost):             "lost",
-		wrap(lock.ErrNotHeld):          "not_held",
-		wrap(lock.ErrReleaseUnknown):   "unknown",
-		errors.New("connection reset"): "error",
+		nil:                               "ok",
+		wrap(redislock.ErrNotAcquired):    "not_acquired",
+		wrap(redislock.ErrTimeout):        "timeout",
+		wrap(redislock.ErrMaxHold):        "max_hold",
+		wrap(redislock.ErrLost):           "lost",
+		wrap(redislock.ErrNotHeld):        "not_held",
+		wrap(redislock.ErrReleaseUnknown): "unknown",
+		errors.New("connection reset"):    "error",
 		&pglock.Error{Op: "lock", Key: "lock:{k}", Err: pglock.ErrTimeout}:        "timeout",
 		&pglock.Error{Op: "trylock", Key: "lock:{k}", Err: pglock.ErrNotAcquired}: "not_acquired",
 		&pglock.Error{Op: "release", Key: "lock:{k}", Err: pglock.ErrNotHeld}:     "not_held",
@@ -58,7 +58,7 @@ func TestEventsReachTheRegistry(t *testing.T) {
 	m.Sale("lua", "sold-out", time.Millisecond)
 	m.OptimisticConflict()
 	m.Acquired("lock:{k}", nil, 2*time.Millisecond, 3)
-	m.Lost("lock:{k}", &lock.Error{Err: lock.ErrLost})
+	m.Lost("lock:{k}", &redislock.Error{Err: redislock.ErrLost})
 	m.HTTPRequest("/sale", "POST", 200, time.Millisecond)
 
 	want := `

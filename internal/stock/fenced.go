@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/lock/redlock"
 	"inventory/internal/lock/zklock"
 )
@@ -49,7 +49,7 @@ func lost(l interface{ Err() error }, err error) error {
 	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
-	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&
+	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, redislock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&
 		!errors.Is(lerr, etcdlock.ErrReleased) && !errors.Is(lerr, redlock.ErrReleased) &&
 		!errors.Is(lerr, zklock.ErrReleased) {
 		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
@@ -57,7 +57,7 @@ func lost(l interface{ Err() error }, err error) error {
 	return err
 }
 
-// fenceFloor is lock.Options.FenceFloor for a product's lock: the highest
+// fenceFloor is redislock.Options.FenceFloor for a product's lock: the highest
 // token of column col's lock the product's stock row was claimed with, so
 // that a fencing counter lost with Redis never restarts below what Postgres
 // has seen. key is lockKey(id).
@@ -92,12 +92,12 @@ func lockErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
 	case errors.As(err, &zkErr):
 		return fmt.Errorf("zookeeper: lock: %w: %w", ErrUnavailable, err)
-	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout), errors.Is(err, etcdlock.ErrTimeout),
+	case errors.Is(err, redislock.ErrTimeout), errors.Is(err, pglock.ErrTimeout), errors.Is(err, etcdlock.ErrTimeout),
 		errors.Is(err, redlock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	case errors.As(err, new(*etcdlock.Error)):
 		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
-	case errors.Is(err, lock.ErrLost), errors.Is(err, redlock.ErrLost):
+	case errors.Is(err, redislock.ErrLost), errors.Is(err, redlock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
 	case errors.As(err, &pgErr):
 		return dbErr("lock", err)

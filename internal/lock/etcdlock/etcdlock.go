@@ -75,10 +75,10 @@
 //
 // # Measured
 //
-// BenchmarkLockRelease here and internal/lock's BenchmarkLock (Mutex,
+// BenchmarkLockRelease here and internal/lock/redislock's BenchmarkLock (Mutex,
 // work=0s, notified) in one run (go test -p 1 -run '^$' -bench
 // 'BenchmarkLockRelease|BenchmarkLock/Mutex/goroutines=(1|8|64)/work=0s/notified'
-// -benchtime 2s -count 2 ./internal/lock/ ./internal/lock/etcdlock/), on
+// -benchtime 2s -count 2 ./internal/lock/redislock/ ./internal/lock/etcdlock/), on
 // the 2-core development box shared with other builds (load average
 // 8–11), 2026-11-24: etcd 3.4.23 (Debian) and Redis 7.0 as local
 // processes on loopback, etcd's data on disk (fsync on), two Lockers
@@ -134,7 +134,7 @@ type Options struct {
 
 // Observer receives lock events, e.g. to export metrics. Implementations must
 // be safe for concurrent use and must not block. (Its methods are a subset
-// of the Redis lock package's Observer, so one value can serve both.)
+// of package redislock's Observer, so one value can serve both.)
 type Observer interface {
 	// Acquired reports one Lock or TryLock call: nil on success, else the
 	// error returned; how long it waited; the etcd requests it made.
@@ -147,7 +147,7 @@ type Observer interface {
 
 // Errors returned by this package, wrapped in *Error; match them with
 // errors.Is. ErrTimeout, ErrLost, ErrNotHeld, ErrReleaseUnknown and
-// ErrReleased mean what the Redis lock package's errors of the same names
+// ErrReleased mean what package redislock's errors of the same names
 // mean.
 var (
 	// ErrNotAcquired: the lock is held by someone else (TryLock).

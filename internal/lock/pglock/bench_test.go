@@ -21,7 +21,7 @@ func (c *tripCounter) Acquired(_ string, _ error, _ time.Duration, trips int) {
 func (c *tripCounter) Lost(string, error)                    {}
 func (c *tripCounter) Released(string, time.Duration, error) {}
 
-// BenchmarkLock measures Lock+Release on one name, as internal/lock's
+// BenchmarkLock measures Lock+Release on one name, as internal/lock/redislock's
 // BenchmarkLock does for the Redis locks: uncontended (1 goroutine) and
 // contended (8 and 64 goroutines over two pools, as two replicas).
 // Reported: acquisitions/s, p50/p99/max wait inside Lock, and statements

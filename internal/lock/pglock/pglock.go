@@ -49,7 +49,7 @@
 // # Measured
 //
 // BenchmarkLock (go test -run '^$' -bench BenchmarkLock -benchtime 2s
-// -count 2, here and in internal/lock for its Mutex, work=0s rows) on the
+// -count 2, here and in internal/lock/redislock for its Mutex, work=0s rows) on the
 // 2-core development box, 2026-11-23: Postgres 15 and Redis 7.0 as local
 // processes on loopback, the test Postgres with fsync and
 // synchronous_commit off, two pools ("replicas"), empty critical section,
@@ -118,7 +118,7 @@ type Options struct {
 
 // Observer receives lock events, e.g. to export metrics. Implementations must
 // be safe for concurrent use and must not block. (Its methods are a subset
-// of the Redis lock package's Observer, so one value can serve both.)
+// of package redislock's Observer, so one value can serve both.)
 type Observer interface {
 	// Acquired reports one Lock or TryLock call: nil on success, else the
 	// error returned; how long it waited; the statements it ran.
@@ -130,7 +130,7 @@ type Observer interface {
 }
 
 // Errors returned by this package, wrapped in *Error; match them with
-// errors.Is. They mean what the Redis lock package's errors of the same
+// errors.Is. They mean what package redislock's errors of the same
 // names mean.
 var (
 	// ErrNotAcquired: the lock is held by someone else (TryLock).

@@ -47,7 +47,7 @@ type Options struct {
 
 // Observer receives lock events, e.g. to export metrics. Implementations must
 // be safe for concurrent use and must not block. (Its methods are a subset
-// of the Redis lock package's Observer, so one value can serve both.)
+// of package redislock's Observer, so one value can serve both.)
 type Observer interface {
 	// Acquired reports one Lock or TryLock call: nil on success, else the
 	// error returned; how long it waited; the commands it sent, over all
@@ -60,7 +60,7 @@ type Observer interface {
 }
 
 // Errors returned by this package, wrapped in *Error; match them with
-// errors.Is. They mean what the Redis lock package's errors of the same
+// errors.Is. They mean what package redislock's errors of the same
 // names mean.
 var (
 	// ErrNotAcquired: no majority granted the lock, some server refused
@@ -691,7 +691,7 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // fenceKey names the fencing counter that belongs to key, in the same Redis
 // Cluster slot: "lock:{sku-1}" → "lock:{sku-1}:redlock-fence"; a key
 // without a hash tag is its own tag: "lock-a" → "{lock-a}:redlock-fence".
-// The name differs from the Redis lock package's counter, so the two never
+// The name differs from package redislock's counter, so the two never
 // share one even on one server.
 func fenceKey(key string) (string, error) {
 	const suffix = ":redlock-fence"

@@ -26,7 +26,7 @@ func (c *tripCounter) Released(string, time.Duration, error) {}
 // replicas), empty critical section, against the test ZooKeeper (local,
 // forceSync=no). Reported: acquisitions/s, p50/p99 wait inside Lock, p50
 // of Lock+Release together, and requests per acquisition (the release's
-// delete included). Compare with internal/lock's BenchmarkLock/Mutex.
+// delete included). Compare with internal/lock/redislock's BenchmarkLock/Mutex.
 func BenchmarkLockRelease(b *testing.B) {
 	servers := testenv.ZooKeeperServers(b)
 	for _, n := range []int{1, 8} {

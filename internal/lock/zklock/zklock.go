@@ -67,7 +67,7 @@
 // # Measured
 //
 // BenchmarkLockRelease (-benchtime 2s, three runs) on the 2-core development
-// box, 2026-11-23, in the same sessions as internal/lock's
+// box, 2026-11-23, in the same sessions as internal/lock/redislock's
 // BenchmarkLock/Mutex/…/work=0s/notified: ZooKeeper 3.8 standalone
 // (localstack, forceSync=no) and Redis 7.0 on loopback, empty critical
 // section, other builds sharing the machine:
@@ -128,8 +128,8 @@ type Options struct {
 
 // Observer receives lock events, e.g. to export metrics. Implementations must
 // be safe for concurrent use and must not block: Lost is called from the
-// ZooKeeper client's own goroutine. (Its methods are a subset of the Redis
-// lock package's Observer, so one value can serve both.)
+// ZooKeeper client's own goroutine. (Its methods are a subset of package
+// redislock's Observer, so one value can serve both.)
 type Observer interface {
 	// Acquired reports one Lock or TryLock call: nil on success, else the
 	// error returned; how long it waited; the ZooKeeper requests it made.
@@ -141,7 +141,7 @@ type Observer interface {
 }
 
 // Errors returned by this package, wrapped in *Error; match them with
-// errors.Is. They mean what the Redis lock package's errors of the same
+// errors.Is. They mean what package redislock's errors of the same
 // names mean.
 var (
 	// ErrNotAcquired: the lock is held by someone else (TryLock).

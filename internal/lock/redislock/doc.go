@@ -1,4 +1,4 @@
-// Package lock provides Redis locks that tell their holder the moment it
+// Package redislock provides Redis locks that tell their holder the moment it
 // loses the lock.
 //
 // Three kinds share one Lease type:
@@ -208,7 +208,7 @@
 // Mutex. A waiter makes about one re-check per PollInterval, so N waiters
 // on a key cost N scripts per second. Measured with BenchmarkLockRelease
 // (go test -run '^$' -bench '^BenchmarkLockRelease$' -benchtime=2s
-// ./internal/lock/), Mutex and Fair in the same runs, two clients, default
+// ./internal/lock/redislock/), Mutex and Fair in the same runs, two clients, default
 // Options; three runs on 2026-11-23 with other builds on the two cores
 // (load average 4–7), so ranges:
 //
@@ -246,7 +246,7 @@
 // # Measured
 //
 // BenchmarkLock (go test -run '^$' -bench BenchmarkLock -benchtime=1s
-// -count=2 ./internal/lock/) on the 2-core development box (Debian 12),
+// -count=2 ./internal/lock/redislock/) on the 2-core development box (Debian 12),
 // redis 7.0.15 as a local process on loopback, go-redis v9.23.0 with two
 // clients (two "replicas"), default Options, each case once notified and
 // once polling (Options.PollOnly) in the same run; 2026-11-23, with three
@@ -307,10 +307,10 @@
 // other builds shared the machine, so read ratios, not absolutes):
 //
 //	lock           package   fence                            acquire p50
-//	Mutex (redis)  lock      INCR beside the key, Postgres    42–56 µs
+//	Mutex (redis)  redislock INCR beside the key, Postgres    42–56 µs
 //	                         floor when Redis lost it
-//	Reentrant      lock      the same counter as Mutex        one script, like Mutex
-//	Fair           lock      its own counter, Postgres floor  46–47 µs
+//	Reentrant      redislock the same counter as Mutex        one script, like Mutex
+//	Fair           redislock its own counter, Postgres floor  46–47 µs
 //	Redlock (3)    redlock   a counter on each server, the    211–223 µs
 //	                         majority's max, Postgres floor   (Lock+Release 341–369 µs)
 //	etcd           etcdlock  the key's create revision        1.07–1.10 ms, fsync on
@@ -318,7 +318,7 @@
 //	ZooKeeper      zklock    the lock node's czxid            0.59–0.71 ms, forceSync=no
 //	                                                          (Lock+Release 0.89–1.05 ms)
 //	lock table     pglock    the row's grant counter          70–160 µs
-//	SetNX          lock      none (the unsafe one)            one SETNX + PEXPIRE
+//	SetNX          redislock none (the unsafe one)            one SETNX + PEXPIRE
 //
 // On each fault (the design's vocabulary; "refused" means the stale
 // holder's claim on the stock row is refused by the fence, a breach, never
@@ -358,4 +358,4 @@
 //
 // (sales over the whole run, which includes answering the 500 buyers
 // after the sell-out; the README has the table and the command).
-package lock
+package redislock

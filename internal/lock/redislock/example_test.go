@@ -1,4 +1,4 @@
-package lock_test
+package redislock_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
 // A sale under a Mutex: the work runs under the lease's context, so a lost
@@ -17,12 +17,12 @@ import (
 func ExampleMutex_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	m := lock.NewMutex(rdb, lock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second})
+	m := redislock.NewMutex(rdb, redislock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second})
 	defer m.Close() // stops the subscription that wakes waiters (it also stops when idle)
 
 	ctx := context.Background()
 	lease, err := m.Lock(ctx, "lock:{sku-1}")
-	if errors.Is(err, lock.ErrTimeout) {
+	if errors.Is(err, redislock.ErrTimeout) {
 		fmt.Println("busy, try later") // e.g. 503 with Retry-After
 		return
 	} else if err != nil {
@@ -40,10 +40,10 @@ func ExampleMutex_Lock() {
 func ExampleReentrant_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	r := lock.NewReentrant(rdb, lock.Options{MaxHold: time.Minute})
+	r := redislock.NewReentrant(rdb, redislock.Options{MaxHold: time.Minute})
 	defer r.Close()
 
-	ctx := lock.WithOwner(context.Background(), "request-42")
+	ctx := redislock.WithOwner(context.Background(), "request-42")
 	outer, err := r.Lock(ctx, "lock:{sku-1}")
 	if err != nil {
 		return
