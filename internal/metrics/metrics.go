@@ -14,8 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
-	"inventory/internal/lock/pglock"
-	"inventory/internal/lock/redislock"
+	"inventory/internal/lock"
 )
 
 // latencyBuckets resolve sub-millisecond Redis paths as well as multi-second
@@ -169,42 +168,42 @@ func httpMethod(method string) string {
 	return "other"
 }
 
-// Acquired implements redislock.Observer.
+// Acquired implements lock.Observer.
 func (m *Metrics) Acquired(_ string, err error, wait time.Duration, roundTrips int) {
 	m.lockAcquire.WithLabelValues(lockResult(err)).Observe(wait.Seconds())
 	m.lockTrips.Observe(float64(roundTrips))
 }
 
-// Renewed implements redislock.Observer.
+// Renewed implements lock.Observer.
 func (m *Metrics) Renewed(_ string, err error) { m.lockRenewals.WithLabelValues(lockResult(err)).Inc() }
 
-// Lost implements redislock.Observer.
+// Lost implements lock.Observer.
 func (m *Metrics) Lost(_ string, reason error) { m.lockLost.WithLabelValues(lockResult(reason)).Inc() }
 
-// Released implements redislock.Observer.
+// Released implements lock.Observer.
 func (m *Metrics) Released(_ string, held time.Duration, err error) {
 	m.lockHeld.Observe(held.Seconds())
 	m.lockReleases.WithLabelValues(lockResult(err)).Inc()
 }
 
-var _ redislock.Observer = (*Metrics)(nil)
+var _ lock.Observer = (*Metrics)(nil)
 
 // lockResult turns a lock error into a small, fixed set of label values.
 func lockResult(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, redislock.ErrNotAcquired), errors.Is(err, pglock.ErrNotAcquired):
+	case errors.Is(err, lock.ErrNotAcquired):
 		return "not_acquired"
-	case errors.Is(err, redislock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
+	case errors.Is(err, lock.ErrTimeout):
 		return "timeout"
-	case errors.Is(err, redislock.ErrMaxHold):
+	case errors.Is(err, lock.ErrMaxHold):
 		return "max_hold"
-	case errors.Is(err, redislock.ErrLost), errors.Is(err, pglock.ErrLost):
+	case errors.Is(err, lock.ErrLost):
 		return "lost"
-	case errors.Is(err, redislock.ErrNotHeld), errors.Is(err, pglock.ErrNotHeld):
+	case errors.Is(err, lock.ErrNotHeld):
 		return "not_held"
-	case errors.Is(err, redislock.ErrReleaseUnknown), errors.Is(err, pglock.ErrReleaseUnknown):
+	case errors.Is(err, lock.ErrReleaseUnknown):
 		return "unknown"
 	default:
 		return "error"

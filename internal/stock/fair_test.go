@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
 )
 
@@ -36,7 +37,7 @@ func TestFairLockLost(t *testing.T) {
 			const id = "fair-fault"
 			e.restock(t, id, 10)
 			da := e.deps("replica-a")
-			da.Lock = redislock.Options{TTL: c.ttl, Wait: 2 * time.Second}
+			da.Lock = redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 2 * time.Second}}
 			da.WorkDelay = 700 * time.Millisecond
 			a := e.seller(t, Fair, da)
 			b := e.replica(t, Fair, "replica-b", 0)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 )
@@ -64,7 +65,7 @@ func TestReentrantLockLost(t *testing.T) {
 			const id = "fault"
 			e.restock(t, id, 10)
 			da := e.deps("replica-a")
-			da.Lock = redislock.Options{TTL: c.ttl, Wait: 2 * time.Second}
+			da.Lock = redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 2 * time.Second}}
 			da.WorkDelay = 700 * time.Millisecond
 			da.Holds = NewHoldLog(10)
 			a := e.seller(t, Reentrant, da)

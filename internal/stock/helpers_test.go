@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 	"inventory/migrations"
@@ -71,7 +72,7 @@ func newRedis(t *testing.T, url string) *redis.Client {
 // testLock is lock options that keep the tests quick: a shorter top backoff
 // than the default 32ms means fewer idle gaps between one holder's release
 // and the next waiter's try, on a lock 64 goroutines queue for.
-var testLock = redislock.Options{TTL: 5 * time.Second, Wait: 10 * time.Second, MaxBackoff: 8 * time.Millisecond}
+var testLock = redislock.Options{Options: lock.Options{TTL: 5 * time.Second, Wait: 10 * time.Second}, MaxBackoff: 8 * time.Millisecond}
 
 // replica builds strategy name as one replica would: its own Postgres pool
 // and Redis client, its own instance name.

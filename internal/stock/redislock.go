@@ -45,9 +45,9 @@ func (s *redisLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, RedisLock, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, RedisLock, lease.Fence().Token)
 	sale, err := s.d.Store.record(lease.Context(), o, RedisLock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	return hold.done(sale, lost(lease, err))
 }

@@ -47,7 +47,7 @@ func (s *reentrant) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, Reentrant, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, Reentrant, lease.Fence().Token)
 	sale, err := s.sellHeld(lease.Context(), o)
 	return hold.done(sale, lost(lease, err))
 }
@@ -64,7 +64,7 @@ func (s *reentrant) sellHeld(ctx context.Context, o Order) (Sale, error) {
 	}
 	defer release(ctx, lease)
 	sale, err := s.d.Store.record(lease.Context(), o, Reentrant, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	if err != nil {
 		return Sale{}, lost(lease, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
 )
 
@@ -17,12 +18,12 @@ import (
 func ExampleMutex_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	m := redislock.NewMutex(rdb, redislock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second})
+	m := redislock.NewMutex(rdb, redislock.Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second}})
 	defer m.Close() // stops the subscription that wakes waiters (it also stops when idle)
 
 	ctx := context.Background()
 	lease, err := m.Lock(ctx, "lock:{sku-1}")
-	if errors.Is(err, redislock.ErrTimeout) {
+	if errors.Is(err, lock.ErrTimeout) {
 		fmt.Println("busy, try later") // e.g. 503 with Retry-After
 		return
 	} else if err != nil {
@@ -31,7 +32,7 @@ func ExampleMutex_Lock() {
 	}
 	defer lease.Release(ctx)
 	sell := func(ctx context.Context, fence int64) error { return ctx.Err() } // a Postgres transaction
-	if err := sell(lease.Context(), lease.Fence()); err != nil {
+	if err := sell(lease.Context(), lease.Fence().Token); err != nil {
 		fmt.Println("rolled back:", context.Cause(lease.Context()))
 	}
 }
@@ -53,6 +54,6 @@ func ExampleReentrant_Lock() {
 	if err != nil {
 		return
 	}
-	fmt.Println(inner.Fence() == outer.Fence())
+	fmt.Println(inner.Fence().Token == outer.Fence().Token)
 	_ = inner.Release(ctx) // count 1: still held
 }
