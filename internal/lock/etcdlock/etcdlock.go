@@ -2,104 +2,15 @@
 // holder's etcd session and whose fencing token is the lock key's create
 // revision.
 //
-// # Algorithm
-//
-// It is the recipe of etcd's concurrency.Mutex, with the same keys, so it
-// excludes concurrency.Mutex and `etcdctl lock` users of the same name: a
-// Locker keeps one concurrency.Session (one etcd lease, kept alive by the
-// client every TTL/3) and a contender for name puts the key
-// Prefix+name+"/"+<lease id in hex>, attached to the lease, in one
-// transaction that also reads the oldest key under Prefix+name+"/". The
-// contender whose key has the lowest create revision holds the lock; the
-// others watch only the key just before theirs until it is deleted, then
-// re-read their own key (gone means their session ended while they waited:
-// etcd#11456). Release deletes the own key. The fence is that create
-// revision: etcd's revision counter only grows, and holders are ordered by
-// it, so each holder's fence is larger than every earlier holder's.
-//
-// The recipe is written here rather than calling concurrency.Mutex (v3.6.16)
-// because that type cleans up after a cancelled wait with the client's
-// own, unbounded context (Lock hangs while etcd is unreachable, so Wait is
-// not a bound), keeps waiting after its own session has ended (etcd#19597),
-// silently reuses a key its session left behind (keeping an old create
-// revision, which the fence would then refuse) and does not expose the
-// create revision.
-//
-// # One contender per name per process
-//
-// The key is named after the session's lease, so two goroutines sharing a
-// session share one key and both "hold" the lock (etcd#10756). A Locker
-// therefore queues its callers per name in memory, and only the head of
-// that queue talks to etcd: one contender per name per process. The other
-// way out, a session per acquisition, costs a lease grant and a revoke
-// (two Raft writes) and a keepalive stream per sale; the local queue costs
-// nothing and also spares etcd a watcher per waiting goroutine. The queue
-// is a channel, so local waiters go in about arrival order; across
-// processes the order is etcd's, by create revision.
-//
-// # TTL
-//
-// The lease's TTL is Options.TTL rounded up to whole seconds. etcd raises
-// any TTL below its minimum, 1.5 × the election timeout (2 s with the
-// default 1 s), to that minimum, so a TTL under 2 s is 2 s in practice. The
-// TTL is not how long a lock is held: the session keeps the lease alive
-// while this process runs and reaches etcd. It bounds how long a dead or
-// paused holder blocks the others.
-//
-// # Faults
-//
-//   - Holder paused past the TTL (GC, SIGSTOP) or cut off from etcd: etcd
-//     expires the lease and deletes its keys, the next waiter gets the lock.
-//     The paused holder's client notices when a keepalive answer is overdue
-//     by the TTL (it checks every second) or when etcd says the lease is
-//     gone, and the lease's Context is cancelled with lock.ErrLost; until then a
-//     stale write is possible, and the storage must refuse it by Fence, as
-//     the stock strategies do.
-//   - Lease revoked or own key deleted by someone else: a watch on the own
-//     key, from its create revision, cancels the Context at once.
-//   - etcd restarted with its data: leases survive (etcd extends them on
-//     recovery), keys and revisions too; clients reconnect. etcd restarted
-//     without its data: every key is gone, so every holder's watch fails or
-//     reports the deletion and their leases end; revisions restart at 1, so
-//     the storage refuses every new holder's fence until etcd's revision
-//     passes the highest one it has seen (unavailable, never unsafe).
-//   - Release whose outcome is unknown (etcd unreachable): the Locker
-//     abandons its session (stops the keepalive), so the key goes with the
-//     lease within the TTL instead of blocking the name while the process
-//     lives; the next Lock starts a new session. Leases still held on the
-//     old session are lost.
-//
-// Release every lease, lost or not: until then the next goroutine of this
-// process waiting for the same name stays in the local queue. The package
-// knows nothing of Redis, Postgres or stock.
-//
-// # Measured
-//
-// BenchmarkLockRelease here and internal/lock/redislock's BenchmarkLock (Mutex,
-// work=0s, notified) in one run (go test -p 1 -run '^$' -bench
-// 'BenchmarkLockRelease|BenchmarkLock/Mutex/goroutines=(1|8|64)/work=0s/notified'
-// -benchtime 2s -count 2 ./internal/lock/redislock/ ./internal/lock/etcdlock/), on
-// the 2-core development box shared with other builds (load average
-// 8–11), 2026-11-24: etcd 3.4.23 (Debian) and Redis 7.0 as local
-// processes on loopback, etcd's data on disk (fsync on), two Lockers
-// ("replicas"), empty critical section; ranges over both runs:
-//
-//	                       acq/s        p50 Lock     p50 Lock+Release   requests/acq
-//	etcd         1 g       394–401      1.07–1.10 ms  2.06–2.09 ms      2
-//	etcd         8 g       204–244      26–28 ms      28–30 ms          4.2–4.3
-//	etcd        64 g       209–245      221–250 ms    224–250 ms        4.2–4.3
-//	redis Mutex  1 g       8.5k–10.6k   41–42 µs      95–118 µs (mean)  2
-//	redis Mutex  8 g       4.0k–4.2k    0.43–0.50 ms                    4.8
-//	redis Mutex 64 g       3.7k–3.9k    0.40–0.46 ms                    4.7–4.8
-//
-// Every acquire and every release is a Raft write that etcd syncs to its
-// WAL before it answers: about 1 ms each here (0.5 ms with the data
-// directory on tmpfs), 25× a Redis round trip. Contended, each hand-over
-// is a delete, a watch event, a read and the next holder's work, about
-// 4 ms, and the local queue makes the waiters' wait grow with their
-// number (8 goroutines wait about 8 hand-overs). A sale under this lock
-// costs about 2 ms of lock on top of its transaction, so one hot product
-// sells at most ~400/s per etcd however many replicas there are.
+// It is the recipe of etcd's concurrency.Mutex, with the same keys (so it
+// excludes concurrency.Mutex and `etcdctl lock` users of a name), written
+// here so that Options.Wait bounds every call, a waiter stops when its
+// session ends, and the create revision is exposed. A Locker keeps one
+// session (one etcd lease, kept alive every TTL/3) and queues its callers
+// per name in memory, so one contender per name per process talks to
+// etcd. A lease's Context is cancelled when the session ends or its key is
+// deleted. Release every lease, lost or not: until then the next local
+// waiter stays queued. docs/locks.md has the algorithm and the faults.
 package etcdlock
 
 import (

@@ -1,83 +1,17 @@
 // Package pglock provides a lock table in Postgres whose leases end on
 // Postgres' clock and carry fencing tokens that never go backwards.
 //
-// One row of the table locks (migrations/00003_locks.sql) per lock name:
-//
-//	name         the lock's name (a stock strategy uses lock:{sku})
-//	token        the holder's random token; NULL when nobody holds it
-//	expires_at   when the holder's lease ends, on Postgres' clock
-//	fence        how many times the lock was granted: the fencing token
-//	acquired_at  when the current holder got it, on Postgres' clock
-//
-// Acquire is one statement: insert the row, or take it over when it is free
-// (released) or its lease has expired, adding one to fence; the row lock
-// Postgres takes for the update serialises competing acquirers. Release
-// clears the token only if it is still ours. The row is never deleted, so
-// the fence survives releases and take-overs and only grows.
-//
-// This is the seeds' "database lock" done carefully. Their version puts the
-// client's clock in expires_at (two replicas whose clocks disagree disagree
-// about who holds the lock), never takes over an expired row (a crashed
-// holder locks everybody out for good), treats every failed INSERT as
-// "held" (a dropped connection looks like contention), and has no fencing
-// token, so a holder that outlived its lease cannot be told apart from the
-// one that took over.
-//
-// # Guarantees and limits
-//
-// Exclusion holds as long as holders are not paused past their lease and
-// their clocks run at about the rate of Postgres': a lease's local deadline
-// (Lease.Deadline, Lease.Context) is measured on the holder's monotonic
-// clock from before the acquiring statement was sent, less a drift
-// allowance, so it ends no later than the row's expires_at. There is no
-// watchdog: a lease lasts TTL. A holder paused past its deadline (GC,
-// SIGSTOP) may still act when it resumes; write Lease.Fence() with the
-// protected data and have the storage refuse a fence older than the newest
-// it has seen, as the stock strategies do. Rows deleted by hand restart the
-// fence at 1.
-//
-// Within one process, Lock callers of the same name queue for their turn
-// (package turn): only one of them at a time polls Postgres, and it keeps
-// its turn while it holds the lock, so the next local waiter tries the
-// moment the lock is released here. Across processes, the callers whose
-// turn it is poll with jittered exponential backoff between
-// Options.MinBackoff and MaxBackoff, each try one statement; the lock is
-// not fair, and nothing wakes a waiter in another process on release
-// (LISTEN/NOTIFY would; it is not built).
-// TryLock does not queue. The package knows nothing of Redis or of stock.
-//
-// # Measured
-//
-// BenchmarkLock (go test -run '^$' -bench BenchmarkLock -benchtime 2s
-// -count 2, here and in internal/lock/redislock for its Mutex, work=0s rows) on the
-// 2-core development box, 2026-11-23: Postgres 15 and Redis 7.0 as local
-// processes on loopback, the test Postgres with fsync and
-// synchronous_commit off, two pools ("replicas"), empty critical section,
-// default Options. Two sessions, each running the Mutex and then pglock,
-// while other builds and tests shared the machine (load average 2–13), so
-// the spread is wide; ranges over both runs of a session:
-//
-//	                          session 1 (polling Mutex)    session 2 (Mutex after notified waiting)
-//	                          acq/s       p50 wait         acq/s                   p50 wait
-//	pglock            1 g     4.4k–6.6k   70–100 µs        6.0k–6.2k               73–74 µs
-//	pglock            8 g     1.6k–1.8k   0.29–0.33 ms     4.6k–5.1k               85–99 µs
-//	pglock           64 g     1.0k–1.4k   3.4–8.1 ms       2.2k–2.5k               2.3–3.3 ms
-//	redis Mutex       1 g     6.8k–7.1k   57–58 µs         7.2k–8.2k               42–56 µs
-//	redis Mutex       8 g     6.5k–6.7k   63–78 µs         3.9k notified, 7.0k–7.3k polling
-//	redis Mutex      64 g     3.4k–4.4k   1.2 ms           3.3k–3.4k notified, 3.7k–3.9k polling
-//
-// pglock makes 2 statements per uncontended acquisition (acquire and
-// release), about 2.4–2.9 at 8 goroutines and 5–7 at 64. With the local
-// turns (measured later the same day, go test -bench BenchmarkLock
-// -benchtime 1s, the machine shared with four test builds): 2.0 statements
-// per acquisition at 1, 8 and 64 goroutines; 1.9k, 5.8k and 2.2k acq/s. Uncontended, an
-// acquire is one round trip either way and costs about the same as
-// Redis'. Contended, pglock was 1.4–4× slower than the polling Mutex in
-// these runs: every failed try still locks the row for its ON CONFLICT
-// check, and every acquire and release writes a new row version, under the
-// row lock the next acquirer needs. With fsync on, each acquire and
-// release is also a commit flush (≈ 0.3 ms each on this box), so a sale
-// under pglock pays three commits instead of one.
+// One row of the table locks (migrations/00003_locks.sql) per lock name
+// holds the holder's token, its expiry on Postgres' clock and the fence
+// (how many times the lock was granted). Acquiring is one statement that
+// inserts the row or takes it over when it is free or expired, adding one
+// to the fence; Release clears the token only if it is still ours. There
+// is no watchdog: a lease's local deadline (TTL less a drift allowance,
+// from before the acquiring statement) cancels its Context no later than
+// the row expires. Lock callers of one name in one process take turns
+// (package turn); across processes they poll with jittered backoff.
+// docs/locks.md says how this differs from the seeds' database lock and
+// what it does not cover.
 package pglock
 
 import (

@@ -2,89 +2,15 @@
 // holder's ZooKeeper session and carry the lock node's czxid as fencing
 // token.
 //
-// The recipe is ZooKeeper's own (and Apache Curator's InterProcessMutex):
-// to lock key, create an EPHEMERAL|SEQUENTIAL node under
-// Root/key, named _c_<guid>-lock-<sequence>; list the children; the lowest
-// sequence holds the lock. Anyone else watches only its predecessor (a
-// get with a watch, so no watch is left on a node that is already gone)
-// and looks again when the predecessor goes: one waiter wakes per
-// release, in sequence (arrival) order, and nobody polls. The GUID in the
-// name ("protection") lets a create whose reply was lost with the
-// connection find its node after reconnecting instead of leaking it.
-// Release deletes the node; so does giving up (Options.Wait or ctx: the
-// error wraps lock.ErrTimeout). A delete that cannot be sent is retried in the
-// background until it succeeds, the session ends, or Close.
-//
-// The fencing token is the node's czxid, the ZooKeeper transaction id that
-// created it: nodes are created in sequence order, so every holder's
-// token is larger than all earlier holders' of any lock in the ensemble.
-//
-// # Faults
-//
-// One Locker is one ZooKeeper session (one per replica). Its timeout is
-// Options.TTL, clamped by the server to [minSessionTimeout,
-// maxSessionTimeout] (by default 2 and 20 ticks). The client pings within
-// it; when the server hears nothing for that long it expires the session
-// and deletes its nodes, and the next waiter is woken.
-//
-//   - Holder paused or cut off past the TTL: the server expires the
-//     session and hands the lock on. The holder learns it only when it runs
-//     again; until then it may still write: the fence protects the data.
-//   - Connection lost (Disconnected, not yet Expired): every lease of the
-//     Locker is treated as lost at once, its Context cancelled with lock.ErrLost
-//     wrapping ErrDisconnected. Curator calls this SUSPENDED and says you
-//     cannot be sure you still hold the lock. go-zookeeper only declares a
-//     connection lost after 2/3 of the session timeout without a packet,
-//     and the server counts from its last packet from us, so by then the
-//     session may already have expired or may at any moment: no safe margin
-//     is left to keep working in. The node itself is kept if the session
-//     survives, and is deleted by Release as usual.
-//   - Session expired: ErrSessionExpired (if no disconnect came first);
-//     go-zookeeper then opens a new session, and new Locks work again.
-//   - Lock node deleted by hand: a watch on it loses the lease
-//     (ErrNodeDeleted) when the deletion reaches us; the next waiter may
-//     already hold the lock by then.
-//   - Server restarted with its data: sessions within their timeout and
-//     their nodes survive; leases held across the restart are lost (the
-//     connection dropped). Without its data (a fresh ensemble) zxids start
-//     again near 0 and every new fence is below what Postgres has seen, so
-//     every fenced write is refused until the zookeeper_fence column is
-//     reset: no oversell, but no sales either.
-//
-// go-zookeeper's calls take no context; each is run in a goroutine the
-// Locker owns (Close waits for them), so that Lock and Release return on
-// time even while the connection is down.
-//
-// In each Locker, Lock callers of one key queue in memory first
-// (internal/lock/turn, in arrival order) and only the one whose turn it is
-// has a node in ZooKeeper; it keeps the turn until Release, so always
-// Release a lease, lost or not. The ZooKeeper queue then holds one node
-// per replica, not one per buyer: with 1500 buyers of one product each
-// hand-over would otherwise list 1500 children. TryLock does not queue.
-//
-// The package knows nothing of stock; it imports no Redis client.
-//
-// # Measured
-//
-// BenchmarkLockRelease (-benchtime 2s, three runs) on the 2-core development
-// box, 2026-11-23, in the same sessions as internal/lock/redislock's
-// BenchmarkLock/Mutex/…/work=0s/notified: ZooKeeper 3.8 standalone
-// (localstack, forceSync=no) and Redis 7.0 on loopback, empty critical
-// section, other builds sharing the machine:
-//
-//	                         Lock+Release (mean)   p50 wait in Lock   acq/s
-//	zklock       1 g         0.89–1.05 ms          593–705 µs         950–1.1k
-//	zklock       8 g         (2 Lockers)           7.0–7.2 ms         1.0k
-//	redis Mutex  1 g         120–131 µs            46–53 µs           7.6k–8.3k
-//	redis Mutex  8 g         (2 clients)           428–462 µs         4.7k–5.2k
-//
-// An uncontended acquisition is two round trips (the create, then the
-// children listing and a read of our node for its czxid, sent together:
-// go-zookeeper has no create2, which would return the Stat with the
-// create) and the release one more; a ZooKeeper round trip costs about
-// 250 µs here against Redis' 50, and the create and delete are writes
-// through ZooKeeper's log. Contended, the queue is strictly FIFO and each
-// hand-over costs a watch notification plus the next holder's listing.
+// The recipe is ZooKeeper's own (Curator's InterProcessMutex): an
+// ephemeral sequential node per contender under Root/key; the lowest
+// holds the lock and each waiter watches only its predecessor. One Locker
+// is one session, and its Lock callers of a key queue in memory first, so
+// ZooKeeper holds one node per process. A lease's Context is cancelled
+// when the connection drops (the session may have expired), the session
+// expires, the node is deleted, or the Locker is closed. A ZooKeeper
+// restarted without its data restarts zxids below the fences already
+// stored: sales are refused, never unsafe. docs/locks.md has the details.
 package zklock
 
 import (
@@ -132,7 +58,7 @@ type Options struct {
 // Causes of a lost lease of this package's own: each wraps lock.ErrLost.
 var (
 	// ErrDisconnected: the connection to ZooKeeper dropped while the lock
-	// was held; the session may have expired (see the package doc).
+	// was held; the session may have expired (see docs/locks.md).
 	ErrDisconnected = fmt.Errorf("%w: connection to ZooKeeper lost", lock.ErrLost)
 	// ErrSessionExpired: ZooKeeper expired the session, deleting its nodes.
 	ErrSessionExpired = fmt.Errorf("%w: ZooKeeper session expired", lock.ErrLost)
@@ -171,7 +97,7 @@ type Locker struct {
 
 	parents sync.Map // lock parents known to exist
 	// turns queues this Locker's Lock callers of one key in memory: one of
-	// them at a time has a node in ZooKeeper (see the package doc).
+	// them at a time has a node in ZooKeeper (see docs/locks.md).
 	turns turn.Turns
 }
 
