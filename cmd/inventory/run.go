@@ -24,6 +24,7 @@ import (
 
 	"inventory/internal/api"
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/lock/zklock"
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
@@ -124,7 +125,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Store:      store,
 		Redis:      rdb,
 		Instance:   cfg.Instance,
-		Lock:       lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m},
+		Lock:       redislock.Options{Options: lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m}},
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
 		// Always on: a few MB at most, and the fault matrix reads it.
@@ -145,7 +146,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if servers := cfg.zooKeeperServers(); servers != nil {
 		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		zl, err := zklock.New(zctx, servers, zklock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m})
+		zl, err := zklock.New(zctx, servers, zklock.Options{Options: lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m}})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("INVENTORY_ZOOKEEPER_SERVERS: %w", err)

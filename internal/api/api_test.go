@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
@@ -80,7 +81,7 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 	store := stock.NewStore(pool, stock.Limits{})
 	holds := stock.NewHoldLog(1000)
 	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-1",
-		Lock: lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}, Holds: holds}
+		Lock: redislock.Options{Options: lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}}, Holds: holds}
 	sellers := map[string]stock.Seller{}
 	// No lock service of its own is configured here: the strategies that
 	// need one are unavailable (see TestStrategyUnavailable).

@@ -14,6 +14,7 @@ import (
 
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
+	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/zklock"
@@ -23,16 +24,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// heldLease is what the lock packages' leases have in common.
-type heldLease interface {
-	Context() context.Context
-	Err() error
-	Fence() int64
-	Release(context.Context) error
-}
-
 // lockFunc is one "replica": a Locker of its own taking name.
-type lockFunc func(ctx context.Context, name string) (heldLease, error)
+type lockFunc func(ctx context.Context, name string) (lock.Lease, error)
 
 // holders is how many contend for the product's lock: the three the fault
 // strikes and one more, who must keep the lock.
@@ -45,12 +38,12 @@ func etcdLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
 	eps := testenv.EtcdEndpoints(t)
 	var lockers []lockFunc
 	for range holders {
-		l, err := etcdlock.Dial(context.Background(), eps, etcdlock.Options{TTL: 10 * time.Second, Wait: testDeadline})
+		l, err := etcdlock.Dial(context.Background(), eps, etcdlock.Options{Options: lock.Options{TTL: 10 * time.Second, Wait: testDeadline}})
 		if err != nil {
 			t.Fatalf("etcdlock.Dial(%v): %v", eps, err)
 		}
 		t.Cleanup(func() { _ = l.Close() })
-		lockers = append(lockers, func(ctx context.Context, name string) (heldLease, error) { return l.Lock(ctx, name) })
+		lockers = append(lockers, func(ctx context.Context, name string) (lock.Lease, error) { return l.Lock(ctx, name) })
 	}
 	return &fleet.Fleet{Etcd: &localstack.Etcd{Endpoint: eps[0]}}, lockers
 }
@@ -60,13 +53,13 @@ func zkLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
 	var lockers []lockFunc
 	for range holders {
 		ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-		l, err := zklock.New(ctx, servers, zklock.Options{TTL: 10 * time.Second, Wait: testDeadline})
+		l, err := zklock.New(ctx, servers, zklock.Options{Options: lock.Options{TTL: 10 * time.Second, Wait: testDeadline}})
 		cancel()
 		if err != nil {
 			t.Fatalf("zklock.New(%v): %v", servers, err)
 		}
 		t.Cleanup(func() { _ = l.Close() })
-		lockers = append(lockers, func(ctx context.Context, name string) (heldLease, error) { return l.Lock(ctx, name) })
+		lockers = append(lockers, func(ctx context.Context, name string) (lock.Lease, error) { return l.Lock(ctx, name) })
 	}
 	return &fleet.Fleet{ZooKeeper: &localstack.ZooKeeper{Addr: servers[0]}}, lockers
 }
@@ -80,8 +73,8 @@ func pgLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
 			t.Fatalf("pgxpool.New: %v", err)
 		}
 		t.Cleanup(pool.Close)
-		l := pglock.New(pool, pglock.Options{TTL: time.Minute, Wait: testDeadline})
-		lockers = append(lockers, func(ctx context.Context, name string) (heldLease, error) { return l.Lock(ctx, name) })
+		l := pglock.New(pool, pglock.Options{Options: lock.Options{TTL: time.Minute, Wait: testDeadline}})
+		lockers = append(lockers, func(ctx context.Context, name string) (lock.Lease, error) { return l.Lock(ctx, name) })
 	}
 	return &fleet.Fleet{PostgresURL: url}, lockers
 }
@@ -108,7 +101,7 @@ func migratedDB(t *testing.T) string {
 // (Lease.Err and the cause of Lease.Context, read before the release).
 type grant struct {
 	i          int
-	lease      heldLease
+	lease      lock.Lease
 	err, cause error
 }
 
@@ -242,7 +235,7 @@ func TestLockExpiredEarlyDeletesHoldersKeys(t *testing.T) {
 				if struck[g.i] {
 					t.Fatalf("locker %d lost its lease twice", g.i)
 				}
-				lastFence = max(lastFence, g.lease.Fence())
+				lastFence = max(lastFence, g.lease.Fence().Token)
 				struck[g.i] = true
 			}
 			if err := next(t, errc, "Inject to return"); err != nil {
@@ -255,8 +248,8 @@ func TestLockExpiredEarlyDeletesHoldersKeys(t *testing.T) {
 				// The one locker not struck holds the lock now, after the
 				// last struck holder.
 				holder := waitGranted(i, fmt.Sprintf("the grant of locker %d, the last holder", i))
-				if holder.lease.Fence() <= lastFence {
-					t.Fatalf("the last holder (locker %d) has fence %d, want above every struck holder's (up to %d)", i, holder.lease.Fence(), lastFence)
+				if holder.lease.Fence().Token <= lastFence {
+					t.Fatalf("the last holder (locker %d) has fence %d, want above every struck holder's (up to %d)", i, holder.lease.Fence().Token, lastFence)
 				}
 				if err := holder.lease.Err(); err != nil {
 					t.Fatalf("the fourth holder (locker %d) after Inject returned: Lease.Err() = %v, want nil", i, err)
@@ -283,8 +276,8 @@ func TestLockExpiredEarlyExpiresPgLockRow(t *testing.T) {
 	errc := inject(f, product)
 	for n := range deletions {
 		g := next(t, granted, fmt.Sprintf("a waiter to take over from holder %d", n+1))
-		if prev := held[len(held)-1]; g.lease.Fence() <= prev.lease.Fence() {
-			t.Fatalf("locker %d took over with fence %d, want above holder %d's %d", g.i, g.lease.Fence(), n+1, prev.lease.Fence())
+		if prev := held[len(held)-1]; g.lease.Fence().Token <= prev.lease.Fence().Token {
+			t.Fatalf("locker %d took over with fence %d, want above holder %d's %d", g.i, g.lease.Fence().Token, n+1, prev.lease.Fence().Token)
 		}
 		held = append(held, g)
 	}
@@ -295,7 +288,7 @@ func TestLockExpiredEarlyExpiresPgLockRow(t *testing.T) {
 	defer cancel()
 	for n, g := range held {
 		err := g.lease.Release(ctx)
-		if n < deletions && !errors.Is(err, pglock.ErrNotHeld) {
+		if n < deletions && !errors.Is(err, lock.ErrNotHeld) {
 			t.Errorf("holder %d (locker %d), its row expired under it: Release = %v, want ErrNotHeld", n+1, g.i, err)
 		}
 		if n == deletions && err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
-	"inventory/internal/lock/pglock"
 )
 
 // latencyBuckets resolve sub-millisecond Redis paths as well as multi-second
@@ -194,17 +193,17 @@ func lockResult(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, lock.ErrNotAcquired), errors.Is(err, pglock.ErrNotAcquired):
+	case errors.Is(err, lock.ErrNotAcquired):
 		return "not_acquired"
-	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout):
+	case errors.Is(err, lock.ErrTimeout):
 		return "timeout"
 	case errors.Is(err, lock.ErrMaxHold):
 		return "max_hold"
-	case errors.Is(err, lock.ErrLost), errors.Is(err, pglock.ErrLost):
+	case errors.Is(err, lock.ErrLost):
 		return "lost"
-	case errors.Is(err, lock.ErrNotHeld), errors.Is(err, pglock.ErrNotHeld):
+	case errors.Is(err, lock.ErrNotHeld):
 		return "not_held"
-	case errors.Is(err, lock.ErrReleaseUnknown), errors.Is(err, pglock.ErrReleaseUnknown):
+	case errors.Is(err, lock.ErrReleaseUnknown):
 		return "unknown"
 	default:
 		return "error"

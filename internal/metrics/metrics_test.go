@@ -13,25 +13,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"inventory/internal/lock"
-	"inventory/internal/lock/pglock"
 )
 
 func TestLockResultLabels(t *testing.T) {
-	wrap := func(err error) error {
-		return &lock.Error{Op: "lock", Key: "lock:{k}", Err: fmt.Errorf("ctx: %w", err)}
+	wrap := func(backend string, err error) error {
+		return &lock.Error{Backend: backend, Op: "lock", Key: "lock:{k}", Err: fmt.Errorf("ctx: %w", err)}
 	}
+	maxHold := fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrMaxHold)
+	sessionExpired := fmt.Errorf("%w: ZooKeeper session expired", lock.ErrLost) // zklock's own cause
 	for err, want := range map[error]string{
-		nil:                            "ok",
-		wrap(lock.ErrNotAcquired):      "not_acquired",
-		wrap(lock.ErrTimeout):          "timeout",
-		wrap(lock.ErrMaxHold):          "max_hold",
-		wrap(lock.ErrLost):             "lost",
-		wrap(lock.ErrNotHeld):          "not_held",
-		wrap(lock.ErrReleaseUnknown):   "unknown",
-		errors.New("connection reset"): "error",
-		&pglock.Error{Op: "lock", Key: "lock:{k}", Err: pglock.ErrTimeout}:        "timeout",
-		&pglock.Error{Op: "trylock", Key: "lock:{k}", Err: pglock.ErrNotAcquired}: "not_acquired",
-		&pglock.Error{Op: "release", Key: "lock:{k}", Err: pglock.ErrNotHeld}:     "not_held",
+		nil:                                       "ok",
+		wrap("redislock", lock.ErrNotAcquired):    "not_acquired",
+		wrap("redislock", lock.ErrTimeout):        "timeout",
+		wrap("redislock", maxHold):                "max_hold",
+		wrap("redislock", lock.ErrLost):           "lost",
+		wrap("redislock", lock.ErrNotHeld):        "not_held",
+		wrap("redislock", lock.ErrReleaseUnknown): "unknown",
+		errors.New("connection reset"):            "error",
+		wrap("pglock", lock.ErrTimeout):           "timeout",
+		wrap("pglock", lock.ErrNotAcquired):       "not_acquired",
+		wrap("pglock", lock.ErrNotHeld):           "not_held",
+		wrap("etcdlock", lock.ErrTimeout):         "timeout",
+		wrap("zklock", sessionExpired):            "lost",
 	} {
 		if got := lockResult(err); got != want {
 			t.Errorf("lockResult(%v) = %q, want %q", err, got, want)

@@ -38,9 +38,9 @@ func (s *etcdLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, Etcd, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, Etcd, lease.Fence().Token)
 	sale, err := s.d.Store.record(lease.Context(), o, Etcd, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, etcdFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, etcdFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	return hold.done(sale, lost(lease, err))
 }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/testenv"
 )
@@ -27,7 +28,7 @@ func init() {
 func newEtcdLocker(t *testing.T, ttl, wait time.Duration) *etcdlock.Locker {
 	t.Helper()
 	l, err := etcdlock.Dial(context.Background(), testenv.EtcdEndpoints(t),
-		etcdlock.Options{TTL: ttl, Wait: wait, Prefix: "/test/" + t.Name() + "/"})
+		etcdlock.Options{Options: lock.Options{TTL: ttl, Wait: wait}, Prefix: "/test/" + t.Name() + "/"})
 	if err != nil {
 		t.Fatalf("etcdlock.Dial: %v", err)
 	}
@@ -127,7 +128,7 @@ func TestEtcdStaleHolderRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("A: Lock = %v", err)
 	}
-	if _, err := la.Client().Revoke(ctx, a.LeaseID()); err != nil {
+	if _, err := la.Client().Revoke(ctx, a.(*etcdlock.Lease).LeaseID()); err != nil {
 		t.Fatalf("revoke A's lease: %v", err)
 	}
 	b, err := lb.Lock(ctx, lockKey(id))
@@ -141,11 +142,11 @@ func TestEtcdStaleHolderRefused(t *testing.T) {
 		})
 		return err
 	}
-	if err := sell(b.Fence()); err != nil {
-		t.Errorf("B (the holder, fence %d): sell = %v, want nil", b.Fence(), err)
+	if err := sell(b.Fence().Token); err != nil {
+		t.Errorf("B (the holder, fence %d): sell = %v, want nil", b.Fence().Token, err)
 	}
-	if err := sell(a.Fence()); !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
-		t.Errorf("A (stale, fence %d < %d): sell = %v, want ErrLockBreach", a.Fence(), b.Fence(), err)
+	if err := sell(a.Fence().Token); !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
+		t.Errorf("A (stale, fence %d < %d): sell = %v, want ErrLockBreach", a.Fence().Token, b.Fence().Token, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 9 || p.Sales != 1 {
 		t.Errorf("stock %d with %d ledger rows, want 9 and 1", p.Quantity, p.Sales)

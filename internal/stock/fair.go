@@ -3,10 +3,10 @@ package stock
 import (
 	"context"
 
-	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
-// fair runs read-check-update inside the FIFO Redis lock (lock.Fair on
+// fair runs read-check-update inside the FIFO Redis lock (redislock.Fair on
 // lock:{id}): buyers of a product get the lock in the order they asked for
 // it, each woken in turn. Safe: the write is fenced with the lock's own
 // token (stock.fair_fence) and guarded, so when the lock breaks (a pause
@@ -14,7 +14,7 @@ import (
 // the breach is reported instead of an oversell.
 type fair struct {
 	d  Deps
-	lk *lock.Fair
+	lk *redislock.Fair
 }
 
 func newFair(d Deps) *fair {
@@ -24,7 +24,7 @@ func newFair(d Deps) *fair {
 	// at the end of the TTL.
 	opts.Watchdog = true
 	opts.FenceFloor = fenceFloor(d.Store, fairFence)
-	return &fair{d: d, lk: lock.NewFair(d.Redis, opts)}
+	return &fair{d: d, lk: redislock.NewFair(d.Redis, opts)}
 }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
@@ -48,9 +48,9 @@ func (s *fair) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, Fair, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, Fair, lease.Fence().Token)
 	sale, err := s.d.Store.record(lease.Context(), o, Fair, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, fairFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, fairFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	return hold.done(sale, lost(lease, err))
 }

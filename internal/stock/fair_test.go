@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
-// fairHolderKey is the fair lock's holder key for product id (see lock.Fair).
+// fairHolderKey is the fair lock's holder key for product id (see redislock.Fair).
 func fairHolderKey(id string) string { return lockKey(id) + ":fair" }
 
 // TestFairLockLost deletes the fair lock's holder key while replica a is
@@ -36,7 +37,7 @@ func TestFairLockLost(t *testing.T) {
 			const id = "fair-fault"
 			e.restock(t, id, 10)
 			da := e.deps("replica-a")
-			da.Lock = lock.Options{TTL: c.ttl, Wait: 2 * time.Second}
+			da.Lock = redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 2 * time.Second}}
 			da.WorkDelay = 700 * time.Millisecond
 			a := e.seller(t, Fair, da)
 			b := e.replica(t, Fair, "replica-b", 0)
@@ -79,7 +80,7 @@ func TestFairSellsInArrivalOrder(t *testing.T) {
 	e.restock(t, id, 100)
 	replicas := []Seller{e.replica(t, Fair, "replica-a", 0), e.replica(t, Fair, "replica-b", 0)}
 	ctx := context.Background()
-	holder := lock.NewFair(e.rdb, lock.Options{})
+	holder := redislock.NewFair(e.rdb, redislock.Options{})
 	t.Cleanup(holder.Close)
 	held, err := holder.Lock(ctx, lockKey(id))
 	if err != nil {

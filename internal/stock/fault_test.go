@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 )
 
@@ -64,7 +65,7 @@ func TestReentrantLockLost(t *testing.T) {
 			const id = "fault"
 			e.restock(t, id, 10)
 			da := e.deps("replica-a")
-			da.Lock = lock.Options{TTL: c.ttl, Wait: 2 * time.Second}
+			da.Lock = redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 2 * time.Second}}
 			da.WorkDelay = 700 * time.Millisecond
 			da.Holds = NewHoldLog(10)
 			a := e.seller(t, Reentrant, da)
@@ -240,8 +241,8 @@ func TestReentrantOwnerFromContext(t *testing.T) {
 	// several attempts lose before it runs out.
 	d.Lock.Wait = time.Second
 	s := newReentrant(d)
-	ctx := lock.WithOwner(context.Background(), "request-1")
-	// Owners are scoped to one lock.Reentrant, so hold the seller's own.
+	ctx := redislock.WithOwner(context.Background(), "request-1")
+	// Owners are scoped to one redislock.Reentrant, so hold the seller's own.
 	outer, err := s.lk.Lock(ctx, lockKey(id))
 	if err != nil {
 		t.Fatalf("Lock(%s) as request-1: %v", lockKey(id), err)
@@ -249,7 +250,7 @@ func TestReentrantOwnerFromContext(t *testing.T) {
 	if _, err := s.Sell(outer.Context(), Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("Sell(%q, 1) as request-1, which holds the lock = %v, want a re-entrant sale", id, err)
 	}
-	other := lock.WithOwner(context.Background(), "request-2")
+	other := redislock.WithOwner(context.Background(), "request-2")
 	if _, err := s.Sell(other, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrLockTimeout) {
 		t.Errorf("Sell(%q, 1) as request-2 while request-1 holds the lock = %v, want ErrLockTimeout", id, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
-	"inventory/internal/lock/redlock"
 	"inventory/internal/lock/zklock"
 )
 
@@ -49,15 +48,13 @@ func lost(l interface{ Err() error }, err error) error {
 	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
-	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) && !errors.Is(lerr, pglock.ErrReleased) &&
-		!errors.Is(lerr, etcdlock.ErrReleased) && !errors.Is(lerr, redlock.ErrReleased) &&
-		!errors.Is(lerr, zklock.ErrReleased) {
+	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) {
 		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
 	}
 	return err
 }
 
-// fenceFloor is lock.Options.FenceFloor for a product's lock: the highest
+// fenceFloor is redislock.Options.FenceFloor for a product's lock: the highest
 // token of column col's lock the product's stock row was claimed with, so
 // that a fencing counter lost with Redis never restarts below what Postgres
 // has seen. key is lockKey(id).
@@ -81,25 +78,25 @@ func release(ctx context.Context, l interface{ Release(context.Context) error })
 	_ = l.Release(rctx)
 }
 
-// lockErr translates an error from taking a lock, of any backend.
+// lockErr translates an error from taking a lock, of any backend: a
+// timeout and a loss the same way for all, anything else as the
+// unavailability of the backend's servers.
 func lockErr(err error) error {
-	var pgErr *pglock.Error
-	var zkErr *zklock.Error
 	switch {
-	case errors.Is(err, zklock.ErrTimeout):
+	case errors.Is(err, lock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
-	case errors.Is(err, zklock.ErrLost):
+	case errors.Is(err, lock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
-	case errors.As(err, &zkErr):
+	}
+	var lerr *lock.Error
+	errors.As(err, &lerr)
+	switch {
+	case lerr == nil:
+	case lerr.Backend == zklock.Backend:
 		return fmt.Errorf("zookeeper: lock: %w: %w", ErrUnavailable, err)
-	case errors.Is(err, lock.ErrTimeout), errors.Is(err, pglock.ErrTimeout), errors.Is(err, etcdlock.ErrTimeout),
-		errors.Is(err, redlock.ErrTimeout):
-		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
-	case errors.As(err, new(*etcdlock.Error)):
+	case lerr.Backend == etcdlock.Backend:
 		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
-	case errors.Is(err, lock.ErrLost), errors.Is(err, redlock.ErrLost):
-		return fmt.Errorf("%w: %w", ErrLockLost, err)
-	case errors.As(err, &pgErr):
+	case lerr.Backend == pglock.Backend:
 		return dbErr("lock", err)
 	}
 	return redisErr("lock", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
 // handoff is the Redis lock with a local queue (seed 003): in each replica
@@ -17,14 +18,14 @@ import (
 // The simulated work (Deps.WorkDelay) is spent once per critical section.
 type handoff struct {
 	d  Deps
-	mu *lock.Mutex
+	mu *redislock.Mutex
 }
 
 func newHandoff(d Deps) *batch {
 	opts := d.Lock
 	opts.Watchdog = false // the plain lock, as redis: the lease time bounds a holder
 	opts.FenceFloor = fenceFloor(d.Store, redisFence)
-	h := &handoff{d: d, mu: lock.NewMutex(d.Redis, opts)}
+	h := &handoff{d: d, mu: redislock.NewMutex(d.Redis, opts)}
 	return newQueued(d, h.sellBatch)
 }
 
@@ -40,7 +41,7 @@ func (h *handoff) sellBatch(ctx context.Context, id string, orders []Order) []ba
 		return answerAll(orders, lockErr(err))
 	}
 	defer release(ctx, lease)
-	hold := h.d.Holds.Begin(id, Handoff, lease.Fence())
+	hold := h.d.Holds.Begin(id, Handoff, lease.Fence().Token)
 	answers := h.sellHeld(lease, id, orders)
 	hold.End(batchOutcome(answers))
 	return answers
@@ -48,11 +49,11 @@ func (h *handoff) sellBatch(ctx context.Context, id string, orders []Order) []ba
 
 // sellHeld is the critical section: work, then sell orders in one fenced
 // transaction under the lease's context.
-func (h *handoff) sellHeld(lease *lock.Lease, id string, orders []Order) []batchAnswer {
+func (h *handoff) sellHeld(lease lock.Lease, id string, orders []Order) []batchAnswer {
 	if err := pause(lease.Context(), h.d.WorkDelay); err != nil {
 		return answerAll(orders, lost(lease, err))
 	}
-	answers := h.d.Store.recordBatch(lease.Context(), id, Handoff, h.d.Instance, lease.Fence(), orders)
+	answers := h.d.Store.recordBatch(lease.Context(), id, Handoff, h.d.Instance, lease.Fence().Token, orders)
 	for i, a := range answers {
 		// An order that did not fit was answered by a transaction that
 		// committed; anything else may be the lost lock's doing.

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 	"inventory/migrations"
 )
@@ -71,7 +72,7 @@ func newRedis(t *testing.T, url string) *redis.Client {
 // testLock is lock options that keep the tests quick: a shorter top backoff
 // than the default 32ms means fewer idle gaps between one holder's release
 // and the next waiter's try, on a lock 64 goroutines queue for.
-var testLock = lock.Options{TTL: 5 * time.Second, Wait: 10 * time.Second, MaxBackoff: 8 * time.Millisecond}
+var testLock = redislock.Options{Options: lock.Options{TTL: 5 * time.Second, Wait: 10 * time.Second}, MaxBackoff: 8 * time.Millisecond}
 
 // replica builds strategy name as one replica would: its own Postgres pool
 // and Redis client, its own instance name.
@@ -81,7 +82,7 @@ func (e *env) replica(t *testing.T, name, instance string, workDelay time.Durati
 }
 
 // replicaWith is replica with lock options of the test's own.
-func (e *env) replicaWith(t *testing.T, name, instance string, opts lock.Options, workDelay time.Duration) Seller {
+func (e *env) replicaWith(t *testing.T, name, instance string, opts redislock.Options, workDelay time.Duration) Seller {
 	t.Helper()
 	return e.seller(t, name, Deps{
 		Store:     NewStore(newPool(t, e.pgURL), Limits{}),

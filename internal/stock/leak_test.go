@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 )
 
@@ -39,7 +40,7 @@ func TestNoLeakedGoroutines(t *testing.T) {
 		const id = "leak-lost"
 		e.restock(t, id, 1)
 		d := e.deps("replica-a")
-		d.Lock = lock.Options{TTL: 150 * time.Millisecond, Wait: time.Second}
+		d.Lock = redislock.Options{Options: lock.Options{TTL: 150 * time.Millisecond, Wait: time.Second}}
 		d.WorkDelay = 400 * time.Millisecond
 		wait := sellAsync(e.seller(t, Reentrant, d), Order{ProductID: id, Quantity: 1})
 		waitFor(t, "the lock to be held", 5*time.Second, func() bool { return e.rdb.Exists(ctx, lockKey(id)).Val() == 1 })

@@ -19,11 +19,9 @@ type pgLock struct {
 
 func newPgLock(d Deps) *pgLock {
 	return &pgLock{d: d, lk: pglock.New(d.Store.pool, pglock.Options{
-		TTL:        d.Lock.TTL,
-		Wait:       d.Lock.Wait,
+		Options:    d.Lock.Options, // TTL, Wait, Observer
 		MinBackoff: d.Lock.MinBackoff,
 		MaxBackoff: d.Lock.MaxBackoff,
-		Observer:   d.Lock.Observer,
 	})}
 }
 
@@ -47,9 +45,9 @@ func (s *pgLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, PgLock, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, PgLock, lease.Fence().Token)
 	sale, err := s.d.Store.record(lease.Context(), o, PgLock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, pglockFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, pglockFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	return hold.done(sale, lost(lease, err))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
 )
 
@@ -37,7 +38,7 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	const id = "pg-stale"
 	e.restock(t, id, 10)
 	ctx := context.Background()
-	locker := pglock.New(e.pool, pglock.Options{TTL: 100 * time.Millisecond})
+	locker := pglock.New(e.pool, pglock.Options{Options: lock.Options{TTL: 100 * time.Millisecond}})
 	a, err := locker.Lock(ctx, lockKey(id))
 	if err != nil {
 		t.Fatalf("A: Lock = %v", err)
@@ -47,7 +48,7 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("A's lease Context not cancelled 5s after its 100ms TTL")
 	}
-	var b *pglock.Lease
+	var b lock.Lease
 	waitFor(t, "B to take the expired lock row over", 5*time.Second, func() bool {
 		b, err = locker.TryLock(ctx, lockKey(id))
 		return err == nil
@@ -66,11 +67,11 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 		fence int64
 		want  error
 	}{
-		{"B (pglock, the holder)", pglockFence, b.Fence(), nil},
-		{"A (pglock, stale)", pglockFence, a.Fence(), ErrLockBreach},
+		{"B (pglock, the holder)", pglockFence, b.Fence().Token, nil},
+		{"A (pglock, stale)", pglockFence, a.Fence().Token, ErrLockBreach},
 		{"a redis holder with a token below pglock's", redisFence, 1, nil},
 		{"a stale redis holder", redisFence, 1, ErrLockBreach},
-		{"B again (each hold claims once)", pglockFence, b.Fence(), ErrLockBreach},
+		{"B again (each hold claims once)", pglockFence, b.Fence().Token, ErrLockBreach},
 	}
 	sold := int64(0)
 	for _, s := range steps {

@@ -3,7 +3,7 @@ package stock
 import (
 	"context"
 
-	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
 // redisLock runs read-check-update inside a Redis SET NX PX lock
@@ -13,7 +13,7 @@ import (
 // write and the breach is reported instead of an oversell.
 type redisLock struct {
 	d  Deps
-	mu *lock.Mutex
+	mu *redislock.Mutex
 }
 
 func newRedisLock(d Deps) *redisLock {
@@ -22,7 +22,7 @@ func newRedisLock(d Deps) *redisLock {
 	// it (the reentrant strategy has the watchdog).
 	opts.Watchdog = false
 	opts.FenceFloor = fenceFloor(d.Store, redisFence)
-	return &redisLock{d: d, mu: lock.NewMutex(d.Redis, opts)}
+	return &redisLock{d: d, mu: redislock.NewMutex(d.Redis, opts)}
 }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
@@ -45,9 +45,9 @@ func (s *redisLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, RedisLock, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, RedisLock, lease.Fence().Token)
 	sale, err := s.d.Store.record(lease.Context(), o, RedisLock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	return hold.done(sale, lost(lease, err))
 }

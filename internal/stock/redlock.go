@@ -21,12 +21,10 @@ type redLock struct {
 
 func newRedlock(d Deps) *redLock {
 	return &redLock{d: d, lk: redlock.New(d.Redlock, redlock.Options{
-		TTL:        d.Lock.TTL,
-		Wait:       d.Lock.Wait,
+		Options:    d.Lock.Options, // TTL, Wait, Observer
 		MinBackoff: d.Lock.MinBackoff,
 		MaxBackoff: d.Lock.MaxBackoff,
 		FenceFloor: fenceFloor(d.Store, redlockFence),
-		Observer:   d.Lock.Observer,
 	})}
 }
 
@@ -51,9 +49,9 @@ func (s *redLock) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, Redlock, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, Redlock, lease.Fence().Token)
 	sale, err := s.d.Store.record(lease.Context(), o, Redlock, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, redlockFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, redlockFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	return hold.done(sale, lost(lease, err))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/redlock"
 	"inventory/internal/testenv"
 )
@@ -97,7 +98,7 @@ func TestRedlockRestartedServer(t *testing.T) {
 		t.Fatalf("warm-up: Sell = %v", err)
 	}
 
-	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{TTL: 30 * time.Second, FenceFloor: fenceFloor(e.store, redlockFence)})
+	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: fenceFloor(e.store, redlockFence)})
 	key := lockKey(id)
 	if err := direct[3].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -118,16 +119,16 @@ func TestRedlockRestartedServer(t *testing.T) {
 	if la.Err() != nil {
 		t.Fatalf("A's lease ended (%v) before B sold: no overlap shown", la.Err())
 	}
-	t.Logf("A holds with fence %d, B sold with fence %d at the same time", la.Fence(), sale.Fence)
-	if sale.Fence < la.Fence() {
-		t.Errorf("B's fence %d below A's %d: the Postgres floor did not hold", sale.Fence, la.Fence())
+	t.Logf("A holds with fence %d, B sold with fence %d at the same time", la.Fence().Token, sale.Fence)
+	if sale.Fence < la.Fence().Token {
+		t.Errorf("B's fence %d below A's %d: the Postgres floor did not hold", sale.Fence, la.Fence().Token)
 	}
 
 	_, err = e.store.record(la.Context(), Order{ProductID: id, Quantity: 1}, Redlock, "replica-a", func(ctx context.Context, tx *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, tx, 1, redlockFence, la.Fence(), 0)
+		return fencedCheckThenDecrement(ctx, tx, 1, redlockFence, la.Fence().Token, 0)
 	})
 	if !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
-		t.Errorf("A writing with fence %d after B's claim with %d: %v, want ErrLockBreach with ErrLockLost", la.Fence(), sale.Fence, err)
+		t.Errorf("A writing with fence %d after B's claim with %d: %v, want ErrLockBreach with ErrLockLost", la.Fence().Token, sale.Fence, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 1 || p.Sales != 2 {
 		t.Errorf("stock %d with %d ledger rows, want 1 and 2 (the warm-up and B)", p.Quantity, p.Sales)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog, running
@@ -14,7 +14,7 @@ import (
 // holder's write is refused by Postgres (a breach, never an oversell).
 type reentrant struct {
 	d  Deps
-	lk *lock.Reentrant
+	lk *redislock.Reentrant
 }
 
 func newReentrant(d Deps) *reentrant {
@@ -22,7 +22,7 @@ func newReentrant(d Deps) *reentrant {
 	// Fencing tokens must keep rising even when Redis lost its counter:
 	// start above the highest token Postgres has seen.
 	opts.FenceFloor = fenceFloor(d.Store, redisFence)
-	return &reentrant{d: d, lk: lock.NewReentrant(d.Redis, opts)}
+	return &reentrant{d: d, lk: redislock.NewReentrant(d.Redis, opts)}
 }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
@@ -30,7 +30,7 @@ func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
 	return once(ctx, s.d.Store, o, s.sell)
 }
 
-// sell takes the product's lock as the request's owner (lock.OwnerFrom(ctx),
+// sell takes the product's lock as the request's owner (redislock.OwnerFrom(ctx),
 // else a fresh one for this Sell) and sells under it with sellHeld, which
 // re-enters the same lock; the lock is released after the commit. A lost lock
 // rolls the sale back with ErrLockLost.
@@ -39,15 +39,15 @@ func (s *reentrant) sell(ctx context.Context, o Order) (Sale, error) {
 	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
 		return Sale{}, err
 	}
-	if _, ok := lock.OwnerFrom(ctx); !ok {
-		ctx = lock.WithOwner(ctx, uuid.NewString())
+	if _, ok := redislock.OwnerFrom(ctx); !ok {
+		ctx = redislock.WithOwner(ctx, uuid.NewString())
 	}
 	lease, err := s.lk.Lock(ctx, lockKey(o.ProductID))
 	if err != nil {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, Reentrant, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, Reentrant, lease.Fence().Token)
 	sale, err := s.sellHeld(lease.Context(), o)
 	return hold.done(sale, lost(lease, err))
 }
@@ -64,7 +64,7 @@ func (s *reentrant) sellHeld(ctx context.Context, o Order) (Sale, error) {
 	}
 	defer release(ctx, lease)
 	sale, err := s.d.Store.record(lease.Context(), o, Reentrant, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, redisFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	if err != nil {
 		return Sale{}, lost(lease, err)

@@ -12,6 +12,7 @@ import (
 
 	"inventory/internal/localstack"
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 )
 
@@ -73,7 +74,7 @@ var (
 func TestRedisLostMidSale(t *testing.T) {
 	e := newEnv(t)
 	srv := testenv.RedisServer(t) // private: restarting it must not disturb other tests
-	long := lock.Options{TTL: 30 * time.Second, Wait: 10 * time.Second, MaxBackoff: 8 * time.Millisecond}
+	long := redislock.Options{Options: lock.Options{TTL: 30 * time.Second, Wait: 10 * time.Second}, MaxBackoff: 8 * time.Millisecond}
 	const work = time.Second
 	slow := e.safeReplica(t, "replica-a-slow", srv.URL, Deps{Lock: long, WorkDelay: work})
 	fast := e.safeReplica(t, "replica-a", srv.URL, Deps{Lock: long})

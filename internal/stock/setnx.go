@@ -3,11 +3,11 @@ package stock
 import (
 	"context"
 
-	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
 // setNX runs none's read-check-update, unguarded and unfenced, inside the
-// seeds' naive Redis lock (lock.SetNX: SETNX, then PEXPIRE, unconditional
+// seeds' naive Redis lock (redislock.SetNX: SETNX, then PEXPIRE, unconditional
 // DEL): NOT safe. It holds while every critical section ends within the
 // TTL; once one outlives it (slow work, a pause, TTL set too short), the
 // next buyer takes the lock while the first still works, the first one's
@@ -15,10 +15,10 @@ import (
 // all land (oversell).
 type setNX struct {
 	d  Deps
-	mu *lock.SetNX
+	mu *redislock.SetNX
 }
 
-func newSetNX(d Deps) *setNX { return &setNX{d: d, mu: lock.NewSetNX(d.Redis, d.Lock)} }
+func newSetNX(d Deps) *setNX { return &setNX{d: d, mu: redislock.NewSetNX(d.Redis, d.Lock)} }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *setNX) Sell(ctx context.Context, o Order) (Sale, error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
 // TestSetNXOversellsWhenTheSectionOutlivesTheTTL: one unit left, buyer 1
@@ -24,7 +25,7 @@ func TestSetNXOversellsWhenTheSectionOutlivesTheTTL(t *testing.T) {
 	}{{50 * time.Millisecond, true}, {10 * time.Second, false}} {
 		t.Run("ttl="+c.ttl.String(), func(t *testing.T) {
 			e := newEnv(t)
-			opts := lock.Options{TTL: c.ttl, Wait: 10 * time.Second, MaxBackoff: 8 * time.Millisecond}
+			opts := redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 10 * time.Second}, MaxBackoff: 8 * time.Millisecond}
 			a := e.replicaWith(t, SetNX, "replica-a", opts, work)
 			b := e.replicaWith(t, SetNX, "replica-b", opts, work)
 			const id = "setnx-last-unit"

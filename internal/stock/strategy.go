@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/lock/zklock"
 )
 
@@ -97,8 +97,8 @@ type Deps struct {
 	// Lock configures the lock strategies (setnx, redis, reentrant, pglock:
 	// TTL, Wait and the backoff; Observer too, but for setnx); Lock.Wait is
 	// also the budget within which optimistic keeps retrying. Defaults are
-	// lock.Options'.
-	Lock lock.Options
+	// redislock.Options'.
+	Lock redislock.Options
 	// Redlock is the redlock strategy's independent Redis servers
 	// (INVENTORY_REDLOCK_URLS), three or more, not replicas of one another
 	// nor the Redis above; nil: not configured. Their clients should have

@@ -41,9 +41,9 @@ func (s *zooKeeper) sell(ctx context.Context, o Order) (Sale, error) {
 		return Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, ZooKeeper, lease.Fence())
+	hold := s.d.Holds.Begin(o.ProductID, ZooKeeper, lease.Fence().Token)
 	sale, err := s.d.Store.record(lease.Context(), o, ZooKeeper, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, zookeeperFence, lease.Fence(), s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, zookeeperFence, lease.Fence().Token, s.d.WorkDelay)
 	})
 	return hold.done(sale, lost(lease, err))
 }

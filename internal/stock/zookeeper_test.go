@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/zklock"
 	"inventory/internal/testenv"
 )
@@ -17,7 +18,7 @@ import (
 func init() {
 	backends = append(backends, func(t *testing.T, d *Deps) {
 		if d.ZooKeeper == nil {
-			d.ZooKeeper = newZKLocker(t, zklock.Options{TTL: d.Lock.TTL, Wait: d.Lock.Wait, Observer: d.Lock.Observer})
+			d.ZooKeeper = newZKLocker(t, zklock.Options{Options: lock.Options{TTL: d.Lock.TTL, Wait: d.Lock.Wait, Observer: d.Lock.Observer}})
 		}
 	})
 }
@@ -123,7 +124,7 @@ func TestZooKeeperSessionLostMidSale(t *testing.T) {
 	e.restock(t, id, 10)
 	var cut zkCutter
 	da := e.deps("replica-a")
-	da.ZooKeeper = newZKLocker(t, zklock.Options{TTL: 500 * time.Millisecond, Wait: 5 * time.Second, Dialer: cut.dial})
+	da.ZooKeeper = newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 500 * time.Millisecond, Wait: 5 * time.Second}, Dialer: cut.dial})
 	da.WorkDelay = 3 * time.Second
 	a := e.seller(t, ZooKeeper, da)
 	b := e.replica(t, ZooKeeper, "replica-b", 0)
@@ -159,8 +160,8 @@ func TestZooKeeperStaleHolderRefused(t *testing.T) {
 	e.restock(t, id, 10)
 	ctx := context.Background()
 	var cut zkCutter
-	la := newZKLocker(t, zklock.Options{TTL: 300 * time.Millisecond, Dialer: cut.dial})
-	lb := newZKLocker(t, zklock.Options{Wait: 10 * time.Second})
+	la := newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 300 * time.Millisecond}, Dialer: cut.dial})
+	lb := newZKLocker(t, zklock.Options{Options: lock.Options{Wait: 10 * time.Second}})
 	a, err := la.Lock(ctx, lockKey(id))
 	if err != nil {
 		t.Fatalf("a: Lock = %v", err)
@@ -178,11 +179,11 @@ func TestZooKeeperStaleHolderRefused(t *testing.T) {
 		})
 		return err
 	}
-	if err := sell(b.Fence()); err != nil {
-		t.Fatalf("b's sale with fence %d = %v", b.Fence(), err)
+	if err := sell(b.Fence().Token); err != nil {
+		t.Fatalf("b's sale with fence %d = %v", b.Fence().Token, err)
 	}
-	if err := sell(a.Fence()); !errors.Is(err, ErrLockBreach) {
-		t.Errorf("a's stale sale with fence %d after b's %d = %v, want ErrLockBreach", a.Fence(), b.Fence(), err)
+	if err := sell(a.Fence().Token); !errors.Is(err, ErrLockBreach) {
+		t.Errorf("a's stale sale with fence %d after b's %d = %v, want ErrLockBreach", a.Fence().Token, b.Fence().Token, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 9 || p.Sales != 1 {
 		t.Errorf("stock %d, %d ledger rows; want 9 and 1", p.Quantity, p.Sales)

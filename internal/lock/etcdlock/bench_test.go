@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
@@ -19,6 +20,7 @@ func (c *tripCounter) Acquired(_ string, _ error, _ time.Duration, trips int) {
 	c.n.Add(int64(trips))
 }
 func (c *tripCounter) Lost(string, error)                    {}
+func (c *tripCounter) Renewed(string, error)                 {}
 func (c *tripCounter) Released(string, time.Duration, error) {}
 
 // BenchmarkLockRelease measures Lock+Release on one name: uncontended (1
@@ -31,7 +33,7 @@ func BenchmarkLockRelease(b *testing.B) {
 	for _, n := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
 			var trips tripCounter
-			lockers := []*Locker{newLocker(b, eps, Options{Observer: &trips}), newLocker(b, eps, Options{Observer: &trips})}
+			lockers := []*Locker{newLocker(b, eps, Options{Options: lock.Options{Observer: &trips}}), newLocker(b, eps, Options{Options: lock.Options{Observer: &trips}})}
 			name := fmt.Sprintf("bench-%d", n)
 			ctx := context.Background()
 			for _, l := range lockers { // warm up: sessions granted, connections open

@@ -2,104 +2,15 @@
 // holder's etcd session and whose fencing token is the lock key's create
 // revision.
 //
-// # Algorithm
-//
-// It is the recipe of etcd's concurrency.Mutex, with the same keys, so it
-// excludes concurrency.Mutex and `etcdctl lock` users of the same name: a
-// Locker keeps one concurrency.Session (one etcd lease, kept alive by the
-// client every TTL/3) and a contender for name puts the key
-// Prefix+name+"/"+<lease id in hex>, attached to the lease, in one
-// transaction that also reads the oldest key under Prefix+name+"/". The
-// contender whose key has the lowest create revision holds the lock; the
-// others watch only the key just before theirs until it is deleted, then
-// re-read their own key (gone means their session ended while they waited:
-// etcd#11456). Release deletes the own key. The fence is that create
-// revision: etcd's revision counter only grows, and holders are ordered by
-// it, so each holder's fence is larger than every earlier holder's.
-//
-// The recipe is written here rather than calling concurrency.Mutex (v3.6.16)
-// because that type cleans up after a cancelled wait with the client's
-// own, unbounded context (Lock hangs while etcd is unreachable, so Wait is
-// not a bound), keeps waiting after its own session has ended (etcd#19597),
-// silently reuses a key its session left behind (keeping an old create
-// revision, which the fence would then refuse) and does not expose the
-// create revision.
-//
-// # One contender per name per process
-//
-// The key is named after the session's lease, so two goroutines sharing a
-// session share one key and both "hold" the lock (etcd#10756). A Locker
-// therefore queues its callers per name in memory, and only the head of
-// that queue talks to etcd: one contender per name per process. The other
-// way out, a session per acquisition, costs a lease grant and a revoke
-// (two Raft writes) and a keepalive stream per sale; the local queue costs
-// nothing and also spares etcd a watcher per waiting goroutine. The queue
-// is a channel, so local waiters go in about arrival order; across
-// processes the order is etcd's, by create revision.
-//
-// # TTL
-//
-// The lease's TTL is Options.TTL rounded up to whole seconds. etcd raises
-// any TTL below its minimum, 1.5 × the election timeout (2 s with the
-// default 1 s), to that minimum, so a TTL under 2 s is 2 s in practice. The
-// TTL is not how long a lock is held: the session keeps the lease alive
-// while this process runs and reaches etcd. It bounds how long a dead or
-// paused holder blocks the others.
-//
-// # Faults
-//
-//   - Holder paused past the TTL (GC, SIGSTOP) or cut off from etcd: etcd
-//     expires the lease and deletes its keys, the next waiter gets the lock.
-//     The paused holder's client notices when a keepalive answer is overdue
-//     by the TTL (it checks every second) or when etcd says the lease is
-//     gone, and the lease's Context is cancelled with ErrLost; until then a
-//     stale write is possible, and the storage must refuse it by Fence, as
-//     the stock strategies do.
-//   - Lease revoked or own key deleted by someone else: a watch on the own
-//     key, from its create revision, cancels the Context at once.
-//   - etcd restarted with its data: leases survive (etcd extends them on
-//     recovery), keys and revisions too; clients reconnect. etcd restarted
-//     without its data: every key is gone, so every holder's watch fails or
-//     reports the deletion and their leases end; revisions restart at 1, so
-//     the storage refuses every new holder's fence until etcd's revision
-//     passes the highest one it has seen (unavailable, never unsafe).
-//   - Release whose outcome is unknown (etcd unreachable): the Locker
-//     abandons its session (stops the keepalive), so the key goes with the
-//     lease within the TTL instead of blocking the name while the process
-//     lives; the next Lock starts a new session. Leases still held on the
-//     old session are lost.
-//
-// Release every lease, lost or not: until then the next goroutine of this
-// process waiting for the same name stays in the local queue. The package
-// knows nothing of Redis, Postgres or stock.
-//
-// # Measured
-//
-// BenchmarkLockRelease here and internal/lock's BenchmarkLock (Mutex,
-// work=0s, notified) in one run (go test -p 1 -run '^$' -bench
-// 'BenchmarkLockRelease|BenchmarkLock/Mutex/goroutines=(1|8|64)/work=0s/notified'
-// -benchtime 2s -count 2 ./internal/lock/ ./internal/lock/etcdlock/), on
-// the 2-core development box shared with other builds (load average
-// 8–11), 2026-11-24: etcd 3.4.23 (Debian) and Redis 7.0 as local
-// processes on loopback, etcd's data on disk (fsync on), two Lockers
-// ("replicas"), empty critical section; ranges over both runs:
-//
-//	                       acq/s        p50 Lock     p50 Lock+Release   requests/acq
-//	etcd         1 g       394–401      1.07–1.10 ms  2.06–2.09 ms      2
-//	etcd         8 g       204–244      26–28 ms      28–30 ms          4.2–4.3
-//	etcd        64 g       209–245      221–250 ms    224–250 ms        4.2–4.3
-//	redis Mutex  1 g       8.5k–10.6k   41–42 µs      95–118 µs (mean)  2
-//	redis Mutex  8 g       4.0k–4.2k    0.43–0.50 ms                    4.8
-//	redis Mutex 64 g       3.7k–3.9k    0.40–0.46 ms                    4.7–4.8
-//
-// Every acquire and every release is a Raft write that etcd syncs to its
-// WAL before it answers: about 1 ms each here (0.5 ms with the data
-// directory on tmpfs), 25× a Redis round trip. Contended, each hand-over
-// is a delete, a watch event, a read and the next holder's work, about
-// 4 ms, and the local queue makes the waiters' wait grow with their
-// number (8 goroutines wait about 8 hand-overs). A sale under this lock
-// costs about 2 ms of lock on top of its transaction, so one hot product
-// sells at most ~400/s per etcd however many replicas there are.
+// It is the recipe of etcd's concurrency.Mutex, with the same keys (so it
+// excludes concurrency.Mutex and `etcdctl lock` users of a name), written
+// here so that Options.Wait bounds every call, a waiter stops when its
+// session ends, and the create revision is exposed. A Locker keeps one
+// session (one etcd lease, kept alive every TTL/3) and queues its callers
+// per name in memory, so one contender per name per process talks to
+// etcd. A lease's Context is cancelled when the session ends or its key is
+// deleted. Release every lease, lost or not: until then the next local
+// waiter stays queued. docs/locks.md has the algorithm and the faults.
 package etcdlock
 
 import (
@@ -108,7 +19,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -116,77 +26,36 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"inventory/internal/lock"
 )
 
-// Options configures a Locker. The zero value works.
+// Backend names this package in errors and fences: a lease's
+// Fence().Backend, and the Backend of every *lock.Error it returns.
+const Backend = "etcdlock"
+
+// Options configures a Locker. The zero value works; lock.Options has
+// TTL (the session lease's time to live, rounded up to whole seconds; etcd
+// raises it to its minimum, 2s by default), Wait and Observer (its
+// roundTrips are the etcd requests made), with their defaults.
 type Options struct {
-	// TTL is the session lease's time to live, rounded up to whole seconds;
-	// default 30s. etcd raises it to its minimum (2s by default). It bounds
-	// how long a holder that stopped talking to etcd keeps others out.
-	TTL time.Duration
-	// Wait bounds how long Lock waits for a held lock, on top of ctx; default 10s.
-	Wait time.Duration
+	lock.Options
 	// Prefix is put before every lock name in etcd; default "/inventory/locks/".
 	Prefix string
-	// Observer receives events for metrics; nil means none.
-	Observer Observer
 }
 
-// Observer receives lock events, e.g. to export metrics. Implementations must
-// be safe for concurrent use and must not block. (Its methods are a subset
-// of the Redis lock package's Observer, so one value can serve both.)
-type Observer interface {
-	// Acquired reports one Lock or TryLock call: nil on success, else the
-	// error returned; how long it waited; the etcd requests it made.
-	Acquired(key string, err error, wait time.Duration, roundTrips int)
-	// Lost reports a lease lost while held.
-	Lost(key string, reason error)
-	// Released reports a release and how long the lock was held.
-	Released(key string, held time.Duration, err error)
-}
-
-// Errors returned by this package, wrapped in *Error; match them with
-// errors.Is. ErrTimeout, ErrLost, ErrNotHeld, ErrReleaseUnknown and
-// ErrReleased mean what the Redis lock package's errors of the same names
-// mean.
+// Errors of this package's own, beside lock's; returned wrapped in
+// *lock.Error.
 var (
-	// ErrNotAcquired: the lock is held by someone else (TryLock).
-	ErrNotAcquired = errors.New("lock held by someone else")
-	// ErrTimeout: Lock gave up waiting; it also wraps ctx.Err() or
-	// context.DeadlineExceeded for the Wait budget.
-	ErrTimeout = errors.New("timed out waiting for lock")
-	// ErrLost: the lease is known or presumed lost; it comes with
-	// ErrSessionEnded or ErrKeyDeleted.
-	ErrLost = errors.New("lock lost")
 	// ErrSessionEnded: the session's etcd lease expired, was revoked, or was
-	// not refreshed in time; every key on it is (or will soon be) gone.
+	// not refreshed in time; every key on it is (or will soon be) gone. A
+	// lease lost this way reports it wrapped with lock.ErrLost; a Lock
+	// whose session ended while it waited returns it alone.
 	ErrSessionEnded = errors.New("etcd session ended")
-	// ErrKeyDeleted: the holder's key was deleted (its lease ended, or by hand).
-	ErrKeyDeleted = errors.New("lock key deleted")
-	// ErrNotHeld: a release of a lock this lease no longer holds (its key
-	// was gone already, or the lease was already released).
-	ErrNotHeld = errors.New("lock not held by this owner")
-	// ErrReleaseUnknown: the release's outcome is unknown (etcd
-	// unreachable); the session is abandoned, so the key goes with its
-	// lease within the TTL.
-	ErrReleaseUnknown = errors.New("lock release outcome unknown")
-	// ErrReleased: the cause of a lease context cancelled by Release.
-	ErrReleased = errors.New("lock released")
-	// ErrClosed: the Locker was closed.
-	ErrClosed = errors.New("locker closed")
+	// ErrKeyDeleted: the holder's key was deleted (its lease ended, or by
+	// hand): the lock is lost.
+	ErrKeyDeleted = fmt.Errorf("%w: lock key deleted", lock.ErrLost)
 )
-
-// Error carries the operation and lock name that an error is about.
-type Error struct {
-	Op  string // "lock", "trylock", "release"
-	Key string
-	Err error
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("etcdlock: %s %s: %v", e.Op, e.Key, e.Err) }
-
-// Unwrap lets errors.Is see the sentinel (and ctx.Err() for timeouts).
-func (e *Error) Unwrap() error { return e.Err }
 
 // Locker takes and releases locks in etcd. Create one per process and
 // share it; it is safe for concurrent use. Close it to end its session.
@@ -223,12 +92,7 @@ const DefaultPrefix = "/inventory/locks/"
 // New returns a Locker on client, which stays the caller's to close (after
 // the Locker). See Options for the defaults.
 func New(client *clientv3.Client, opts Options) *Locker {
-	if opts.TTL <= 0 {
-		opts.TTL = 30 * time.Second
-	}
-	if opts.Wait <= 0 {
-		opts.Wait = 10 * time.Second
-	}
+	opts.Options = opts.WithDefaults()
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
@@ -283,7 +147,7 @@ func (l *Locker) Client() *clientv3.Client { return l.client }
 
 // Close revokes the session's lease, which deletes every key of this
 // Locker (leases still held are lost), and closes the client if Dial made
-// it. Lock fails with ErrClosed afterwards.
+// it. Lock fails with lock.ErrClosed afterwards.
 func (l *Locker) Close() error {
 	l.sessMu.Lock()
 	l.closed = true
@@ -311,7 +175,7 @@ func (l *Locker) session(ctx context.Context, trips *int) (*concurrency.Session,
 	l.sessMu.Lock()
 	defer l.sessMu.Unlock()
 	if l.closed {
-		return nil, ErrClosed
+		return nil, lock.ErrClosed
 	}
 	if l.sess != nil && l.sess.Ctx().Err() == nil {
 		return l.sess, nil
@@ -344,7 +208,7 @@ func (l *Locker) abandon(s *concurrency.Session) {
 }
 
 // turn waits for this process' turn at name; without block it fails at
-// once with ErrNotAcquired when another goroutine has the turn.
+// once with lock.ErrNotAcquired when another goroutine has the turn.
 func (l *Locker) turn(ctx context.Context, name string, block bool) error {
 	l.qmu.Lock()
 	q := l.queues[name]
@@ -360,7 +224,7 @@ func (l *Locker) turn(ctx context.Context, name string, block bool) error {
 			return nil
 		default:
 			l.leave(name, q)
-			return ErrNotAcquired
+			return lock.ErrNotAcquired
 		}
 	}
 	select {
@@ -371,7 +235,7 @@ func (l *Locker) turn(ctx context.Context, name string, block bool) error {
 		return ctx.Err()
 	case <-l.ctx.Done():
 		l.leave(name, q)
-		return ErrClosed
+		return lock.ErrClosed
 	}
 }
 
@@ -393,28 +257,31 @@ func (l *Locker) leave(name string, q *queue) {
 }
 
 // Lock acquires name, waiting for at most Options.Wait and never past ctx.
-// Giving up returns *Error wrapping ErrTimeout and ctx.Err()
+// Giving up returns *lock.Error wrapping lock.ErrTimeout and ctx.Err()
 // (context.DeadlineExceeded for the Wait budget); the session ending while
-// waiting returns ErrSessionEnded; an etcd failure returns *Error wrapping
+// waiting returns ErrSessionEnded; an etcd failure returns *lock.Error wrapping
 // it. A failed Lock leaves no key behind.
-func (l *Locker) Lock(ctx context.Context, name string) (*Lease, error) {
+func (l *Locker) Lock(ctx context.Context, name string) (lock.Lease, error) {
 	return l.acquire(ctx, name, "lock", true)
 }
 
-// TryLock makes one attempt: *Error wrapping ErrNotAcquired if name is
+// TryLock makes one attempt: *lock.Error wrapping lock.ErrNotAcquired if name is
 // held, by another process or by another goroutine of this one.
-func (l *Locker) TryLock(ctx context.Context, name string) (*Lease, error) {
+func (l *Locker) TryLock(ctx context.Context, name string) (lock.Lease, error) {
 	return l.acquire(ctx, name, "trylock", false)
 }
 
-func (l *Locker) acquire(ctx context.Context, name, op string, wait bool) (*Lease, error) {
+func (l *Locker) acquire(ctx context.Context, name, op string, wait bool) (lock.Lease, error) {
 	start := time.Now()
 	trips := 0
 	lease, err := l.attempt(ctx, name, op, wait, &trips)
 	if l.opts.Observer != nil {
 		l.opts.Observer.Acquired(name, err, time.Since(start), trips)
 	}
-	return lease, err
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
 }
 
 func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips *int) (*Lease, error) {
@@ -428,16 +295,16 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips 
 	defer cancel()
 	fail := func(err error) error {
 		if wctx.Err() != nil && !errors.Is(err, ErrSessionEnded) {
-			err = fmt.Errorf("%w: %w", ErrTimeout, wctx.Err())
+			err = fmt.Errorf("%w: %w", lock.ErrTimeout, wctx.Err())
 		}
-		return &Error{Op: op, Key: name, Err: err}
+		return &lock.Error{Backend: Backend, Op: op, Key: name, Err: err}
 	}
 	if l.ctx.Err() != nil {
-		return nil, &Error{Op: op, Key: name, Err: ErrClosed}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: name, Err: lock.ErrClosed}
 	}
 	if err := l.turn(wctx, name, wait); err != nil {
-		if errors.Is(err, ErrClosed) {
-			return nil, &Error{Op: op, Key: name, Err: err}
+		if errors.Is(err, lock.ErrClosed) {
+			return nil, &lock.Error{Backend: Backend, Op: op, Key: name, Err: err}
 		}
 		return nil, fail(err)
 	}
@@ -505,7 +372,7 @@ func (l *Locker) contend(ctx context.Context, s *concurrency.Session, name, key 
 			return rev, nil
 		}
 		if !wait {
-			return 0, ErrNotAcquired
+			return 0, lock.ErrNotAcquired
 		}
 		if err := l.waitPredecessors(ctx, pfx, key, rev, trips); err != nil {
 			return 0, err
@@ -620,35 +487,32 @@ func (l *Locker) giveUp(ctx context.Context, s *concurrency.Session, name, key s
 // grant builds the lease for key, created at revision rev, and starts
 // watching for its loss.
 func (l *Locker) grant(parent context.Context, s *concurrency.Session, name, key string, rev int64) *Lease {
-	ctx, cancel := context.WithCancelCause(parent)
-	lease := &Lease{l: l, sess: s, name: name, key: key, fence: rev, start: time.Now(),
-		ctx: ctx, cancel: cancel, watched: make(chan struct{})}
+	lease := &Lease{l: l, sess: s, key: key, watched: make(chan struct{})}
+	lease.Init(parent, lock.Grant{Backend: Backend, Key: name, Fence: lock.Fence{Backend: Backend, Token: rev},
+		Observer: l.opts.Observer})
 	lease.stopSess = context.AfterFunc(s.Ctx(), func() { lease.lose(ErrSessionEnded) })
 	go lease.watch()
 	return lease
 }
 
 // Lease is one successful Lock or TryLock: the proof of holding a lock for
-// as long as its Context is not cancelled.
+// as long as its Context is not cancelled. Its Fence is the key's create
+// revision, larger than every earlier holder's of the same name; its
+// Context is cancelled when the session ends or the key is deleted (cause
+// wrapping lock.ErrLost and ErrSessionEnded or ErrKeyDeleted).
 type Lease struct {
+	lock.State
 	l        *Locker
 	sess     *concurrency.Session
-	name     string
 	key      string
-	fence    int64
-	start    time.Time
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
 	stopSess func() bool
 	watched  chan struct{} // closed when watch returns
-
-	mu       sync.Mutex
-	lost     error
-	released atomic.Bool
 }
 
-// Key is the lock's name.
-func (l *Lease) Key() string { return l.name }
+var (
+	_ lock.Locker = (*Locker)(nil)
+	_ lock.Lease  = (*Lease)(nil)
+)
 
 // EtcdKey is the key this lease holds in etcd.
 func (l *Lease) EtcdKey() string { return l.key }
@@ -656,32 +520,12 @@ func (l *Lease) EtcdKey() string { return l.key }
 // LeaseID is the etcd lease the key is attached to (the Locker's session's).
 func (l *Lease) LeaseID() clientv3.LeaseID { return l.sess.Lease() }
 
-// Fence is the fencing token of this acquisition: the key's create
-// revision, larger than every earlier holder's of the same name.
-func (l *Lease) Fence() int64 { return l.fence }
-
-// Context is derived from the ctx given to Lock and is cancelled when the
-// lease is lost (cause *Error wrapping ErrLost) and on Release (cause
-// wrapping ErrReleased). Run the protected work under it.
-func (l *Lease) Context() context.Context { return l.ctx }
-
-// Err is nil while the lease holds, else why not: the loss (wrapping
-// ErrLost) or ErrReleased.
-func (l *Lease) Err() error {
-	if l.released.Load() {
-		return &Error{Op: "release", Key: l.name, Err: ErrReleased}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lost
-}
-
 // watch cancels the lease when its key is deleted. It starts from the
 // key's create revision, so a deletion before the watch is set up counts.
 func (l *Lease) watch() {
 	defer close(l.watched)
-	for wr := range l.l.client.Watch(l.ctx, l.key, clientv3.WithRev(l.fence+1)) {
-		if wr.Canceled && l.ctx.Err() == nil {
+	for wr := range l.l.client.Watch(l.Context(), l.key, clientv3.WithRev(l.Fence().Token+1)) {
+		if wr.Canceled && l.Context().Err() == nil {
 			// Compacted past our revision or refused: we cannot tell
 			// whether the key is still there; presume the worst.
 			l.lose(fmt.Errorf("%w: watch on own key cancelled: %v", ErrKeyDeleted, wr.Err()))
@@ -697,40 +541,21 @@ func (l *Lease) watch() {
 }
 
 // lose marks the lease lost by reason and cancels its context, unless it
-// was released first.
-func (l *Lease) lose(reason error) {
-	if l.released.Load() {
-		return
-	}
-	l.mu.Lock()
-	if l.lost != nil {
-		l.mu.Unlock()
-		return
-	}
-	l.lost = &Error{Op: "lock", Key: l.name, Err: fmt.Errorf("%w: %w", ErrLost, reason)}
-	cause := l.lost
-	l.mu.Unlock()
-	if l.l.opts.Observer != nil {
-		l.l.opts.Observer.Lost(l.name, cause)
-	}
-	l.cancel(cause)
-}
+// was released or lost first.
+func (l *Lease) lose(reason error) { l.Lose(l.LostError("lock", reason)) }
 
-// Release gives the lease up by deleting its key. nil: released. ErrLost:
-// the lease had been lost before (the work done under it may not have been
-// exclusive). ErrNotHeld: the key was already gone, or the lease was
-// already released. ErrReleaseUnknown: the delete's outcome is unknown;
-// the session is abandoned, so the key goes within the TTL. The lease's
-// context is cancelled in every case.
+// Release gives the lease up by deleting its key. nil: released.
+// lock.ErrLost: the lease had been lost before (the work done under it may
+// not have been exclusive). lock.ErrNotHeld: the key was already gone, or
+// the lease was already released. lock.ErrReleaseUnknown: the delete's
+// outcome is unknown; the session is abandoned, so the key goes within the
+// TTL. The lease's context is cancelled in every case.
 func (l *Lease) Release(ctx context.Context) error {
-	if l.released.Swap(true) {
-		return &Error{Op: "release", Key: l.name, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
+	lost, err := l.BeginRelease()
+	if err != nil {
+		return err
 	}
 	l.stopSess()
-	l.mu.Lock()
-	lost := l.lost
-	l.mu.Unlock()
-	l.cancel(&Error{Op: "release", Key: l.name, Err: ErrReleased})
 	<-l.watched
 	resp, err := l.l.client.Delete(ctx, l.key)
 	if err != nil {
@@ -739,15 +564,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	var rerr error
 	switch {
 	case lost != nil:
-		rerr = &Error{Op: "release", Key: l.name, Err: fmt.Errorf("lease was lost before release: %w", lost)}
+		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("lease was lost before release: %w", lost)}
 	case err != nil:
-		rerr = &Error{Op: "release", Key: l.name, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}
+		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}
 	case resp.Deleted != 1:
-		rerr = &Error{Op: "release", Key: l.name, Err: ErrNotHeld}
+		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: lock.ErrNotHeld}
 	}
-	l.l.done(l.name)
-	if l.l.opts.Observer != nil {
-		l.l.opts.Observer.Released(l.name, time.Since(l.start), rerr)
-	}
-	return rerr
+	l.l.done(l.Key())
+	return l.EndRelease(rerr)
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
@@ -112,10 +113,10 @@ func TestOverlapDetector(t *testing.T) {
 						}
 					}
 					mu.Lock()
-					if lease.Fence() <= last {
-						t.Errorf("fence %d after %d: not increasing", lease.Fence(), last)
+					if lease.Fence().Token <= last {
+						t.Errorf("fence %d after %d: not increasing", lease.Fence().Token, last)
 					}
-					last = lease.Fence()
+					last = lease.Fence().Token
 					count++
 					mu.Unlock()
 					inside.Add(-1)
@@ -139,14 +140,14 @@ func TestOverlapDetector(t *testing.T) {
 }
 
 // TestTryLockExactlyOneWinner: 10 goroutines over two Lockers try at once;
-// exactly one gets the lock, the others get ErrNotAcquired and leave no key.
+// exactly one gets the lock, the others get lock.ErrNotAcquired and leave no key.
 func TestTryLockExactlyOneWinner(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	lockers := []*Locker{newLocker(t, eps, Options{}), newLocker(t, eps, Options{})}
 	start := make(chan struct{})
 	var wins atomic.Int64
 	var wg sync.WaitGroup
-	leases := make(chan *Lease, 10)
+	leases := make(chan lock.Lease, 10)
 	for g := range 10 {
 		wg.Go(func() {
 			<-start
@@ -155,8 +156,8 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 			case err == nil:
 				wins.Add(1)
 				leases <- lease
-			case !errors.Is(err, ErrNotAcquired):
-				t.Errorf("TryLock(try) = %v, want nil or ErrNotAcquired", err)
+			case !errors.Is(err, lock.ErrNotAcquired):
+				t.Errorf("TryLock(try) = %v, want nil or lock.ErrNotAcquired", err)
 			}
 		})
 	}
@@ -175,7 +176,7 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 }
 
 // TestWaiting: a waiter gives up at Options.Wait or when its ctx ends, with
-// ErrTimeout, whether it waits in etcd (another process holds) or in the
+// lock.ErrTimeout, whether it waits in etcd (another process holds) or in the
 // Locker's local queue (another goroutine of its process holds), and
 // leaves no key behind; it gets the lock once the holder releases.
 func TestWaiting(t *testing.T) {
@@ -183,7 +184,7 @@ func TestWaiting(t *testing.T) {
 	leakCheck(t)
 	c := newClient(t, eps)
 	a := newLocker(t, eps, Options{})
-	b := newLocker(t, eps, Options{Wait: 300 * time.Millisecond})
+	b := newLocker(t, eps, Options{Options: lock.Options{Wait: 300 * time.Millisecond}})
 	ctx := context.Background()
 	held, err := a.Lock(ctx, "w")
 	if err != nil {
@@ -214,22 +215,22 @@ func TestWaiting(t *testing.T) {
 		t0 := time.Now()
 		_, err := tc.l.Lock(tc.ctx(), "w")
 		took := time.Since(t0)
-		if !errors.Is(err, ErrTimeout) || !errors.Is(err, tc.wantCtx) {
-			t.Errorf("%s: Lock(w) = %v, want ErrTimeout and %v", tc.name, err, tc.wantCtx)
+		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, tc.wantCtx) {
+			t.Errorf("%s: Lock(w) = %v, want lock.ErrTimeout and %v", tc.name, err, tc.wantCtx)
 		}
 		if took < tc.min || took > tc.min+2*time.Second {
 			t.Errorf("%s: Lock(w) gave up after %v, want about %v", tc.name, took, tc.min)
 		}
-		if ks := keys(t, c, "w"); len(ks) != 1 || ks[0] != held.EtcdKey() {
-			t.Errorf("%s: keys after giving up %v, want only the holder's %s", tc.name, ks, held.EtcdKey())
+		if ks := keys(t, c, "w"); len(ks) != 1 || ks[0] != held.(*Lease).EtcdKey() {
+			t.Errorf("%s: keys after giving up %v, want only the holder's %s", tc.name, ks, held.(*Lease).EtcdKey())
 		}
 	}
 	got := make(chan error, 1)
 	go func() {
 		l, err := b.Lock(ctx, "w")
 		if err == nil {
-			if l.Fence() <= held.Fence() {
-				err = fmt.Errorf("fence %d not above the previous holder's %d", l.Fence(), held.Fence())
+			if l.Fence().Token <= held.Fence().Token {
+				err = fmt.Errorf("fence %d not above the previous holder's %d", l.Fence().Token, held.Fence().Token)
 			}
 			_ = l.Release(ctx)
 		}
@@ -251,7 +252,7 @@ func TestWaiting(t *testing.T) {
 }
 
 // TestRelease: a second release of a lease, or a release after the lock
-// went to someone else, is ErrNotHeld and harmless to the new holder.
+// went to someone else, is lock.ErrNotHeld and harmless to the new holder.
 func TestRelease(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	a, b := newLocker(t, eps, Options{}), newLocker(t, eps, Options{})
@@ -263,22 +264,22 @@ func TestRelease(t *testing.T) {
 	if err := first.Release(ctx); err != nil {
 		t.Fatalf("A: Release = %v", err)
 	}
-	if err := first.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("A: second Release = %v, want ErrNotHeld", err)
+	if err := first.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("A: second Release = %v, want lock.ErrNotHeld", err)
 	}
-	if !errors.Is(first.Err(), ErrReleased) || !errors.Is(context.Cause(first.Context()), ErrReleased) {
-		t.Errorf("released lease: Err() = %v, Context cause %v, want ErrReleased", first.Err(), context.Cause(first.Context()))
+	if !errors.Is(first.Err(), lock.ErrReleased) || !errors.Is(context.Cause(first.Context()), lock.ErrReleased) {
+		t.Errorf("released lease: Err() = %v, Context cause %v, want lock.ErrReleased", first.Err(), context.Cause(first.Context()))
 	}
 	second, err := b.Lock(ctx, "r")
 	if err != nil {
 		t.Fatalf("B: Lock(r) = %v", err)
 	}
 	defer func() { _ = second.Release(ctx) }()
-	if err := first.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("A: Release while B holds = %v, want ErrNotHeld", err)
+	if err := first.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("A: Release while B holds = %v, want lock.ErrNotHeld", err)
 	}
-	if _, err := a.TryLock(ctx, "r"); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("A: TryLock while B holds = %v, want ErrNotAcquired", err)
+	if _, err := a.TryLock(ctx, "r"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("A: TryLock while B holds = %v, want lock.ErrNotAcquired", err)
 	}
 	if second.Err() != nil {
 		t.Errorf("B's lease after A's stray releases: Err() = %v, want nil", second.Err())
@@ -287,7 +288,7 @@ func TestRelease(t *testing.T) {
 
 // TestLeaseLoss: a holder whose session lease is revoked, or whose key is
 // deleted, by another client has its Context cancelled at once with
-// ErrLost; the next holder gets a larger fence; the Locker starts a new
+// lock.ErrLost; the next holder gets a larger fence; the Locker starts a new
 // session for its next Lock.
 func TestLeaseLoss(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
@@ -309,13 +310,13 @@ func TestLeaseLoss(t *testing.T) {
 	}
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
-			a, b := newLocker(t, eps, Options{TTL: 5 * time.Second}), newLocker(t, eps, Options{})
+			a, b := newLocker(t, eps, Options{Options: lock.Options{TTL: 5 * time.Second}}), newLocker(t, eps, Options{})
 			ctx := context.Background()
 			held, err := a.Lock(ctx, "lost")
 			if err != nil {
 				t.Fatalf("A: Lock = %v", err)
 			}
-			if err := f.inject(held); err != nil {
+			if err := f.inject(held.(*Lease)); err != nil {
 				t.Fatalf("inject %s: %v", f.name, err)
 			}
 			if took, ok := waitDone(held.Context(), 3*time.Second); !ok {
@@ -323,21 +324,21 @@ func TestLeaseLoss(t *testing.T) {
 			} else {
 				t.Logf("A's Context cancelled %v after %s", took, f.name)
 			}
-			if err := held.Err(); !errors.Is(err, ErrLost) || (f.reason != nil && !errors.Is(err, f.reason)) {
-				t.Errorf("A: Err() = %v, want ErrLost (%v)", err, f.reason)
+			if err := held.Err(); !errors.Is(err, lock.ErrLost) || (f.reason != nil && !errors.Is(err, f.reason)) {
+				t.Errorf("A: Err() = %v, want lock.ErrLost (%v)", err, f.reason)
 			}
-			if cause := context.Cause(held.Context()); !errors.Is(cause, ErrLost) {
-				t.Errorf("A: Context cause %v, want ErrLost", cause)
+			if cause := context.Cause(held.Context()); !errors.Is(cause, lock.ErrLost) {
+				t.Errorf("A: Context cause %v, want lock.ErrLost", cause)
 			}
 			next, err := b.Lock(ctx, "lost")
 			if err != nil {
 				t.Fatalf("B: Lock after A's loss = %v", err)
 			}
-			if next.Fence() <= held.Fence() {
-				t.Errorf("B's fence %d not above A's %d", next.Fence(), held.Fence())
+			if next.Fence().Token <= held.Fence().Token {
+				t.Errorf("B's fence %d not above A's %d", next.Fence().Token, held.Fence().Token)
 			}
-			if err := held.Release(ctx); !errors.Is(err, ErrLost) {
-				t.Errorf("A: Release after the loss = %v, want ErrLost", err)
+			if err := held.Release(ctx); !errors.Is(err, lock.ErrLost) {
+				t.Errorf("A: Release after the loss = %v, want lock.ErrLost", err)
 			}
 			if next.Err() != nil {
 				t.Errorf("B's lease after A's late Release: %v", next.Err())
@@ -347,8 +348,8 @@ func TestLeaseLoss(t *testing.T) {
 			if err != nil {
 				t.Fatalf("A: Lock after the loss = %v", err)
 			}
-			if again.Fence() <= next.Fence() {
-				t.Errorf("A's new fence %d not above B's %d", again.Fence(), next.Fence())
+			if again.Fence().Token <= next.Fence().Token {
+				t.Errorf("A's new fence %d not above B's %d", again.Fence().Token, next.Fence().Token)
 			}
 			_ = again.Release(ctx)
 		})
@@ -360,7 +361,7 @@ func TestLeaseLoss(t *testing.T) {
 func TestSessionEndsWhileWaiting(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	c := newClient(t, eps)
-	a, b := newLocker(t, eps, Options{}), newLocker(t, eps, Options{Wait: 20 * time.Second})
+	a, b := newLocker(t, eps, Options{}), newLocker(t, eps, Options{Options: lock.Options{Wait: 20 * time.Second}})
 	ctx := context.Background()
 	held, err := a.Lock(ctx, "s")
 	if err != nil {
@@ -371,7 +372,7 @@ func TestSessionEndsWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("B: Lock(warm) = %v", err)
 	}
-	lease := warm.LeaseID()
+	lease := warm.(*Lease).LeaseID()
 	_ = warm.Release(ctx)
 	got := make(chan error, 1)
 	go func() {
@@ -410,8 +411,8 @@ func TestSessionEndsWhileWaiting(t *testing.T) {
 func TestEtcdPaused(t *testing.T) {
 	srv := testenv.EtcdServer(t)
 	eps := []string{srv.Endpoint}
-	a := newLocker(t, eps, Options{TTL: 2 * time.Second, Wait: 500 * time.Millisecond})
-	b := newLocker(t, eps, Options{TTL: 2 * time.Second})
+	a := newLocker(t, eps, Options{Options: lock.Options{TTL: 2 * time.Second, Wait: 500 * time.Millisecond}})
+	b := newLocker(t, eps, Options{Options: lock.Options{TTL: 2 * time.Second}})
 	ctx := context.Background()
 	held, err := a.Lock(ctx, "p")
 	if err != nil {
@@ -429,8 +430,8 @@ func TestEtcdPaused(t *testing.T) {
 	}
 	defer resume()
 	t0 := time.Now()
-	if _, err := a.Lock(ctx, "other"); !errors.Is(err, ErrTimeout) {
-		t.Errorf("A: Lock(other) while etcd is stopped = %v, want ErrTimeout", err)
+	if _, err := a.Lock(ctx, "other"); !errors.Is(err, lock.ErrTimeout) {
+		t.Errorf("A: Lock(other) while etcd is stopped = %v, want lock.ErrTimeout", err)
 	}
 	if took := time.Since(t0); took > 2*time.Second {
 		t.Errorf("A: Lock(other) while etcd is stopped took %v, want about Wait (500ms)", took)
@@ -441,16 +442,16 @@ func TestEtcdPaused(t *testing.T) {
 	}
 	t.Logf("A's Context cancelled %v after SIGSTOP (TTL 2s)", time.Since(t0))
 	_ = took
-	if err := held.Err(); !errors.Is(err, ErrLost) {
-		t.Errorf("A: Err() = %v, want ErrLost", err)
+	if err := held.Err(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("A: Err() = %v, want lock.ErrLost", err)
 	}
 	resume()
 	next, err := b.Lock(ctx, "p")
 	if err != nil {
 		t.Fatalf("B: Lock after SIGCONT = %v", err)
 	}
-	if next.Fence() <= held.Fence() {
-		t.Errorf("B's fence %d not above A's %d", next.Fence(), held.Fence())
+	if next.Fence().Token <= held.Fence().Token {
+		t.Errorf("B's fence %d not above A's %d", next.Fence().Token, held.Fence().Token)
 	}
 	_ = next.Release(ctx)
 	_ = held.Release(ctx)
@@ -480,14 +481,14 @@ func TestExcludesConcurrencyMutex(t *testing.T) {
 	if err := m.Lock(ctx); err != nil {
 		t.Fatalf("Mutex.Lock after release = %v", err)
 	}
-	if _, err := l.TryLock(ctx, "x"); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock while the Mutex holds = %v, want ErrNotAcquired", err)
+	if _, err := l.TryLock(ctx, "x"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock while the Mutex holds = %v, want lock.ErrNotAcquired", err)
 	}
 	_ = m.Unlock(ctx)
 }
 
 // TestClose: Close ends the session, which loses the leases still held and
-// frees their keys; Lock fails with ErrClosed afterwards.
+// frees their keys; Lock fails with lock.ErrClosed afterwards.
 func TestClose(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
 	c := newClient(t, eps)
@@ -500,13 +501,13 @@ func TestClose(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}
-	if _, ok := waitDone(held.Context(), 3*time.Second); !ok || !errors.Is(held.Err(), ErrLost) {
-		t.Errorf("lease after Close: Err() = %v, want ErrLost", held.Err())
+	if _, ok := waitDone(held.Context(), 3*time.Second); !ok || !errors.Is(held.Err(), lock.ErrLost) {
+		t.Errorf("lease after Close: Err() = %v, want lock.ErrLost", held.Err())
 	}
 	if ks := keys(t, c, "c"); len(ks) != 0 {
 		t.Errorf("keys after Close: %v", ks)
 	}
-	if _, err := l.Lock(ctx, "c"); !errors.Is(err, ErrClosed) {
-		t.Errorf("Lock after Close = %v, want ErrClosed", err)
+	if _, err := l.Lock(ctx, "c"); !errors.Is(err, lock.ErrClosed) {
+		t.Errorf("Lock after Close = %v, want lock.ErrClosed", err)
 	}
 }

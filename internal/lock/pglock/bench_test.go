@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inventory/internal/lock"
 )
 
 // tripCounter is an Observer that adds up the statements acquisitions ran.
@@ -19,9 +21,10 @@ func (c *tripCounter) Acquired(_ string, _ error, _ time.Duration, trips int) {
 	c.n.Add(int64(trips))
 }
 func (c *tripCounter) Lost(string, error)                    {}
+func (c *tripCounter) Renewed(string, error)                 {}
 func (c *tripCounter) Released(string, time.Duration, error) {}
 
-// BenchmarkLock measures Lock+Release on one name, as internal/lock's
+// BenchmarkLock measures Lock+Release on one name, as internal/lock/redislock's
 // BenchmarkLock does for the Redis locks: uncontended (1 goroutine) and
 // contended (8 and 64 goroutines over two pools, as two replicas).
 // Reported: acquisitions/s, p50/p99/max wait inside Lock, and statements
@@ -32,7 +35,7 @@ func BenchmarkLock(b *testing.B) {
 	for _, n := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
 			var trips tripCounter
-			lockers := []*Locker{New(pools[0], Options{Observer: &trips}), New(pools[1], Options{Observer: &trips})}
+			lockers := []*Locker{New(pools[0], Options{Options: lock.Options{Observer: &trips}}), New(pools[1], Options{Options: lock.Options{Observer: &trips}})}
 			name := fmt.Sprintf("lock:{bench-%d}", n)
 			ctx := context.Background()
 			for _, l := range lockers { // warm up: row created, connections open

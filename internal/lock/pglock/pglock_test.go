@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 	"inventory/migrations"
 )
@@ -69,7 +70,7 @@ func TestOverlapDetector(t *testing.T) {
 		t.Fatalf("create counter: %v", err)
 	}
 	pools := []*pgxpool.Pool{pool, newPool(t, url)}
-	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}}
 	lockers := []*Locker{New(pools[0], opts), New(pools[1], opts)}
 	const goroutines, iters = 16, 25
 	for _, locked := range []bool{true, false} {
@@ -90,7 +91,7 @@ func TestOverlapDetector(t *testing.T) {
 					<-gate
 					db := pools[g%2]
 					for i := range iters {
-						var lease *Lease
+						var lease lock.Lease
 						if locked {
 							var err error
 							if lease, err = lockers[g%2].Lock(ctx, "overlap"); err != nil {
@@ -138,7 +139,7 @@ func TestOverlapDetector(t *testing.T) {
 }
 
 // TestTryLockExactlyOneWinner: 100 TryLocks at once over two pools on a
-// free lock; exactly one wins, every other is told ErrNotAcquired.
+// free lock; exactly one wins, every other is told lock.ErrNotAcquired.
 func TestTryLockExactlyOneWinner(t *testing.T) {
 	url, pool := newDB(t)
 	lockers := []*Locker{New(pool, Options{}), New(newPool(t, url), Options{})}
@@ -153,10 +154,10 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 			switch {
 			case err == nil:
 				wins.Add(1)
-			case errors.Is(err, ErrNotAcquired):
+			case errors.Is(err, lock.ErrNotAcquired):
 				refused.Add(1)
 			default:
-				t.Errorf("TryLock(one-winner) = %v, want a lease or ErrNotAcquired", err)
+				t.Errorf("TryLock(one-winner) = %v, want a lease or lock.ErrNotAcquired", err)
 			}
 		})
 	}
@@ -168,23 +169,23 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 }
 
 // TestExpiryTakeOverAndFence: a lease ends at its TTL (its Context is
-// cancelled with ErrExpired), another locker then takes the row over with a
+// cancelled with lock.ErrExpired), another locker then takes the row over with a
 // larger fence, the expired holder's release frees nothing, and fences keep
 // growing across releases and take-overs.
 func TestExpiryTakeOverAndFence(t *testing.T) {
 	url, pool := newDB(t)
 	ctx := context.Background()
-	short := New(pool, Options{TTL: 300 * time.Millisecond})
-	other := New(newPool(t, url), Options{TTL: 10 * time.Second})
+	short := New(pool, Options{Options: lock.Options{TTL: 300 * time.Millisecond}})
+	other := New(newPool(t, url), Options{Options: lock.Options{TTL: 10 * time.Second}})
 
 	var fences []int64
 	a, err := short.Lock(ctx, "expiry")
 	if err != nil {
 		t.Fatalf("a: Lock = %v", err)
 	}
-	fences = append(fences, a.Fence())
-	if _, err := other.TryLock(ctx, "expiry"); !errors.Is(err, ErrNotAcquired) {
-		t.Fatalf("TryLock while a holds = %v, want ErrNotAcquired", err)
+	fences = append(fences, a.Fence().Token)
+	if _, err := other.TryLock(ctx, "expiry"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("TryLock while a holds = %v, want lock.ErrNotAcquired", err)
 	}
 	var acquired, expires time.Time
 	if err := pool.QueryRow(ctx, `SELECT acquired_at, expires_at FROM locks WHERE name = 'expiry'`).Scan(&acquired, &expires); err != nil {
@@ -199,43 +200,43 @@ func TestExpiryTakeOverAndFence(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("a's Context not cancelled 5s after its 300ms TTL")
 	}
-	if cause := context.Cause(a.Context()); !errors.Is(cause, ErrLost) || !errors.Is(cause, ErrExpired) {
-		t.Errorf("a's Context cause = %v, want ErrLost and ErrExpired", cause)
+	if cause := context.Cause(a.Context()); !errors.Is(cause, lock.ErrLost) || !errors.Is(cause, lock.ErrExpired) {
+		t.Errorf("a's Context cause = %v, want lock.ErrLost and lock.ErrExpired", cause)
 	}
-	if err := a.Err(); !errors.Is(err, ErrExpired) {
-		t.Errorf("a.Err() after its deadline = %v, want ErrExpired", err)
+	if err := a.Err(); !errors.Is(err, lock.ErrExpired) {
+		t.Errorf("a.Err() after its deadline = %v, want lock.ErrExpired", err)
 	}
 	// Postgres' expiry is no earlier than a's local deadline: poll until it passes.
-	var b *Lease
+	var b lock.Lease
 	waitFor(t, "b to take the expired lock over", 5*time.Second, func() bool {
 		b, err = other.TryLock(ctx, "expiry")
-		if err != nil && !errors.Is(err, ErrNotAcquired) {
+		if err != nil && !errors.Is(err, lock.ErrNotAcquired) {
 			t.Fatalf("b: TryLock = %v", err)
 		}
 		return err == nil
 	})
-	fences = append(fences, b.Fence())
-	if err := a.Release(ctx); !errors.Is(err, ErrLost) {
-		t.Errorf("a.Release after b took over = %v, want ErrLost", err)
+	fences = append(fences, b.Fence().Token)
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("a.Release after b took over = %v, want lock.ErrLost", err)
 	}
-	if _, err := short.TryLock(ctx, "expiry"); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock after the expired holder's release = %v, want ErrNotAcquired: b still holds", err)
+	if _, err := short.TryLock(ctx, "expiry"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock after the expired holder's release = %v, want lock.ErrNotAcquired: b still holds", err)
 	}
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("b.Release = %v, want nil", err)
 	}
-	if err := b.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("b.Release twice = %v, want ErrNotHeld", err)
+	if err := b.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("b.Release twice = %v, want lock.ErrNotHeld", err)
 	}
-	if err := b.Err(); !errors.Is(err, ErrReleased) {
-		t.Errorf("b.Err() after Release = %v, want ErrReleased", err)
+	if err := b.Err(); !errors.Is(err, lock.ErrReleased) {
+		t.Errorf("b.Err() after Release = %v, want lock.ErrReleased", err)
 	}
 	for i := range 3 {
 		l, err := other.Lock(ctx, "expiry")
 		if err != nil {
 			t.Fatalf("Lock %d after releases: %v", i, err)
 		}
-		fences = append(fences, l.Fence())
+		fences = append(fences, l.Fence().Token)
 		if err := l.Release(ctx); err != nil {
 			t.Errorf("Release %d: %v", i, err)
 		}
@@ -257,12 +258,12 @@ func TestReleaseOnlyByHolder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	forged := l.grant(ctx, "mine", "not-the-holders-token", held.Fence(), time.Now(), func() {})
-	if err := forged.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("Release by a non-holder = %v, want ErrNotHeld", err)
+	forged := l.grant(ctx, "mine", "not-the-holders-token", held.Fence().Token, time.Now(), func() {})
+	if err := forged.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release by a non-holder = %v, want lock.ErrNotHeld", err)
 	}
-	if _, err := l.TryLock(ctx, "mine"); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock after a non-holder's release = %v, want ErrNotAcquired", err)
+	if _, err := l.TryLock(ctx, "mine"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock after a non-holder's release = %v, want lock.ErrNotAcquired", err)
 	}
 	if err := held.Release(ctx); err != nil {
 		t.Errorf("holder's Release = %v, want nil", err)
@@ -273,24 +274,24 @@ func TestReleaseOnlyByHolder(t *testing.T) {
 }
 
 // TestWaiting: a waiter gets the lock once the holder releases it; it gives
-// up at its Wait budget or when its context is cancelled, with ErrTimeout
+// up at its Wait budget or when its context is cancelled, with lock.ErrTimeout
 // wrapping the context's error, and leaves the lock alone.
 func TestWaiting(t *testing.T) {
 	url, pool := newDB(t)
 	ctx := context.Background()
-	holder := New(pool, Options{TTL: 30 * time.Second})
-	waiter := New(newPool(t, url), Options{Wait: 10 * time.Second})
+	holder := New(pool, Options{Options: lock.Options{TTL: 30 * time.Second}})
+	waiter := New(newPool(t, url), Options{Options: lock.Options{Wait: 10 * time.Second}})
 	h, err := holder.Lock(ctx, "wait")
 	if err != nil {
 		t.Fatalf("holder: Lock = %v", err)
 	}
 
 	t.Run("Wait budget", func(t *testing.T) {
-		short := New(pool, Options{Wait: 50 * time.Millisecond})
+		short := New(pool, Options{Options: lock.Options{Wait: 50 * time.Millisecond}})
 		began := time.Now()
 		_, err := short.Lock(ctx, "wait")
-		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Lock with Wait 50ms on a held lock = %v, want ErrTimeout wrapping DeadlineExceeded", err)
+		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lock with Wait 50ms on a held lock = %v, want lock.ErrTimeout wrapping DeadlineExceeded", err)
 		}
 		if took := time.Since(began); took < 50*time.Millisecond || took > 2*time.Second {
 			t.Errorf("Lock with Wait 50ms gave up after %v", took)
@@ -300,13 +301,16 @@ func TestWaiting(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		db := &countingDB{DB: pool}
 		done := make(chan error, 1)
-		go func() { _, err := New(db, Options{Wait: 10 * time.Second}).Lock(cctx, "wait"); done <- err }()
+		go func() {
+			_, err := New(db, Options{Options: lock.Options{Wait: 10 * time.Second}}).Lock(cctx, "wait")
+			done <- err
+		}()
 		waitFor(t, "the waiter to try twice", 5*time.Second, func() bool { return db.queries.Load() >= 2 })
 		cancel()
 		select {
 		case err := <-done:
-			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
-				t.Errorf("Lock with its context cancelled = %v, want ErrTimeout wrapping context.Canceled", err)
+			if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.Canceled) {
+				t.Errorf("Lock with its context cancelled = %v, want lock.ErrTimeout wrapping context.Canceled", err)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("Lock did not return within 5s of its context being cancelled")
@@ -316,7 +320,7 @@ func TestWaiting(t *testing.T) {
 		t.Fatalf("holder's lease after the waiters gave up: %v, want held", h.Err())
 	}
 	t.Run("released", func(t *testing.T) {
-		done := make(chan *Lease, 1)
+		done := make(chan lock.Lease, 1)
 		go func() {
 			l, err := waiter.Lock(ctx, "wait")
 			if err != nil {
@@ -329,8 +333,8 @@ func TestWaiting(t *testing.T) {
 		}
 		select {
 		case l := <-done:
-			if l != nil && l.Fence() <= h.Fence() {
-				t.Errorf("waiter's fence %d, holder's %d: want larger", l.Fence(), h.Fence())
+			if l != nil && l.Fence().Token <= h.Fence().Token {
+				t.Errorf("waiter's fence %d, holder's %d: want larger", l.Fence().Token, h.Fence().Token)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("waiter did not get the lock within 5s of its release")
@@ -344,12 +348,12 @@ func TestDatabaseDown(t *testing.T) {
 	pool := newPool(t, url)
 	pool.Close()
 	_, err := New(pool, Options{}).TryLock(context.Background(), "down")
-	if err == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrTimeout) {
+	if err == nil || errors.Is(err, lock.ErrNotAcquired) || errors.Is(err, lock.ErrTimeout) {
 		t.Errorf("TryLock on a closed pool = %v, want the database error", err)
 	}
-	var e *Error
-	if !errors.As(err, &e) || e.Op != "trylock" || e.Key != "down" {
-		t.Errorf("TryLock on a closed pool = %v, want *Error{trylock, down}", err)
+	var e *lock.Error
+	if !errors.As(err, &e) || e.Backend != Backend || e.Op != "trylock" || e.Key != "down" {
+		t.Errorf("TryLock on a closed pool = %v, want *lock.Error{pglock, trylock, down}", err)
 	}
 }
 
@@ -383,6 +387,7 @@ func (o *triesObserver) Acquired(_ string, err error, _ time.Duration, n int) {
 	}
 }
 func (*triesObserver) Lost(string, error)                    {}
+func (*triesObserver) Renewed(string, error)                 {}
 func (*triesObserver) Released(string, time.Duration, error) {}
 
 // TestLocalWaitersQueueAtTheGate: 32 goroutines of one process take one
@@ -392,7 +397,7 @@ func (*triesObserver) Released(string, time.Duration, error) {}
 func TestLocalWaitersQueueAtTheGate(t *testing.T) {
 	_, pool := newDB(t)
 	obs := &triesObserver{}
-	l := New(pool, Options{Observer: obs})
+	l := New(pool, Options{Options: lock.Options{Observer: obs}})
 	var wg sync.WaitGroup
 	var inside atomic.Int32
 	for range 32 {

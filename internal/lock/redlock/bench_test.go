@@ -10,13 +10,13 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 
-	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 )
 
 // BenchmarkLockRelease measures uncontended Lock+Release on one key, in the
 // same run: this package over the three test servers, redsync over the
-// same three, and the Redis lock package's Mutex on the first of them.
+// same three, and package redislock's Mutex on the first of them.
 // Reported: p50 and p99 of Lock+Release, p50 of Lock alone.
 func BenchmarkLockRelease(b *testing.B) {
 	urls := testenv.FlushRedlock(b)
@@ -26,7 +26,7 @@ func BenchmarkLockRelease(b *testing.B) {
 		lock func(key string) (release func() error, err error)
 	}
 	ours := New(clients(b, urls), Options{})
-	mu := lock.NewMutex(clients(b, urls[:1])[0], lock.Options{})
+	mu := redislock.NewMutex(clients(b, urls[:1])[0], redislock.Options{})
 	b.Cleanup(mu.Close)
 	var pools []redsyncredis.Pool
 	for _, c := range clients(b, urls) {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"inventory/internal/localstack"
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
@@ -86,10 +87,11 @@ func holders(t *testing.T, direct []redis.UniversalClient, key string) []string 
 }
 
 // ours counts the servers on which key carries lease's token.
-func ours(t *testing.T, direct []redis.UniversalClient, l *Lease) int {
+func ours(t *testing.T, direct []redis.UniversalClient, le lock.Lease) int {
+	l := le.(*Lease)
 	t.Helper()
 	n := 0
-	for _, v := range holders(t, direct, l.key) {
+	for _, v := range holders(t, direct, l.Key()) {
 		if strings.HasPrefix(v, l.token+":") {
 			n++
 		}

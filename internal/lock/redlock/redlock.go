@@ -16,17 +16,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/turn"
 )
 
-// Options configures a Locker. The zero value works.
+// Backend names this package in errors and fences: a lease's
+// Fence().Backend, and the Backend of every *lock.Error it returns.
+const Backend = "redlock"
+
+// Options configures a Locker. The zero value works; lock.Options has
+// TTL (the lease time set on each server's key; nothing renews it: a
+// lease's validity is TTL less the time its round took and the drift
+// allowance, TTL/100 + 2ms), Wait and Observer, with their defaults. The
+// Observer's roundTrips are the commands sent to all servers (acquires,
+// fence catch-ups and clean-up deletes).
 type Options struct {
-	// TTL is the lease time set on each server's key; default 30s. Nothing
-	// renews it: a lease's validity is TTL less the time its round took and
-	// the drift allowance (TTL/100 + 2ms).
-	TTL time.Duration
-	// Wait bounds how long Lock keeps trying, on top of ctx; default 10s.
-	Wait time.Duration
+	lock.Options
 	// ServerTimeout bounds each command to one server, so that a hung
 	// server costs a round at most this; default TTL/20, at least 5ms (or
 	// TTL/2 when that is less) and at most 1s.
@@ -41,69 +46,19 @@ type Options struct {
 	// that the counter restarts above it. Without it a lost counter
 	// restarts at 0.
 	FenceFloor func(ctx context.Context, key string) (int64, error)
-	// Observer receives events for metrics; nil means none.
-	Observer Observer
 }
 
-// Observer receives lock events, e.g. to export metrics. Implementations must
-// be safe for concurrent use and must not block. (Its methods are a subset
-// of the Redis lock package's Observer, so one value can serve both.)
-type Observer interface {
-	// Acquired reports one Lock or TryLock call: nil on success, else the
-	// error returned; how long it waited; the commands it sent, over all
-	// servers (acquires, fence catch-ups and clean-up deletes).
-	Acquired(key string, err error, wait time.Duration, roundTrips int)
-	// Lost reports a lease lost while held (its validity ended).
-	Lost(key string, reason error)
-	// Released reports a release and how long the lock was held.
-	Released(key string, held time.Duration, err error)
-}
-
-// Errors returned by this package, wrapped in *Error; match them with
-// errors.Is. They mean what the Redis lock package's errors of the same
-// names mean.
+// Errors of this package's own, beside lock's; returned wrapped in
+// *lock.Error.
 var (
-	// ErrNotAcquired: no majority granted the lock, some server refused
-	// because someone else holds it (TryLock; Lock's last try).
-	ErrNotAcquired = errors.New("lock held by someone else")
 	// ErrNoQuorum: too few servers answered for a majority; it comes
 	// joined with their errors.
 	ErrNoQuorum = errors.New("no majority of the servers answered")
 	// ErrTooSlow: a majority granted, but after the validity was used up.
 	ErrTooSlow = errors.New("majority granted after the validity was used up")
-	// ErrTimeout: Lock gave up; it also wraps ctx.Err() (or
-	// context.DeadlineExceeded for the Wait budget) and the last try's error.
-	ErrTimeout = errors.New("timed out waiting for lock")
-	// ErrLost: the lease is presumed lost; it comes with ErrExpired.
-	ErrLost = errors.New("lock lost")
-	// ErrExpired: the lease's validity ended.
-	ErrExpired = errors.New("lease validity ended")
-	// ErrNotHeld: a release found the key ours on fewer than a majority of
-	// the servers (taken over, lost with a server, or already released).
-	ErrNotHeld = errors.New("lock not held by this owner")
-	// ErrReleaseUnknown: some servers did not answer the release, and too
-	// few confirmed it; the keys expire by their TTL at the latest.
-	ErrReleaseUnknown = errors.New("lock release outcome unknown")
-	// ErrReleased: the cause of a lease context cancelled by Release.
-	ErrReleased = errors.New("lock released")
-	// ErrInvalidKey: the key cannot be given a fencing counter in its
-	// Redis Cluster slot (empty, or no hash tag and a '}').
-	ErrInvalidKey = errors.New("invalid lock key")
 	// ErrNoServers: the Locker was built without servers.
 	ErrNoServers = errors.New("no servers")
 )
-
-// Error carries the operation and key that an error is about.
-type Error struct {
-	Op  string // "lock", "trylock", "release"
-	Key string
-	Err error
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("redlock: %s %s: %v", e.Op, e.Key, e.Err) }
-
-// Unwrap lets errors.Is see the sentinel (and ctx.Err() for timeouts).
-func (e *Error) Unwrap() error { return e.Err }
 
 var (
 	//go:embed acquire.lua
@@ -156,13 +111,8 @@ func (l *Locker) gateFor(h int) int {
 // anything, an odd number to make best use of them. See Options for the
 // defaults, and the package doc for the clients' ContextTimeoutEnabled.
 func New(servers []redis.UniversalClient, opts Options) *Locker {
-	if opts.TTL <= 0 {
-		opts.TTL = 30 * time.Second
-	}
+	opts.Options = opts.WithDefaults()
 	opts.TTL = max(opts.TTL, time.Millisecond)
-	if opts.Wait <= 0 {
-		opts.Wait = 10 * time.Second
-	}
 	if opts.ServerTimeout <= 0 {
 		opts.ServerTimeout = min(max(opts.TTL/20, min(5*time.Millisecond, opts.TTL/2)), time.Second)
 	}
@@ -184,36 +134,39 @@ func (l *Locker) Quorum() int { return l.quorum }
 
 // Lock acquires key on a majority of the servers, trying again after a
 // random delay while it cannot, for at most Options.Wait and never past
-// ctx. Giving up returns *Error wrapping ErrTimeout, ctx.Err()
+// ctx. Giving up returns *lock.Error wrapping lock.ErrTimeout, ctx.Err()
 // (context.DeadlineExceeded for the Wait budget) and the last try's error
-// (ErrNotAcquired, ErrNoQuorum with the servers' errors, or ErrTooSlow).
-func (l *Locker) Lock(ctx context.Context, key string) (*Lease, error) {
+// (lock.ErrNotAcquired, ErrNoQuorum with the servers' errors, or ErrTooSlow).
+func (l *Locker) Lock(ctx context.Context, key string) (lock.Lease, error) {
 	return l.acquire(ctx, key, "lock", true)
 }
 
-// TryLock makes one round and never waits: *Error wrapping the round's
-// failure (ErrNotAcquired, ErrNoQuorum or ErrTooSlow).
-func (l *Locker) TryLock(ctx context.Context, key string) (*Lease, error) {
+// TryLock makes one round and never waits: *lock.Error wrapping the round's
+// failure (lock.ErrNotAcquired, ErrNoQuorum or ErrTooSlow).
+func (l *Locker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
 	return l.acquire(ctx, key, "trylock", false)
 }
 
-func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
 	start := time.Now()
 	var cmds atomic.Int64
 	lease, err := l.attempt(ctx, key, op, wait, &cmds)
 	if l.opts.Observer != nil {
 		l.opts.Observer.Acquired(key, err, time.Since(start), int(cmds.Load()))
 	}
-	return lease, err
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
 }
 
 func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *atomic.Int64) (*Lease, error) {
 	if len(l.servers) == 0 {
-		return nil, &Error{Op: op, Key: key, Err: ErrNoServers}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: ErrNoServers}
 	}
 	fk, err := fenceKey(key)
 	if err != nil {
-		return nil, &Error{Op: op, Key: key, Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
 	wctx := ctx
 	if wait {
@@ -259,7 +212,7 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *a
 			return nil, timeoutError(op, key, wctx, r.lastErr)
 		}
 		if !wait {
-			return nil, &Error{Op: op, Key: key, Err: r.lastErr}
+			return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: r.lastErr}
 		}
 		// Full jitter above the floor: contenders that split the servers
 		// between them must not all come back at the same moment.
@@ -283,14 +236,14 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *a
 	}
 }
 
-// timeoutError reports giving up: ErrTimeout wrapping ctx's error and why
+// timeoutError reports giving up: lock.ErrTimeout wrapping ctx's error and why
 // the last try failed.
 func timeoutError(op, key string, ctx context.Context, last error) error {
-	err := fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	err := fmt.Errorf("%w: %w", lock.ErrTimeout, ctx.Err())
 	if last != nil {
 		err = fmt.Errorf("%w (last try: %w)", err, last)
 	}
-	return &Error{Op: op, Key: key, Err: err}
+	return &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 }
 
 // drift is the allowance for clock-rate differences between this process
@@ -486,7 +439,7 @@ func (r *round) run(ctx, wctx context.Context) *Lease {
 		// Held somewhere is the usual reason, and what a waiter waits out.
 		sentinel := ErrNoQuorum
 		if refusals > 0 {
-			sentinel = ErrNotAcquired
+			sentinel = lock.ErrNotAcquired
 		}
 		err = fmt.Errorf("%w: %d of %d servers granted, %d refused", sentinel, len(grants), n, refusals)
 		if len(errs) > 0 {
@@ -691,18 +644,18 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // fenceKey names the fencing counter that belongs to key, in the same Redis
 // Cluster slot: "lock:{sku-1}" → "lock:{sku-1}:redlock-fence"; a key
 // without a hash tag is its own tag: "lock-a" → "{lock-a}:redlock-fence".
-// The name differs from the Redis lock package's counter, so the two never
+// The name differs from package redislock's counter, so the two never
 // share one even on one server.
 func fenceKey(key string) (string, error) {
 	const suffix = ":redlock-fence"
 	if key == "" {
-		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+		return "", fmt.Errorf("%w: empty", lock.ErrInvalidKey)
 	}
 	if open := strings.IndexByte(key, '{'); open >= 0 && strings.IndexByte(key[open+1:], '}') > 0 {
 		return key + suffix, nil
 	}
 	if strings.Contains(key, "}") {
-		return "", fmt.Errorf("%w: %q has no hash tag and contains '}' (use a tag: \"lock:{id}\")", ErrInvalidKey, key)
+		return "", fmt.Errorf("%w: %q has no hash tag and contains '}' (use a tag: \"lock:{id}\")", lock.ErrInvalidKey, key)
 	}
 	return "{" + key + "}" + suffix, nil
 }

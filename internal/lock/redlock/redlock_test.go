@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"inventory/internal/lock"
 )
 
 // overlapRun has goroutines take key from lockers (round robin) iters times
@@ -52,7 +54,7 @@ func overlapRun(t *testing.T, goroutines, iters int, lock func(ctx context.Conte
 // The control run without the lock shows the detector sees overlaps.
 func TestMutualExclusion(t *testing.T) {
 	urls := shared(t)
-	opts := Options{TTL: 10 * time.Second, Wait: 60 * time.Second}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 60 * time.Second}}
 	lockers := []*Locker{newLocker(t, urls, opts), newLocker(t, urls, opts), newLocker(t, urls, opts)}
 	var fences sync.Map
 	entries, overlaps := overlapRun(t, 12, 25, func(ctx context.Context, g int) (func(), error) {
@@ -60,8 +62,8 @@ func TestMutualExclusion(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := fences.LoadOrStore(lease.Fence(), g); dup {
-			t.Errorf("fence %d handed out twice", lease.Fence())
+		if _, dup := fences.LoadOrStore(lease.Fence().Token, g); dup {
+			t.Errorf("fence %d handed out twice", lease.Fence().Token)
 		}
 		return func() {
 			if err := lease.Release(ctx); err != nil {
@@ -94,10 +96,10 @@ func TestFencesIncrease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: TryLock = %v", who, err)
 		}
-		if lease.Fence() <= last {
-			t.Errorf("%s: fence %d after %d, want it larger", who, lease.Fence(), last)
+		if lease.Fence().Token <= last {
+			t.Errorf("%s: fence %d after %d, want it larger", who, lease.Fence().Token, last)
 		}
-		last = lease.Fence()
+		last = lease.Fence().Token
 		if err := lease.Release(ctx); err != nil {
 			t.Errorf("%s: Release = %v", who, err)
 		}
@@ -126,24 +128,24 @@ func TestFencesIncrease(t *testing.T) {
 	}
 }
 
-// TestWaitBounded: Lock gives up after Options.Wait with ErrTimeout wrapping
+// TestWaitBounded: Lock gives up after Options.Wait with lock.ErrTimeout wrapping
 // context.DeadlineExceeded and why the last try failed; a cancelled ctx
 // ends the wait at once with context.Canceled. Neither leaves a key behind.
 func TestWaitBounded(t *testing.T) {
 	urls := shared(t)
 	ctx := context.Background()
 	const key = "lock:{wait}"
-	holder, err := newLocker(t, urls, Options{TTL: 10 * time.Second}).Lock(ctx, key)
+	holder, err := newLocker(t, urls, Options{Options: lock.Options{TTL: 10 * time.Second}}).Lock(ctx, key)
 	if err != nil {
 		t.Fatalf("holder: Lock = %v", err)
 	}
-	waiter := newLocker(t, urls, Options{TTL: 10 * time.Second, Wait: 200 * time.Millisecond})
+	waiter := newLocker(t, urls, Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 200 * time.Millisecond}})
 
 	start := time.Now()
 	_, err = waiter.Lock(ctx, key)
 	took := time.Since(start)
-	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("Lock on a held key with Wait 200ms = %v, want ErrTimeout wrapping DeadlineExceeded and ErrNotAcquired", err)
+	if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("Lock on a held key with Wait 200ms = %v, want lock.ErrTimeout wrapping DeadlineExceeded and lock.ErrNotAcquired", err)
 	}
 	if took < 200*time.Millisecond || took > 2*time.Second {
 		t.Errorf("Lock with Wait 200ms gave up after %v", took)
@@ -158,8 +160,8 @@ func TestWaitBounded(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
-			t.Errorf("Lock with a cancelled ctx = %v, want ErrTimeout wrapping context.Canceled", err)
+		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Lock with a cancelled ctx = %v, want lock.ErrTimeout wrapping context.Canceled", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Lock still waiting 5s after its ctx was cancelled")
@@ -183,15 +185,15 @@ func TestSplitVoteCleansUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := newLocker(t, urls, Options{Wait: 100 * time.Millisecond}).Lock(ctx, key)
-	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("Lock with 2 of 3 servers held by others = %v, want ErrTimeout wrapping ErrNotAcquired", err)
+	_, err := newLocker(t, urls, Options{Options: lock.Options{Wait: 100 * time.Millisecond}}).Lock(ctx, key)
+	if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("Lock with 2 of 3 servers held by others = %v, want lock.ErrTimeout wrapping lock.ErrNotAcquired", err)
 	}
 	// Its deletes run in the background, each bounded by ServerTimeout.
 	waitFor(t, "server 2 to be free after the waiter gave up", 5*time.Second, func() bool { return holders(t, direct, key)[2] == "" })
 }
 
-// TestRelease: a second release is harmless (ErrNotHeld), and a release
+// TestRelease: a second release is harmless (lock.ErrNotHeld), and a release
 // by a lease whose validity ended after someone else took the lock over
 // (a non-owner now) does not delete the new holder's keys.
 func TestRelease(t *testing.T) {
@@ -199,7 +201,7 @@ func TestRelease(t *testing.T) {
 	ctx := context.Background()
 	direct := clients(t, urls)
 	const key = "lock:{release}"
-	l := newLocker(t, urls, Options{TTL: 150 * time.Millisecond})
+	l := newLocker(t, urls, Options{Options: lock.Options{TTL: 150 * time.Millisecond}})
 	a, err := l.Lock(ctx, key)
 	if err != nil {
 		t.Fatalf("A: Lock = %v", err)
@@ -209,19 +211,19 @@ func TestRelease(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("A's Context not cancelled 5s after its 150ms TTL")
 	}
-	if !errors.Is(a.Err(), ErrLost) || !errors.Is(context.Cause(a.Context()), ErrExpired) {
-		t.Errorf("A after its validity: Err = %v, cause %v; want ErrLost, ErrExpired", a.Err(), context.Cause(a.Context()))
+	if !errors.Is(a.Err(), lock.ErrLost) || !errors.Is(context.Cause(a.Context()), lock.ErrExpired) {
+		t.Errorf("A after its validity: Err = %v, cause %v; want lock.ErrLost, lock.ErrExpired", a.Err(), context.Cause(a.Context()))
 	}
 	waitFor(t, "A's keys to expire", 5*time.Second, func() bool { h := holders(t, direct, key); return h[0]+h[1]+h[2] == "" })
-	b, err := newLocker(t, urls, Options{TTL: 10 * time.Second}).Lock(ctx, key)
+	b, err := newLocker(t, urls, Options{Options: lock.Options{TTL: 10 * time.Second}}).Lock(ctx, key)
 	if err != nil {
 		t.Fatalf("B: Lock = %v", err)
 	}
 	// Lock returns once a majority granted; the third set may still be on
 	// its way.
 	waitFor(t, "B's key on all three servers", 5*time.Second, func() bool { return ours(t, direct, b) == 3 })
-	if err := a.Release(ctx); !errors.Is(err, ErrLost) {
-		t.Errorf("A (expired, B holds): Release = %v, want ErrLost", err)
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("A (expired, B holds): Release = %v, want lock.ErrLost", err)
 	}
 	if n := ours(t, direct, b); n != 3 {
 		t.Errorf("B's key on %d of 3 servers after A's release, want 3", n)
@@ -229,11 +231,11 @@ func TestRelease(t *testing.T) {
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("B: Release = %v", err)
 	}
-	if err := b.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("B: second Release = %v, want ErrNotHeld", err)
+	if err := b.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("B: second Release = %v, want lock.ErrNotHeld", err)
 	}
-	if !errors.Is(b.Err(), ErrReleased) || !errors.Is(context.Cause(b.Context()), ErrReleased) {
-		t.Errorf("B after Release: Err = %v, cause %v; want ErrReleased", b.Err(), context.Cause(b.Context()))
+	if !errors.Is(b.Err(), lock.ErrReleased) || !errors.Is(context.Cause(b.Context()), lock.ErrReleased) {
+		t.Errorf("B after Release: Err = %v, cause %v; want lock.ErrReleased", b.Err(), context.Cause(b.Context()))
 	}
 }
 
@@ -244,7 +246,7 @@ func TestRelease(t *testing.T) {
 func TestQuorum(t *testing.T) {
 	servers, urls := private(t, 3)
 	ctx := context.Background()
-	opts := Options{TTL: 10 * time.Second, Wait: 2 * time.Second, ServerTimeout: 300 * time.Millisecond}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second}, ServerTimeout: 300 * time.Millisecond}
 	l := newLocker(t, urls, opts)
 	// Each phase has a key of its own: a hung server runs the commands it
 	// was sent once it resumes, and may keep a key of an earlier phase
@@ -295,8 +297,8 @@ func TestQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := lockRelease("servers 1 (hung) and 2 (down)")
-	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrNoQuorum) {
-		t.Errorf("servers 1 hung and 2 down: Lock = %v, want ErrTimeout wrapping ErrNoQuorum", err)
+	if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("servers 1 hung and 2 down: Lock = %v, want lock.ErrTimeout wrapping ErrNoQuorum", err)
 	}
 	if err := syscall.Kill(servers[1].Pid(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -323,7 +325,7 @@ func TestRestartedServerWhileHeld(t *testing.T) {
 	for _, floorAtA := range []bool{true, false} {
 		t.Run(fmt.Sprintf("floor at A's token=%v", floorAtA), func(t *testing.T) {
 			var floor atomic.Int64
-			opts := Options{TTL: 30 * time.Second, FenceFloor: func(context.Context, string) (int64, error) { return floor.Load(), nil }}
+			opts := Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: func(context.Context, string) (int64, error) { return floor.Load(), nil }}
 			a0, err := newLocker(t, urls, opts).Lock(ctx, key) // counters on every server
 			if err != nil {
 				t.Fatalf("warm-up: Lock = %v", err)
@@ -351,7 +353,7 @@ func TestRestartedServerWhileHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			if floorAtA {
-				floor.Store(a.Fence())
+				floor.Store(a.Fence().Token)
 			}
 			b, err := newLocker(t, urls, opts).TryLock(ctx, key)
 			if err != nil {
@@ -361,11 +363,11 @@ func TestRestartedServerWhileHeld(t *testing.T) {
 			if a.Err() != nil {
 				t.Fatalf("A's lease ended (%v); the overlap was not shown", a.Err())
 			}
-			t.Logf("two holders at once: A fence %d on servers 0 and 1, B fence %d on servers 0 and 2", a.Fence(), b.Fence())
-			if floorAtA && b.Fence() <= a.Fence() {
-				t.Errorf("B's fence %d with the floor at A's %d, want larger: the database would not refuse A", b.Fence(), a.Fence())
+			t.Logf("two holders at once: A fence %d on servers 0 and 1, B fence %d on servers 0 and 2", a.Fence().Token, b.Fence().Token)
+			if floorAtA && b.Fence().Token <= a.Fence().Token {
+				t.Errorf("B's fence %d with the floor at A's %d, want larger: the database would not refuse A", b.Fence().Token, a.Fence().Token)
 			}
-			if !floorAtA && b.Fence() > a.Fence() {
+			if !floorAtA && b.Fence().Token > a.Fence().Token {
 				t.Logf("B's fence is newer than A's without the floor: the lagging counters happened to allow it")
 			}
 		})
@@ -380,13 +382,14 @@ func TestValidity(t *testing.T) {
 	direct := clients(t, urls)
 	ttl := 2 * time.Second
 	start := time.Now()
-	lease, err := newLocker(t, urls, Options{TTL: ttl}).Lock(ctx, "lock:{validity}")
+	lease, err := newLocker(t, urls, Options{Options: lock.Options{TTL: ttl}}).Lock(ctx, "lock:{validity}")
 	if err != nil {
 		t.Fatal(err)
 	}
+	deadline := lease.(*Lease).Deadline()
 	defer func() { _ = lease.Release(ctx) }()
-	if want := start.Add(ttl - drift(ttl)); lease.Deadline().Before(want) || lease.Deadline().After(time.Now().Add(ttl-drift(ttl))) {
-		t.Errorf("Deadline %v, want between %v and now+TTL−drift", lease.Deadline().Sub(start), want.Sub(start))
+	if want := start.Add(ttl - drift(ttl)); deadline.Before(want) || deadline.After(time.Now().Add(ttl-drift(ttl))) {
+		t.Errorf("Deadline %v, want between %v and now+TTL−drift", deadline.Sub(start), want.Sub(start))
 	}
 	// Lock returns with a majority; the third SET may still be on its way.
 	waitFor(t, "the key on all three servers", 5*time.Second, func() bool { return ours(t, direct, lease) == 3 })
@@ -395,7 +398,7 @@ func TestValidity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if left := time.Until(lease.Deadline()); pttl < left {
+		if left := time.Until(deadline); pttl < left {
 			t.Errorf("server %d: key expires in %v, before the lease's deadline in %v", i, pttl, left)
 		}
 	}
@@ -413,8 +416,8 @@ func TestInvalidKey(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"", "a}"} {
-		if _, err := fenceKey(key); !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("fenceKey(%q) = %v, want ErrInvalidKey", key, err)
+		if _, err := fenceKey(key); !errors.Is(err, lock.ErrInvalidKey) {
+			t.Errorf("fenceKey(%q) = %v, want lock.ErrInvalidKey", key, err)
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+
+	"inventory/internal/lock"
 )
 
 // newRedsync is go-redsync over the given servers, with clients of its own.
@@ -38,7 +40,7 @@ func TestRedsyncExcludes(t *testing.T) {
 	urls := shared(t)
 	ctx := context.Background()
 	const key = "lock:{cross}"
-	ours := newLocker(t, urls, Options{TTL: 10 * time.Second})
+	ours := newLocker(t, urls, Options{Options: lock.Options{TTL: 10 * time.Second}})
 	rs := newRedsync(t, urls)
 
 	lease, err := ours.Lock(ctx, key)
@@ -57,8 +59,8 @@ func TestRedsyncExcludes(t *testing.T) {
 	if err := m.TryLockContext(ctx); err != nil {
 		t.Fatalf("redsync: TryLock after ours released = %v", err)
 	}
-	if _, err := ours.TryLock(ctx, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("ours: TryLock while redsync holds = %v, want ErrNotAcquired", err)
+	if _, err := ours.TryLock(ctx, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("ours: TryLock while redsync holds = %v, want lock.ErrNotAcquired", err)
 	}
 	if ok, err := m.UnlockContext(ctx); !ok || err != nil {
 		t.Fatalf("redsync: Unlock = %v, %v", ok, err)
@@ -76,7 +78,7 @@ func TestRedsyncExcludes(t *testing.T) {
 func TestRedsyncOverlap(t *testing.T) {
 	urls := shared(t)
 	const key = "lock:{cross-overlap}"
-	opts := Options{TTL: 10 * time.Second, Wait: 60 * time.Second}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 60 * time.Second}}
 	lockers := []*Locker{newLocker(t, urls, opts), newLocker(t, urls, opts)}
 	rss := []*redsync.Redsync{newRedsync(t, urls), newRedsync(t, urls)}
 	var oursIn, theirsIn atomic.Int64

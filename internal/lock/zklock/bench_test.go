@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
@@ -19,6 +20,7 @@ func (c *tripCounter) Acquired(_ string, _ error, _ time.Duration, trips int) {
 	c.n.Add(int64(trips))
 }
 func (c *tripCounter) Lost(string, error)                    {}
+func (c *tripCounter) Renewed(string, error)                 {}
 func (c *tripCounter) Released(string, time.Duration, error) {}
 
 // BenchmarkLockRelease measures Lock+Release on one key: uncontended (1
@@ -26,14 +28,14 @@ func (c *tripCounter) Released(string, time.Duration, error) {}
 // replicas), empty critical section, against the test ZooKeeper (local,
 // forceSync=no). Reported: acquisitions/s, p50/p99 wait inside Lock, p50
 // of Lock+Release together, and requests per acquisition (the release's
-// delete included). Compare with internal/lock's BenchmarkLock/Mutex.
+// delete included). Compare with internal/lock/redislock's BenchmarkLock/Mutex.
 func BenchmarkLockRelease(b *testing.B) {
 	servers := testenv.ZooKeeperServers(b)
 	for _, n := range []int{1, 8} {
 		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
 			var trips tripCounter
 			root := testRoot(b)
-			opts := Options{Root: root, Observer: &trips}
+			opts := Options{Options: lock.Options{Observer: &trips}, Root: root}
 			lockers := []*Locker{newLocker(b, servers, opts), newLocker(b, servers, opts)}
 			ctx := context.Background()
 			for _, l := range lockers { // warm up: parent created, connection busy

@@ -2,89 +2,15 @@
 // holder's ZooKeeper session and carry the lock node's czxid as fencing
 // token.
 //
-// The recipe is ZooKeeper's own (and Apache Curator's InterProcessMutex):
-// to lock key, create an EPHEMERAL|SEQUENTIAL node under
-// Root/key, named _c_<guid>-lock-<sequence>; list the children; the lowest
-// sequence holds the lock. Anyone else watches only its predecessor (a
-// get with a watch, so no watch is left on a node that is already gone)
-// and looks again when the predecessor goes: one waiter wakes per
-// release, in sequence (arrival) order, and nobody polls. The GUID in the
-// name ("protection") lets a create whose reply was lost with the
-// connection find its node after reconnecting instead of leaking it.
-// Release deletes the node; so does giving up (Options.Wait or ctx: the
-// error wraps ErrTimeout). A delete that cannot be sent is retried in the
-// background until it succeeds, the session ends, or Close.
-//
-// The fencing token is the node's czxid, the ZooKeeper transaction id that
-// created it: nodes are created in sequence order, so every holder's
-// token is larger than all earlier holders' of any lock in the ensemble.
-//
-// # Faults
-//
-// One Locker is one ZooKeeper session (one per replica). Its timeout is
-// Options.TTL, clamped by the server to [minSessionTimeout,
-// maxSessionTimeout] (by default 2 and 20 ticks). The client pings within
-// it; when the server hears nothing for that long it expires the session
-// and deletes its nodes, and the next waiter is woken.
-//
-//   - Holder paused or cut off past the TTL: the server expires the
-//     session and hands the lock on. The holder learns it only when it runs
-//     again; until then it may still write: the fence protects the data.
-//   - Connection lost (Disconnected, not yet Expired): every lease of the
-//     Locker is treated as lost at once, its Context cancelled with ErrLost
-//     wrapping ErrDisconnected. Curator calls this SUSPENDED and says you
-//     cannot be sure you still hold the lock. go-zookeeper only declares a
-//     connection lost after 2/3 of the session timeout without a packet,
-//     and the server counts from its last packet from us, so by then the
-//     session may already have expired or may at any moment: no safe margin
-//     is left to keep working in. The node itself is kept if the session
-//     survives, and is deleted by Release as usual.
-//   - Session expired: ErrSessionExpired (if no disconnect came first);
-//     go-zookeeper then opens a new session, and new Locks work again.
-//   - Lock node deleted by hand: a watch on it loses the lease
-//     (ErrNodeDeleted) when the deletion reaches us; the next waiter may
-//     already hold the lock by then.
-//   - Server restarted with its data: sessions within their timeout and
-//     their nodes survive; leases held across the restart are lost (the
-//     connection dropped). Without its data (a fresh ensemble) zxids start
-//     again near 0 and every new fence is below what Postgres has seen, so
-//     every fenced write is refused until the zookeeper_fence column is
-//     reset: no oversell, but no sales either.
-//
-// go-zookeeper's calls take no context; each is run in a goroutine the
-// Locker owns (Close waits for them), so that Lock and Release return on
-// time even while the connection is down.
-//
-// In each Locker, Lock callers of one key queue in memory first
-// (internal/lock/turn, in arrival order) and only the one whose turn it is
-// has a node in ZooKeeper; it keeps the turn until Release, so always
-// Release a lease, lost or not. The ZooKeeper queue then holds one node
-// per replica, not one per buyer: with 1500 buyers of one product each
-// hand-over would otherwise list 1500 children. TryLock does not queue.
-//
-// The package knows nothing of stock; it imports no Redis client.
-//
-// # Measured
-//
-// BenchmarkLockRelease (-benchtime 2s, three runs) on the 2-core development
-// box, 2026-11-23, in the same sessions as internal/lock's
-// BenchmarkLock/Mutex/…/work=0s/notified: ZooKeeper 3.8 standalone
-// (localstack, forceSync=no) and Redis 7.0 on loopback, empty critical
-// section, other builds sharing the machine:
-//
-//	                         Lock+Release (mean)   p50 wait in Lock   acq/s
-//	zklock       1 g         0.89–1.05 ms          593–705 µs         950–1.1k
-//	zklock       8 g         (2 Lockers)           7.0–7.2 ms         1.0k
-//	redis Mutex  1 g         120–131 µs            46–53 µs           7.6k–8.3k
-//	redis Mutex  8 g         (2 clients)           428–462 µs         4.7k–5.2k
-//
-// An uncontended acquisition is two round trips (the create, then the
-// children listing and a read of our node for its czxid, sent together:
-// go-zookeeper has no create2, which would return the Stat with the
-// create) and the release one more; a ZooKeeper round trip costs about
-// 250 µs here against Redis' 50, and the create and delete are writes
-// through ZooKeeper's log. Contended, the queue is strictly FIFO and each
-// hand-over costs a watch notification plus the next holder's listing.
+// The recipe is ZooKeeper's own (Curator's InterProcessMutex): an
+// ephemeral sequential node per contender under Root/key; the lowest
+// holds the lock and each waiter watches only its predecessor. One Locker
+// is one session, and its Lock callers of a key queue in memory first, so
+// ZooKeeper holds one node per process. A lease's Context is cancelled
+// when the connection drops (the session may have expired), the session
+// expires, the node is deleted, or the Locker is closed. A ZooKeeper
+// restarted without its data restarts zxids below the fences already
+// stored: sales are refused, never unsafe. docs/locks.md has the details.
 package zklock
 
 import (
@@ -104,85 +30,41 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"inventory/internal/lock"
 	"inventory/internal/lock/turn"
 )
 
-// Options configures a Locker. The zero value works.
+// Backend names this package in errors and fences: a lease's
+// Fence().Backend, and the Backend of every *lock.Error it returns.
+const Backend = "zklock"
+
+// Options configures a Locker. The zero value works; lock.Options has TTL
+// (the ZooKeeper session timeout asked for, which the server clamps to its
+// [minSessionTimeout, maxSessionTimeout]: a holder that the server has not
+// heard from for this long loses its locks; nothing else limits how long a
+// lock is held), Wait and Observer (its roundTrips are the ZooKeeper
+// requests made; Lost is called from the ZooKeeper client's own
+// goroutine), with their defaults.
 type Options struct {
-	// TTL is the ZooKeeper session timeout asked for; default 30s. The
-	// server clamps it to its [minSessionTimeout, maxSessionTimeout].
-	// A holder that the server has not heard from for this long loses its
-	// locks; nothing else limits how long a lock is held.
-	TTL time.Duration
-	// Wait bounds how long Lock waits for a held lock, on top of ctx; default 10s.
-	Wait time.Duration
+	lock.Options
 	// Root is the znode under which each key gets its lock node; default
 	// "/inventory/locks". Created when missing.
 	Root string
-	// Observer receives events for metrics; nil means none.
-	Observer Observer
 	// Dialer opens connections to the servers; nil means net.DialTimeout.
 	// (Tests use it to cut a Locker off.)
 	Dialer func(network, address string, timeout time.Duration) (net.Conn, error)
 }
 
-// Observer receives lock events, e.g. to export metrics. Implementations must
-// be safe for concurrent use and must not block: Lost is called from the
-// ZooKeeper client's own goroutine. (Its methods are a subset of the Redis
-// lock package's Observer, so one value can serve both.)
-type Observer interface {
-	// Acquired reports one Lock or TryLock call: nil on success, else the
-	// error returned; how long it waited; the ZooKeeper requests it made.
-	Acquired(key string, err error, wait time.Duration, roundTrips int)
-	// Lost reports a lease lost while held.
-	Lost(key string, reason error)
-	// Released reports a release and how long the lock was held.
-	Released(key string, held time.Duration, err error)
-}
-
-// Errors returned by this package, wrapped in *Error; match them with
-// errors.Is. They mean what the Redis lock package's errors of the same
-// names mean.
+// Causes of a lost lease of this package's own: each wraps lock.ErrLost.
 var (
-	// ErrNotAcquired: the lock is held by someone else (TryLock).
-	ErrNotAcquired = errors.New("lock held by someone else")
-	// ErrTimeout: Lock gave up waiting; it also wraps ctx.Err() or
-	// context.DeadlineExceeded for the Wait budget.
-	ErrTimeout = errors.New("timed out waiting for lock")
-	// ErrLost: the lease is lost or may be; it comes with ErrDisconnected,
-	// ErrSessionExpired, ErrNodeDeleted or ErrClosed.
-	ErrLost = errors.New("lock lost")
 	// ErrDisconnected: the connection to ZooKeeper dropped while the lock
-	// was held; the session may have expired (see the package doc).
-	ErrDisconnected = errors.New("connection to ZooKeeper lost")
+	// was held; the session may have expired (see docs/locks.md).
+	ErrDisconnected = fmt.Errorf("%w: connection to ZooKeeper lost", lock.ErrLost)
 	// ErrSessionExpired: ZooKeeper expired the session, deleting its nodes.
-	ErrSessionExpired = errors.New("ZooKeeper session expired")
+	ErrSessionExpired = fmt.Errorf("%w: ZooKeeper session expired", lock.ErrLost)
 	// ErrNodeDeleted: the lock node was deleted by someone else while held.
-	ErrNodeDeleted = errors.New("lock node deleted")
-	// ErrClosed: the Locker was closed (its session ended).
-	ErrClosed = errors.New("locker closed")
-	// ErrNotHeld: a release of a lock this lease no longer holds (its node
-	// is gone with its session, or the lease was already released).
-	ErrNotHeld = errors.New("lock not held by this owner")
-	// ErrReleaseUnknown: the delete could not be confirmed (connection
-	// down); it is retried in the background, and the node goes with the
-	// session at the latest.
-	ErrReleaseUnknown = errors.New("lock release outcome unknown")
-	// ErrReleased: the cause of a lease context cancelled by Release.
-	ErrReleased = errors.New("lock released")
+	ErrNodeDeleted = fmt.Errorf("%w: lock node deleted", lock.ErrLost)
 )
-
-// Error carries the operation and key that an error is about.
-type Error struct {
-	Op  string // "lock", "trylock", "release", "connect"
-	Key string
-	Err error
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("zklock: %s %s: %v", e.Op, e.Key, e.Err) }
-
-// Unwrap lets errors.Is see the sentinel (and ctx.Err() for timeouts).
-func (e *Error) Unwrap() error { return e.Err }
 
 const (
 	// protectedPrefix is Curator's (and go-zookeeper's) mark of a
@@ -215,24 +97,19 @@ type Locker struct {
 
 	parents sync.Map // lock parents known to exist
 	// turns queues this Locker's Lock callers of one key in memory: one of
-	// them at a time has a node in ZooKeeper (see the package doc).
+	// them at a time has a node in ZooKeeper (see docs/locks.md).
 	turns turn.Turns
 }
 
 // New connects to servers (host:port each) and waits, up to ctx, for a
 // session.
 func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
-	if opts.TTL <= 0 {
-		opts.TTL = 30 * time.Second
-	}
-	if opts.Wait <= 0 {
-		opts.Wait = 10 * time.Second
-	}
+	opts.Options = opts.WithDefaults()
 	if opts.Root == "" {
 		opts.Root = DefaultRoot
 	}
 	if !strings.HasPrefix(opts.Root, "/") || strings.HasSuffix(opts.Root, "/") {
-		return nil, &Error{Op: "connect", Key: opts.Root, Err: errors.New("Root must start and not end with /")}
+		return nil, &lock.Error{Backend: Backend, Op: "connect", Key: opts.Root, Err: errors.New("Root must start and not end with /")}
 	}
 	l := &Locker{
 		opts:   opts,
@@ -248,7 +125,7 @@ func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
 	conn, events, err := zk.Connect(servers, opts.TTL,
 		zk.WithEventCallback(l.onEvent), zk.WithLogger(quiet{}), zk.WithLogInfo(false), zk.WithDialer(dial))
 	if err != nil {
-		return nil, &Error{Op: "connect", Key: strings.Join(servers, ","), Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: "connect", Key: strings.Join(servers, ","), Err: err}
 	}
 	l.conn, l.events = conn, events
 	for {
@@ -260,7 +137,7 @@ func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
 		case <-up:
 		case <-ctx.Done():
 			_ = l.Close()
-			return nil, &Error{Op: "connect", Key: strings.Join(servers, ","), Err: fmt.Errorf("no ZooKeeper session: %w", ctx.Err())}
+			return nil, &lock.Error{Backend: Backend, Op: "connect", Key: strings.Join(servers, ","), Err: fmt.Errorf("no ZooKeeper session: %w", ctx.Err())}
 		}
 	}
 }
@@ -272,7 +149,7 @@ type quiet struct{}
 func (quiet) Printf(string, ...any) {}
 
 // Close ends the session (ZooKeeper deletes its nodes at once), cancels
-// every held lease's Context with ErrClosed, and waits for the Locker's
+// every held lease's Context with lock.ErrClosed, and waits for the Locker's
 // goroutines.
 func (l *Locker) Close() error {
 	l.mu.Lock()
@@ -301,7 +178,7 @@ drain:
 		}
 	}
 	l.wg.Wait()
-	l.loseAll(ErrClosed)
+	l.loseAll(lock.ErrClosed)
 	return nil
 }
 
@@ -333,7 +210,7 @@ func (l *Locker) loseAll(cause error) {
 	leases := l.leases
 	l.leases = map[*Lease]struct{}{}
 	if l.closed {
-		cause = ErrClosed
+		cause = lock.ErrClosed
 	}
 	l.mu.Unlock()
 	for le := range leases {
@@ -387,7 +264,7 @@ func request[T any](l *Locker, f func() T, orphan func(T)) (*future[T], error) {
 			fu.orphan(v)
 		}
 	}) {
-		return nil, ErrClosed
+		return nil, lock.ErrClosed
 	}
 	return fu, nil
 }
@@ -453,7 +330,7 @@ func (l *Locker) awaitSession(ctx context.Context) error {
 	case <-up:
 	case <-retry:
 	case <-l.quit:
-		return ErrClosed
+		return lock.ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -463,11 +340,11 @@ func (l *Locker) awaitSession(ctx context.Context) error {
 // parentPath is the znode key's lock nodes live under.
 func (l *Locker) parentPath(key string) (string, error) {
 	if key == "" || key == "." || key == ".." || key == "zookeeper" || strings.ContainsRune(key, '/') {
-		return "", fmt.Errorf("invalid key %q for a znode name", key)
+		return "", fmt.Errorf("%w %q: not a znode name", lock.ErrInvalidKey, key)
 	}
 	for _, r := range key {
 		if unicode.IsControl(r) || r == unicode.ReplacementChar || (r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
-			return "", fmt.Errorf("invalid key %q for a znode name", key)
+			return "", fmt.Errorf("%w %q: not a znode name", lock.ErrInvalidKey, key)
 		}
 	}
 	return l.opts.Root + "/" + key, nil
@@ -540,20 +417,20 @@ func sortNodes(children []string) []string {
 
 // Lock acquires key, waiting (watching its predecessor) while it is held,
 // for at most Options.Wait and never past ctx. Giving up deletes this
-// acquisition's node and returns *Error wrapping ErrTimeout and ctx.Err()
+// acquisition's node and returns *lock.Error wrapping lock.ErrTimeout and ctx.Err()
 // (context.DeadlineExceeded for the Wait budget); a ZooKeeper failure
-// returns *Error wrapping it. The lease's Context derives from ctx.
-func (l *Locker) Lock(ctx context.Context, key string) (*Lease, error) {
+// returns *lock.Error wrapping it. The lease's Context derives from ctx.
+func (l *Locker) Lock(ctx context.Context, key string) (lock.Lease, error) {
 	return l.acquire(ctx, key, "lock", true)
 }
 
-// TryLock makes one attempt: *Error wrapping ErrNotAcquired if key is held
+// TryLock makes one attempt: *lock.Error wrapping lock.ErrNotAcquired if key is held
 // (by anyone else, this Locker included).
-func (l *Locker) TryLock(ctx context.Context, key string) (*Lease, error) {
+func (l *Locker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
 	return l.acquire(ctx, key, "trylock", false)
 }
 
-func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
 	start := time.Now()
 	a := &acquisition{l: l, ctx: ctx, key: key, op: op, wait: wait, guid: newGUID()}
 	a.wctx = ctx
@@ -568,8 +445,8 @@ func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (*Lease
 		lease, err = a.run() // TryLock does not queue: a local holder's node refuses it
 	} else if done, werr := l.turn(a.wctx, key); werr != nil {
 		err = a.timeout()
-		if errors.Is(werr, ErrClosed) {
-			err = a.fail(ErrClosed)
+		if errors.Is(werr, lock.ErrClosed) {
+			err = a.fail(lock.ErrClosed)
 		}
 	} else if lease, err = a.run(); err != nil {
 		done()
@@ -579,7 +456,10 @@ func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (*Lease
 	if l.opts.Observer != nil {
 		l.opts.Observer.Acquired(key, err, time.Since(start), a.trips)
 	}
-	return lease, err
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
 }
 
 // turn waits for this Locker's turn for key, or ctx, or Close.
@@ -595,7 +475,7 @@ func (l *Locker) turn(ctx context.Context, key string) (func(), error) {
 	}()
 	done, err := l.turns.Wait(tctx, key)
 	if err != nil && ctx.Err() == nil {
-		return nil, ErrClosed
+		return nil, lock.ErrClosed
 	}
 	return done, err
 }
@@ -616,10 +496,12 @@ type acquisition struct {
 	trips  int
 }
 
-func (a *acquisition) fail(err error) error { return &Error{Op: a.op, Key: a.key, Err: err} }
+func (a *acquisition) fail(err error) error {
+	return &lock.Error{Backend: Backend, Op: a.op, Key: a.key, Err: err}
+}
 
 func (a *acquisition) timeout() error {
-	return a.fail(fmt.Errorf("%w: %w", ErrTimeout, a.wctx.Err()))
+	return a.fail(fmt.Errorf("%w: %w", lock.ErrTimeout, a.wctx.Err()))
 }
 
 // giveUp removes our node (if any) so that it does not hold up the
@@ -635,8 +517,8 @@ func (a *acquisition) stop(err error) (*Lease, error) {
 	switch {
 	case a.wctx.Err() != nil:
 		return a.giveUp(a.timeout())
-	case errors.Is(err, ErrClosed):
-		return a.giveUp(a.fail(ErrClosed))
+	case errors.Is(err, lock.ErrClosed):
+		return a.giveUp(a.fail(lock.ErrClosed))
 	}
 	return a.giveUp(a.fail(err))
 }
@@ -683,7 +565,7 @@ func (a *acquisition) run() (*Lease, error) {
 			continue // the connection dropped while we looked: look again
 		}
 		if !a.wait {
-			return a.giveUp(a.fail(ErrNotAcquired))
+			return a.giveUp(a.fail(lock.ErrNotAcquired))
 		}
 		if err := a.watch(nodes[i-1]); err != nil {
 			return a.stop(err)
@@ -820,7 +702,7 @@ func (a *acquisition) watch(predecessor string) error {
 	case <-a.wctx.Done():
 		return a.wctx.Err()
 	case <-l.quit:
-		return ErrClosed
+		return lock.ErrClosed
 	}
 }
 
@@ -832,9 +714,9 @@ func (l *Locker) grant(a *acquisition, epoch uint64) (*Lease, bool) {
 	if l.epoch != epoch || l.closed {
 		return nil, false
 	}
-	ctx, cancel := context.WithCancelCause(a.ctx)
-	lease := &Lease{l: l, key: a.key, parent: a.parent, node: a.node, guid: a.guid,
-		fence: a.czxid, start: time.Now(), ctx: ctx, cancel: cancel}
+	lease := &Lease{l: l, parent: a.parent, node: a.node, guid: a.guid}
+	lease.Init(a.ctx, lock.Grant{Backend: Backend, Key: a.key, Fence: lock.Fence{Backend: Backend, Token: a.czxid},
+		Observer: l.opts.Observer})
 	l.leases[lease] = struct{}{}
 	if own := a.own; own != nil {
 		l.wg.Add(1)
@@ -860,7 +742,7 @@ func (l *Locker) remove(ctx context.Context, parent, guid, node string) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		err := l.delete(cctx, parent+"/"+node)
-		if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, ErrClosed) {
+		if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, lock.ErrClosed) {
 			return
 		}
 	}
@@ -938,113 +820,69 @@ func (l *Locker) forget(le *Lease) {
 }
 
 // Lease is one successful Lock or TryLock: the proof of holding a lock for
-// as long as its Context is not cancelled.
+// as long as its Context is not cancelled. Its Fence is the lock node's
+// czxid, larger than every earlier holder's; its Context is cancelled when
+// the lease is lost (cause wrapping lock.ErrLost and ErrDisconnected,
+// ErrSessionExpired, ErrNodeDeleted or lock.ErrClosed).
 type Lease struct {
-	l                       *Locker
-	key, parent, node, guid string
-	fence                   int64
-	start                   time.Time
-	ctx                     context.Context
-	cancel                  context.CancelCauseFunc
+	lock.State
+	l                  *Locker
+	parent, node, guid string
 
 	done func() // hands this Locker's turn for key on; nil for TryLock
-
-	mu       sync.Mutex
-	lost     error
-	released bool
 }
 
-// Key is the lock's key.
-func (le *Lease) Key() string { return le.key }
+var (
+	_ lock.Locker = (*Locker)(nil)
+	_ lock.Lease  = (*Lease)(nil)
+)
 
 // Path is the lease's lock node.
 func (le *Lease) Path() string { return le.parent + "/" + le.node }
 
-// Fence is the fencing token: the lock node's czxid, larger than every
-// earlier holder's.
-func (le *Lease) Fence() int64 { return le.fence }
-
-// Context is derived from the ctx given to Lock and is cancelled when the
-// lease is lost (cause *Error wrapping ErrLost and ErrDisconnected,
-// ErrSessionExpired or ErrClosed) and on Release (cause wrapping
-// ErrReleased). Run the protected work under it.
-func (le *Lease) Context() context.Context { return le.ctx }
-
-// Err is nil while the lease holds, else why not: the loss (wrapping
-// ErrLost) or ErrReleased.
-func (le *Lease) Err() error {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	if le.released {
-		return &Error{Op: "release", Key: le.key, Err: ErrReleased}
-	}
-	return le.lost
-}
-
 // lose ends a held lease; the Locker has already forgotten it.
-func (le *Lease) lose(cause error) {
-	le.mu.Lock()
-	if le.released || le.lost != nil {
-		le.mu.Unlock()
-		return
-	}
-	le.lost = &Error{Op: "lock", Key: le.key, Err: fmt.Errorf("%w: %w", ErrLost, cause)}
-	lost := le.lost
-	le.mu.Unlock()
-	if le.l.opts.Observer != nil {
-		le.l.opts.Observer.Lost(le.key, lost)
-	}
-	le.cancel(lost)
-}
+func (le *Lease) lose(cause error) { le.Lose(le.LostError("lock", cause)) }
 
 // Release deletes the lease's node, handing the lock to the next waiter.
-// nil: released. An error wrapping ErrLost: the lease had been lost
+// nil: released. An error wrapping lock.ErrLost: the lease had been lost
 // before (the work done under it may not have been exclusive); the node
-// is still deleted if it survived. ErrNotHeld: the node was gone (its
+// is still deleted if it survived. lock.ErrNotHeld: the node was gone (its
 // session expired), or the lease was already released.
-// ErrReleaseUnknown: the delete could not be made or confirmed (the
+// lock.ErrReleaseUnknown: the delete could not be made or confirmed (the
 // connection is down); it is retried in the background, and Release does
 // not wait for it. The lease's Context is cancelled in every case.
 func (le *Lease) Release(ctx context.Context) error {
-	le.mu.Lock()
-	if le.released {
-		le.mu.Unlock()
-		return &Error{Op: "release", Key: le.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
+	lost, err := le.BeginRelease()
+	if err != nil {
+		return err
 	}
-	le.released = true
-	lost := le.lost
-	le.mu.Unlock()
 	l := le.l
 	l.forget(le)
-	le.cancel(&Error{Op: "release", Key: le.key, Err: ErrReleased})
 
-	err := l.delete(ctx, le.Path())
+	err = l.delete(ctx, le.Path())
 	if le.done != nil {
 		le.done() // after the delete was sent: the next local waiter's create comes behind it
 	}
 	var rerr error
 	switch {
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):
-		rerr = ErrNotHeld
+		rerr = lock.ErrNotHeld
 		if lost != nil {
-			rerr = fmt.Errorf("%w: %w", ErrNotHeld, lost)
+			rerr = fmt.Errorf("%w: %w", lock.ErrNotHeld, lost)
 		}
-	case err != nil && !errors.Is(err, ErrClosed):
+	case err != nil && !errors.Is(err, lock.ErrClosed):
 		l.spawn(func() { l.cleanup(le.parent, le.guid) })
-		rerr = fmt.Errorf("%w: %w", ErrReleaseUnknown, err)
+		rerr = fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)
 		if lost != nil {
-			rerr = fmt.Errorf("%w: %w (the lease was lost before: %w)", ErrReleaseUnknown, err, lost)
+			rerr = fmt.Errorf("%w: %w (the lease was lost before: %w)", lock.ErrReleaseUnknown, err, lost)
 		}
 	case lost != nil:
 		rerr = fmt.Errorf("lease was lost before release: %w", lost)
 	case err != nil: // closed: the session ended, and the node with it
-		rerr = fmt.Errorf("%w: %w", ErrNotHeld, err)
+		rerr = fmt.Errorf("%w: %w", lock.ErrNotHeld, err)
 	}
 	if rerr != nil {
-		rerr = &Error{Op: "release", Key: le.key, Err: rerr}
+		rerr = &lock.Error{Backend: Backend, Op: "release", Key: le.Key(), Err: rerr}
 	}
-	if l.opts.Observer != nil {
-		l.opts.Observer.Released(le.key, time.Since(le.start), rerr)
-	}
-	return rerr
+	return le.EndRelease(rerr)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
@@ -78,13 +79,13 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-func lock(t testing.TB, l *Locker, key string) *Lease {
+func mustLock(t testing.TB, l *Locker, key string) *Lease {
 	t.Helper()
 	lease, err := l.Lock(context.Background(), key)
 	if err != nil {
 		t.Fatalf("Lock(%s) = %v", key, err)
 	}
-	return lease
+	return lease.(*Lease)
 }
 
 // cutter is a Dialer whose connections the test can cut, refusing new
@@ -132,7 +133,7 @@ func (c *cutter) heal() {
 func TestMutualExclusion(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
-	opts := Options{Root: root, TTL: 10 * time.Second, Wait: 30 * time.Second}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}, Root: root}
 	lockers := []*Locker{newLocker(t, servers, opts), newLocker(t, servers, opts), newLocker(t, servers, opts)}
 	const goroutines, iters = 12, 20
 	for _, locked := range []bool{true, false} {
@@ -151,7 +152,7 @@ func TestMutualExclusion(t *testing.T) {
 				wg.Go(func() {
 					<-gate
 					for i := range iters {
-						var lease *Lease
+						var lease lock.Lease
 						if locked {
 							var err error
 							if lease, err = lockers[g%3].Lock(context.Background(), "overlap"); err != nil {
@@ -165,7 +166,7 @@ func TestMutualExclusion(t *testing.T) {
 						entries.Add(1)
 						if lease != nil {
 							mu.Lock()
-							fences = append(fences, lease.Fence())
+							fences = append(fences, lease.Fence().Token)
 							mu.Unlock()
 						}
 						time.Sleep(100 * time.Microsecond) // the work
@@ -212,18 +213,18 @@ func TestFenceIsCzxid(t *testing.T) {
 	c := inspector(t, servers)
 	var last int64
 	for i, key := range []string{"a", "b", "a"} {
-		lease := lock(t, l, key)
+		lease := mustLock(t, l, key)
 		_, st, err := c.Get(lease.Path())
 		if err != nil {
 			t.Fatalf("Get(%s): %v", lease.Path(), err)
 		}
-		if lease.Fence() != st.Czxid {
-			t.Errorf("lease %d: Fence() = %d, node's czxid = %d", i, lease.Fence(), st.Czxid)
+		if lease.Fence().Token != st.Czxid {
+			t.Errorf("lease %d: Fence() = %d, node's czxid = %d", i, lease.Fence().Token, st.Czxid)
 		}
-		if lease.Fence() <= last {
-			t.Errorf("lease %d (%s): fence %d is not above the previous %d", i, key, lease.Fence(), last)
+		if lease.Fence().Token <= last {
+			t.Errorf("lease %d (%s): fence %d is not above the previous %d", i, key, lease.Fence().Token, last)
 		}
-		last = lease.Fence()
+		last = lease.Fence().Token
 		if err := lease.Release(context.Background()); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
@@ -231,7 +232,7 @@ func TestFenceIsCzxid(t *testing.T) {
 }
 
 // TestTryLockExactlyOneWinner: 30 TryLocks at once over three Lockers on
-// a free lock: one wins, the others get ErrNotAcquired and leave no node.
+// a free lock: one wins, the others get lock.ErrNotAcquired and leave no node.
 func TestTryLockExactlyOneWinner(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
@@ -248,11 +249,11 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 			switch {
 			case err == nil:
 				wins.Add(1)
-				winner.Store(lease)
-			case errors.Is(err, ErrNotAcquired):
+				winner.Store(lease.(*Lease))
+			case errors.Is(err, lock.ErrNotAcquired):
 				refused.Add(1)
 			default:
-				t.Errorf("TryLock(one) = %v, want a lease or ErrNotAcquired", err)
+				t.Errorf("TryLock(one) = %v, want a lease or lock.ErrNotAcquired", err)
 			}
 		})
 	}
@@ -274,25 +275,25 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 }
 
 // TestGiveUpLeavesNoNode: while the lock is held, Locks that run out of
-// Options.Wait get ErrTimeout wrapping DeadlineExceeded, Locks whose ctx
-// is cancelled get ErrTimeout wrapping Canceled, and neither leaves a node
+// Options.Wait get lock.ErrTimeout wrapping DeadlineExceeded, Locks whose ctx
+// is cancelled get lock.ErrTimeout wrapping Canceled, and neither leaves a node
 // in the queue: afterwards only the holder's is there.
 func TestGiveUpLeavesNoNode(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
 	holder := newLocker(t, servers, Options{Root: root})
 	waiters := []*Locker{
-		newLocker(t, servers, Options{Root: root, Wait: 150 * time.Millisecond}),
-		newLocker(t, servers, Options{Root: root, Wait: 150 * time.Millisecond}),
+		newLocker(t, servers, Options{Options: lock.Options{Wait: 150 * time.Millisecond}, Root: root}),
+		newLocker(t, servers, Options{Options: lock.Options{Wait: 150 * time.Millisecond}, Root: root}),
 	}
 	c := inspector(t, servers)
-	held := lock(t, holder, "k")
+	held := mustLock(t, holder, "k")
 
 	t.Run("wait budget", func(t *testing.T) {
 		start := time.Now()
 		_, err := waiters[0].Lock(context.Background(), "k")
-		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Lock(k) while held = %v, want ErrTimeout and DeadlineExceeded", err)
+		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lock(k) while held = %v, want lock.ErrTimeout and DeadlineExceeded", err)
 		}
 		if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
 			t.Errorf("Lock(k) gave up after %v, want about the 150ms Wait", d)
@@ -307,8 +308,8 @@ func TestGiveUpLeavesNoNode(t *testing.T) {
 		}()
 		waitFor(t, "the waiter's node", 5*time.Second, func() bool { return len(nodes(t, c, root, "k")) == 2 })
 		cancel()
-		if err := <-done; !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
-			t.Errorf("Lock(k) cancelled while queued = %v, want ErrTimeout and Canceled", err)
+		if err := <-done; !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Lock(k) cancelled while queued = %v, want lock.ErrTimeout and Canceled", err)
 		}
 	})
 	t.Run("many at once", func(t *testing.T) {
@@ -321,8 +322,8 @@ func TestGiveUpLeavesNoNode(t *testing.T) {
 					ctx, cancel = context.WithTimeout(ctx, time.Duration(g)*5*time.Millisecond)
 					defer cancel()
 				}
-				if _, err := waiters[g%2].Lock(ctx, "k"); !errors.Is(err, ErrTimeout) {
-					t.Errorf("Lock(k) #%d while held = %v, want ErrTimeout", g, err)
+				if _, err := waiters[g%2].Lock(ctx, "k"); !errors.Is(err, lock.ErrTimeout) {
+					t.Errorf("Lock(k) #%d while held = %v, want lock.ErrTimeout", g, err)
 				}
 			})
 		}
@@ -347,13 +348,13 @@ func TestGiveUpLeavesNoNode(t *testing.T) {
 func TestFIFO(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
-	opts := Options{Root: root, Wait: 30 * time.Second}
+	opts := Options{Options: lock.Options{Wait: 30 * time.Second}, Root: root}
 	var lockers []*Locker
 	for range 6 {
 		lockers = append(lockers, newLocker(t, servers, opts))
 	}
 	c := inspector(t, servers)
-	held := lock(t, lockers[5], "fifo")
+	held := mustLock(t, lockers[5], "fifo")
 	var mu sync.Mutex
 	var order []int
 	var wg sync.WaitGroup
@@ -383,32 +384,32 @@ func TestFIFO(t *testing.T) {
 	}
 }
 
-// TestReleaseTwice: the second Release says ErrNotHeld and deletes
-// nothing; the lease's Context is cancelled with ErrReleased.
+// TestReleaseTwice: the second Release says lock.ErrNotHeld and deletes
+// nothing; the lease's Context is cancelled with lock.ErrReleased.
 func TestReleaseTwice(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
 	l := newLocker(t, servers, Options{Root: root})
 	ctx := context.Background()
-	a := lock(t, l, "k")
+	a := mustLock(t, l, "k")
 	if err := a.Release(ctx); err != nil {
 		t.Fatalf("Release = %v", err)
 	}
-	if cause := context.Cause(a.Context()); !errors.Is(cause, ErrReleased) {
-		t.Errorf("Context cause after Release = %v, want ErrReleased", cause)
+	if cause := context.Cause(a.Context()); !errors.Is(cause, lock.ErrReleased) {
+		t.Errorf("Context cause after Release = %v, want lock.ErrReleased", cause)
 	}
-	if err := a.Err(); !errors.Is(err, ErrReleased) {
-		t.Errorf("Err() after Release = %v, want ErrReleased", err)
+	if err := a.Err(); !errors.Is(err, lock.ErrReleased) {
+		t.Errorf("Err() after Release = %v, want lock.ErrReleased", err)
 	}
-	b := lock(t, l, "k")
-	if err := a.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("second Release = %v, want ErrNotHeld", err)
+	b := mustLock(t, l, "k")
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second Release = %v, want lock.ErrNotHeld", err)
 	}
 	if err := b.Err(); err != nil {
 		t.Errorf("b.Err() after a's second Release = %v, want nil (b holds)", err)
 	}
-	if _, err := l.TryLock(ctx, "k"); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock while b holds = %v, want ErrNotAcquired", err)
+	if _, err := l.TryLock(ctx, "k"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock while b holds = %v, want lock.ErrNotAcquired", err)
 	}
 	if err := b.Release(ctx); err != nil {
 		t.Errorf("b.Release = %v", err)
@@ -416,23 +417,23 @@ func TestReleaseTwice(t *testing.T) {
 }
 
 // TestSessionExpiry: the holder is cut off from ZooKeeper. Its lease's
-// Context is cancelled at once (ErrLost: the connection is gone, see the
+// Context is cancelled at once (lock.ErrLost: the connection is gone, see the
 // package doc); the server expires its session after the TTL and deletes
 // its node, which wakes the waiter, who gets a larger fence. When the
 // holder's network is back its client finds the session expired, its
-// Release says ErrNotHeld without touching the new holder's node, and it
+// Release says lock.ErrNotHeld without touching the new holder's node, and it
 // can lock again on a new session.
 func TestSessionExpiry(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
 	var cut cutter
-	a := newLocker(t, servers, Options{Root: root, TTL: 400 * time.Millisecond, Dialer: cut.dial})
-	b := newLocker(t, servers, Options{Root: root, Wait: 20 * time.Second})
+	a := newLocker(t, servers, Options{Options: lock.Options{TTL: 400 * time.Millisecond}, Root: root, Dialer: cut.dial})
+	b := newLocker(t, servers, Options{Options: lock.Options{Wait: 20 * time.Second}, Root: root})
 	ctx := context.Background()
-	held := lock(t, a, "k")
+	held := mustLock(t, a, "k")
 	c := inspector(t, servers)
 
-	got := make(chan *Lease, 1)
+	got := make(chan lock.Lease, 1)
 	go func() {
 		lease, err := b.Lock(ctx, "k")
 		if err != nil {
@@ -450,13 +451,13 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatal("a's lease Context not cancelled 5s after its connection was cut")
 	}
 	t.Logf("a's lease lost %v after the cut", time.Since(cutAt).Round(time.Millisecond))
-	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrLost) {
-		t.Errorf("a's lease cause = %v, want ErrLost", cause)
+	if cause := context.Cause(held.Context()); !errors.Is(cause, lock.ErrLost) {
+		t.Errorf("a's lease cause = %v, want lock.ErrLost", cause)
 	}
-	if err := held.Err(); !errors.Is(err, ErrLost) {
-		t.Errorf("a.Err() = %v, want ErrLost", err)
+	if err := held.Err(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("a.Err() = %v, want lock.ErrLost", err)
 	}
-	var bl *Lease
+	var bl lock.Lease
 	select {
 	case bl = <-got:
 	case <-time.After(10 * time.Second):
@@ -466,19 +467,19 @@ func TestSessionExpiry(t *testing.T) {
 		t.FailNow()
 	}
 	t.Logf("b acquired %v after the cut", time.Since(cutAt).Round(time.Millisecond))
-	if bl.Fence() <= held.Fence() {
-		t.Errorf("b's fence %d is not above a's %d", bl.Fence(), held.Fence())
+	if bl.Fence().Token <= held.Fence().Token {
+		t.Errorf("b's fence %d is not above a's %d", bl.Fence().Token, held.Fence().Token)
 	}
 
 	cut.heal()
 	waitFor(t, "a's client to find its session expired", 10*time.Second, func() bool {
 		return a.conn.State() == zk.StateHasSession
 	})
-	if err := held.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("a.Release after its session expired = %v, want ErrNotHeld", err)
+	if err := held.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("a.Release after its session expired = %v, want lock.ErrNotHeld", err)
 	}
-	if left := nodes(t, c, root, "k"); len(left) != 1 || root+"/k/"+left[0] != bl.Path() {
-		t.Errorf("nodes after a's stale Release: %v, want only b's %s", left, bl.Path())
+	if left := nodes(t, c, root, "k"); len(left) != 1 || root+"/k/"+left[0] != bl.(*Lease).Path() {
+		t.Errorf("nodes after a's stale Release: %v, want only b's %s", left, bl.(*Lease).Path())
 	}
 	if err := bl.Release(ctx); err != nil {
 		t.Errorf("b.Release = %v", err)
@@ -487,8 +488,8 @@ func TestSessionExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a: Lock on its new session = %v", err)
 	}
-	if again.Fence() <= bl.Fence() {
-		t.Errorf("a's new fence %d is not above b's %d", again.Fence(), bl.Fence())
+	if again.Fence().Token <= bl.Fence().Token {
+		t.Errorf("a's new fence %d is not above b's %d", again.Fence().Token, bl.Fence().Token)
 	}
 	if err := again.Release(ctx); err != nil {
 		t.Errorf("a.Release (new session) = %v", err)
@@ -503,10 +504,10 @@ func TestDisconnectKeepsNodeUntilRelease(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
 	var cut cutter
-	a := newLocker(t, servers, Options{Root: root, TTL: 20 * time.Second, Dialer: cut.dial})
+	a := newLocker(t, servers, Options{Options: lock.Options{TTL: 20 * time.Second}, Root: root, Dialer: cut.dial})
 	b := newLocker(t, servers, Options{Root: root})
 	ctx := context.Background()
-	held := lock(t, a, "k")
+	held := mustLock(t, a, "k")
 	cut.cut()
 	select {
 	case <-held.Context().Done():
@@ -518,11 +519,11 @@ func TestDisconnectKeepsNodeUntilRelease(t *testing.T) {
 	}
 	cut.heal()
 	waitFor(t, "a's client to reconnect", 10*time.Second, func() bool { return a.conn.State() == zk.StateHasSession })
-	if _, err := b.TryLock(ctx, "k"); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("b: TryLock while a's session lives = %v, want ErrNotAcquired", err)
+	if _, err := b.TryLock(ctx, "k"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("b: TryLock while a's session lives = %v, want lock.ErrNotAcquired", err)
 	}
-	if err := held.Release(ctx); !errors.Is(err, ErrLost) {
-		t.Errorf("a.Release = %v, want the loss reported (ErrLost)", err)
+	if err := held.Release(ctx); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("a.Release = %v, want the loss reported (lock.ErrLost)", err)
 	}
 	bl, err := b.TryLock(ctx, "k")
 	if err != nil {
@@ -537,7 +538,7 @@ func TestNodeDeletedLosesLease(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
 	l := newLocker(t, servers, Options{Root: root})
-	held := lock(t, l, "k")
+	held := mustLock(t, l, "k")
 	if err := inspector(t, servers).Delete(held.Path(), -1); err != nil {
 		t.Fatalf("Delete(%s): %v", held.Path(), err)
 	}
@@ -554,8 +555,8 @@ func TestNodeDeletedLosesLease(t *testing.T) {
 		t.Fatalf("TryLock after the holder's node was deleted = %v", err)
 	}
 	_ = next.Release(context.Background())
-	if err := held.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("Release of the deleted node's lease = %v, want ErrNotHeld", err)
+	if err := held.Release(context.Background()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release of the deleted node's lease = %v, want lock.ErrNotHeld", err)
 	}
 }
 
@@ -565,9 +566,9 @@ func TestNodeDeletedLosesLease(t *testing.T) {
 func TestServerRestart(t *testing.T) {
 	srv := testenv.ZooKeeperServer(t)
 	servers := []string{srv.Addr}
-	l := newLocker(t, servers, Options{TTL: 20 * time.Second})
+	l := newLocker(t, servers, Options{Options: lock.Options{TTL: 20 * time.Second}})
 	ctx := context.Background()
-	held := lock(t, l, "k")
+	held := mustLock(t, l, "k")
 	t0 := time.Now()
 	defer func() { t.Logf("done %v after the restart began", time.Since(t0)) }()
 	if err := srv.Restart(ctx); err != nil {
@@ -580,23 +581,23 @@ func TestServerRestart(t *testing.T) {
 	}
 	t.Logf("lease lost %v after the restart began", time.Since(t0))
 	// The delete may be sent before the client has reconnected: then it
-	// is finished in the background (ErrReleaseUnknown), and the Lock
+	// is finished in the background (lock.ErrReleaseUnknown), and the Lock
 	// below waits for it.
-	if err := held.Release(ctx); !errors.Is(err, ErrLost) {
-		t.Errorf("Release after the restart = %v, want the loss reported (ErrLost)", err)
+	if err := held.Release(ctx); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("Release after the restart = %v, want the loss reported (lock.ErrLost)", err)
 	}
 	t.Logf("released %v after the restart began", time.Since(t0))
 	next, err := l.Lock(ctx, "k")
 	if err != nil {
 		t.Fatalf("Lock after the restart = %v", err)
 	}
-	if next.Fence() <= held.Fence() {
-		t.Errorf("fence after the restart %d is not above the one before %d", next.Fence(), held.Fence())
+	if next.Fence().Token <= held.Fence().Token {
+		t.Errorf("fence after the restart %d is not above the one before %d", next.Fence().Token, held.Fence().Token)
 	}
 	_ = next.Release(ctx)
 }
 
-// TestCloseEndsLeases: Close cancels held leases (ErrClosed), ends the
+// TestCloseEndsLeases: Close cancels held leases (lock.ErrClosed), ends the
 // session (the node goes at once, the waiter gets the lock), refuses
 // further Locks, and leaves no goroutine behind.
 func TestCloseEndsLeases(t *testing.T) {
@@ -615,7 +616,7 @@ func TestCloseEndsLeases(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		defer b.Close()
-		held := lock(t, a, "k")
+		held := mustLock(t, a, "k")
 		got := make(chan error, 1)
 		go func() {
 			lease, err := b.Lock(ctx, "k")
@@ -628,17 +629,17 @@ func TestCloseEndsLeases(t *testing.T) {
 		if err := a.Close(); err != nil {
 			t.Errorf("Close = %v", err)
 		}
-		if cause := context.Cause(held.Context()); !errors.Is(cause, ErrClosed) {
-			t.Errorf("held lease's cause after Close = %v, want ErrClosed", cause)
+		if cause := context.Cause(held.Context()); !errors.Is(cause, lock.ErrClosed) {
+			t.Errorf("held lease's cause after Close = %v, want lock.ErrClosed", cause)
 		}
 		if err := <-got; err != nil {
 			t.Errorf("b after a's Close: %v, want the lock", err)
 		}
-		if _, err := a.Lock(ctx, "k"); !errors.Is(err, ErrClosed) {
-			t.Errorf("Lock after Close = %v, want ErrClosed", err)
+		if _, err := a.Lock(ctx, "k"); !errors.Is(err, lock.ErrClosed) {
+			t.Errorf("Lock after Close = %v, want lock.ErrClosed", err)
 		}
-		if err := held.Release(ctx); !errors.Is(err, ErrLost) {
-			t.Errorf("Release after Close = %v, want ErrLost", err)
+		if err := held.Release(ctx); !errors.Is(err, lock.ErrLost) {
+			t.Errorf("Release after Close = %v, want lock.ErrLost", err)
 		}
 	}()
 	goleak.VerifyNone(t, ignore)
@@ -650,9 +651,9 @@ func TestCloseEndsLeases(t *testing.T) {
 func TestOneNodePerLocker(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
-	l := newLocker(t, servers, Options{Root: root, Wait: 30 * time.Second})
+	l := newLocker(t, servers, Options{Options: lock.Options{Wait: 30 * time.Second}, Root: root})
 	c := inspector(t, servers)
-	held := lock(t, l, "k")
+	held := mustLock(t, l, "k")
 	var wg sync.WaitGroup
 	var got atomic.Int64
 	for range 20 {

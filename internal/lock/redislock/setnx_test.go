@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
 )
 
 // TestSetNXBreaksWhenTheSectionOutlivesTheTTL shows, step by step, what the
@@ -19,7 +21,7 @@ func TestSetNXBreaksWhenTheSectionOutlivesTheTTL(t *testing.T) {
 	rdb := client(t, url)
 	ctx := context.Background()
 	const key = "setnx:{broken}"
-	naive := NewSetNX(rdb, Options{TTL: 50 * time.Millisecond, Wait: 5 * time.Second})
+	naive := NewSetNX(rdb, Options{Options: lock.Options{TTL: 50 * time.Millisecond, Wait: 5 * time.Second}})
 
 	unlockA, err := naive.Lock(ctx, key)
 	if err != nil {
@@ -56,11 +58,11 @@ func TestSetNXBreaksWhenTheSectionOutlivesTheTTL(t *testing.T) {
 
 // TestSetNXExcludesWhileTheTTLHolds: while no critical section outlives the
 // TTL, the naive lock does exclude (which is why it looks fine in a quick
-// test), and a waiter gives up at its Wait budget with ErrTimeout.
+// test), and a waiter gives up at its Wait budget with lock.ErrTimeout.
 func TestSetNXExcludesWhileTheTTLHolds(t *testing.T) {
 	url := sharedRedis(t)
 	c1, c2 := client(t, url), client(t, url)
-	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}}
 	acquire := func(s *SetNX) acquireFunc {
 		return func(ctx context.Context, _ int) (func() error, error) {
 			unlock, err := s.Lock(ctx, "setnx:{overlap}")
@@ -81,8 +83,8 @@ func TestSetNXExcludesWhileTheTTLHolds(t *testing.T) {
 		t.Fatalf("Lock = %v", err)
 	}
 	defer func() { _ = unlock(ctx) }()
-	_, err = NewSetNX(c2, Options{Wait: 30 * time.Millisecond}).Lock(ctx, "setnx:{held}")
-	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Lock of a held key with Wait 30ms = %v, want ErrTimeout wrapping DeadlineExceeded", err)
+	_, err = NewSetNX(c2, Options{Options: lock.Options{Wait: 30 * time.Millisecond}}).Lock(ctx, "setnx:{held}")
+	if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock of a held key with Wait 30ms = %v, want lock.ErrTimeout wrapping DeadlineExceeded", err)
 	}
 }

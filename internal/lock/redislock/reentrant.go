@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
 )
 
 type ownerKey struct{}
@@ -76,24 +78,27 @@ func (r *Reentrant) Close() {
 // Lock acquires key for the owner in ctx (ErrNoOwner without one), or
 // re-enters it if the owner holds it already, incrementing its count and
 // returning a lease with the same fence. It waits like Mutex.Lock. Re-entry
-// into a hold that has been lost fails with ErrLost until the owner has
+// into a hold that has been lost fails with lock.ErrLost until the owner has
 // released all its leases on it.
-func (r *Reentrant) Lock(ctx context.Context, key string) (*Lease, error) {
+func (r *Reentrant) Lock(ctx context.Context, key string) (lock.Lease, error) {
 	return r.acquire(ctx, key, "lock", true)
 }
 
-// TryLock is Lock without waiting: ErrNotAcquired if another owner holds
+// TryLock is Lock without waiting: lock.ErrNotAcquired if another owner holds
 // key, or if this owner is itself in the middle of acquiring it.
-func (r *Reentrant) TryLock(ctx context.Context, key string) (*Lease, error) {
+func (r *Reentrant) TryLock(ctx context.Context, key string) (lock.Lease, error) {
 	return r.acquire(ctx, key, "trylock", false)
 }
 
-func (r *Reentrant) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+func (r *Reentrant) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
 	start := time.Now()
 	trips := 0
 	l, err := r.attempt(ctx, key, op, wait, &trips)
 	r.opts.Observer.Acquired(key, err, time.Since(start), trips)
-	return l, err
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func (r *Reentrant) use(k entryKey) *entry {
@@ -119,11 +124,11 @@ func (r *Reentrant) unuse(k entryKey, e *entry) {
 func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	owner, ok := OwnerFrom(ctx)
 	if !ok {
-		return nil, &Error{Op: op, Key: key, Err: ErrNoOwner}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: ErrNoOwner}
 	}
 	fk, err := fenceKey(key)
 	if err != nil {
-		return nil, &Error{Op: op, Key: key, Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
 	k := entryKey{key, owner}
 	e := r.use(k)
@@ -142,7 +147,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 		select {
 		case e.sem <- struct{}{}:
 		default:
-			return nil, &Error{Op: op, Key: key, Err: fmt.Errorf("%w: owner %q is acquiring it concurrently", ErrNotAcquired, owner)}
+			return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: owner %q is acquiring it concurrently", lock.ErrNotAcquired, owner)}
 		}
 	}
 	defer func() { <-e.sem }()
@@ -152,11 +157,11 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	}
 	ch, err := releaseChannel(key)
 	if err != nil {
-		return nil, &Error{Op: op, Key: key, Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
 	keys := []string{key, fk}
 	token := newToken()
-	h := newHold(key, token, &r.opts, func(ctx context.Context) (bool, error) {
+	h := newHold(Backend, key, token, &r.opts, func(ctx context.Context) (bool, error) {
 		v, _, err := run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
 		return v == int64(1), err
 	})
@@ -186,7 +191,7 @@ func (r *Reentrant) lease(ctx context.Context, k entryKey, e *entry, h *hold, ow
 func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry, trips *int) (*Lease, error) {
 	h := e.h
 	if err := h.err(); err != nil {
-		return nil, &Error{Op: op, Key: k.key, Err: fmt.Errorf("re-entry: %w", err)}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: k.key, Err: fmt.Errorf("re-entry: %w", err)}
 	}
 	e.seq++
 	sent := time.Now()
@@ -195,12 +200,12 @@ func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry
 	if err != nil {
 		// If it ran, Redis counts one more than we do; harmless, as the
 		// last release deletes the hold whatever the count.
-		return nil, &Error{Op: op, Key: k.key, Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: k.key, Err: err}
 	}
 	if c, ok := v.(int64); !ok || c < 0 {
-		return nil, &Error{Op: op, Key: k.key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, v)}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: k.key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, v)}
 	} else if c == 0 {
-		cause := &Error{Op: op, Key: k.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrNotHeld)}
+		cause := &lock.Error{Backend: Backend, Op: op, Key: k.key, Err: fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrNotHeld)}
 		h.lose(cause)
 		return nil, cause
 	}
@@ -211,10 +216,7 @@ func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry
 
 func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry) error {
 	if o, ok := OwnerFrom(ctx); ok && o != l.owner {
-		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: owner %q does not hold it", ErrNotHeld, o)}
-	}
-	if l.released.Swap(true) {
-		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
+		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("%w: owner %q does not hold it", lock.ErrNotHeld, o)}
 	}
 	// Only brief operations hold e.sem while a lease exists (re-entries and
 	// releases), so this waits regardless of ctx.
@@ -222,7 +224,9 @@ func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry)
 	defer func() { <-e.sem }()
 	h := l.h
 	h.dropLease(l)
-	l.cancel(&Error{Op: "release", Key: k.key, Err: ErrReleased})
+	if _, err := l.BeginRelease(); err != nil {
+		return err
+	}
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
 	e.count--
@@ -236,22 +240,21 @@ func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry)
 		e.h = nil
 		r.unuse(k, e)
 	}
-	r.opts.Observer.Released(k.key, time.Since(l.start), err)
-	return err
+	return l.EndRelease(err)
 }
 
 func (r *Reentrant) releaseNested(ctx context.Context, k entryKey, e *entry) error {
 	h := e.h
 	if lost := h.err(); lost != nil {
-		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
+		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
 	}
 	e.seq++
 	v, _, err := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0", e.ch)
 	switch {
 	case err != nil:
-		return &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}
+		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}
 	case v == int64(-1):
-		cause := &Error{Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrNotHeld)}
+		cause := &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrNotHeld)}
 		h.lose(cause)
 		return cause
 	}
@@ -267,3 +270,5 @@ func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
+
+var _ lock.Locker = (*Reentrant)(nil)

@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
 )
 
 // acquireFunc takes the lock (or, for the control run, does nothing) and
@@ -103,7 +105,7 @@ func reentrantAcquire2(r *Reentrant, key string) acquireFunc {
 func TestOverlapDetector(t *testing.T) {
 	url := sharedRedis(t)
 	c1, c2 := client(t, url), client(t, url)
-	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}}
 	wd := opts
 	wd.Watchdog = true
 	none := func(context.Context, int) (func() error, error) { return func() error { return nil }, nil }
@@ -140,15 +142,15 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 	c1, c2 := client(t, url), client(t, url)
 	tests := []struct {
 		name string
-		try  func(ctx context.Context, g int) (*Lease, error)
+		try  func(ctx context.Context, g int) (lock.Lease, error)
 	}{
-		{"Mutex", func() func(context.Context, int) (*Lease, error) {
+		{"Mutex", func() func(context.Context, int) (lock.Lease, error) {
 			ms := []*Mutex{NewMutex(c1, Options{}), NewMutex(c2, Options{})}
-			return func(ctx context.Context, g int) (*Lease, error) { return ms[g%2].TryLock(ctx, "lock:{one-m}") }
+			return func(ctx context.Context, g int) (lock.Lease, error) { return ms[g%2].TryLock(ctx, "lock:{one-m}") }
 		}()},
-		{"Reentrant", func() func(context.Context, int) (*Lease, error) {
+		{"Reentrant", func() func(context.Context, int) (lock.Lease, error) {
 			rs := []*Reentrant{NewReentrant(c1, Options{}), NewReentrant(c2, Options{})}
-			return func(ctx context.Context, g int) (*Lease, error) {
+			return func(ctx context.Context, g int) (lock.Lease, error) {
 				return rs[g%2].TryLock(WithOwner(ctx, fmt.Sprint("owner-", g)), "lock:{one-r}")
 			}
 		}()},
@@ -158,7 +160,7 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 			ctx := context.Background()
 			gate := make(chan struct{})
 			var mu sync.Mutex
-			var winners []*Lease
+			var winners []lock.Lease
 			var wg sync.WaitGroup
 			for g := range 100 {
 				wg.Go(func() {
@@ -169,8 +171,8 @@ func TestTryLockExactlyOneWinner(t *testing.T) {
 						mu.Lock()
 						winners = append(winners, l)
 						mu.Unlock()
-					case !errors.Is(err, ErrNotAcquired):
-						t.Errorf("TryLock #%d = %v, want nil or ErrNotAcquired", g, err)
+					case !errors.Is(err, lock.ErrNotAcquired):
+						t.Errorf("TryLock #%d = %v, want nil or lock.ErrNotAcquired", g, err)
 					}
 				})
 			}
@@ -237,7 +239,7 @@ func TestLockWaitsWithoutSpinning(t *testing.T) {
 	}
 }
 
-// TestTimeoutAndCancel: giving up reports ErrTimeout wrapping the context's
+// TestTimeoutAndCancel: giving up reports lock.ErrTimeout wrapping the context's
 // error, not before the budget, and leaves the holder's key alone.
 func TestTimeoutAndCancel(t *testing.T) {
 	url := sharedRedis(t)
@@ -255,9 +257,9 @@ func TestTimeoutAndCancel(t *testing.T) {
 	}
 	defer rheld.Release(bg)
 
-	short := NewMutex(rdb, Options{Wait: 150 * time.Millisecond})
+	short := NewMutex(rdb, Options{Options: lock.Options{Wait: 150 * time.Millisecond}})
 	long := NewMutex(rdb, Options{Watchdog: true}) // a timed-out waiter must leave no renewing goroutine
-	re := NewReentrant(rdb, Options{Wait: 150 * time.Millisecond})
+	re := NewReentrant(rdb, Options{Options: lock.Options{Wait: 150 * time.Millisecond}})
 	cancelSoon := func() (context.Context, func()) {
 		ctx, cancel := context.WithCancel(bg)
 		time.AfterFunc(150*time.Millisecond, cancel)
@@ -268,18 +270,18 @@ func TestTimeoutAndCancel(t *testing.T) {
 	tests := []struct {
 		name string
 		key  string
-		held *Lease
+		held lock.Lease
 		ctx  func() (context.Context, func())
-		lock func(ctx context.Context, key string) (*Lease, error)
+		lock func(ctx context.Context, key string) (lock.Lease, error)
 		want error
 	}{
 		{"Mutex Wait budget", mkey, mheld, none, short.Lock, context.DeadlineExceeded},
 		{"Mutex ctx deadline", mkey, mheld, deadline, long.Lock, context.DeadlineExceeded},
 		{"Mutex ctx cancelled", mkey, mheld, cancelSoon, long.Lock, context.Canceled},
-		{"Reentrant Wait budget", rkey, rheld, none, func(ctx context.Context, key string) (*Lease, error) {
+		{"Reentrant Wait budget", rkey, rheld, none, func(ctx context.Context, key string) (lock.Lease, error) {
 			return re.Lock(WithOwner(ctx, "waiter"), key)
 		}, context.DeadlineExceeded},
-		{"Reentrant ctx cancelled", rkey, rheld, cancelSoon, func(ctx context.Context, key string) (*Lease, error) {
+		{"Reentrant ctx cancelled", rkey, rheld, cancelSoon, func(ctx context.Context, key string) (lock.Lease, error) {
 			return NewReentrant(rdb, Options{}).Lock(WithOwner(ctx, "waiter"), key)
 		}, context.Canceled},
 	}
@@ -291,12 +293,12 @@ func TestTimeoutAndCancel(t *testing.T) {
 			key := tt.key
 			l, err := tt.lock(ctx, key)
 			took := time.Since(start)
-			if l != nil || !errors.Is(err, ErrTimeout) || !errors.Is(err, tt.want) {
-				t.Fatalf("Lock(%q) = %v, %v; want ErrTimeout wrapping %v", key, l, err, tt.want)
+			if l != nil || !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, tt.want) {
+				t.Fatalf("Lock(%q) = %v, %v; want lock.ErrTimeout wrapping %v", key, l, err, tt.want)
 			}
-			var le *Error
+			var le *lock.Error
 			if !errors.As(err, &le) || le.Key != key || le.Op != "lock" {
-				t.Errorf("Lock(%q) error %#v, want *Error with Op lock and the key", key, err)
+				t.Errorf("Lock(%q) error %#v, want *lock.Error with Op lock and the key", key, err)
 			}
 			if took < 140*time.Millisecond || took > time.Second {
 				t.Errorf("Lock(%q) gave up after %v, want about the 150ms budget", key, took)
@@ -310,7 +312,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	if _, err := long.Lock(ctx, "lock:{never}"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Lock with a cancelled ctx = %v, want ErrTimeout wrapping context.Canceled", err)
+		t.Errorf("Lock with a cancelled ctx = %v, want lock.ErrTimeout wrapping context.Canceled", err)
 	}
 	if n := rdb.Exists(bg, "lock:{never}").Val(); n != 0 {
 		t.Errorf("Lock with a cancelled ctx created the key (EXISTS = %d)", n)
@@ -336,10 +338,10 @@ func TestLostReplyLeavesNoOrphan(t *testing.T) {
 	check := client(t, url)
 	tests := []struct {
 		name string
-		lock func(ctx context.Context, key string) (*Lease, error)
+		lock func(ctx context.Context, key string) (lock.Lease, error)
 	}{
 		{"Mutex", NewMutex(lossy, Options{Watchdog: true}).Lock},
-		{"Reentrant", func(ctx context.Context, key string) (*Lease, error) {
+		{"Reentrant", func(ctx context.Context, key string) (lock.Lease, error) {
 			return NewReentrant(lossy, Options{}).Lock(WithOwner(ctx, "o"), key)
 		}},
 	}
@@ -378,8 +380,8 @@ func TestResentScriptsAreIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Mutex.Lock(%q) with scripts sent twice = %v, want success", mkey, err)
 	}
-	if n := check.HGet(bg, mkey+":fence", "n").Val(); n != fmt.Sprint(l.Fence()) {
-		t.Errorf("fence counter after one acquire sent twice = %s, lease fence %d: minted twice", n, l.Fence())
+	if n := check.HGet(bg, mkey+":fence", "n").Val(); n != fmt.Sprint(l.Fence().Token) {
+		t.Errorf("fence counter after one acquire sent twice = %s, lease fence %d: minted twice", n, l.Fence().Token)
 	}
 	if err := l.Release(bg); err != nil {
 		t.Errorf("Mutex Release sent twice = %v, want nil", err)
@@ -388,7 +390,7 @@ func TestResentScriptsAreIdempotent(t *testing.T) {
 	r := NewReentrant(twice, Options{})
 	const rkey = "lock:{twice-r}"
 	ctx := WithOwner(bg, "o")
-	var leases []*Lease
+	var leases []lock.Lease
 	for i := range 3 {
 		l, err := r.Lock(ctx, rkey)
 		if err != nil {
@@ -417,7 +419,7 @@ func TestResentScriptsAreIdempotent(t *testing.T) {
 
 // TestLeaseContext: the lease context is derived from the caller's (its
 // cancellation ends the context but not the hold) and ends with
-// ErrReleased on Release.
+// lock.ErrReleased on Release.
 func TestLeaseContext(t *testing.T) {
 	url := sharedRedis(t)
 	rdb := client(t, url)
@@ -448,8 +450,8 @@ func TestLeaseContext(t *testing.T) {
 	if cause := context.Cause(l.Context()); !errors.Is(cause, context.Canceled) {
 		t.Errorf("cause = %v, want the caller's cancellation (it came first)", cause)
 	}
-	if err := l.Err(); !errors.Is(err, ErrReleased) {
-		t.Errorf("Err() after Release = %v, want ErrReleased", err)
+	if err := l.Err(); !errors.Is(err, lock.ErrReleased) {
+		t.Errorf("Err() after Release = %v, want lock.ErrReleased", err)
 	}
 	if n := rdb.Exists(context.Background(), "lock:{ctx}").Val(); n != 0 {
 		t.Errorf("after Release(cancelled ctx): EXISTS = %d, want 0", n)
@@ -462,7 +464,7 @@ func TestLeaseContext(t *testing.T) {
 	if err := l2.Release(context.Background()); err != nil {
 		t.Fatalf("Release = %v", err)
 	}
-	if cause := context.Cause(l2.Context()); !errors.Is(cause, ErrReleased) {
-		t.Errorf("lease context cause after Release = %v, want ErrReleased", cause)
+	if cause := context.Cause(l2.Context()); !errors.Is(cause, lock.ErrReleased) {
+		t.Errorf("lease context cause after Release = %v, want lock.ErrReleased", cause)
 	}
 }

@@ -1,10 +1,12 @@
-package lock
+package redislock
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"inventory/internal/lock"
 )
 
 // TestReentrancy: three Locks in one owner context, two releases → still
@@ -19,7 +21,7 @@ func TestReentrancy(t *testing.T) {
 	a := WithOwner(bg, "request-a")
 	b := WithOwner(bg, "request-b")
 
-	var leases []*Lease
+	var leases []lock.Lease
 	for i := range 3 {
 		l, err := r.Lock(a, key)
 		if err != nil {
@@ -27,7 +29,7 @@ func TestReentrancy(t *testing.T) {
 		}
 		leases = append(leases, l)
 	}
-	if f0, f2 := leases[0].Fence(), leases[2].Fence(); f0 != f2 {
+	if f0, f2 := leases[0].Fence().Token, leases[2].Fence().Token; f0 != f2 {
 		t.Errorf("re-entry fence = %d, outer fence = %d, want equal", f2, f0)
 	}
 	if got := rdb.HGet(bg, key, "request-a").Val(); got != "3" {
@@ -37,14 +39,14 @@ func TestReentrancy(t *testing.T) {
 		t.Errorf("PTTL %s while held = %v, want a TTL", key, got)
 	}
 	// Someone else cannot take it nor release it.
-	if l, err := other.TryLock(b, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock by request-b while request-a holds it = %v, %v; want ErrNotAcquired", l, err)
+	if l, err := other.TryLock(b, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock by request-b while request-a holds it = %v, %v; want lock.ErrNotAcquired", l, err)
 	}
-	if l, err := r.TryLock(b, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock by request-b through the same Reentrant = %v, %v; want ErrNotAcquired", l, err)
+	if l, err := r.TryLock(b, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock by request-b through the same Reentrant = %v, %v; want lock.ErrNotAcquired", l, err)
 	}
-	if err := leases[2].Release(b); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("Release of request-a's lease under owner request-b = %v, want ErrNotHeld", err)
+	if err := leases[2].Release(b); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release of request-a's lease under owner request-b = %v, want lock.ErrNotHeld", err)
 	}
 	if err := leases[2].Err(); err != nil {
 		t.Errorf("after request-b's refused release, request-a's lease Err() = %v, want nil", err)
@@ -64,11 +66,11 @@ func TestReentrancy(t *testing.T) {
 	if got := rdb.HGet(bg, key, "request-a").Val(); got != "1" {
 		t.Errorf("HGET %s request-a after 3 Locks, 2 Releases = %q, want 1", key, got)
 	}
-	if l, err := other.TryLock(b, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock by request-b after 2 of 3 releases = %v, %v; want ErrNotAcquired", l, err)
+	if l, err := other.TryLock(b, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock by request-b after 2 of 3 releases = %v, %v; want lock.ErrNotAcquired", l, err)
 	}
-	if err := leases[1].Release(a); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("second Release of the same lease = %v, want ErrNotHeld", err)
+	if err := leases[1].Release(a); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second Release of the same lease = %v, want lock.ErrNotHeld", err)
 	}
 	if err := leases[0].Release(a); err != nil {
 		t.Errorf("Release #3 of 3 = %v, want nil", err)
@@ -76,15 +78,15 @@ func TestReentrancy(t *testing.T) {
 	if n := rdb.Exists(bg, key).Val(); n != 0 {
 		t.Errorf("EXISTS %s after the last release = %d, want 0", key, n)
 	}
-	if err := leases[0].Release(a); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("Release after the last release = %v, want ErrNotHeld", err)
+	if err := leases[0].Release(a); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Release after the last release = %v, want lock.ErrNotHeld", err)
 	}
 	l, err := other.TryLock(b, key)
 	if err != nil {
 		t.Fatalf("TryLock by request-b after request-a released all = %v", err)
 	}
-	if l.Fence() <= leases[0].Fence() {
-		t.Errorf("request-b's fence %d, request-a's %d: want it to increase", l.Fence(), leases[0].Fence())
+	if l.Fence().Token <= leases[0].Fence().Token {
+		t.Errorf("request-b's fence %d, request-a's %d: want it to increase", l.Fence().Token, leases[0].Fence().Token)
 	}
 	if err := l.Release(b); err != nil {
 		t.Errorf("request-b Release = %v", err)
@@ -147,10 +149,10 @@ func TestFencing(t *testing.T) {
 	tests := []struct {
 		name string
 		key  string
-		lock func(ctx context.Context, key string) (*Lease, error)
+		lock func(ctx context.Context, key string) (lock.Lease, error)
 	}{
 		{"Mutex", "lock:{fence-m}", NewMutex(rdb, opts).Lock},
-		{"Reentrant", "lock:{fence-r}", func(ctx context.Context, key string) (*Lease, error) {
+		{"Reentrant", "lock:{fence-r}", func(ctx context.Context, key string) (lock.Lease, error) {
 			return NewReentrant(rdb, opts).Lock(WithOwner(ctx, "o"), key)
 		}},
 	}
@@ -163,13 +165,13 @@ func TestFencing(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Lock #%d = %v", i+1, err)
 				}
-				if l.Fence() <= last {
-					t.Errorf("Lock #%d fence = %d, previous %d: want strictly increasing", i+1, l.Fence(), last)
+				if l.Fence().Token <= last {
+					t.Errorf("Lock #%d fence = %d, previous %d: want strictly increasing", i+1, l.Fence().Token, last)
 				}
-				if i == 0 && l.Fence() <= floor {
-					t.Errorf("first fence = %d, floor %d: want above the floor", l.Fence(), floor)
+				if i == 0 && l.Fence().Token <= floor {
+					t.Errorf("first fence = %d, floor %d: want above the floor", l.Fence().Token, floor)
 				}
-				last = l.Fence()
+				last = l.Fence().Token
 				if err := l.Release(bg); err != nil {
 					t.Fatalf("Release #%d = %v", i+1, err)
 				}
@@ -186,8 +188,8 @@ func TestFencing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Lock after FLUSHALL = %v", err)
 			}
-			if l.Fence() <= floor {
-				t.Errorf("fence after FLUSHALL with floor %d = %d, want above the floor", floor, l.Fence())
+			if l.Fence().Token <= floor {
+				t.Errorf("fence after FLUSHALL with floor %d = %d, want above the floor", floor, l.Fence().Token)
 			}
 			if floorCalls != 2 {
 				t.Errorf("FenceFloor calls after FLUSHALL = %d, want 2", floorCalls)
@@ -205,13 +207,13 @@ func TestFencing(t *testing.T) {
 	}
 	// Without FenceFloor, a missing counter starts from 0 in one round trip.
 	rec := &recorder{}
-	l, err := NewMutex(rdb, Options{Observer: rec}).Lock(bg, "lock:{fence-nofloor}")
+	l, err := NewMutex(rdb, Options{Options: lock.Options{Observer: rec}}).Lock(bg, "lock:{fence-nofloor}")
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
 	}
 	defer l.Release(bg)
-	if l.Fence() != 1 || rec.acquired[0].trips != 1 {
-		t.Errorf("first Lock without FenceFloor: fence %d in %d round trips, want 1 in 1", l.Fence(), rec.acquired[0].trips)
+	if l.Fence().Token != 1 || rec.acquired[0].trips != 1 {
+		t.Errorf("first Lock without FenceFloor: fence %d in %d round trips, want 1 in 1", l.Fence().Token, rec.acquired[0].trips)
 	}
 }
 
@@ -219,7 +221,7 @@ func TestFencing(t *testing.T) {
 func TestMaxHold(t *testing.T) {
 	url := sharedRedis(t)
 	rec := &recorder{}
-	r := NewReentrant(client(t, url), Options{TTL: 150 * time.Millisecond, MaxHold: 400 * time.Millisecond, Observer: rec})
+	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: 150 * time.Millisecond, Observer: rec}, MaxHold: 400 * time.Millisecond})
 	ctx := WithOwner(context.Background(), "runaway")
 	l, err := r.Lock(ctx, "lock:{maxhold}")
 	if err != nil {
@@ -230,8 +232,8 @@ func TestMaxHold(t *testing.T) {
 		t.Fatalf("lease context still live 2s into a 400ms MaxHold")
 	}
 	cause := context.Cause(l.Context())
-	if !errors.Is(cause, ErrMaxHold) || LostReason(cause) != "max_hold" {
-		t.Errorf("lease cancelled with cause %v (reason %q), want ErrMaxHold", cause, LostReason(cause))
+	if !errors.Is(cause, lock.ErrMaxHold) || LostReason(cause) != "max_hold" {
+		t.Errorf("lease cancelled with cause %v (reason %q), want lock.ErrMaxHold", cause, LostReason(cause))
 	}
 	if took < 350*time.Millisecond || took > 800*time.Millisecond {
 		t.Errorf("MaxHold 400ms ended the lease after %v", took)
@@ -239,8 +241,8 @@ func TestMaxHold(t *testing.T) {
 	if ok, _ := rec.renewals(); ok < 2 {
 		t.Errorf("%d successful renewals before MaxHold, want the watchdog to have renewed (≥ 2)", ok)
 	}
-	if err := l.Release(ctx); !errors.Is(err, ErrMaxHold) {
-		t.Errorf("Release after MaxHold = %v, want the loss (ErrMaxHold)", err)
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrMaxHold) {
+		t.Errorf("Release after MaxHold = %v, want the loss (lock.ErrMaxHold)", err)
 	}
 }
 
@@ -252,16 +254,16 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	rdb := client(t, url)
 	bg := context.Background()
 	const key = "lock:{kinds}"
-	m := NewMutex(rdb, Options{TTL: time.Second, Watchdog: true})
-	r := NewReentrant(client(t, url), Options{TTL: time.Second})
+	m := NewMutex(rdb, Options{Options: lock.Options{TTL: time.Second}, Watchdog: true})
+	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: time.Second}})
 	owner := WithOwner(bg, "o")
 
 	ml, err := m.Lock(bg, key)
 	if err != nil {
 		t.Fatalf("Mutex.Lock = %v", err)
 	}
-	if l, err := r.TryLock(owner, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("Reentrant.TryLock while a Mutex holds %s = %v, %v; want ErrNotAcquired", key, l, err)
+	if l, err := r.TryLock(owner, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("Reentrant.TryLock while a Mutex holds %s = %v, %v; want lock.ErrNotAcquired", key, l, err)
 	}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
@@ -271,16 +273,16 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Reentrant.Lock waiting for a Mutex holder = %v, want it to wait and acquire", err)
 	}
-	if rl.Fence() <= ml.Fence() {
-		t.Errorf("Reentrant fence %d after Mutex fence %d, want larger (one counter per key)", rl.Fence(), ml.Fence())
+	if rl.Fence().Token <= ml.Fence().Token {
+		t.Errorf("Reentrant fence %d after Mutex fence %d, want larger (one counter per key)", rl.Fence().Token, ml.Fence().Token)
 	}
-	if l, err := m.TryLock(bg, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("Mutex.TryLock while a Reentrant holds %s = %v, %v; want ErrNotAcquired", key, l, err)
+	if l, err := m.TryLock(bg, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("Mutex.TryLock while a Reentrant holds %s = %v, %v; want lock.ErrNotAcquired", key, l, err)
 	}
 	// The Reentrant hold is renewed and releasable as usual; a stale Mutex
 	// release of the old lease does nothing to it.
-	if err := ml.Release(bg); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("second Release of the Mutex lease = %v, want ErrNotHeld", err)
+	if err := ml.Release(bg); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second Release of the Mutex lease = %v, want lock.ErrNotHeld", err)
 	}
 	time.Sleep(400 * time.Millisecond)
 	if err := rl.Err(); err != nil {

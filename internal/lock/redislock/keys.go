@@ -1,8 +1,10 @@
-package lock
+package redislock
 
 import (
 	"fmt"
 	"strings"
+
+	"inventory/internal/lock"
 )
 
 // fenceKey names the fencing counter that belongs to key, in the same Redis
@@ -18,13 +20,13 @@ func releaseChannel(key string) (string, error) { return companion(key, "release
 // companion names key+":"+suffix in key's Redis Cluster slot.
 func companion(key, suffix string) (string, error) {
 	if key == "" {
-		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+		return "", fmt.Errorf("%w: empty", lock.ErrInvalidKey)
 	}
 	if hasHashTag(key) {
 		return key + ":" + suffix, nil
 	}
 	if strings.Contains(key, "}") {
-		return "", fmt.Errorf("%w: %q has no hash tag and contains '}' (use a tag: \"lock:{id}\")", ErrInvalidKey, key)
+		return "", fmt.Errorf("%w: %q has no hash tag and contains '}' (use a tag: \"lock:{id}\")", lock.ErrInvalidKey, key)
 	}
 	return "{" + key + "}:" + suffix, nil
 }

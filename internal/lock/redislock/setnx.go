@@ -1,10 +1,12 @@
-package lock
+package redislock
 
 import (
 	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
 )
 
 // SetNX is the seeds' first Redis lock, kept to show how a lock breaks: do
@@ -38,7 +40,7 @@ func NewSetNX(rdb redis.UniversalClient, opts Options) *SetNX {
 }
 
 // Lock polls SETNX with jittered backoff until it sets key, for at most
-// Options.Wait and never past ctx (then *Error wrapping ErrTimeout), and
+// Options.Wait and never past ctx (then *lock.Error wrapping lock.ErrTimeout), and
 // then sets the TTL. It returns the function that deletes key, whoever
 // holds it by then.
 func (s *SetNX) Lock(ctx context.Context, key string) (unlock func(context.Context) error, err error) {
@@ -51,15 +53,15 @@ func (s *SetNX) Lock(ctx context.Context, key string) (unlock func(context.Conte
 		case wctx.Err() != nil:
 			return nil, timeoutError("lock", key, wctx)
 		case err != nil:
-			return nil, &Error{Op: "lock", Key: key, Err: err}
+			return nil, &lock.Error{Backend: Backend, Op: "lock", Key: key, Err: err}
 		case ok:
 			if err := s.rdb.PExpire(wctx, key, s.opts.TTL).Err(); err != nil {
 				// The seeds' lock stops here too: the key stays, with no TTL.
-				return nil, &Error{Op: "lock", Key: key, Err: err}
+				return nil, &lock.Error{Backend: Backend, Op: "lock", Key: key, Err: err}
 			}
 			return func(ctx context.Context) error {
 				if err := s.rdb.Del(ctx, key).Err(); err != nil {
-					return &Error{Op: "release", Key: key, Err: err}
+					return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: err}
 				}
 				return nil
 			}, nil

@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
 )
 
 // closing closes l when the test ends (before the clients it uses are closed
@@ -49,33 +51,33 @@ func subscribed(t *testing.T, rdb *redis.Client, key string) {
 // Lock for one owner, closing it at the end of the test.
 var lockers = []struct {
 	name string
-	new  func(t *testing.T, rdb *redis.Client, opts Options) func(ctx context.Context, owner, key string) (*Lease, error)
+	new  func(t *testing.T, rdb *redis.Client, opts Options) func(ctx context.Context, owner, key string) (lock.Lease, error)
 }{
-	{"Mutex", func(t *testing.T, rdb *redis.Client, opts Options) func(context.Context, string, string) (*Lease, error) {
+	{"Mutex", func(t *testing.T, rdb *redis.Client, opts Options) func(context.Context, string, string) (lock.Lease, error) {
 		m := closing(t, NewMutex(rdb, opts))
-		return func(ctx context.Context, _, key string) (*Lease, error) { return m.Lock(ctx, key) }
+		return func(ctx context.Context, _, key string) (lock.Lease, error) { return m.Lock(ctx, key) }
 	}},
-	{"Reentrant", func(t *testing.T, rdb *redis.Client, opts Options) func(context.Context, string, string) (*Lease, error) {
+	{"Reentrant", func(t *testing.T, rdb *redis.Client, opts Options) func(context.Context, string, string) (lock.Lease, error) {
 		r := closing(t, NewReentrant(rdb, opts))
-		return func(ctx context.Context, owner, key string) (*Lease, error) {
+		return func(ctx context.Context, owner, key string) (lock.Lease, error) {
 			return r.Lock(WithOwner(ctx, owner), key)
 		}
 	}},
 }
 
 // lockAsync runs lock in a goroutine; the returned func waits for its result.
-func lockAsync(ctx context.Context, lock func(context.Context, string, string) (*Lease, error), owner, key string) func() (*Lease, time.Time, error) {
+func lockAsync(ctx context.Context, lk func(context.Context, string, string) (lock.Lease, error), owner, key string) func() (lock.Lease, time.Time, error) {
 	type result struct {
-		l   *Lease
+		l   lock.Lease
 		at  time.Time
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := lock(ctx, owner, key)
+		l, err := lk(ctx, owner, key)
 		done <- result{l, time.Now(), err}
 	}()
-	return func() (*Lease, time.Time, error) { r := <-done; return r.l, r.at, r.err }
+	return func() (lock.Lease, time.Time, error) { r := <-done; return r.l, r.at, r.err }
 }
 
 // TestReleaseWakesWaiter: with timed retries a minute apart, a parked
@@ -189,15 +191,15 @@ func TestLostNoticeFallsBackToPolling(t *testing.T) {
 		name      string
 		holderTTL time.Duration
 		poll      time.Duration
-		lose      func(t *testing.T, key string, held *Lease)
+		lose      func(t *testing.T, key string, held lock.Lease)
 	}{
-		{"key expires", 400 * time.Millisecond, time.Minute, func(*testing.T, string, *Lease) {}},
-		{"key deleted", time.Minute, 300 * time.Millisecond, func(t *testing.T, key string, _ *Lease) {
+		{"key expires", 400 * time.Millisecond, time.Minute, func(*testing.T, string, lock.Lease) {}},
+		{"key deleted", time.Minute, 300 * time.Millisecond, func(t *testing.T, key string, _ lock.Lease) {
 			if err := check.Del(ctx, key).Err(); err != nil {
 				t.Fatalf("DEL %s: %v", key, err)
 			}
 		}},
-		{"subscriber killed", time.Minute, time.Minute, func(t *testing.T, key string, held *Lease) {
+		{"subscriber killed", time.Minute, time.Minute, func(t *testing.T, key string, held lock.Lease) {
 			killPubSub(t, check, "notify-waiter")
 			if err := held.Release(ctx); err != nil {
 				t.Fatalf("holder Release = %v", err)
@@ -208,7 +210,7 @@ func TestLostNoticeFallsBackToPolling(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(lk.name+"/"+tt.name, func(t *testing.T) {
 				// The holder is a Mutex: it has no watchdog, so its key can expire.
-				holder := closing(t, NewMutex(client(t, url), Options{TTL: tt.holderTTL}))
+				holder := closing(t, NewMutex(client(t, url), Options{Options: lock.Options{TTL: tt.holderTTL}}))
 				var tries atomic.Int64
 				opts, err := redis.ParseURL(url)
 				if err != nil {
@@ -317,7 +319,7 @@ func TestPollDelay(t *testing.T) {
 func TestOverlapManyWaiters(t *testing.T) {
 	url := sharedRedis(t)
 	c1, c2 := client(t, url), client(t, url)
-	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second, PollInterval: 20 * time.Millisecond}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}, PollInterval: 20 * time.Millisecond}
 	tests := []struct {
 		name     string
 		acquires []acquireFunc

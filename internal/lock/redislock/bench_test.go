@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
@@ -33,19 +34,19 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 type benchLocker struct {
 	name string
-	new  func(b *testing.B, rdb redis.UniversalClient, opts Options) func(ctx context.Context, g int, key string) (*Lease, error)
+	new  func(b *testing.B, rdb redis.UniversalClient, opts Options) func(ctx context.Context, g int, key string) (lock.Lease, error)
 }
 
 var benchLockers = []benchLocker{
-	{"Mutex", func(b *testing.B, rdb redis.UniversalClient, opts Options) func(context.Context, int, string) (*Lease, error) {
+	{"Mutex", func(b *testing.B, rdb redis.UniversalClient, opts Options) func(context.Context, int, string) (lock.Lease, error) {
 		m := NewMutex(rdb, opts)
 		b.Cleanup(m.Close)
-		return func(ctx context.Context, _ int, key string) (*Lease, error) { return m.Lock(ctx, key) }
+		return func(ctx context.Context, _ int, key string) (lock.Lease, error) { return m.Lock(ctx, key) }
 	}},
-	{"Reentrant", func(b *testing.B, rdb redis.UniversalClient, opts Options) func(context.Context, int, string) (*Lease, error) {
+	{"Reentrant", func(b *testing.B, rdb redis.UniversalClient, opts Options) func(context.Context, int, string) (lock.Lease, error) {
 		r := NewReentrant(rdb, opts)
 		b.Cleanup(r.Close)
-		return func(ctx context.Context, g int, key string) (*Lease, error) {
+		return func(ctx context.Context, g int, key string) (lock.Lease, error) {
 			return r.Lock(WithOwner(ctx, fmt.Sprint("g", g)), key)
 		}
 	}},
@@ -83,7 +84,7 @@ func BenchmarkLock(b *testing.B) {
 func benchLock(b *testing.B, url string, bl benchLocker, opts Options, n int, work time.Duration, key string) {
 	var cmds atomic.Int64
 	rdbs := []*redis.Client{client(b, url, countHook{&cmds}), client(b, url, countHook{&cmds})}
-	locks := []func(context.Context, int, string) (*Lease, error){bl.new(b, rdbs[0], opts), bl.new(b, rdbs[1], opts)}
+	locks := []func(context.Context, int, string) (lock.Lease, error){bl.new(b, rdbs[0], opts), bl.new(b, rdbs[1], opts)}
 	ctx := context.Background()
 	// Warm up: scripts loaded, fence counter created, connections open.
 	for g := range 2 {

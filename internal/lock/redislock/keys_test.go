@@ -1,9 +1,11 @@
-package lock
+package redislock
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"inventory/internal/lock"
 )
 
 func TestFenceKey(t *testing.T) {
@@ -14,10 +16,10 @@ func TestFenceKey(t *testing.T) {
 		{"lock:{sku-1}", "lock:{sku-1}:fence", nil},
 		{"{a}b", "{a}b:fence", nil},
 		{"lock-a", "{lock-a}:fence", nil},
-		{"x{}y", "", ErrInvalidKey}, // an empty tag does not count: hashed whole, and no companion can share that
+		{"x{}y", "", lock.ErrInvalidKey}, // an empty tag does not count: hashed whole, and no companion can share that
 		{"a{b", "{a{b}:fence", nil},
-		{"a}b", "", ErrInvalidKey},
-		{"", "", ErrInvalidKey},
+		{"a}b", "", lock.ErrInvalidKey},
+		{"", "", lock.ErrInvalidKey},
 	}
 	for _, tt := range tests {
 		got, err := fenceKey(tt.key)

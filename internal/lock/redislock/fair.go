@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
 )
 
 // Fair is a first-come, first-served Redis lock: a waiter takes a place in
@@ -57,16 +59,16 @@ func (f *Fair) Close() {
 // Lock acquires key in its turn: when the lock is free and nobody queues
 // for it, at once; else it queues behind the waiters already there and
 // waits to be woken, for at most Options.Wait and never past ctx. Giving up
-// leaves the queue and returns *Error wrapping ErrTimeout and ctx.Err() (or
+// leaves the queue and returns *lock.Error wrapping lock.ErrTimeout and ctx.Err() (or
 // context.DeadlineExceeded for the Wait budget); a Redis failure returns
-// *Error wrapping it.
-func (f *Fair) Lock(ctx context.Context, key string) (*Lease, error) {
+// *lock.Error wrapping it.
+func (f *Fair) Lock(ctx context.Context, key string) (lock.Lease, error) {
 	return f.acquire(ctx, key, "lock", true)
 }
 
 // TryLock acquires key only if it is free and nobody queues for it; it
-// never queues and never waits: *Error wrapping ErrNotAcquired otherwise.
-func (f *Fair) TryLock(ctx context.Context, key string) (*Lease, error) {
+// never queues and never waits: *lock.Error wrapping lock.ErrNotAcquired otherwise.
+func (f *Fair) TryLock(ctx context.Context, key string) (lock.Lease, error) {
 	return f.acquire(ctx, key, "trylock", false)
 }
 
@@ -96,18 +98,21 @@ func fairKeysFor(key string) (fairKeys, error) {
 // MaxBackoff when PollOnly) while alive.
 func (o Options) waiterLease() time.Duration { return 3 * max(o.PollInterval, o.MaxBackoff) }
 
-func (f *Fair) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+func (f *Fair) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
 	start := time.Now()
 	trips := 0
 	l, err := f.attempt(ctx, key, op, wait, &trips)
 	f.opts.Observer.Acquired(key, err, time.Since(start), trips)
-	return l, err
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func (f *Fair) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	k, err := fairKeysFor(key)
 	if err != nil {
-		return nil, &Error{Op: op, Key: key, Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
 	token := newToken()
 	var renew func(context.Context) (bool, error)
@@ -118,7 +123,7 @@ func (f *Fair) attempt(ctx context.Context, key, op string, wait bool, trips *in
 			return v == int64(1), err
 		}
 	}
-	h := newHold(key, token, &f.opts, renew)
+	h := newHold(FairBackend, key, token, &f.opts, renew)
 	fence, sent, err := f.queue(ctx, k, token, op, key, wait, trips)
 	if err != nil {
 		return nil, err
@@ -184,11 +189,11 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 			if wctx.Err() != nil {
 				return 0, time.Time{}, timeoutError(op, key, wctx)
 			}
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: err}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 		}
 		r, err := replyInts(v)
 		if err != nil {
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: err}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
@@ -200,18 +205,18 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 				if wctx.Err() != nil {
 					return 0, time.Time{}, timeoutError(op, key, wctx)
 				}
-				return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("fence floor: %w", err)}
+				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %w", err)}
 			}
 			if fl < 0 {
-				return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", fl)}
+				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", fl)}
 			}
 			floor = strconv.FormatInt(fl, 10)
 			continue
 		case r[0] != 0 || len(r) < 3:
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
 		}
 		if !wait {
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: ErrNotAcquired}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: lock.ErrNotAcquired}
 		}
 		queued = true
 		if w == nil && f.notify != nil {
@@ -249,17 +254,19 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 }
 
 func (f *Fair) release(ctx context.Context, l *Lease, k fairKeys, token string) error {
-	if l.released.Swap(true) {
-		return &Error{Op: "release", Key: l.h.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
-	}
 	h := l.h
+	// The hold ends first, so that a loss the clock proves by now reaches
+	// the lease's context as a loss (end is idempotent: a second Release
+	// only finds it ended).
 	lost := h.end()
+	if _, err := l.BeginRelease(); err != nil {
+		return err
+	}
 	h.dropLease(l)
-	l.cancel(&Error{Op: "release", Key: h.key, Err: ErrReleased})
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
 	v, _, err := run(ctx, f.rdb, fairRelease, k.keys, token, k.channel)
-	rerr := releaseResult(h.key, lost, v == int64(1), err)
-	f.opts.Observer.Released(h.key, time.Since(l.start), rerr)
-	return rerr
+	return l.EndRelease(releaseResult(h.key, lost, v == int64(1), err))
 }
+
+var _ lock.Locker = (*Fair)(nil)

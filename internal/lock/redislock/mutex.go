@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock"
 )
 
 // cleanupTimeout bounds the best-effort delete after an acquire whose
@@ -17,13 +19,8 @@ const cleanupTimeout = 2 * time.Second
 
 // withDefaults fills the documented defaults into the zero fields.
 func (o Options) withDefaults() Options {
-	if o.TTL <= 0 {
-		o.TTL = 30 * time.Second
-	}
+	o.Options = o.WithDefaults()
 	o.TTL = max(o.TTL, 3*time.Millisecond) // PX is in milliseconds; the watchdog ticks at TTL/3
-	if o.Wait <= 0 {
-		o.Wait = 10 * time.Second
-	}
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = time.Millisecond
 	}
@@ -88,34 +85,37 @@ func (m *Mutex) Close() {
 // Lock acquires key, waiting while it is held until a release notice (or,
 // when that is lost, a timed retry) lets it try again, for at most
 // Options.Wait and never past ctx. Giving up returns
-// *Error wrapping ErrTimeout and ctx.Err() (or context.DeadlineExceeded for
-// the Wait budget); a Redis failure returns *Error wrapping it.
-func (m *Mutex) Lock(ctx context.Context, key string) (*Lease, error) {
+// *lock.Error wrapping lock.ErrTimeout and ctx.Err() (or context.DeadlineExceeded for
+// the Wait budget); a Redis failure returns *lock.Error wrapping it.
+func (m *Mutex) Lock(ctx context.Context, key string) (lock.Lease, error) {
 	return m.acquire(ctx, key, "lock", true)
 }
 
-// TryLock makes one attempt and never waits: *Error wrapping ErrNotAcquired
-// if key is held (ErrTimeout wrapping ctx.Err() if ctx is already done).
-func (m *Mutex) TryLock(ctx context.Context, key string) (*Lease, error) {
+// TryLock makes one attempt and never waits: *lock.Error wrapping lock.ErrNotAcquired
+// if key is held (lock.ErrTimeout wrapping ctx.Err() if ctx is already done).
+func (m *Mutex) TryLock(ctx context.Context, key string) (lock.Lease, error) {
 	return m.acquire(ctx, key, "trylock", false)
 }
 
-func (m *Mutex) acquire(ctx context.Context, key, op string, wait bool) (*Lease, error) {
+func (m *Mutex) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
 	start := time.Now()
 	trips := 0
 	l, err := m.attempt(ctx, key, op, wait, &trips)
 	m.opts.Observer.Acquired(key, err, time.Since(start), trips)
-	return l, err
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	fk, err := fenceKey(key)
 	if err != nil {
-		return nil, &Error{Op: op, Key: key, Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
 	ch, err := releaseChannel(key)
 	if err != nil {
-		return nil, &Error{Op: op, Key: key, Err: err}
+		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
 	keys := []string{key, fk}
 	token := newToken()
@@ -126,7 +126,7 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 			return v == int64(1), err
 		}
 	}
-	h := newHold(key, token, &m.opts, renew)
+	h := newHold(Backend, key, token, &m.opts, renew)
 	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
@@ -142,30 +142,30 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 }
 
 func (m *Mutex) release(ctx context.Context, l *Lease, keys []string, token, ch string) error {
-	if l.released.Swap(true) {
-		return &Error{Op: "release", Key: l.h.key, Err: fmt.Errorf("%w: lease already released", ErrNotHeld)}
-	}
 	h := l.h
+	// The hold ends first, so that a loss the clock proves by now reaches
+	// the lease's context as a loss (end is idempotent: a second Release
+	// only finds it ended).
 	lost := h.end()
+	if _, err := l.BeginRelease(); err != nil {
+		return err
+	}
 	h.dropLease(l)
-	l.cancel(&Error{Op: "release", Key: h.key, Err: ErrReleased})
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
 	v, _, err := run(ctx, m.rdb, mutexRelease, keys, token, ch)
-	rerr := releaseResult(h.key, lost, v == int64(1), err)
-	m.opts.Observer.Released(h.key, time.Since(l.start), rerr)
-	return rerr
+	return l.EndRelease(releaseResult(h.key, lost, v == int64(1), err))
 }
 
 // releaseResult turns the outcome of a last release into the error Release returns.
 func releaseResult(key string, lost error, released bool, err error) error {
 	switch {
 	case lost != nil:
-		return &Error{Op: "release", Key: key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
+		return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
 	case err != nil:
-		return &Error{Op: "release", Key: key, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}
+		return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}
 	case !released:
-		return &Error{Op: "release", Key: key, Err: ErrNotHeld}
+		return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: lock.ErrNotHeld}
 	}
 	return nil
 }
@@ -216,11 +216,11 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 			if wctx.Err() != nil {
 				return 0, time.Time{}, timeoutError(op, key, wctx)
 			}
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: err}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 		}
 		r, err := replyInts(v)
 		if err != nil {
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: err}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
@@ -231,18 +231,18 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 				if wctx.Err() != nil {
 					return 0, time.Time{}, timeoutError(op, key, wctx)
 				}
-				return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("fence floor: %w", err)}
+				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %w", err)}
 			}
 			if f < 0 {
-				return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", f)}
+				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", f)}
 			}
 			floor = strconv.FormatInt(f, 10)
 			continue
 		case r[0] != 0:
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
 		}
 		if !wait {
-			return 0, time.Time{}, &Error{Op: op, Key: key, Err: ErrNotAcquired}
+			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: lock.ErrNotAcquired}
 		}
 		if w == nil && notify != nil {
 			if w = notify.join(wctx, channel); w != nil && w.ready == nil {
@@ -294,11 +294,13 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 	}
 }
 
-// timeoutError reports giving up: ErrTimeout wrapping ctx's error.
+// timeoutError reports giving up: lock.ErrTimeout wrapping ctx's error.
 func timeoutError(op, key string, ctx context.Context) error {
 	cause := ctx.Err()
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, cause) {
 		cause = fmt.Errorf("%w (%w)", cause, c)
 	}
-	return &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %w", ErrTimeout, cause)}
+	return &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: %w", lock.ErrTimeout, cause)}
 }
+
+var _ lock.Locker = (*Mutex)(nil)

@@ -1,12 +1,13 @@
-package lock
+package redislock
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"inventory/internal/lock"
 )
 
 // LostReason names why err says a lease was lost, for metric labels:
@@ -15,13 +16,13 @@ import (
 // is not a loss.
 func LostReason(err error) string {
 	switch {
-	case errors.Is(err, ErrMaxHold):
+	case errors.Is(err, lock.ErrMaxHold):
 		return "max_hold"
-	case !errors.Is(err, ErrLost):
+	case !errors.Is(err, lock.ErrLost):
 		return ""
-	case errors.Is(err, ErrNotHeld):
+	case errors.Is(err, lock.ErrNotHeld):
 		return "not_owner"
-	case errors.Is(err, ErrExpired):
+	case errors.Is(err, lock.ErrExpired):
 		return "expired"
 	}
 	return "lost"
@@ -53,7 +54,8 @@ type hold struct {
 	token   string
 	ttl     time.Duration
 	maxHold time.Duration
-	obs     Observer
+	obs     lock.Observer
+	backend string // the fencing counter's: Backend or FairBackend
 	// renew extends the key's TTL if it still carries token; false means
 	// "not ours", which is terminal. nil: no watchdog.
 	renew func(ctx context.Context) (bool, error)
@@ -75,8 +77,8 @@ type hold struct {
 
 // newHold registers a hold before its acquiring command is sent; nothing
 // runs until arm.
-func newHold(key, token string, o *Options, renew func(context.Context) (bool, error)) *hold {
-	h := &hold{key: key, token: token, ttl: o.TTL, obs: o.Observer, renew: renew, leases: map[*Lease]struct{}{}}
+func newHold(backend, key, token string, o *Options, renew func(context.Context) (bool, error)) *hold {
+	h := &hold{key: key, token: token, ttl: o.TTL, obs: o.Observer, backend: backend, renew: renew, leases: map[*Lease]struct{}{}}
 	if renew != nil {
 		h.maxHold = o.MaxHold
 	}
@@ -113,14 +115,14 @@ func (h *hold) limitLocked() time.Time {
 // overdueLocked is the loss the clock alone proves, or nil.
 func (h *hold) overdueLocked(now time.Time) error {
 	if !h.maxHoldAt.IsZero() && !now.Before(h.maxHoldAt) {
-		return &Error{Op: "renew", Key: h.key, Err: fmt.Errorf("%w: %w (%v)", ErrLost, ErrMaxHold, h.maxHold)}
+		return &lock.Error{Backend: Backend, Op: "renew", Key: h.key, Err: fmt.Errorf("%w: %w (%v)", lock.ErrLost, lock.ErrMaxHold, h.maxHold)}
 	}
 	if !now.Before(h.deadline) {
 		op := "renew"
 		if h.renew == nil {
 			op = "lock"
 		}
-		return &Error{Op: op, Key: h.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrExpired)}
+		return &lock.Error{Backend: Backend, Op: op, Key: h.key, Err: fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrExpired)}
 	}
 	return nil
 }
@@ -159,7 +161,7 @@ func (h *hold) lose(cause error) {
 	h.cancel()
 	h.obs.Lost(h.key, cause) // before the holder is woken, so metrics never lag behind it
 	for _, l := range leases {
-		l.cancel(cause)
+		l.Lose(cause)
 	}
 }
 
@@ -255,20 +257,22 @@ func (h *hold) watch() {
 			retry = newBackoff(retry.min, retry.max)
 			t.Reset(every)
 		case err == nil:
-			cause := &Error{Op: "renew", Key: h.key, Err: fmt.Errorf("%w: %w", ErrLost, ErrNotHeld)}
+			cause := &lock.Error{Backend: Backend, Op: "renew", Key: h.key, Err: fmt.Errorf("%w: %w", lock.ErrLost, lock.ErrNotHeld)}
 			h.obs.Renewed(h.key, cause)
 			h.lose(cause)
 			return
 		default:
-			h.obs.Renewed(h.key, &Error{Op: "renew", Key: h.key, Err: err})
+			h.obs.Renewed(h.key, &lock.Error{Backend: Backend, Op: "renew", Key: h.key, Err: err})
 			t.Reset(retry.next())
 		}
 	}
 }
 
+// addLease hands out a lease on the hold, whose context derives from parent.
 func (h *hold) addLease(parent context.Context, release func(context.Context, *Lease) error) *Lease {
-	ctx, cancel := context.WithCancelCause(parent)
-	l := &Lease{h: h, ctx: ctx, cancel: cancel, start: time.Now(), release: release}
+	l := &Lease{h: h, release: release}
+	l.Init(parent, lock.Grant{Backend: Backend, Key: h.key, Fence: lock.Fence{Backend: h.backend, Token: h.fence},
+		Observer: leaseObserver{h.obs}})
 	h.mu.Lock()
 	lost := h.lost
 	if lost == nil {
@@ -276,7 +280,7 @@ func (h *hold) addLease(parent context.Context, release func(context.Context, *L
 	}
 	h.mu.Unlock()
 	if lost != nil {
-		cancel(lost)
+		l.Lose(lost)
 	}
 	return l
 }
@@ -287,32 +291,26 @@ func (h *hold) dropLease(l *Lease) {
 	h.mu.Unlock()
 }
 
+// leaseObserver is a lease's Observer: it passes Released on; the hold
+// reports a loss itself, once for all the nested leases it has.
+type leaseObserver struct{ lock.Observer }
+
+func (leaseObserver) Lost(string, error) {}
+
 // Lease is one successful Lock or TryLock: the proof of holding a lock, for
-// as long as its Context is not cancelled.
+// as long as its Context is not cancelled. Its Fence is larger than every
+// earlier acquisition's of the key, and the same for nested re-entries of
+// one Reentrant hold. Its Context is cancelled the moment the lock is known
+// or presumed lost (cause wrapping lock.ErrLost, and lock.ErrMaxHold,
+// lock.ErrNotHeld or lock.ErrExpired for the reason) and on Release.
 type Lease struct {
-	h        *hold
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	start    time.Time
-	owner    string // Reentrant leases only
-	release  func(context.Context, *Lease) error
-	released atomic.Bool
+	lock.State
+	h       *hold
+	owner   string // Reentrant leases only
+	release func(context.Context, *Lease) error
 }
 
-// Key is the lock's Redis key.
-func (l *Lease) Key() string { return l.h.key }
-
-// Fence is the fencing token minted with the acquisition: larger than every
-// earlier acquisition's of this key, and the same for nested re-entries of
-// one Reentrant hold. Write it with the protected data and let the storage
-// reject a write whose fence is below the highest it has seen.
-func (l *Lease) Fence() int64 { return l.h.fence }
-
-// Context is derived from the ctx given to Lock and is cancelled the moment
-// the lock is known or presumed lost (cause *Error wrapping ErrLost, and
-// ErrMaxHold, ErrNotHeld or ErrExpired for the reason) and on Release (cause
-// wrapping ErrReleased). Run the protected work under it.
-func (l *Lease) Context() context.Context { return l.ctx }
+var _ lock.Lease = (*Lease)(nil)
 
 // Deadline is the current local validity deadline: renewals advance it;
 // MaxHold caps it. Without a watchdog it is the acquisition time plus TTL,
@@ -320,18 +318,19 @@ func (l *Lease) Context() context.Context { return l.ctx }
 func (l *Lease) Deadline() time.Time { return l.h.limit() }
 
 // Err is nil while the lease holds, else why not: the loss (wrapping
-// ErrLost) or ErrReleased.
+// lock.ErrLost) or lock.ErrReleased.
 func (l *Lease) Err() error {
-	if l.released.Load() {
-		return &Error{Op: "release", Key: l.h.key, Err: ErrReleased}
+	if err := l.State.Err(); err != nil {
+		return err
 	}
 	return l.h.err()
 }
 
-// Release gives the lease up. nil: released. ErrNotHeld: Redis had no such
-// hold (or the lease was already released, or ctx carries a different
-// Reentrant owner). ErrLost: the lease had been lost before (the work done
-// under it may not have been exclusive). ErrReleaseUnknown: the outcome is
-// unknown (network); the key expires by its TTL at the latest, as no
-// watchdog renews it any more. The lease's context is cancelled in every case.
+// Release gives the lease up. nil: released. lock.ErrNotHeld: Redis had no
+// such hold (or the lease was already released, or ctx carries a different
+// Reentrant owner). lock.ErrLost: the lease had been lost before (the work
+// done under it may not have been exclusive). lock.ErrReleaseUnknown: the
+// outcome is unknown (network); the key expires by its TTL at the latest,
+// as no watchdog renews it any more. The lease's context is cancelled in
+// every case.
 func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, l) }

@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -10,36 +10,37 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
 // kind is a way to lock with a watchdog, for tests that run on both.
 type kind struct {
 	name string
-	lock func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (*Lease, error)
+	lock func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (lock.Lease, error)
 	// forge recreates the key as the hold l had it, with a TTL of ttl, to
 	// see whether anything still renews it.
-	forge func(ctx context.Context, rdb redis.UniversalClient, l *Lease, ttl time.Duration) error
+	forge func(ctx context.Context, rdb redis.UniversalClient, l lock.Lease, ttl time.Duration) error
 }
 
 var watchdogKinds = []kind{
 	{"Mutex+Watchdog",
-		func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (*Lease, error) {
+		func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (lock.Lease, error) {
 			opts.Watchdog = true
 			return NewMutex(rdb, opts).Lock(ctx, key)
 		},
-		func(ctx context.Context, rdb redis.UniversalClient, l *Lease, ttl time.Duration) error {
-			return rdb.Set(ctx, l.Key(), fmt.Sprintf("%s:%d", l.h.token, l.Fence()), ttl).Err()
+		func(ctx context.Context, rdb redis.UniversalClient, l lock.Lease, ttl time.Duration) error {
+			return rdb.Set(ctx, l.Key(), fmt.Sprintf("%s:%d", l.(*Lease).h.token, l.Fence().Token), ttl).Err()
 		}},
 	{"Reentrant",
-		func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (*Lease, error) {
+		func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (lock.Lease, error) {
 			if _, ok := OwnerFrom(ctx); !ok {
 				ctx = WithOwner(ctx, "holder")
 			}
 			return NewReentrant(rdb, opts).Lock(ctx, key)
 		},
-		func(ctx context.Context, rdb redis.UniversalClient, l *Lease, ttl time.Duration) error {
-			if err := rdb.HSet(ctx, l.Key(), "holder", 1, "\x00tok", l.h.token, "\x00fence", l.Fence()).Err(); err != nil {
+		func(ctx context.Context, rdb redis.UniversalClient, l lock.Lease, ttl time.Duration) error {
+			if err := rdb.HSet(ctx, l.Key(), "holder", 1, "\x00tok", l.(*Lease).h.token, "\x00fence", l.Fence().Token).Err(); err != nil {
 				return err
 			}
 			return rdb.PExpire(ctx, l.Key(), ttl).Err()
@@ -54,13 +55,13 @@ func TestUnrenewedLockExpires(t *testing.T) {
 	bg := context.Background()
 	const key, ttl = "lock:{expire}", 200 * time.Millisecond
 	rec := &recorder{}
-	m := NewMutex(rdb, Options{TTL: ttl, Observer: rec})
+	m := NewMutex(rdb, Options{Options: lock.Options{TTL: ttl, Observer: rec}})
 	start := time.Now()
 	l, err := m.Lock(bg, key)
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
 	}
-	if d := time.Until(l.Deadline()); d <= 0 || d > ttl {
+	if d := time.Until(l.(*Lease).Deadline()); d <= 0 || d > ttl {
 		t.Errorf("Deadline() is %v away, want within the %v TTL", d, ttl)
 	}
 	var gone time.Duration
@@ -78,17 +79,17 @@ func TestUnrenewedLockExpires(t *testing.T) {
 		t.Errorf("key expired but the lease context is still live")
 	}
 	if cause := context.Cause(l.Context()); LostReason(cause) != "expired" {
-		t.Errorf("lease cancelled with %v (reason %q), want ErrLost+ErrExpired", cause, LostReason(cause))
+		t.Errorf("lease cancelled with %v (reason %q), want lock.ErrLost+lock.ErrExpired", cause, LostReason(cause))
 	}
-	if err := l.Err(); !errors.Is(err, ErrLost) {
-		t.Errorf("Err() after expiry = %v, want ErrLost", err)
+	if err := l.Err(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("Err() after expiry = %v, want lock.ErrLost", err)
 	}
 	l2, err := m.TryLock(bg, key)
 	if err != nil {
 		t.Fatalf("TryLock after the first lock expired = %v", err)
 	}
-	if err := l.Release(bg); !errors.Is(err, ErrLost) {
-		t.Errorf("Release of the expired lease = %v, want ErrLost", err)
+	if err := l.Release(bg); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("Release of the expired lease = %v, want lock.ErrLost", err)
 	}
 	if err := l2.Err(); err != nil || rdb.Exists(bg, key).Val() != 1 {
 		t.Errorf("the expired lease's Release touched the new holder's lock: Err() = %v, EXISTS = %d", err, rdb.Exists(bg, key).Val())
@@ -112,11 +113,11 @@ func TestWatchdogKeepsAliveThenStops(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			rec := &recorder{}
 			key := "lock:{alive-" + k.name + "}"
-			l, err := k.lock(bg, rdb, Options{TTL: ttl, Observer: rec}, key)
+			l, err := k.lock(bg, rdb, Options{Options: lock.Options{TTL: ttl, Observer: rec}}, key)
 			if err != nil {
 				t.Fatalf("Lock = %v", err)
 			}
-			first := l.Deadline()
+			first := l.(*Lease).Deadline()
 			start := time.Now()
 			for time.Since(start) < 4*ttl {
 				if pttl := rdb.PTTL(bg, key).Val(); pttl <= 0 {
@@ -127,8 +128,8 @@ func TestWatchdogKeepsAliveThenStops(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			if !l.Deadline().After(first.Add(2 * ttl)) {
-				t.Errorf("Deadline() %v after 4×TTL, first %v: want renewals to advance it", l.Deadline().Sub(first), 0)
+			if !l.(*Lease).Deadline().After(first.Add(2 * ttl)) {
+				t.Errorf("Deadline() %v after 4×TTL, first %v: want renewals to advance it", l.(*Lease).Deadline().Sub(first), 0)
 			}
 			ok, failed := rec.renewals()
 			if ok < 5 || failed != 0 {
@@ -182,7 +183,7 @@ func TestLossCancelsLease(t *testing.T) {
 			t.Run(k.name+"/"+f.name, func(t *testing.T) {
 				rec := &recorder{}
 				key := fmt.Sprintf("lock:{loss-%s-%s}", k.name, f.name)
-				l, err := k.lock(bg, rdb, Options{TTL: ttl, Observer: rec}, key)
+				l, err := k.lock(bg, rdb, Options{Options: lock.Options{TTL: ttl, Observer: rec}}, key)
 				if err != nil {
 					t.Fatalf("Lock = %v", err)
 				}
@@ -193,11 +194,11 @@ func TestLossCancelsLease(t *testing.T) {
 				// Someone else takes the free key at once; the old holder must
 				// neither renew it, nor take it back, nor release it.
 				time.Sleep(2 * time.Millisecond)
-				other, err := k.lock(WithOwner(bg, "other"), client(t, url), Options{TTL: 10 * time.Second}, key)
+				other, err := k.lock(WithOwner(bg, "other"), client(t, url), Options{Options: lock.Options{TTL: 10 * time.Second}}, key)
 				if err != nil {
 					t.Fatalf("Lock by another holder after %s = %v", f.name, err)
 				}
-				otherFence := other.Fence()
+				otherFence := other.Fence().Token
 				took, done := waitDone(l.Context(), 3*ttl)
 				if !done {
 					t.Fatalf("after %s the lease context is still live %v later, want cancelled within about TTL/3 (%v)", f.name, 3*ttl, ttl/3)
@@ -206,21 +207,21 @@ func TestLossCancelsLease(t *testing.T) {
 					t.Errorf("after %s the lease context was cancelled %v later, want within about TTL/3 (%v)", f.name, took, ttl/3)
 				}
 				cause := context.Cause(l.Context())
-				if !errors.Is(cause, ErrLost) || LostReason(cause) != "not_owner" {
-					t.Errorf("cause = %v (reason %q), want ErrLost with reason not_owner", cause, LostReason(cause))
+				if !errors.Is(cause, lock.ErrLost) || LostReason(cause) != "not_owner" {
+					t.Errorf("cause = %v (reason %q), want lock.ErrLost with reason not_owner", cause, LostReason(cause))
 				}
-				var le *Error
+				var le *lock.Error
 				if !errors.As(cause, &le) || le.Key != key {
 					t.Errorf("cause %v does not carry the key %q", cause, key)
 				}
-				if losses := rec.losses(); len(losses) != 1 || !errors.Is(losses[0], ErrLost) {
-					t.Errorf("Observer.Lost calls = %v, want one ErrLost", losses)
+				if losses := rec.losses(); len(losses) != 1 || !errors.Is(losses[0], lock.ErrLost) {
+					t.Errorf("Observer.Lost calls = %v, want one lock.ErrLost", losses)
 				}
-				if err := l.Release(bg); !errors.Is(err, ErrLost) {
-					t.Errorf("Release after the loss = %v, want ErrLost", err)
+				if err := l.Release(bg); !errors.Is(err, lock.ErrLost) {
+					t.Errorf("Release after the loss = %v, want lock.ErrLost", err)
 				}
-				if err := other.Err(); err != nil || otherFence <= l.Fence() {
-					t.Errorf("the new holder after the old one's loss and release: Err() = %v, fence %d (old %d); want held, larger fence", err, otherFence, l.Fence())
+				if err := other.Err(); err != nil || otherFence <= l.Fence().Token {
+					t.Errorf("the new holder after the old one's loss and release: Err() = %v, fence %d (old %d); want held, larger fence", err, otherFence, l.Fence().Token)
 				}
 				if err := other.Release(bg); err != nil {
 					t.Errorf("the new holder's Release = %v, want nil (the old holder must not have freed it)", err)
@@ -241,7 +242,7 @@ func TestRedisRestartWhileHeld(t *testing.T) {
 	for _, k := range watchdogKinds {
 		t.Run(k.name, func(t *testing.T) {
 			key := "lock:{restart-" + k.name + "}"
-			l, err := k.lock(bg, rdb, Options{TTL: ttl}, key)
+			l, err := k.lock(bg, rdb, Options{Options: lock.Options{TTL: ttl}}, key)
 			if err != nil {
 				t.Fatalf("Lock = %v", err)
 			}
@@ -251,14 +252,14 @@ func TestRedisRestartWhileHeld(t *testing.T) {
 			if _, done := waitDone(l.Context(), 3*time.Second); !done {
 				t.Fatalf("3s after a Redis restart the lease context is still live")
 			}
-			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) {
-				t.Errorf("cause after restart = %v, want ErrLost", cause)
+			if cause := context.Cause(l.Context()); !errors.Is(cause, lock.ErrLost) {
+				t.Errorf("cause after restart = %v, want lock.ErrLost", cause)
 			}
-			if err := l.Release(bg); !errors.Is(err, ErrLost) {
-				t.Errorf("Release after restart = %v, want ErrLost", err)
+			if err := l.Release(bg); !errors.Is(err, lock.ErrLost) {
+				t.Errorf("Release after restart = %v, want lock.ErrLost", err)
 			}
 			rec := &recorder{}
-			l2, err := k.lock(bg, rdb, Options{TTL: ttl, Observer: rec}, key)
+			l2, err := k.lock(bg, rdb, Options{Options: lock.Options{TTL: ttl, Observer: rec}}, key)
 			if err != nil {
 				t.Fatalf("Lock after restart = %v", err)
 			}
@@ -293,7 +294,7 @@ func TestRenewalsFailingPastDeadline(t *testing.T) {
 	for _, k := range watchdogKinds {
 		t.Run(k.name, func(t *testing.T) {
 			key := "lock:{stop-" + k.name + "}"
-			l, err := k.lock(bg, rdb, Options{TTL: ttl}, key)
+			l, err := k.lock(bg, rdb, Options{Options: lock.Options{TTL: ttl}}, key)
 			if err != nil {
 				t.Fatalf("Lock = %v", err)
 			}
@@ -310,13 +311,13 @@ func TestRenewalsFailingPastDeadline(t *testing.T) {
 				t.Errorf("lease presumed lost %v after Redis stopped, want by its validity deadline (< TTL %v)", took, ttl)
 			}
 			if cause := context.Cause(l.Context()); LostReason(cause) != "expired" {
-				t.Errorf("cause = %v (reason %q), want ErrLost+ErrExpired", cause, LostReason(cause))
+				t.Errorf("cause = %v (reason %q), want lock.ErrLost+lock.ErrExpired", cause, LostReason(cause))
 			}
-			if !l.Deadline().Before(stopped.Add(ttl)) {
-				t.Errorf("Deadline() %v after SIGSTOP, want before the TTL ran out", l.Deadline().Sub(stopped))
+			if !l.(*Lease).Deadline().Before(stopped.Add(ttl)) {
+				t.Errorf("Deadline() %v after SIGSTOP, want before the TTL ran out", l.(*Lease).Deadline().Sub(stopped))
 			}
-			if err := l.Release(bg); !errors.Is(err, ErrLost) {
-				t.Errorf("Release after the presumed loss = %v, want ErrLost", err)
+			if err := l.Release(bg); !errors.Is(err, lock.ErrLost) {
+				t.Errorf("Release after the presumed loss = %v, want lock.ErrLost", err)
 			}
 		})
 	}

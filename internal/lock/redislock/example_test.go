@@ -1,4 +1,4 @@
-package lock_test
+package redislock_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 )
 
 // A sale under a Mutex: the work runs under the lease's context, so a lost
@@ -17,7 +18,7 @@ import (
 func ExampleMutex_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	m := lock.NewMutex(rdb, lock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second})
+	m := redislock.NewMutex(rdb, redislock.Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 2 * time.Second}})
 	defer m.Close() // stops the subscription that wakes waiters (it also stops when idle)
 
 	ctx := context.Background()
@@ -31,7 +32,7 @@ func ExampleMutex_Lock() {
 	}
 	defer lease.Release(ctx)
 	sell := func(ctx context.Context, fence int64) error { return ctx.Err() } // a Postgres transaction
-	if err := sell(lease.Context(), lease.Fence()); err != nil {
+	if err := sell(lease.Context(), lease.Fence().Token); err != nil {
 		fmt.Println("rolled back:", context.Cause(lease.Context()))
 	}
 }
@@ -40,10 +41,10 @@ func ExampleMutex_Lock() {
 func ExampleReentrant_Lock() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	r := lock.NewReentrant(rdb, lock.Options{MaxHold: time.Minute})
+	r := redislock.NewReentrant(rdb, redislock.Options{MaxHold: time.Minute})
 	defer r.Close()
 
-	ctx := lock.WithOwner(context.Background(), "request-42")
+	ctx := redislock.WithOwner(context.Background(), "request-42")
 	outer, err := r.Lock(ctx, "lock:{sku-1}")
 	if err != nil {
 		return
@@ -53,6 +54,6 @@ func ExampleReentrant_Lock() {
 	if err != nil {
 		return
 	}
-	fmt.Println(inner.Fence() == outer.Fence())
+	fmt.Println(inner.Fence().Token == outer.Fence().Token)
 	_ = inner.Release(ctx) // count 1: still held
 }

@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
 
@@ -44,8 +45,8 @@ func noLeftovers(t *testing.T, rdb *redis.Client, key string) {
 	}
 }
 
-func fairLock(f *Fair) func(context.Context, string, string) (*Lease, error) {
-	return func(ctx context.Context, _, key string) (*Lease, error) { return f.Lock(ctx, key) }
+func fairLock(f *Fair) func(context.Context, string, string) (lock.Lease, error) {
+	return func(ctx context.Context, _, key string) (lock.Lease, error) { return f.Lock(ctx, key) }
 }
 
 // TestFairOverlap: goroutines over two clients ("replicas") contend for one
@@ -55,7 +56,7 @@ func TestFairOverlap(t *testing.T) {
 	url := sharedRedis(t)
 	c1, c2 := client(t, url), client(t, url)
 	const key = "lock:{fair-overlap}"
-	opts := Options{TTL: 10 * time.Second, Wait: 30 * time.Second}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}}
 	var mu sync.Mutex
 	var last int64
 	var backwards int
@@ -66,10 +67,10 @@ func TestFairOverlap(t *testing.T) {
 				return nil, err
 			}
 			mu.Lock()
-			if l.Fence() <= last {
+			if l.Fence().Token <= last {
 				backwards++
 			}
-			last = l.Fence()
+			last = l.Fence().Token
 			mu.Unlock()
 			return func() error { return l.Release(ctx) }, nil
 		}
@@ -95,7 +96,7 @@ func TestFairFIFO(t *testing.T) {
 	check := client(t, url)
 	ctx := context.Background()
 	const key, n = "lock:{fair-fifo}", 8
-	opts := Options{PollInterval: time.Minute, Wait: 30 * time.Second}
+	opts := Options{Options: lock.Options{Wait: 30 * time.Second}, PollInterval: time.Minute}
 	fs := []*Fair{closing(t, NewFair(client(t, url), opts)), closing(t, NewFair(client(t, url), opts))}
 	held, err := fs[0].Lock(ctx, key)
 	if err != nil {
@@ -148,7 +149,7 @@ func TestFairFIFO(t *testing.T) {
 }
 
 // TestFairGiveUp: a waiter whose Wait budget ends and one whose ctx is
-// cancelled leave the queue before Lock returns (ErrTimeout wrapping the
+// cancelled leave the queue before Lock returns (lock.ErrTimeout wrapping the
 // context's error); the one behind them gets the lock as soon as it is
 // released; nothing is left in Redis.
 func TestFairGiveUp(t *testing.T) {
@@ -158,8 +159,8 @@ func TestFairGiveUp(t *testing.T) {
 	const key = "lock:{fair-giveup}"
 	rec := &recorder{}
 	const budget = 300 * time.Millisecond
-	short := closing(t, NewFair(client(t, url), Options{Wait: budget, PollInterval: time.Minute, Observer: rec}))
-	long := closing(t, NewFair(client(t, url), Options{Wait: 30 * time.Second, PollInterval: time.Minute}))
+	short := closing(t, NewFair(client(t, url), Options{Options: lock.Options{Wait: budget, Observer: rec}, PollInterval: time.Minute}))
+	long := closing(t, NewFair(client(t, url), Options{Options: lock.Options{Wait: 30 * time.Second}, PollInterval: time.Minute}))
 	held, err := long.Lock(bg, key)
 	if err != nil {
 		t.Fatalf("holder Lock = %v", err)
@@ -173,18 +174,18 @@ func TestFairGiveUp(t *testing.T) {
 	queued(t, check, key, 3)
 
 	cancel()
-	if _, _, err := cancelled(); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
-		t.Errorf("Lock with ctx cancelled = %v, want ErrTimeout wrapping context.Canceled", err)
+	if _, _, err := cancelled(); !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock with ctx cancelled = %v, want lock.ErrTimeout wrapping context.Canceled", err)
 	}
-	if _, _, err := timedOut(); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Lock past Wait = %v, want ErrTimeout wrapping context.DeadlineExceeded", err)
+	if _, _, err := timedOut(); !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock past Wait = %v, want lock.ErrTimeout wrapping context.DeadlineExceeded", err)
 	}
 	if n := check.ZCard(bg, fairKeysT(t, key).keys[1]).Val(); n != 1 {
 		t.Errorf("queue after two waiters gave up holds %d, want 1 (the last)", n)
 	}
 	rec.mu.Lock()
-	if len(rec.acquired) != 1 || !errors.Is(rec.acquired[0].err, ErrTimeout) || rec.acquired[0].wait < budget {
-		t.Errorf("Observer.Acquired = %+v, want one ErrTimeout after at least %v", rec.acquired, budget)
+	if len(rec.acquired) != 1 || !errors.Is(rec.acquired[0].err, lock.ErrTimeout) || rec.acquired[0].wait < budget {
+		t.Errorf("Observer.Acquired = %+v, want one lock.ErrTimeout after at least %v", rec.acquired, budget)
 	}
 	rec.mu.Unlock()
 
@@ -214,7 +215,7 @@ func TestFairDeadWaiterIsDropped(t *testing.T) {
 	bg := context.Background()
 	const key = "lock:{fair-dead}"
 	const poll = 100 * time.Millisecond
-	opts := Options{PollInterval: poll, Wait: 10 * time.Second}
+	opts := Options{Options: lock.Options{Wait: 10 * time.Second}, PollInterval: poll}
 	lease := opts.withDefaults().waiterLease()
 	f := closing(t, NewFair(rdb, opts))
 	held, err := f.Lock(bg, key)
@@ -259,8 +260,8 @@ func TestFairTryLock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock of a free lock = %v", err)
 	}
-	if _, err := f.TryLock(bg, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock of a held lock = %v, want ErrNotAcquired", err)
+	if _, err := f.TryLock(bg, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock of a held lock = %v, want lock.ErrNotAcquired", err)
 	}
 	if n := rdb.Exists(bg, fairKeysT(t, key).keys[1]).Val(); n != 0 {
 		t.Errorf("a failed TryLock left a queue; want it never to queue")
@@ -272,14 +273,14 @@ func TestFairTryLock(t *testing.T) {
 	if err := rdb.Set(bg, k.keys[0], "x", 0).Err(); err != nil { // hold off the waiter's turn
 		t.Fatal(err)
 	}
-	if err := l.Release(bg); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("Release after the key was overwritten = %v, want ErrNotHeld", err)
+	if err := l.Release(bg); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after the key was overwritten = %v, want lock.ErrNotHeld", err)
 	}
 	if err := rdb.Del(bg, k.keys[0]).Err(); err != nil { // free, and no notice: the waiter has not been told
 		t.Fatal(err)
 	}
-	if _, err := f.TryLock(bg, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock of a free lock with a waiter queued = %v, want ErrNotAcquired (no barging)", err)
+	if _, err := f.TryLock(bg, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock of a free lock with a waiter queued = %v, want lock.ErrNotAcquired (no barging)", err)
 	}
 	// The TryLock reminded the waiter of its turn.
 	l2, _, err := next()
@@ -292,7 +293,7 @@ func TestFairTryLock(t *testing.T) {
 	noLeftovers(t, rdb, key)
 }
 
-// TestFairReleaseTwice: a second Release says ErrNotHeld and touches
+// TestFairReleaseTwice: a second Release says lock.ErrNotHeld and touches
 // nothing; the release script run with a stranger's token neither frees
 // the lock nor reports success.
 func TestFairReleaseTwice(t *testing.T) {
@@ -312,8 +313,8 @@ func TestFairReleaseTwice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second Lock = %v", err)
 	}
-	if err := l.Release(bg); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("second Release of the first lease = %v, want ErrNotHeld", err)
+	if err := l.Release(bg); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second Release of the first lease = %v, want lock.ErrNotHeld", err)
 	}
 	k := fairKeysT(t, key)
 	if v, _, err := run(bg, rdb, fairRelease, k.keys, "STRANGER-TOKEN-XXXXXXXXXXX", k.channel); err != nil || v != int64(0) {
@@ -322,8 +323,8 @@ func TestFairReleaseTwice(t *testing.T) {
 	if err := l2.Err(); err != nil {
 		t.Errorf("second lease after the stray releases: Err = %v, want held", err)
 	}
-	if _, err := f.TryLock(bg, key); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock while the second lease holds = %v, want ErrNotAcquired", err)
+	if _, err := f.TryLock(bg, key); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Errorf("TryLock while the second lease holds = %v, want lock.ErrNotAcquired", err)
 	}
 	if err := l2.Release(bg); err != nil {
 		t.Errorf("Release of the second lease = %v", err)
@@ -348,10 +349,10 @@ func TestFairFencing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Lock #%d = %v", i+1, err)
 		}
-		if l.Fence() <= last || l.Fence() <= floor {
-			t.Errorf("Lock #%d fence = %d, previous %d, floor %d: want strictly increasing above the floor", i+1, l.Fence(), last, floor)
+		if l.Fence().Token <= last || l.Fence().Token <= floor {
+			t.Errorf("Lock #%d fence = %d, previous %d, floor %d: want strictly increasing above the floor", i+1, l.Fence().Token, last, floor)
 		}
-		last = l.Fence()
+		last = l.Fence().Token
 		if err := l.Release(bg); err != nil {
 			t.Fatalf("Release #%d = %v", i+1, err)
 		}
@@ -363,8 +364,8 @@ func TestFairFencing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Mutex Lock of the same key = %v (a Fair lock and a Mutex do not exclude each other)", err)
 	}
-	if m.Fence() != 1 {
-		t.Errorf("Mutex fence = %d, want 1: its own counter", m.Fence())
+	if m.Fence().Token != 1 {
+		t.Errorf("Mutex fence = %d, want 1: its own counter", m.Fence().Token)
 	}
 	_ = m.Release(bg)
 	if pttl := rdb.PTTL(bg, fairKeysT(t, key).keys[3]).Val(); pttl != -1 {
@@ -378,8 +379,8 @@ func TestFairFencing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lock after FLUSHALL = %v", err)
 	}
-	if l.Fence() <= floor || floorCalls != 2 {
-		t.Errorf("after FLUSHALL with floor %d: fence %d, FenceFloor calls %d, want above the floor, 2 calls", floor, l.Fence(), floorCalls)
+	if l.Fence().Token <= floor || floorCalls != 2 {
+		t.Errorf("after FLUSHALL with floor %d: fence %d, FenceFloor calls %d, want above the floor, 2 calls", floor, l.Fence().Token, floorCalls)
 	}
 	if err := l.Release(bg); err != nil {
 		t.Errorf("Release = %v", err)
@@ -396,7 +397,7 @@ func TestFairLeaseLost(t *testing.T) {
 	bg := context.Background()
 	const key = "lock:{fair-lost}"
 	const ttl, poll = 600 * time.Millisecond, 200 * time.Millisecond
-	f := closing(t, NewFair(rdb, Options{TTL: ttl, Watchdog: true, PollInterval: poll}))
+	f := closing(t, NewFair(rdb, Options{Options: lock.Options{TTL: ttl}, Watchdog: true, PollInterval: poll}))
 	held, err := f.Lock(bg, key)
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
@@ -410,8 +411,8 @@ func TestFairLeaseLost(t *testing.T) {
 	if d, done := waitDone(held.Context(), 2*time.Second); !done || d > ttl/3+200*time.Millisecond {
 		t.Fatalf("lease context after its key was deleted: cancelled %v after %v, want within TTL/3 (%v)", done, d, ttl/3)
 	}
-	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrLost) || !errors.Is(cause, ErrNotHeld) {
-		t.Errorf("cause = %v, want ErrLost and ErrNotHeld", cause)
+	if cause := context.Cause(held.Context()); !errors.Is(cause, lock.ErrLost) || !errors.Is(cause, lock.ErrNotHeld) {
+		t.Errorf("cause = %v, want lock.ErrLost and lock.ErrNotHeld", cause)
 	}
 	l, at, err := next()
 	if err != nil {
@@ -420,8 +421,8 @@ func TestFairLeaseLost(t *testing.T) {
 	if late := at.Sub(deleted); late > poll+200*time.Millisecond {
 		t.Errorf("waiter acquired %v after the key was deleted, want within its re-check (%v)", late, poll)
 	}
-	if err := held.Release(bg); !errors.Is(err, ErrLost) {
-		t.Errorf("Release of the lost lease = %v, want ErrLost", err)
+	if err := held.Release(bg); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("Release of the lost lease = %v, want lock.ErrLost", err)
 	}
 	if err := l.Release(bg); err != nil {
 		t.Errorf("waiter Release = %v", err)
@@ -448,8 +449,12 @@ func TestFairRedisRestart(t *testing.T) {
 		fences = append(fences, f)
 		seen = max(seen, f)
 	}
-	opts := Options{TTL: 600 * time.Millisecond, Watchdog: true, PollInterval: 200 * time.Millisecond, Wait: 20 * time.Second,
-		FenceFloor: func(context.Context, string) (int64, error) { mu.Lock(); defer mu.Unlock(); return seen, nil }}
+	opts := Options{
+		Options:      lock.Options{TTL: 600 * time.Millisecond, Wait: 20 * time.Second},
+		Watchdog:     true,
+		PollInterval: 200 * time.Millisecond,
+		FenceFloor:   func(context.Context, string) (int64, error) { mu.Lock(); defer mu.Unlock(); return seen, nil },
+	}
 	fs := []*Fair{closing(t, NewFair(client(t, srv.URL), opts)), closing(t, NewFair(client(t, srv.URL), opts))}
 	// A few holds first, so the counter is well above 1.
 	for range 3 {
@@ -457,14 +462,14 @@ func TestFairRedisRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Lock = %v", err)
 		}
-		sawFence(l.Fence())
+		sawFence(l.Fence().Token)
 		_ = l.Release(bg)
 	}
 	held, err := fs[0].Lock(bg, key)
 	if err != nil {
 		t.Fatalf("holder Lock = %v", err)
 	}
-	sawFence(held.Fence())
+	sawFence(held.Fence().Token)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -474,7 +479,7 @@ func TestFairRedisRestart(t *testing.T) {
 				errs <- fmt.Errorf("waiter %d: Lock = %w", i, err)
 				return
 			}
-			sawFence(l.Fence())
+			sawFence(l.Fence().Token)
 			_ = l.Release(bg)
 		})
 		queued(t, check, key, int64(i+1))
@@ -496,8 +501,8 @@ func TestFairRedisRestart(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if err := held.Release(bg); !errors.Is(err, ErrLost) {
-		t.Errorf("holder Release after the restart = %v, want ErrLost", err)
+	if err := held.Release(bg); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("holder Release after the restart = %v, want lock.ErrLost", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -518,10 +523,10 @@ func TestFairRedisRestart(t *testing.T) {
 // lose the race again and again.
 func BenchmarkLockRelease(b *testing.B) {
 	url := testenv.RedisURL(b)
-	lockers := []benchLocker{benchLockers[0], {"Fair", func(b *testing.B, rdb redis.UniversalClient, opts Options) func(context.Context, int, string) (*Lease, error) {
+	lockers := []benchLocker{benchLockers[0], {"Fair", func(b *testing.B, rdb redis.UniversalClient, opts Options) func(context.Context, int, string) (lock.Lease, error) {
 		f := NewFair(rdb, opts)
 		b.Cleanup(f.Close)
-		return func(ctx context.Context, _ int, key string) (*Lease, error) { return f.Lock(ctx, key) }
+		return func(ctx context.Context, _ int, key string) (lock.Lease, error) { return f.Lock(ctx, key) }
 	}}}
 	cases := []struct {
 		goroutines int
@@ -530,7 +535,7 @@ func BenchmarkLockRelease(b *testing.B) {
 	for _, c := range cases {
 		for _, bl := range lockers {
 			b.Run(fmt.Sprintf("goroutines=%d/work=%v/%s", c.goroutines, c.work, bl.name), func(b *testing.B) {
-				benchLock(b, url, bl, Options{Wait: time.Minute}, c.goroutines, c.work, fmt.Sprintf("lock:{bench-lr-%s-%d-%v}", bl.name, c.goroutines, c.work))
+				benchLock(b, url, bl, Options{Options: lock.Options{Wait: time.Minute}}, c.goroutines, c.work, fmt.Sprintf("lock:{bench-lr-%s-%d-%v}", bl.name, c.goroutines, c.work))
 			})
 		}
 	}
