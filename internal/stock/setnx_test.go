@@ -63,3 +63,23 @@ func TestSetNXOversellsWhenTheSectionOutlivesTheTTL(t *testing.T) {
 		})
 	}
 }
+
+// TestARestockClearsTheSetNXKey: a setnx key left behind (here with no
+// TTL, as a holder that died between SETNX and PEXPIRE leaves it) does not
+// outlive a restock: the next setnx sale sells at once.
+func TestARestockClearsTheSetNXKey(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const id = "setnx-wedged"
+	e.restock(t, id, 1)
+	if err := e.rdb.Set(ctx, setNXKey(id), 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.restock(t, id, 1)
+	if n, err := e.rdb.Exists(ctx, setNXKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS %s after the restock = %d, %v; want 0", setNXKey(id), n, err)
+	}
+	if _, err := e.seller(t, SetNX, e.deps("replica-a")).Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+		t.Errorf("setnx Sell after the restock = %v, want the unit", err)
+	}
+}

@@ -218,7 +218,10 @@ func Restock(ctx context.Context, st *Store, rdb redis.UniversalClient, id, name
 	if err != nil {
 		return Product{}, dbErr("restock", err)
 	}
-	if err := rdb.Del(ctx, counterKey(id)).Err(); err != nil {
+	// The setnx strategy's key goes too: a holder of the old round has
+	// nothing left to protect, and a key left without a TTL must not
+	// outlive a restock.
+	if err := rdb.Del(ctx, counterKey(id), setNXKey(id)).Err(); err != nil {
 		return p, redisErr(fmt.Sprintf("restocked %q but could not reset its Redis counter", id), err)
 	}
 	// Not announced, the replicas' sold-out marks of the old round run out

@@ -21,7 +21,10 @@ import (
 //     one's DEL then deletes the second's lock, letting a third in: with
 //     the TTL shorter than the work, holders overlap on every sale.
 //   - SETNX and PEXPIRE are two commands: a holder that dies between them
-//     leaves a key with no TTL, and the lock is taken for good.
+//     leaves a key with no TTL. The seeds' lock is then taken for good;
+//     this one heals it (a waiter gives a key without a TTL one, with
+//     PEXPIRE NX, which never touches a TTL already set), because a demo
+//     of one way a lock breaks should not wedge on another.
 //   - There is no fencing token, so the protected storage cannot tell a
 //     stale holder from the current one.
 //
@@ -47,24 +50,46 @@ func (s *SetNX) Lock(ctx context.Context, key string) (unlock func(context.Conte
 	wctx, cancel := context.WithTimeout(ctx, s.opts.Wait)
 	defer cancel()
 	bo := newBackoff(s.opts.MinBackoff, s.opts.MaxBackoff)
+	// Detached and short: what gives a key its TTL must run even when the
+	// wait has just run out.
+	detached := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	}
+	unlock = func(ctx context.Context) error {
+		if err := s.rdb.Del(ctx, key).Err(); err != nil {
+			return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: err}
+		}
+		return nil
+	}
 	for {
 		ok, err := s.rdb.SetNX(wctx, key, 1, 0).Result()
+		if ok {
+			// The key is ours, even if the wait ran out meanwhile: it gets
+			// its TTL first.
+			ectx, cancel := detached()
+			err := s.rdb.PExpire(ectx, key, s.opts.TTL).Err()
+			cancel()
+			if err != nil {
+				return nil, &lock.Error{Backend: Backend, Op: "lock", Key: key, Err: err}
+			}
+			if wctx.Err() != nil {
+				dctx, cancel := detached()
+				_ = unlock(dctx)
+				cancel()
+				return nil, timeoutError("lock", key, wctx)
+			}
+			return unlock, nil
+		}
+		// Held, or the answer lost (the SETNX may have landed): a key left
+		// without a TTL gets one, a TTL already set is left alone.
+		ectx, cancel := detached()
+		_ = s.rdb.Do(ectx, "PEXPIRE", key, s.opts.TTL.Milliseconds(), "NX").Err()
+		cancel()
 		switch {
 		case wctx.Err() != nil:
 			return nil, timeoutError("lock", key, wctx)
 		case err != nil:
 			return nil, &lock.Error{Backend: Backend, Op: "lock", Key: key, Err: err}
-		case ok:
-			if err := s.rdb.PExpire(wctx, key, s.opts.TTL).Err(); err != nil {
-				// The seeds' lock stops here too: the key stays, with no TTL.
-				return nil, &lock.Error{Backend: Backend, Op: "lock", Key: key, Err: err}
-			}
-			return func(ctx context.Context) error {
-				if err := s.rdb.Del(ctx, key).Err(); err != nil {
-					return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: err}
-				}
-				return nil
-			}, nil
 		}
 		t := time.NewTimer(bo.next())
 		if !sleep(wctx, t) {

@@ -88,3 +88,27 @@ func TestSetNXExcludesWhileTheTTLHolds(t *testing.T) {
 		t.Errorf("Lock of a held key with Wait 30ms = %v, want lock.ErrTimeout wrapping DeadlineExceeded", err)
 	}
 }
+
+// TestSetNXHealsAKeyLeftWithoutATTL: a holder that died between SETNX and
+// PEXPIRE left the key with no TTL. The seeds' lock is then taken for good;
+// a waiter here gives the key its TTL and gets the lock once it expires.
+func TestSetNXHealsAKeyLeftWithoutATTL(t *testing.T) {
+	url := sharedRedis(t)
+	rdb := client(t, url)
+	ctx := context.Background()
+	const key = "setnx:{wedged}"
+	if err := rdb.Set(ctx, key, 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	naive := NewSetNX(rdb, Options{Options: lock.Options{TTL: 100 * time.Millisecond, Wait: 10 * time.Second}})
+	unlock, err := naive.Lock(ctx, key)
+	if err != nil {
+		t.Fatalf("Lock of a key left without a TTL = %v, want the lock once the TTL the waiter gave it ran out", err)
+	}
+	if pttl, err := rdb.PTTL(ctx, key).Result(); err != nil || pttl <= 0 {
+		t.Errorf("PTTL %s once held = %v, %v; want a TTL", key, pttl, err)
+	}
+	if err := unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
