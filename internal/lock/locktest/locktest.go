@@ -262,7 +262,8 @@ func leaseContext(t *testing.T, c Config) {
 }
 
 // staleRelease: a lease released once says ErrNotHeld when released again,
-// also once another client holds the key, which keeps it.
+// also once a lease of another client, or of its own, holds the key, which
+// keeps it.
 func staleRelease(t *testing.T, c Config) {
 	a, b, other := c.New(t, lock.Options{}), c.New(t, lock.Options{}), c.New(t, lock.Options{})
 	key := newKey("stale")
@@ -272,12 +273,17 @@ func staleRelease(t *testing.T, c Config) {
 	if err := stale.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("second Release = %v, want ErrNotHeld", err)
 	}
-	holder := mustLock(t, b, ctx, key)
-	if err := stale.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf("stale Release while another holds the key = %v, want ErrNotHeld", err)
+	for _, h := range []struct {
+		who string
+		l   lock.Locker
+	}{{"another client", b}, {"its own client", a}} {
+		holder := mustLock(t, h.l, ctx, key)
+		if err := stale.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("stale Release while %s holds the key = %v, want ErrNotHeld", h.who, err)
+		}
+		stillHeld(t, other, holder)
+		mustRelease(t, holder)
 	}
-	stillHeld(t, other, holder)
-	mustRelease(t, holder)
 }
 
 // stillHeld checks that holder's lock is still its own: its lease holds
