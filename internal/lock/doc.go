@@ -3,7 +3,7 @@
 // carries a fencing token and a context that ends the moment the lock is
 // lost, one set of errors, and the lease state the backends share.
 //
-// Guarantees every backend gives: at most
+// Guarantees every backend gives (package locktest checks them): at most
 // one valid lease per key at a time while the holders' clocks run at about
 // the same rate and none is paused past its TTL; fences that grow from
 // holder to holder per key and Backend, so that the protected storage can

@@ -251,41 +251,6 @@ func TestWaiting(t *testing.T) {
 	}
 }
 
-// TestRelease: a second release of a lease, or a release after the lock
-// went to someone else, is lock.ErrNotHeld and harmless to the new holder.
-func TestRelease(t *testing.T) {
-	eps := testenv.EtcdEndpoints(t)
-	a, b := newLocker(t, eps, Options{}), newLocker(t, eps, Options{})
-	ctx := context.Background()
-	first, err := a.Lock(ctx, "r")
-	if err != nil {
-		t.Fatalf("A: Lock(r) = %v", err)
-	}
-	if err := first.Release(ctx); err != nil {
-		t.Fatalf("A: Release = %v", err)
-	}
-	if err := first.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf("A: second Release = %v, want lock.ErrNotHeld", err)
-	}
-	if !errors.Is(first.Err(), lock.ErrReleased) || !errors.Is(context.Cause(first.Context()), lock.ErrReleased) {
-		t.Errorf("released lease: Err() = %v, Context cause %v, want lock.ErrReleased", first.Err(), context.Cause(first.Context()))
-	}
-	second, err := b.Lock(ctx, "r")
-	if err != nil {
-		t.Fatalf("B: Lock(r) = %v", err)
-	}
-	defer func() { _ = second.Release(ctx) }()
-	if err := first.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf("A: Release while B holds = %v, want lock.ErrNotHeld", err)
-	}
-	if _, err := a.TryLock(ctx, "r"); !errors.Is(err, lock.ErrNotAcquired) {
-		t.Errorf("A: TryLock while B holds = %v, want lock.ErrNotAcquired", err)
-	}
-	if second.Err() != nil {
-		t.Errorf("B's lease after A's stray releases: Err() = %v, want nil", second.Err())
-	}
-}
-
 // TestLeaseLoss: a holder whose session lease is revoked, or whose key is
 // deleted, by another client has its Context cancelled at once with
 // lock.ErrLost; the next holder gets a larger fence; the Locker starts a new

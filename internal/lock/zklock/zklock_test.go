@@ -384,38 +384,6 @@ func TestFIFO(t *testing.T) {
 	}
 }
 
-// TestReleaseTwice: the second Release says lock.ErrNotHeld and deletes
-// nothing; the lease's Context is cancelled with lock.ErrReleased.
-func TestReleaseTwice(t *testing.T) {
-	servers := testenv.ZooKeeperServers(t)
-	root := testRoot(t)
-	l := newLocker(t, servers, Options{Root: root})
-	ctx := context.Background()
-	a := mustLock(t, l, "k")
-	if err := a.Release(ctx); err != nil {
-		t.Fatalf("Release = %v", err)
-	}
-	if cause := context.Cause(a.Context()); !errors.Is(cause, lock.ErrReleased) {
-		t.Errorf("Context cause after Release = %v, want lock.ErrReleased", cause)
-	}
-	if err := a.Err(); !errors.Is(err, lock.ErrReleased) {
-		t.Errorf("Err() after Release = %v, want lock.ErrReleased", err)
-	}
-	b := mustLock(t, l, "k")
-	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
-		t.Errorf("second Release = %v, want lock.ErrNotHeld", err)
-	}
-	if err := b.Err(); err != nil {
-		t.Errorf("b.Err() after a's second Release = %v, want nil (b holds)", err)
-	}
-	if _, err := l.TryLock(ctx, "k"); !errors.Is(err, lock.ErrNotAcquired) {
-		t.Errorf("TryLock while b holds = %v, want lock.ErrNotAcquired", err)
-	}
-	if err := b.Release(ctx); err != nil {
-		t.Errorf("b.Release = %v", err)
-	}
-}
-
 // TestSessionExpiry: the holder is cut off from ZooKeeper. Its lease's
 // Context is cancelled at once (lock.ErrLost: the connection is gone, see the
 // package doc); the server expires its session after the TTL and deletes
