@@ -50,5 +50,5 @@ func TestNoLeakedGoroutines(t *testing.T) {
 		}
 	})
 	// The subtest's cleanups closed every pool and client.
-	goleak.VerifyNone(t, ignore)
+	testenv.NoLeaks(t, ignore)
 }

@@ -69,7 +69,7 @@ func keys(t *testing.T, c *clientv3.Client, name string) []string {
 func leakCheck(t *testing.T) {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() { testenv.NoLeaks(t, ignore) })
 }
 
 // waitDone waits up to d for ctx to end and reports how long it took.

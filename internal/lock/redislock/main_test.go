@@ -28,7 +28,7 @@ func sharedRedis(t *testing.T) string {
 func leakCheck(t *testing.T) {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() { testenv.NoLeaks(t, ignore) })
 }
 
 // client opens a go-redis client on url that the test closes at its end.

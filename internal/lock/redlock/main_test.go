@@ -44,7 +44,7 @@ func private(t *testing.T, n int) ([]*localstack.Redis, []string) {
 func leakCheck(t *testing.T) {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() { testenv.NoLeaks(t, ignore) })
 }
 
 // clients opens one go-redis client per URL ("one process's connections"),

@@ -18,7 +18,7 @@ import (
 func TestContract(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() { testenv.NoLeaks(t, ignore) })
 	c := inspector(t, servers)
 	root := testRoot(t)
 	locktest.Run(t, locktest.Config{

@@ -610,7 +610,7 @@ func TestCloseEndsLeases(t *testing.T) {
 			t.Errorf("Release after Close = %v, want lock.ErrLost", err)
 		}
 	}()
-	goleak.VerifyNone(t, ignore)
+	testenv.NoLeaks(t, ignore)
 }
 
 // TestOneNodePerLocker: many Lock callers of one key in one Locker queue
