@@ -1,0 +1,60 @@
+package stock
+
+import (
+	"context"
+
+	"inventory/internal/lock"
+)
+
+// locked is the one sale of every safe lock strategy: the product's lock
+// serialises the buyers, and Postgres has the last word. It takes the lock
+// (waiting up to the locker's wait budget, else ErrLockTimeout), then, in
+// one transaction under the lease's context, claims the stock row with the
+// lease's fencing token in the strategy's fence column, reads, checks,
+// works, decrements guarded and records the sale, and releases the lock
+// only after the commit. A lease lost meanwhile cancels the transaction
+// (ErrLockLost); a stale holder that slips past that (a pause) is refused
+// by the fence or the guard (ErrLockBreach), never an oversell.
+type locked struct {
+	d     Deps
+	name  string      // the strategy, as the ledger names it
+	lk    lock.Locker // the product's lock
+	fence fenceColumn // where Postgres keeps this lock's newest token
+	// held, when set, runs the sale once the lock is held, in place of
+	// record (the reentrant strategy re-enters its lock there).
+	held func(ctx context.Context, lease lock.Lease, o Order) (Sale, error)
+}
+
+// Sell validates o and sells it by sell, at most once per idempotency key.
+func (s *locked) Sell(ctx context.Context, o Order) (Sale, error) {
+	return once(ctx, s.d.Store, o, s.sell)
+}
+
+func (s *locked) sell(ctx context.Context, o Order) (Sale, error) {
+	// An unknown product must not get a lock, a fencing key, a node or a row.
+	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
+		return Sale{}, err
+	}
+	lease, err := s.lk.Lock(ctx, lockKey(o.ProductID))
+	if err != nil {
+		return Sale{}, lockErr(err)
+	}
+	defer release(ctx, lease)
+	hold := s.d.Holds.Begin(o.ProductID, s.name, lease.Fence().Token)
+	held := s.held
+	if held == nil {
+		held = s.record
+	}
+	sale, err := held(lease.Context(), lease, o)
+	return hold.done(sale, lost(lease, err))
+}
+
+// record is the sale's transaction under lease: claim, check, work,
+// guarded decrement, ledger row, commit.
+func (s *locked) record(ctx context.Context, lease lock.Lease, o Order) (Sale, error) {
+	return s.d.Store.record(ctx, o, s.name, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, s.fence, lease.Fence().Token, s.d.WorkDelay)
+	})
+}
+
+var _ Seller = (*locked)(nil)
