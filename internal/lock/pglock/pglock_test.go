@@ -183,8 +183,8 @@ func TestWaiting(t *testing.T) {
 		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Lock with Wait 50ms on a held lock = %v, want lock.ErrTimeout wrapping DeadlineExceeded", err)
 		}
-		if took := time.Since(began); took < 50*time.Millisecond || took > 2*time.Second {
-			t.Errorf("Lock with Wait 50ms gave up after %v", took)
+		if took := time.Since(began); took < 50*time.Millisecond {
+			t.Errorf("Lock with Wait 50ms gave up after %v, before its Wait", took)
 		}
 	})
 	t.Run("cancelled", func(t *testing.T) {

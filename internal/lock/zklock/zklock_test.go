@@ -295,8 +295,8 @@ func TestGiveUpLeavesNoNode(t *testing.T) {
 		if !errors.Is(err, lock.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Lock(k) while held = %v, want lock.ErrTimeout and DeadlineExceeded", err)
 		}
-		if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
-			t.Errorf("Lock(k) gave up after %v, want about the 150ms Wait", d)
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("Lock(k) gave up after %v, before its 150ms Wait", d)
 		}
 	})
 	t.Run("cancelled while queued", func(t *testing.T) {
