@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,10 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"inventory/internal/fleet"
-	"inventory/internal/lock/etcdlock"
-	"inventory/internal/lock/zklock"
-	"inventory/internal/stock"
+	apiclient "inventory/internal/client"
 )
 
 // Ceilings are what the strategies are compared against, measured in the
@@ -40,41 +38,15 @@ type Ceilings struct {
 	Healthz float64 `json:"healthz_per_s"`
 	// Serial is each strategy's own serial ceiling, the median of the
 	// figures measured before each of its runs (Result.SerialRate): sales
-	// per second by one buyer at a time, in-process (no HTTP), on the
-	// fleet's Postgres, Redis and lock services: for a lock strategy its
-	// lock round trips, read, write and commit back to back. Measured when
-	// the Postgres and Redis URLs are known; redlock, etcd and zookeeper
-	// also need their servers' (known for the local fleet).
+	// per second by one buyer at a time through the API (see serialRate):
+	// for a lock strategy its lock round trips, read, write and commit
+	// back to back, and one HTTP round trip.
 	Serial  map[string]float64 `json:"serial_sales_per_s,omitempty"`
 	Seconds float64            `json:"seconds_each"`
 }
 
 // hotRowClients is pgbench's client count in the issue's reference figure.
 const hotRowClients = 8
-
-// lockServices are the fleet's servers for the redlock, etcd and zookeeper
-// strategies; a strategy whose servers are missing gets no serial figure.
-type lockServices struct {
-	RedlockURLs      []string // redis:// URLs of the independent servers
-	EtcdEndpoints    []string // host:port
-	ZooKeeperServers []string // host:port
-}
-
-// fleetLockServices are the local fleet's lock servers (none when it was
-// started without them).
-func fleetLockServices(f *fleet.Fleet) lockServices {
-	var ls lockServices
-	for _, r := range f.RedlockServers {
-		ls.RedlockURLs = append(ls.RedlockURLs, r.URL)
-	}
-	if f.Etcd != nil {
-		ls.EtcdEndpoints = []string{f.Etcd.Endpoint}
-	}
-	if f.ZooKeeper != nil {
-		ls.ZooKeeperServers = []string{f.ZooKeeper.Addr}
-	}
-	return ls
-}
 
 // measureCeilings measures each ceiling the strategies share for d;
 // pgURL and redisURL may be empty, which skips that ceiling. (Each
@@ -143,90 +115,28 @@ func hotRowRate(ctx context.Context, c *client, pgURL string, d time.Duration) (
 	})
 }
 
-// serialRate sells a product of its own by strategy name, one buyer at a
-// time, in this process with the service's own code.
-func serialRate(ctx context.Context, c *client, pgURL, redisURL string, locks lockServices, name string, d time.Duration) (float64, error) {
+// serialRate sells a product of its own by strategy name through the API,
+// one buyer at a time: the strategy's serial ceiling as a client sees it,
+// its lock's and its sale's round trips back to back, plus one HTTP round
+// trip through nginx. 0 and no error when the fleet offers the strategy
+// without its lock service (503 strategy-unavailable).
+func serialRate(ctx context.Context, c *client, name string, d time.Duration) (float64, error) {
 	id := "ceiling-serial-" + name
 	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
 		return 0, err
 	}
-	pool, err := pgxpool.New(ctx, pgURL)
-	if err != nil {
-		return 0, err
-	}
-	defer pool.Close()
-	rdb, err := redisClient(redisURL, false)
-	if err != nil {
-		return 0, err
-	}
-	defer rdb.Close()
-	deps := stock.Deps{Store: stock.NewStore(pool, stock.Limits{}), Redis: rdb, Instance: "loadtest-serial"}
-	closeLocks, err := dialLockServices(ctx, &deps, locks, name)
-	if err != nil {
-		return 0, err
-	}
-	defer closeLocks()
-	seller, err := stock.New(name, deps)
-	if err != nil {
-		return 0, err
+	o := c.buy(ctx, id, name, "")
+	var p *apiclient.Problem
+	if errors.As(o.err, &p) && p.Slug() == "strategy-unavailable" {
+		return 0, nil
 	}
 	return rate(ctx, 1, d, func(ctx context.Context) error {
-		_, err := seller.Sell(ctx, stock.Order{ProductID: id, Quantity: 1})
-		return err
+		o := c.buy(ctx, id, name, "")
+		if o.status/100 != 2 {
+			return fmt.Errorf("a serial sale with %s: %d: %w", name, o.status, o.err)
+		}
+		return nil
 	})
-}
-
-// redisClient is a client for url; redlock's servers also get
-// ContextTimeoutEnabled, as the service gives them (package redlock's
-// per-server timeouts).
-func redisClient(url string, redlock bool) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	opts.ContextTimeoutEnabled = redlock
-	return redis.NewClient(opts), nil
-}
-
-// dialLockServices connects deps to the lock service the strategy name
-// needs, if it needs one and locks has it; the returned func closes it.
-func dialLockServices(ctx context.Context, deps *stock.Deps, locks lockServices, name string) (func(), error) {
-	switch {
-	case name == stock.Redlock && len(locks.RedlockURLs) > 0:
-		var clients []*redis.Client
-		closeAll := func() {
-			for _, c := range clients {
-				_ = c.Close()
-			}
-		}
-		for _, u := range locks.RedlockURLs {
-			c, err := redisClient(u, true)
-			if err != nil {
-				closeAll()
-				return nil, err
-			}
-			clients = append(clients, c)
-			deps.Redlock = append(deps.Redlock, c)
-		}
-		return closeAll, nil
-	case name == stock.Etcd && len(locks.EtcdEndpoints) > 0:
-		l, err := etcdlock.Dial(ctx, locks.EtcdEndpoints, etcdlock.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("etcd: %w", err)
-		}
-		deps.Etcd = l
-		return func() { _ = l.Close() }, nil
-	case name == stock.ZooKeeper && len(locks.ZooKeeperServers) > 0:
-		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		l, err := zklock.New(zctx, locks.ZooKeeperServers, zklock.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("zookeeper: %w", err)
-		}
-		deps.ZooKeeper = l
-		return func() { _ = l.Close() }, nil
-	}
-	return func() {}, nil
 }
 
 func redisRate(ctx context.Context, redisURL string, concurrency int, d time.Duration) (float64, error) {

@@ -223,6 +223,7 @@ func (w *signalWriter) String() string {
 // TestCeilingsOfEveryLock: against a real fleet, the ceilings include the
 // serial rate of the strategies on a lock service of their own.
 func TestCeilingsOfEveryLock(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := startE2EFleet(ctx, t)
@@ -236,7 +237,7 @@ func TestCeilingsOfEveryLock(t *testing.T) {
 		t.Errorf("ceilings = %+v, want hot row, Redis and /healthz measured", ceil)
 	}
 	for _, name := range []string{"redis", "redlock", "etcd", "zookeeper", "pglock"} {
-		sps, err := serialRate(ctx, c, f.PostgresURL, f.RedisURL, fleetLockServices(f), name, 300*time.Millisecond)
+		sps, err := serialRate(ctx, c, name, 300*time.Millisecond)
 		if err != nil || sps <= 0 {
 			t.Errorf("serial ceiling of %s = %.0f/s, %v; want one measured", name, sps, err)
 		}

@@ -46,7 +46,6 @@ import (
 	"golang.org/x/term"
 
 	"inventory/internal/fleet"
-	"inventory/internal/stock"
 )
 
 // defaultWorkDelay is INVENTORY_WORK_DELAY for the local fleet's replicas:
@@ -94,7 +93,6 @@ type options struct {
 	mix, restockDuring, byProduct, ceilings       bool
 	ceilingTime                                   time.Duration
 	postgresURL, redisURL                         string
-	lockServices                                  lockServices // the local fleet's; none with --url
 	switchEvery                                   int
 	products                                      int
 	zipf                                          float64
@@ -223,7 +221,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 		rep.Target, o.adminToken = f.URL, f.AdminToken
 		o.postgresURL, o.redisURL = f.PostgresURL, f.RedisURL
-		o.lockServices = fleetLockServices(f)
 		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
 
@@ -281,8 +278,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					return fmt.Errorf("%s: hot-row ceiling: %w", s.Name, err)
 				}
 			}
-			if o.ceilings && len(s.Sell) == 1 && o.postgresURL != "" && o.redisURL != "" {
-				if serial, err = serialRate(ctx, c, o.postgresURL, o.redisURL, o.lockServices, s.Sell[0], o.ceilingTime); err != nil && !errors.Is(err, stock.ErrNotConfigured) {
+			if o.ceilings && len(s.Sell) == 1 {
+				if serial, err = serialRate(ctx, c, s.Sell[0], o.ceilingTime); err != nil {
 					return fmt.Errorf("%s: serial ceiling: %w", s.Name, err)
 				}
 			}
