@@ -104,10 +104,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	})
 
-	// A sale's transaction waits for the hot row no longer than a buyer
-	// waits for a lock, and is idle only during the simulated work: a
-	// replica paused longer than that, or than a lock's lease, loses its
-	// transaction and its row lock.
 	// Anyone may read products and the live page: those reads have a few
 	// connections of their own and a statement timeout, so however many
 	// and however slow, they cannot take the connections sales need.
@@ -116,6 +112,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer reads.Close()
+	// A sale's transaction waits for the hot row no longer than a buyer
+	// waits for a lock, and is idle only during the simulated work: a
+	// replica paused longer than that, or than a lock's lease, loses its
+	// transaction and its row lock.
 	store := stock.NewStore(pool, stock.Limits{
 		LockTimeout: cfg.LockWait,
 		IdleTimeout: min(cfg.LockTTL, cfg.WorkDelay+5*time.Second),

@@ -33,7 +33,7 @@ const (
 // replica, the product, its round, until when), and only if the stock row
 // shows nothing left when it is recorded; the row is read FOR SHARE, so a
 // mark is either recorded before a restock can commit or not at all. A
-// restock then waits (AwaitRestocked) until no mark of an older round is
+// restock then waits (Restocked) until no mark of an older round is
 // recorded and running anywhere: every replica has dropped it (on the
 // restock's announcement) or it has run out. So once a restock has been
 // answered, no replica answers sold-out for an older round.
