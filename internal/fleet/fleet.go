@@ -204,7 +204,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 			return nil, fmt.Errorf("start fleet: %w", err)
 		}
 		bin = filepath.Join(f.tmpDir, "inventory")
-		progress("building the service (go build ./cmd/inventory: a minute or two the first time, seconds after)")
+		progress("building the service (go build ./cmd/inventory: a minute or two the first time; after that mostly the link)")
 		if err := build(ctx, bin, progress); err != nil {
 			return nil, err
 		}
