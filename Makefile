@@ -76,9 +76,13 @@ RUNS ?= 3
 faults: deps
 	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json --html faults.html
 
-## fleet: run Postgres, Redis, the lock services, 2 replicas and nginx on 127.0.0.1:8080 until Ctrl-C (try the API with curl)
+## fleet: run Postgres, Redis, the lock services, 2 replicas and nginx on LISTEN (default 127.0.0.1:8080) until Ctrl-C (try the API with curl); every process's log goes under the directory it prints
+LISTEN ?= 127.0.0.1:8080
+# Built, then run: go run exits 1 after a Ctrl-C even when the fleet stopped cleanly and exited 0.
 fleet: demo-deps
-	$(GO) run ./cmd/fleet
+	@echo "building bin/fleet (go build ./cmd/fleet) …"
+	@$(GO) build -o bin/fleet ./cmd/fleet
+	bin/fleet --listen $(LISTEN)
 
 clean:
 	rm -rf bin

@@ -1,6 +1,9 @@
 // Command fleet runs the local inventory stack in the foreground: Postgres,
-// Redis, two inventory replicas and nginx on 127.0.0.1:8080, until Ctrl-C.
-// It is the way to try the API with curl on a machine without Docker.
+// Redis, the lock services, two inventory replicas and nginx on
+// 127.0.0.1:8080 (--listen), until Ctrl-C. It is the way to try the API with
+// curl on a machine without Docker. It says what it is doing while it
+// builds and starts, writes every process's log under a directory it names
+// first, and exits 0 when stopped with Ctrl-C or SIGTERM.
 package main
 
 import (
@@ -9,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,10 +34,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:8080", "nginx's address: where buyers and curl call")
+	listen := fs.String("listen", "127.0.0.1:8080", "nginx's `host:port`: where buyers and curl call (make fleet LISTEN=...)")
 	replicas := fs.Int("replicas", 2, "inventory replicas behind nginx")
 	token := fs.String("admin-token", "demo-admin-token", "INVENTORY_ADMIN_TOKEN of the replicas")
 	workDelay := fs.Duration("work-delay", 2*time.Millisecond, "INVENTORY_WORK_DELAY of the replicas (widens races; 0 in production)")
+	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,25 +48,71 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *replicas < 1 || *workDelay < 0 {
 		return fmt.Errorf("want --replicas >= 1 and --work-delay >= 0, got %d and %s", *replicas, *workDelay)
 	}
+	// Before anything slow: a busy address would fail only after the build
+	// and every server had started.
+	if err := checkFree(*listen); err != nil {
+		return err
+	}
+	if *logDir == "" {
+		dir, err := os.MkdirTemp("", "inventory-fleet-logs-")
+		if err != nil {
+			return fmt.Errorf("log directory: %w", err)
+		}
+		*logDir = dir
+	}
 
-	fmt.Fprintln(stderr, "starting Postgres, Redis, the replicas and nginx …")
+	start := time.Now()
+	say := func(msg string) {
+		el := time.Since(start).Round(time.Second)
+		fmt.Fprintf(stderr, "[fleet %d:%02d] %s\n", int(el.Minutes()), int(el.Seconds())%60, msg)
+	}
+	say("logs: " + *logDir)
 	f, err := fleet.Start(ctx, fleet.Options{
 		Replicas:   *replicas,
 		Env:        map[string]string{"INVENTORY_WORK_DELAY": workDelay.String()},
 		AdminToken: *token,
 		Listen:     *listen,
+		LogDir:     *logDir,
+		Progress:   say,
 	})
 	if err != nil {
+		if ctx.Err() != nil { // Ctrl-C while starting: what was started is stopped
+			say("interrupted while starting; stopped")
+			return nil
+		}
 		return err
 	}
 	defer f.Stop()
 
+	say("up")
 	fmt.Fprintf(stdout, "inventory is up at %s (admin token %q)\n", f.URL, f.AdminToken)
 	for _, r := range f.Replicas {
 		fmt.Fprintf(stdout, "  replica %s at %s (pid %d)\n", r.Instance, r.URL, r.Pid())
 	}
-	fmt.Fprintf(stdout, "  postgres %s\n  redis    %s\nCtrl-C stops everything.\n", f.PostgresURL, f.RedisURL)
+	fmt.Fprintf(stdout, "  postgres %s\n  redis    %s\n  logs     %s\nCtrl-C stops everything (the data goes with it; the logs stay).\n",
+		f.PostgresURL, f.RedisURL, *logDir)
 	<-ctx.Done()
-	fmt.Fprintln(stderr, "stopping …")
-	return f.Stop()
+	say("stopping …")
+	if err := f.Stop(); err != nil {
+		return err
+	}
+	say("stopped; logs in " + *logDir)
+	return nil
+}
+
+// checkFree reports whether addr can be listened on, naming the flag and
+// the way out when it cannot.
+func checkFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln.Close()
+	}
+	suggest := "127.0.0.1:18080"
+	if host, _, splitErr := net.SplitHostPort(addr); splitErr == nil {
+		if free, err := net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+			suggest = free.Addr().String()
+			_ = free.Close()
+		}
+	}
+	return fmt.Errorf("--listen %s: cannot listen there (%w); is another fleet running? Choose another address, e.g. make fleet LISTEN=%s (free now)", addr, err, suggest)
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +29,11 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	defer cancel()
 	var stdout localstack.LogBuffer // written by run's goroutine while the test reads it
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port)}, &stdout, io.Discard) }()
+	logs := t.TempDir()
+	var stderr localstack.LogBuffer
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--logs", logs}, &stdout, &stderr)
+	}()
 
 	// Up means run has said so (every part of the fleet checked), not merely
 	// that nginx answers: cancelling before that is a failed start.
@@ -61,6 +68,23 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	if !strings.Contains(stdout.String(), "inventory is up at "+base) {
 		t.Errorf("stdout = %q, want it to name %s", stdout.String(), base)
 	}
+	// It said what it was doing, and every process's log is a file in the
+	// directory it named first.
+	for _, want := range []string{"logs: " + logs, "building the service", "starting nginx", "stopped; logs in " + logs} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr = %q, want it to say %q", stderr.String(), want)
+		}
+	}
+	for _, name := range []string{"inventory-1.log", "inventory-2.log", "nginx.log", "postgres.log", "redis.log",
+		"redlock-1.log", "redlock-2.log", "redlock-3.log", "etcd.log", "zookeeper.log"} {
+		if _, err := os.Stat(filepath.Join(logs, name)); err != nil {
+			t.Errorf("log file: %v", err)
+		}
+	}
+	// The replica's last words (its shutdown) are in its file.
+	if b, err := os.ReadFile(filepath.Join(logs, "inventory-1.log")); err != nil || !strings.Contains(string(b), `"msg":"serving"`) || !strings.Contains(string(b), `"msg":"stopped"`) {
+		t.Errorf("inventory-1.log = %.2000s (%v), want its JSON log from start to shutdown", b, err)
+	}
 }
 
 func TestRunRefusesBadFlags(t *testing.T) {
@@ -68,5 +92,31 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}
+	}
+}
+
+// A busy --listen address fails at once, before the build or any server:
+// it used to fail only after everything had started.
+func TestRunRefusesABusyAddressBeforeStartingAnything(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	logs := t.TempDir()
+	var stderr localstack.LogBuffer
+	start := time.Now()
+	err = run(context.Background(), []string{"--listen", ln.Addr().String(), "--logs", logs}, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "LISTEN=") {
+		t.Fatalf("run(--listen %s) with the address taken = %v, want an error naming it and make fleet LISTEN=", ln.Addr(), err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("run took %s to refuse a busy address, want it refused before anything starts", took)
+	}
+	if out := stderr.String(); out != "" {
+		t.Errorf("run said %q before refusing, want nothing started", out)
+	}
+	if pids, err := localstack.ChildPIDs(); err != nil || len(pids) != 0 {
+		t.Errorf("child processes after run refused a busy address: %v (%v), want none", pids, err)
 	}
 }

@@ -29,6 +29,5 @@ func (s *server) routes(r chi.Router) {
 
 	r.Get("/openapi.yaml", s.handleOpenAPI)
 	r.Method("GET", "/docs", s.docs)
-	r.Method("GET", "/docs/", s.docs)
 	r.Get("/docs/{asset}", s.handleDocsAsset)
 }

@@ -6,17 +6,20 @@
 package fleet
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +72,17 @@ type Options struct {
 	// zookeeper strategies (three more Redis servers, etcd, ZooKeeper),
 	// which are then unavailable. Default false: they are started too.
 	NoLockServices bool
+	// Progress, if set, is told what Start is doing as each step begins,
+	// and every few seconds how the build is going (the first build takes
+	// a minute or two). Default nil: Start says nothing.
+	Progress func(msg string)
+	// LogDir, if set, is a directory that gets one file per process of the
+	// fleet (inventory-1.log, nginx.log, postgres.log, redis.log,
+	// redlock-1.log, etcd.log, zookeeper.log, …): the last 256 KiB of its
+	// output, rewritten every second while the fleet runs and once more
+	// when Stop has stopped everything (and when Start fails). Default "":
+	// output is kept in memory only, for error reports.
+	LogDir string
 }
 
 // Fleet is a running local stack. Stop it when done.
@@ -106,6 +120,11 @@ type Fleet struct {
 	links    []*localstack.NetProxy // every replica's links, stopped with the fleet
 	tmpDir   string                 // holds the built binary; "" when Options.Binary was given
 	stopOnce sync.Once
+
+	logDir      string         // Options.LogDir
+	logsStop    chan struct{}  // closed by Stop: the log writer's last round
+	logsDone    sync.WaitGroup // the log writer
+	logsWritten map[string]string
 }
 
 // Replica is one inventory process.
@@ -151,17 +170,27 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 60 * time.Second
 	}
-	f := &Fleet{AdminToken: opts.AdminToken}
+	f := &Fleet{AdminToken: opts.AdminToken, logDir: opts.LogDir}
 	defer func() {
 		if err != nil {
 			_ = f.Stop()
 		}
 	}()
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if f.logDir != "" {
+		if err := os.MkdirAll(f.logDir, 0o755); err != nil {
+			return nil, fmt.Errorf("start fleet: log directory: %w", err)
+		}
+	}
 	if f.AdminToken == "" {
 		f.AdminToken = randomToken()
 	}
 
 	// One apt-get for everything missing, before anything slow starts.
+	progress("checking for Postgres, Redis, nginx, etcd and ZooKeeper (apt-get installs what is missing)")
 	servers := []string{"initdb", "postgres", "redis-server", "nginx"}
 	if !opts.NoLockServices {
 		servers = append(servers, "etcd", "java")
@@ -175,12 +204,18 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 			return nil, fmt.Errorf("start fleet: %w", err)
 		}
 		bin = filepath.Join(f.tmpDir, "inventory")
-		if err := Build(ctx, bin); err != nil {
+		progress("building the service (go build ./cmd/inventory: a minute or two the first time; after that mostly the link)")
+		if err := build(ctx, bin, progress); err != nil {
 			return nil, err
 		}
 	}
 
 	// The servers start in parallel: initdb is the slow part.
+	if opts.NoLockServices {
+		progress("starting Postgres and Redis")
+	} else {
+		progress("starting Postgres, Redis, the three Redlock servers, etcd and ZooKeeper")
+	}
 	var pgErr, rdErr, lockErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -214,6 +249,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 
+	progress(fmt.Sprintf("starting %d replicas (migrations first)", opts.Replicas))
 	for i := range opts.Replicas {
 		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env, opts.NetLinks)
 		if err != nil {
@@ -230,6 +266,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 
+	progress("starting nginx")
 	if f.Nginx, err = f.startNginx(ctx, opts.Listen); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
@@ -237,7 +274,78 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := waitReady(ctx, client.New(f.URL, client.Options{HTTPClient: probeClient}), 15*time.Second); err != nil {
 		return nil, fmt.Errorf("start fleet: nginx at %s does not reach the replicas: %w\n%s", f.URL, err, tail(f.Nginx.Logs(), 2000))
 	}
+	if f.logDir != "" {
+		f.writeLogs()
+		f.logsStop = make(chan struct{})
+		f.logsDone.Go(func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-f.logsStop:
+					return
+				case <-t.C:
+					f.writeLogs()
+				}
+			}
+		})
+	}
 	return f, nil
+}
+
+// logs returns every process of the fleet by the name of its log file.
+// Not safe to call while Start is starting them or SwapRedis swaps them.
+func (f *Fleet) logs() map[string]func() string {
+	m := map[string]func() string{}
+	for _, r := range f.Replicas {
+		m[r.Instance+".log"] = r.Logs
+	}
+	if f.Nginx != nil {
+		m["nginx.log"] = f.Nginx.Logs
+	}
+	if f.Postgres != nil {
+		m["postgres.log"] = f.Postgres.Logs
+	}
+	if f.Redis != nil {
+		m["redis.log"] = f.Redis.Logs
+	}
+	if f.RedisReplica != nil {
+		m["redis-replica.log"] = f.RedisReplica.Logs
+	}
+	if f.Sentinel != nil {
+		m["sentinel.log"] = f.Sentinel.Logs
+	}
+	for i, r := range f.RedlockServers {
+		if r != nil {
+			m[fmt.Sprintf("redlock-%d.log", i+1)] = r.Logs
+		}
+	}
+	if f.Etcd != nil {
+		m["etcd.log"] = f.Etcd.Logs
+	}
+	if f.ZooKeeper != nil {
+		m["zookeeper.log"] = f.ZooKeeper.Logs
+	}
+	return m
+}
+
+// writeLogs writes each process's kept output to its file under the log
+// directory, where it changed since the last time. The output is a tail
+// (see localstack.LogBuffer), so each file is rewritten, not appended to.
+// Errors are dropped: a log file must never stop the fleet.
+func (f *Fleet) writeLogs() {
+	if f.logsWritten == nil {
+		f.logsWritten = map[string]string{}
+	}
+	for name, logs := range f.logs() {
+		out := logs()
+		if prev, ok := f.logsWritten[name]; ok && prev == out {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(f.logDir, name), []byte(out), 0o644); err == nil {
+			f.logsWritten[name] = out
+		}
+	}
 }
 
 // startLockServices starts the redlock strategy's three Redis servers,
@@ -295,7 +403,12 @@ func (f *Fleet) lockServiceEnv() map[string]string {
 
 // Build compiles ./cmd/inventory of the module found from the current
 // directory into out. It needs the go command and the module's source.
-func Build(ctx context.Context, out string) error {
+func Build(ctx context.Context, out string) error { return build(ctx, out, nil) }
+
+// build is Build telling progress, if not nil, every few seconds how many
+// packages it has compiled (go build -v names each package it compiles;
+// cached ones are not named, so a warm build says nothing).
+func build(ctx context.Context, out string, progress func(string)) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("build inventory: the go command is not on PATH (install Go, or pass Options.Binary): %w", err)
@@ -306,10 +419,50 @@ func Build(ctx context.Context, out string) error {
 	if err != nil || gomod == "" || gomod == os.DevNull {
 		return fmt.Errorf("build inventory: run from inside the inventory module, or pass Options.Binary (go env GOMOD = %q, %v)", gomod, err)
 	}
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, "./cmd/inventory")
+	cmd := exec.CommandContext(ctx, gobin, "build", "-v", "-o", out, "./cmd/inventory")
 	cmd.Dir = filepath.Dir(gomod)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build inventory in %s: %w\n%s", cmd.Dir, err, tail(string(b), 3000))
+	var output localstack.LogBuffer
+	cmd.Stdout = &output
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	var packages atomic.Int64
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "#") && !strings.ContainsAny(line, " \t:") {
+				packages.Add(1) // a package path, as -v prints it
+			}
+			_, _ = output.Write([]byte(line + "\n"))
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	})
+	start := time.Now()
+	done := make(chan struct{})
+	if progress != nil {
+		readers.Go(func() {
+			t := time.NewTicker(5 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					progress(fmt.Sprintf("building … %s so far (packages compiled: %d; the link comes last)", time.Since(start).Round(time.Second), packages.Load()))
+				}
+			}
+		})
+	}
+	err = cmd.Run()
+	_ = pw.Close()
+	close(done)
+	readers.Wait()
+	if err != nil {
+		return fmt.Errorf("build inventory in %s: %w\n%s", cmd.Dir, err, tail(output.String(), 3000))
+	}
+	if progress != nil {
+		progress(fmt.Sprintf("built in %s (packages compiled: %d, the others from the Go cache)", time.Since(start).Round(time.Second), packages.Load()))
 	}
 	return nil
 }
@@ -524,6 +677,10 @@ func (r *Replica) stop(grace time.Duration) error {
 func (f *Fleet) Stop() error {
 	var errs []error
 	f.stopOnce.Do(func() {
+		if f.logsStop != nil {
+			close(f.logsStop)
+			f.logsDone.Wait()
+		}
 		var wg sync.WaitGroup
 		rerrs := make([]error, len(f.Replicas))
 		for i, r := range f.Replicas {
@@ -559,6 +716,9 @@ func (f *Fleet) Stop() error {
 		}
 		if f.Postgres != nil {
 			_ = f.Postgres.Stop()
+		}
+		if f.logDir != "" {
+			f.writeLogs() // what the processes said as they stopped
 		}
 		if f.tmpDir != "" {
 			errs = append(errs, os.RemoveAll(f.tmpDir))
