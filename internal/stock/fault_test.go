@@ -373,7 +373,7 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 	s := newLua(e.deps("replica-a"))
 	counter := func() int64 { n, _ := counterLeft(e, id); return n }
 	reserveLeft := func(o Order, res string) (int64, int64, error) {
-		status, r, err := runReserve(ctx, e.rdb, o, res)
+		status, r, err := runReserve(ctx, e.rdb, o, res, time.Minute)
 		return status, r.unitsLeftNow, err
 	}
 	keyed := func(n int64) Order { return Order{ProductID: id, Quantity: n, IdempotencyKey: "order-7"} }

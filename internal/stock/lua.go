@@ -20,6 +20,8 @@ import (
 // 409 and the counter is dropped to be reloaded.
 type lua struct {
 	d Deps
+	// lease is reservationLease; tests shorten it.
+	lease time.Duration
 }
 
 var (
@@ -35,13 +37,25 @@ var (
 	//go:embed drop.lua
 	dropSrc    string
 	dropScript = redis.NewScript(dropSrc)
+	//go:embed renew.lua
+	renewSrc    string
+	renewScript = redis.NewScript(renewSrc)
 )
 
 // reservationTTL is how long Redis remembers a reservation, so that a
 // re-sent reserve or give-back script acts at most once. It only needs to
-// outlive one sale; an expired reservation can at worst strand its units
-// (undersell), never sell them twice.
+// outlive one sale.
 const reservationTTL = 5 * time.Minute
+
+// reservationLease is how long a reservation's units stay taken once its
+// holder stops renewing them (it died, or its sale's outcome is unknown):
+// the next reserve of the product after that gives them back. The holder
+// renews every third of it while its sale runs. A holder that outlives its
+// lease (paused) and then commits leaves the counter counting units
+// Postgres has sold: Postgres's guard refuses that sale's successors, and
+// the counter is reloaded (see sellOnce), so it can cost a retry, never an
+// oversell.
+const reservationLease = 2 * time.Second
 
 // counterTTL is how long a loaded counter lives before it is reloaded from
 // Postgres: the safety net that bounds how long a stale counter (one a
@@ -52,7 +66,7 @@ const counterTTL = time.Minute
 // even when the buyer's context has ended.
 const giveBackTimeout = 5 * time.Second
 
-func newLua(d Deps) *lua { return &lua{d: d} }
+func newLua(d Deps) *lua { return &lua{d: d, lease: reservationLease} }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
@@ -67,7 +81,8 @@ var errTwinInFlight = errors.New("an order with the same idempotency key is in f
 // in two cases. The Redis counter answers before Postgres commits, so an
 // order racing its twin (a retry with the same idempotency key) could be
 // told "sold out" with the twin's own units; instead it waits for the twin's
-// outcome: the twin's sale (a replay), or its give-back. And a restock
+// outcome: the twin's sale (a replay), its give-back, or its lease running
+// out (its holder died, or its outcome is unknown). And a restock
 // between the reservation and the write leaves the reservation in a round
 // that is over: the sale is tried again in the new one.
 func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
@@ -106,10 +121,13 @@ type reservation struct {
 // sellOnce reserves the units in Redis under reservation id res (loading a
 // missing counter from Postgres), does the simulated work, then decrements
 // Postgres, guarded and in the reservation's round, and records the sale in
-// one transaction. When that transaction certainly did not commit, the
-// units go back to the counter they came from; when its outcome is unknown
-// they stay taken (undersell, never oversell). When Postgres refuses for
-// lack of stock, the counter over-counted: it is dropped, to be reloaded.
+// one transaction. The reservation's lease is renewed meanwhile. When that
+// transaction certainly did not commit, the units go back to the counter
+// they came from; when it committed, the lease ends; when its outcome is
+// unknown, the lease runs out and the next reserve gives the units back
+// (if the sale did commit, the counter then over-counts, which Postgres's
+// guard catches: never an oversell). When Postgres refuses for lack of
+// stock, the counter over-counted: it is dropped, to be reloaded.
 func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 	r, err := s.reserve(ctx, o, res)
 	if err != nil {
@@ -120,17 +138,26 @@ func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 		}
 		return Sale{}, err
 	}
+	stop := s.renew(ctx, o, r)
 	if err := pause(ctx, s.d.WorkDelay); err != nil {
+		stop()
 		_ = s.giveBack(ctx, o, res)
 		return Sale{}, err
 	}
 	sale, err := s.d.Store.record(ctx, o, Lua, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return t.decrementIfEnoughIn(ctx, o.Quantity, int(r.round))
 	})
-	if notCommitted(sale, err) {
+	stop()
+	switch {
+	case notCommitted(sale, err):
 		if gerr := s.giveBack(ctx, o, res); gerr != nil && err != nil {
 			err = fmt.Errorf("%w (and returning the %d reserved units failed: %v)", err, o.Quantity, gerr)
 		}
+	case err == nil:
+		s.settle(ctx, o, r)
+		// An unknown outcome keeps its lease to run out: the units come
+		// back then, and if the sale did commit after all, Postgres's guard
+		// catches the counter's surplus.
 	}
 	switch {
 	case errors.Is(err, ErrSoldOut):
@@ -152,7 +179,7 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 	// Twice is enough unless the counter is deleted again right after each
 	// load (restocks in a tight loop); then give up rather than spin.
 	for range 3 {
-		status, r, err := runReserve(ctx, s.d.Redis, o, res)
+		status, r, err := runReserve(ctx, s.d.Redis, o, res, s.lease)
 		if err != nil {
 			return r, err
 		}
@@ -197,6 +224,50 @@ func (s *lua) drop(ctx context.Context, id string, r reservation) {
 	_ = dropScript.Run(dctx, s.d.Redis, []string{counterKey(id)}, r.round, r.gen).Err()
 }
 
+// leaseMember is r's entry in the product's leases (see reserve.lua).
+func leaseMember(o Order, r reservation) string {
+	return fmt.Sprintf("%s %d %d %d", r.id, r.round, r.gen, o.Quantity)
+}
+
+// leasesKey is the sorted set of a product's reservations in flight.
+func leasesKey(id string) string { return counterKey(id) + ":leases" }
+
+// renew keeps reservation r's lease alive, renewing it every third of the
+// lease, until the returned stop is called; stop waits for it to end. A
+// renewal that fails leaves the lease to run out: the units go back then.
+func (s *lua) renew(ctx context.Context, o Order, r reservation) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(s.lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease/3)
+				_ = renewScript.Run(rctx, s.d.Redis, []string{leasesKey(o.ProductID)}, leaseMember(o, r), s.lease.Milliseconds()).Err()
+				cancel()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
+
+// settle ends a committed sale's lease: its units are Postgres's now.
+// Best effort: a lease left behind runs out and gives the units back to the
+// counter, whose surplus Postgres's guard then catches.
+func (s *lua) settle(ctx context.Context, o Order, r reservation) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	_ = s.d.Redis.ZRem(sctx, leasesKey(o.ProductID), leaseMember(o, r)).Err()
+}
+
 // giveBack returns a reservation's units, even after ctx has ended.
 func (s *lua) giveBack(ctx context.Context, o Order, res string) error {
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
@@ -218,9 +289,9 @@ const (
 )
 
 // runReserve runs reserve.lua once for o and returns its status and what it reserved.
-func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res string) (int64, reservation, error) {
+func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res string, lease time.Duration) (int64, reservation, error) {
 	id := o.ProductID
-	out, err := reserveScript.Run(ctx, rdb, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res).Int64Slice()
+	out, err := reserveScript.Run(ctx, rdb, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res, lease.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, reservation{}, redisErr("reserve from "+counterKey(id), err)
 	}
@@ -231,11 +302,12 @@ func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res str
 }
 
 // scriptKeys are the keys reserve.lua and giveback.lua touch for o's
-// reservation res: the counter, the reservation and, for an order with an
-// idempotency key, that key's in-flight marker. The hash tag keeps them all
-// in the counter's Redis Cluster slot, as scripts require.
+// reservation res: the counter, the reservation, the product's leases and,
+// for an order with an idempotency key, that key's in-flight marker. The
+// hash tag keeps them all in the counter's Redis Cluster slot, as scripts
+// require.
 func scriptKeys(o Order, res string) []string {
-	keys := []string{counterKey(o.ProductID), reservationKey(o.ProductID, res)}
+	keys := []string{counterKey(o.ProductID), reservationKey(o.ProductID, res), leasesKey(o.ProductID)}
 	if o.IdempotencyKey != "" {
 		keys = append(keys, counterKey(o.ProductID)+":idem:"+o.IdempotencyKey)
 	}

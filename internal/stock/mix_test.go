@@ -299,6 +299,20 @@ func TestRestockDuringSales(t *testing.T) {
 				}
 			}
 			t.Logf("%s: buyers in flight across the restock: %v", call, crossed)
+			// Round 2's stock only falls, so if any is left at the end there
+			// was some all along: a buyer who began after the restock was
+			// answered and was told "sold out" got a false answer.
+			if p.Quantity > 0 {
+				falseSoldOut := 0
+				for _, r := range results {
+					if r.began.After(to) && errors.Is(r.err, ErrSoldOut) {
+						falseSoldOut++
+					}
+				}
+				if falseSoldOut > 0 {
+					t.Errorf("%s: %d buyers who began after the restock were told sold out, with %d units of round 2 left at the end", call, falseSoldOut, p.Quantity)
+				}
+			}
 			if p.Round != 2 {
 				t.Errorf("%s: the product is in round %d, want 2 (one restock after the first)", call, p.Round)
 			}

@@ -1,0 +1,201 @@
+// Package history records what every buyer was told and checks, product by
+// product, that one order of events explains all of it: each answer must be
+// what a single, sequential stock would have given at some moment between
+// the request and its answer (linearizability, checked with porcupine).
+//
+// The model of one product is its stock and round. A sale of q answered
+// "sold" needs stock ≥ q and leaves stock − q (the answer's remaining, when
+// given, must match); "sold out" needs stock < q; a definite failure
+// changes nothing; an unknown outcome may or may not have sold. A restock
+// sets the stock and starts a round. A final reading of the database must
+// match the state the history leads to.
+package history
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Outcome is what a request's answer says happened.
+type Outcome int
+
+const (
+	// Sold: the sale is done (2xx); for a restock, it was applied.
+	Sold Outcome = iota
+	// SoldOut: too few units (409 sold-out).
+	SoldOut
+	// Failed: a definite failure; nothing was sold or restocked (4xx, 503
+	// other than outcome-unknown).
+	Failed
+	// Unknown: the request may or may not have taken effect (outcome-unknown,
+	// a timeout, a lost connection).
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Sold:
+		return "sold"
+	case SoldOut:
+		return "sold out"
+	case Failed:
+		return "failed"
+	case Unknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Kind is the kind of request.
+type Kind int
+
+const (
+	// Sale: POST /sale, quantity = units wanted.
+	Sale Kind = iota
+	// Restock: PUT /products/{id}, quantity = the new stock.
+	Restock
+	// Read: the database's stock after the run, quantity = the stock read.
+	// Only Check adds these.
+	Read
+)
+
+// Op is one request and its answer.
+type Op struct {
+	Client   int // who sent it: a buyer's number; ops of one client do not overlap
+	Product  string
+	Kind     Kind
+	Quantity int64
+	Outcome  Outcome
+	// Remaining is the stock a Sold answer reported right after the sale
+	// (-1 when it did not say, or when the answer replays an earlier sale
+	// and reports the stock of now), and Round the round it reported (of a
+	// sale or a restock; 0 when it did not say).
+	Remaining int64
+	Round     int
+	// Start is when the request was sent, End when its answer came.
+	Start, End time.Time
+}
+
+// Recorder collects ops from many goroutines.
+type Recorder struct {
+	mu  sync.Mutex
+	ops []Op
+}
+
+// Add records op.
+func (r *Recorder) Add(op Op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+}
+
+// Ops returns a copy of what was recorded, in the order it was added.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.ops...)
+}
+
+// State is a product's stock and round.
+type State struct {
+	Stock int64
+	Round int
+}
+
+// Verdict is the result of checking one product, or a whole history.
+type Verdict string
+
+const (
+	// Linearizable: an order of events explains every answer.
+	Linearizable Verdict = "LINEARIZABLE"
+	// NotLinearizable: no order of events explains the answers.
+	NotLinearizable Verdict = "NOT LINEARIZABLE"
+	// Inconclusive: the check ran out of time; never a pass.
+	Inconclusive Verdict = "INCONCLUSIVE"
+)
+
+// ProductResult is the check of one product's history.
+type ProductResult struct {
+	Product string
+	Verdict Verdict
+	// Ops is how many ops were checked (definite failures, which constrain
+	// nothing, are left out).
+	Ops int
+	// Violation names what no order explains, for a NotLinearizable
+	// product: "false sold-out", "phantom sale", "lost sale" (the final
+	// stock is below what the answers account for) or "wrong remaining".
+	Violation string
+	// Evidence is the first op no order could place, described.
+	Evidence string
+	// Took is how long the check ran.
+	Took time.Duration
+
+	viz func(path string) error
+}
+
+// WriteHTML writes porcupine's visualization of this product's history: the
+// longest orders found and, for a product that fails, where they break.
+func (p ProductResult) WriteHTML(path string) error {
+	if p.viz == nil {
+		return fmt.Errorf("history of %q: nothing to visualize", p.Product)
+	}
+	return p.viz(path)
+}
+
+// Result is the check of a whole history.
+type Result struct {
+	Verdict  Verdict
+	Products []ProductResult // sorted by product
+}
+
+// Failed returns the products whose verdict is not Linearizable.
+func (r Result) Failed() []ProductResult {
+	var out []ProductResult
+	for _, p := range r.Products {
+		if p.Verdict != Linearizable {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Check checks ops product by product. initial is each product's state
+// before the first op, final its state read from the database after the
+// last op has returned (a product missing from final is not read). Each
+// product's check stops after timeout (0: no limit) and is then
+// Inconclusive. The whole Result is NotLinearizable if any product is,
+// else Inconclusive if any product is, else Linearizable.
+func Check(initial, final map[string]State, ops []Op, timeout time.Duration) Result {
+	byProduct := map[string][]Op{}
+	for _, op := range ops {
+		if op.Kind == Sale && op.Outcome == Failed {
+			continue // no effect, no constraint
+		}
+		byProduct[op.Product] = append(byProduct[op.Product], op)
+	}
+	for id := range final {
+		if _, ok := byProduct[id]; !ok {
+			byProduct[id] = nil
+		}
+	}
+	products := make([]string, 0, len(byProduct))
+	for id := range byProduct {
+		products = append(products, id)
+	}
+	sort.Strings(products)
+
+	res := Result{Verdict: Linearizable}
+	for _, id := range products {
+		pr := checkProduct(id, initial[id], final, byProduct[id], timeout)
+		switch {
+		case pr.Verdict == NotLinearizable:
+			res.Verdict = NotLinearizable
+		case pr.Verdict == Inconclusive && res.Verdict == Linearizable:
+			res.Verdict = Inconclusive
+		}
+		res.Products = append(res.Products, pr)
+	}
+	return res
+}

@@ -1,0 +1,218 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+type input struct {
+	kind Kind
+	q    int64
+}
+
+type output struct {
+	outcome   Outcome
+	remaining int64
+	round     int
+}
+
+// model is one product's stock as a sequential object.
+var model = porcupine.NondeterministicModel{
+	Init: func() []any { panic("history: Init is set per product") },
+	Step: func(state, in, out any) []any {
+		return step(state.(State), in.(input), out.(output))
+	},
+	Equal: func(a, b any) bool { return a.(State) == b.(State) },
+	Hash: func(s any) uint64 {
+		st := s.(State)
+		return uint64(st.Stock)*1_000_003 + uint64(st.Round)
+	},
+	DescribeOperation: func(in, out any) string { return describe(in.(input), out.(output)) },
+	DescribeState: func(s any) string {
+		st := s.(State)
+		return fmt.Sprintf("stock %d, round %d", st.Stock, st.Round)
+	},
+}
+
+// step is every state s can go to by one op with this answer; none when the
+// answer is impossible in s.
+func step(s State, in input, out output) []any {
+	switch in.kind {
+	case Sale:
+		sold := State{Stock: s.Stock - in.q, Round: s.Round}
+		switch out.outcome {
+		case Sold:
+			if s.Stock < in.q || (out.round > 0 && out.round != s.Round) || (out.remaining >= 0 && out.remaining != sold.Stock) {
+				return nil
+			}
+			return []any{sold}
+		case SoldOut:
+			if s.Stock < in.q {
+				return []any{s}
+			}
+			return nil
+		case Unknown:
+			if s.Stock >= in.q {
+				return []any{s, sold}
+			}
+			return []any{s}
+		default:
+			return []any{s}
+		}
+	case Restock:
+		next := State{Stock: in.q, Round: s.Round + 1}
+		if out.round > 0 {
+			next.Round = out.round
+		}
+		switch out.outcome {
+		case Sold:
+			return []any{next}
+		case Unknown:
+			return []any{s, next}
+		default:
+			return []any{s}
+		}
+	case Read:
+		if s.Stock == in.q && (out.round == 0 || out.round == s.Round) {
+			return []any{s}
+		}
+		return nil
+	}
+	return nil
+}
+
+func describe(in input, out output) string {
+	switch in.kind {
+	case Sale:
+		s := fmt.Sprintf("sell %d → %s", in.q, out.outcome)
+		if out.outcome == Sold && out.remaining >= 0 {
+			s += fmt.Sprintf(", %d left", out.remaining)
+		}
+		return s
+	case Restock:
+		return fmt.Sprintf("restock to %d → %s", in.q, out.outcome)
+	case Read:
+		return fmt.Sprintf("database: stock %d", in.q)
+	}
+	return "?"
+}
+
+// checkProduct checks one product's ops (and its final reading, if any).
+func checkProduct(id string, init State, final map[string]State, ops []Op, timeout time.Duration) ProductResult {
+	began := time.Now()
+	var base, last time.Time
+	for i, op := range ops {
+		if i == 0 || op.Start.Before(base) {
+			base = op.Start
+		}
+		if op.End.After(last) {
+			last = op.End
+		}
+	}
+	at := func(t time.Time) int64 { return int64(t.Sub(base)) }
+	// Ops whose outcome is unknown may take effect any time up to the
+	// final reading, which comes after everything.
+	unknownEnd := at(last) + 1
+	readAt := at(last) + 2
+
+	history := make([]porcupine.Operation, 0, len(ops)+1)
+	for _, op := range ops {
+		end := at(op.End)
+		if op.Outcome == Unknown {
+			end = unknownEnd
+		}
+		remaining := op.Remaining
+		if op.Kind != Sale {
+			remaining = -1
+		}
+		history = append(history, porcupine.Operation{
+			ClientId: op.Client,
+			Input:    input{kind: op.Kind, q: op.Quantity},
+			Call:     at(op.Start),
+			Output:   output{outcome: op.Outcome, remaining: remaining, round: op.Round},
+			Return:   end,
+		})
+	}
+	if f, ok := final[id]; ok {
+		history = append(history, porcupine.Operation{
+			ClientId: maxClient(ops) + 1,
+			Input:    input{kind: Read, q: f.Stock},
+			Call:     readAt,
+			Output:   output{outcome: Sold, remaining: -1, round: f.Round},
+			Return:   readAt,
+		})
+	}
+
+	m := model
+	m.Init = func() []any { return []any{init} }
+	pm := m.ToModel()
+	result, info := porcupine.CheckOperationsVerbose(pm, history, timeout)
+	pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began)}
+	pr.viz = func(path string) error { return porcupine.VisualizePath(pm, info, path) }
+	switch result {
+	case porcupine.Ok:
+		pr.Verdict = Linearizable
+	case porcupine.Unknown:
+		pr.Verdict = Inconclusive
+		pr.Evidence = fmt.Sprintf("no order found or ruled out within %v", timeout)
+	default:
+		pr.Verdict = NotLinearizable
+		pr.Violation, pr.Evidence = explain(history, info)
+	}
+	return pr
+}
+
+// explain names the first op (by call time) that the longest order found
+// could not place, and what kind of untrue answer that makes it.
+func explain(history []porcupine.Operation, info porcupine.LinearizationInfo) (violation, evidence string) {
+	placed := map[int]bool{}
+	longest := 0
+	for _, partials := range info.PartialLinearizations() {
+		for _, p := range partials {
+			if len(p) > longest {
+				longest = len(p)
+				placed = map[int]bool{}
+				for _, i := range p {
+					placed[i] = true
+				}
+			}
+		}
+	}
+	order := make([]int, len(history))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return history[order[a]].Call < history[order[b]].Call })
+	for _, i := range order {
+		if placed[i] {
+			continue
+		}
+		op := history[i]
+		in, out := op.Input.(input), op.Output.(output)
+		ev := fmt.Sprintf("client %d: %s (at %v–%v); %d of %d ops placed before it", op.ClientId, describe(in, out),
+			time.Duration(op.Call), time.Duration(op.Return), len(placed), len(history))
+		switch {
+		case in.kind == Read:
+			return "final stock", ev
+		case in.kind == Restock:
+			return "restock", ev
+		case out.outcome == SoldOut:
+			return "false sold-out", ev
+		case out.outcome == Sold:
+			return "phantom sale", ev
+		}
+		return "unexplained", ev
+	}
+	return "unexplained", fmt.Sprintf("%d ops, none left unplaced by the longest order", len(history))
+}
+
+func maxClient(ops []Op) int {
+	m := 0
+	for _, op := range ops {
+		m = max(m, op.Client)
+	}
+	return m
+}

@@ -1,0 +1,144 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// shortLease is the reservation lease of the lease tests: short enough
+// that a dead holder's units come back within a test, long enough that
+// the renewals of a live one, every third of it, keep it on a busy machine.
+const shortLease = 300 * time.Millisecond
+
+// luaWithLease is a lua seller with the given reservation lease.
+func luaWithLease(e *env, instance string, lease time.Duration) *lua {
+	s := newLua(e.deps(instance))
+	s.lease = lease
+	return s
+}
+
+// TestLuaDeadBuyerStrandsNothing: a replica reserves the last unit and dies
+// before its Postgres write (its reservation is left in Redis, nobody gives
+// it back). The unit is in flight, so a buyer at another replica is told
+// sold out at first; once the dead reservation's lease has run out, the
+// next buyer gets it. Before leases, the unit stayed taken until the
+// counter's TTL (a minute) reloaded it, answering "sold out" with stock in
+// Postgres all along.
+func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
+	e := newEnv(t)
+	const id = "stranded"
+	e.restock(t, id, 1)
+	s := luaWithLease(e, "replica-b", shortLease)
+	ctx := context.Background()
+	if err := s.seed(ctx, id); err != nil {
+		t.Fatalf("load the counter: %v", err)
+	}
+	dead := Order{ProductID: id, Quantity: 1}
+	if status, _, err := runReserve(ctx, e.rdb, dead, "dead-replica", shortLease); err != nil || status != reserved {
+		t.Fatalf("reserve the last unit as the replica that dies = status %d, %v; want reserved", status, err)
+	}
+	if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+		t.Fatalf("Sell(%q, 1) while the dead replica's lease runs = %v, want ErrSoldOut (its unit is in flight)", id, err)
+	}
+	var sale Sale
+	waitFor(t, "the dead replica's unit to be sold again", 10*time.Second, func() bool {
+		var err error
+		sale, err = s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		if err != nil && !errors.Is(err, ErrSoldOut) {
+			t.Fatalf("Sell(%q, 1) = %v, want a sale or ErrSoldOut", id, err)
+		}
+		return err == nil
+	})
+	if sale.Remaining != 0 {
+		t.Errorf("Sell(%q, 1) of the returned unit = %d remaining, want 0", id, sale.Remaining)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
+		t.Errorf("stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
+	}
+	if n, err := counterLeft(e, id); err != nil || n != 0 {
+		t.Errorf("counter %s = %d, %v; want 0 (the unit given back once, then sold)", counterKey(id), n, err)
+	}
+}
+
+// TestLuaUnknownOutcomeDoesNotBlockItsKey: an order with an idempotency key
+// reserved its units and then its replica stopped (died, or answered
+// outcome-unknown and went on to other work) without a Postgres write. The
+// buyer's retry with the same key waits for that reservation's outcome,
+// which is decided when its lease runs out: the retry sells, once, well
+// within its wait budget. Before leases, the in-flight marker held the key
+// for five minutes, and every retry got 503 after its whole wait.
+func TestLuaUnknownOutcomeDoesNotBlockItsKey(t *testing.T) {
+	e := newEnv(t)
+	const id = "unknown-outcome"
+	e.restock(t, id, 5)
+	s := luaWithLease(e, "replica-b", shortLease)
+	ctx := context.Background()
+	if err := s.seed(ctx, id); err != nil {
+		t.Fatalf("load the counter: %v", err)
+	}
+	o := Order{ProductID: id, Quantity: 2, IdempotencyKey: "order-unknown"}
+	if status, _, err := runReserve(ctx, e.rdb, o, "first-try", shortLease); err != nil || status != reserved {
+		t.Fatalf("reserve as the first try = status %d, %v; want reserved", status, err)
+	}
+	sale, err := s.Sell(ctx, o)
+	if err != nil || sale.Replayed || sale.Remaining != 3 {
+		t.Fatalf("retry Sell(%+v) = %+v, %v; want a new sale leaving 3", o, sale, err)
+	}
+	if again, err := s.Sell(ctx, o); err != nil || !again.Replayed || again.ID != sale.ID {
+		t.Errorf("second retry Sell(%+v) = %+v, %v; want the replay of sale %d", o, again, err, sale.ID)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 3 || p.Sales != 1 {
+		t.Errorf("stock %d, %d ledger rows; want 3 and 1", p.Quantity, p.Sales)
+	}
+	if n, err := counterLeft(e, id); err != nil || n != 3 {
+		t.Errorf("counter %s = %d, %v; want 3 (the first try's units back, the retry's sold)", counterKey(id), n, err)
+	}
+}
+
+// TestLuaLiveBuyerKeepsItsLease: a sale that takes several leases' time
+// (its work) renews its reservation, so a buyer at another replica is told
+// sold out all along instead of being handed the unit in flight, and the
+// counter ends at what Postgres holds, not one above it.
+func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
+	e := newEnv(t)
+	const id = "slow-buyer"
+	e.restock(t, id, 1)
+	da := e.deps("replica-a")
+	da.WorkDelay = 4 * shortLease
+	a := newLua(da)
+	a.lease = shortLease
+	b := luaWithLease(e, "replica-b", shortLease)
+	ctx := context.Background()
+
+	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+	var first float64
+	waitFor(t, "replica a to reserve the last unit", 5*time.Second, func() bool {
+		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
+		if err != nil || len(z) != 1 {
+			return false
+		}
+		first = z[0].Score
+		return true
+	})
+	waitFor(t, "replica a to renew its lease past its first expiry", 10*time.Second, func() bool {
+		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
+		return err == nil && len(z) == 1 && z[0].Score > first+float64(shortLease.Milliseconds())
+	})
+	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+		t.Errorf("Sell(%q, 1) at b while a's renewed reservation holds the unit = %v, want ErrSoldOut", id, err)
+	}
+	if _, err := waitA(); err != nil {
+		t.Fatalf("Sell(%q, 1) at a = %v, want the sale", id, err)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
+		t.Errorf("stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
+	}
+	if n, err := counterLeft(e, id); err != nil || n != 0 {
+		t.Errorf("counter %s = %d, %v; want 0", counterKey(id), n, err)
+	}
+	if n, err := e.rdb.ZCard(ctx, leasesKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("ZCARD %s after a's commit = %d, %v; want 0 (the lease settled)", leasesKey(id), n, err)
+	}
+}
