@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test test-unit test-e2e test-faults lint fuzz fuzz-short demo fleet faults deps demo-deps clean
+.PHONY: all build test test-unit test-e2e test-faults test-k8s lint fuzz fuzz-short demo fleet faults deps demo-deps clean
 
 all: build
 
@@ -25,7 +25,11 @@ lint:
 ## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run. What CI runs.
 test: deps lint
 	$(GO) test -race -count=1 -timeout 20m ./...
-	@$(MAKE) --no-print-directory fuzz-short
+	@$(MAKE) --no-print-directory test-k8s fuzz-short
+
+## test-k8s: render the Kubernetes manifests and decode them strictly, offline (deploy/k8s is a module of its own)
+test-k8s:
+	cd deploy/k8s && $(GO) test -count=1 ./...
 
 # The tiers, for iterating (make test runs them all at once). A test joins
 # the e2e or faults tier with testenv.InTier; every other test is a unit test.
