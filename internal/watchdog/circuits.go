@@ -30,7 +30,7 @@ func (c Circuit) Err() error {
 // without a round trip. A circuit opened by another replica is seen here at
 // the next Refresh.
 type Circuits struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
 	opened atomic.Pointer[map[string]Circuit]
 }
 

@@ -69,7 +69,11 @@ type observer struct {
 	open     []string
 }
 
-func (o *observer) Violated(v Violation) { o.mu.Lock(); o.violated = append(o.violated, v); o.mu.Unlock() }
+func (o *observer) Violated(v Violation) {
+	o.mu.Lock()
+	o.violated = append(o.violated, v)
+	o.mu.Unlock()
+}
 func (o *observer) CircuitOpen(p []string) {
 	o.mu.Lock()
 	o.open = p
