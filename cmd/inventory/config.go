@@ -48,6 +48,10 @@ type config struct {
 	// MaxWaiting is how many buyers of one product may wait inside a
 	// replica at once; beyond it a buyer gets 503 at once. 0: no limit.
 	MaxWaiting int `env:"INVENTORY_MAX_WAITING" envDefault:"1024"`
+	// WatchdogInterval is how often the invariant watchdog checks the
+	// products touched lately and refreshes the sale circuits; 0 turns both
+	// off.
+	WatchdogInterval time.Duration `env:"INVENTORY_WATCHDOG_INTERVAL" envDefault:"1s"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -131,6 +135,9 @@ func (c config) validate() error {
 	}
 	if c.MaxWaiting < 0 {
 		return bad("INVENTORY_MAX_WAITING", "must be 0 (no limit) or more, got %d", c.MaxWaiting)
+	}
+	if c.WatchdogInterval < 0 {
+		return bad("INVENTORY_WATCHDOG_INTERVAL", "must be 0 (off) or more, got %s", c.WatchdogInterval)
 	}
 	if c.SoldOutTTL < 0 {
 		return bad("INVENTORY_SOLD_OUT_TTL", "must be 0 (off) or more, got %s", c.SoldOutTTL)

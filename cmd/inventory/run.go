@@ -29,6 +29,7 @@ import (
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
+	"inventory/internal/watchdog"
 	"inventory/migrations"
 )
 
@@ -211,10 +212,30 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		following.Go(func() { defaultStrategy.Run(followCtx) })
 	}
 
+	// The invariant watchdog: stopped after the drain, like the default's
+	// lease, so a sale in flight is still checked.
+	var circuits *watchdog.Circuits
+	if cfg.WatchdogInterval > 0 {
+		watchPool, err := sidePool(ctx, pool, "inventory-watchdog", 2, readTimeout)
+		if err != nil {
+			return err
+		}
+		defer watchPool.Close()
+		circuits = watchdog.NewCircuits(watchPool)
+		var watching sync.WaitGroup
+		watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
+		defer watching.Wait()
+		defer stopWatching()
+		wd := watchdog.New(watchPool, circuits, watchdog.Options{
+			Interval: cfg.WatchdogInterval, Instance: cfg.Instance, Logger: log, Observer: m,
+		})
+		watching.Go(func() { wd.Run(watchCtx) })
+	}
+
 	handler, err := api.NewServer(api.Config{
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
-		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds,
+		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits,
 	})
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"inventory/internal/settings"
 	"inventory/internal/stock"
 	"inventory/internal/testenv"
+	"inventory/internal/watchdog"
 	"inventory/migrations"
 )
 
@@ -51,6 +52,9 @@ type fixture struct {
 	rdb     *redis.Client
 	// holds is the server's log of lock holds, which its sellers record in.
 	holds *stock.HoldLog
+	pool  *pgxpool.Pool
+	// circuits is the server's sale circuits, which a watchdog on pool opens.
+	circuits *watchdog.Circuits
 }
 
 // newFixture starts the server; tweaks change its Config first (a test's
@@ -101,7 +105,8 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 	}
 	cfg := Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-1",
 		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg,
-		Holds: holds}
+		Holds: holds, Circuits: watchdog.NewCircuits(pool)}
+	circuits := cfg.Circuits
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
@@ -112,7 +117,7 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 	// Every exchange of every test is checked against openapi.yaml.
 	srv := httptest.NewServer(specChecker(t).Handler(t, h))
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, url: srv.URL, handler: h, store: store, rdb: rdb, holds: holds}
+	return &fixture{t: t, url: srv.URL, handler: h, store: store, rdb: rdb, holds: holds, pool: pool, circuits: circuits}
 }
 
 type response struct {

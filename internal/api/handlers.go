@@ -68,6 +68,12 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		s.writeProblem(w, r, err, "strategy", strategy)
 		return
 	}
+	if c, open := s.Circuits.Open(order.ProductID); open {
+		err := c.Err()
+		s.Metrics.Sale(strategy, classify(err).slug, time.Since(start))
+		s.writeProblem(w, r, err, "strategy", strategy, "product_id", order.ProductID)
+		return
+	}
 	sale, err := seller.Sell(r.Context(), order)
 	k := classify(err)
 	result := k.slug
@@ -350,6 +356,9 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
+	// The new round is one no circuit covers; the other replicas see that
+	// at their next refresh.
+	s.Circuits.Forget(id)
 	if s.SoldOut != nil {
 		// Answered only once no replica answers sold-out for an older round.
 		if err := s.SoldOut.Restocked(r.Context(), id, p.Round); err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"inventory/internal/stock"
+	"inventory/internal/watchdog"
 )
 
 // Errors of the HTTP layer itself; stock's sentinels cover the rest.
@@ -90,6 +91,9 @@ func classify(err error) kind {
 	case errors.Is(err, stock.ErrIdempotencyConflict):
 		return kind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
 			"This Idempotency-Key was already used for a different order; nothing was sold.", debug, false}
+	case errors.Is(err, watchdog.ErrCircuitOpen):
+		// The detail is the evidence, in our own words.
+		return kind{http.StatusServiceUnavailable, "circuit-open", "Sales of this product are stopped", "", warn, true}
 	case errors.Is(err, stock.ErrLockTimeout):
 		return kind{http.StatusServiceUnavailable, "lock-timeout", "Timed out waiting for the lock",
 			"Too many buyers were ahead of this one to wait for; nothing was sold. Try again shortly.", warn, true}
@@ -150,9 +154,10 @@ func (s *server) writeClassified(w http.ResponseWriter, r *http.Request, k kind,
 	}
 	if p.Detail == "" {
 		p.Detail = err.Error()
-		// A row without its sentence must still not leak; the one 5xx
-		// whose message is ours names the setting a strategy is missing.
-		if k.status >= 500 && !errors.Is(err, stock.ErrNotConfigured) {
+		// A row without its sentence must still not leak; the 5xx whose
+		// messages are ours name the setting a strategy is missing, or the
+		// evidence a product's circuit was opened on.
+		if k.status >= 500 && !errors.Is(err, stock.ErrNotConfigured) && !errors.Is(err, watchdog.ErrCircuitOpen) {
 			p.Detail = k.title
 		}
 	}

@@ -17,6 +17,7 @@ func (s *server) routes(r chi.Router) {
 	r.Get("/products/{id}/rounds/{round}", s.handleGetRound)
 	r.With(s.requireAdmin).Put("/products/{id}", s.handlePutProduct)
 	r.With(s.requireAdmin).Get("/products/{id}/holds", s.handleGetHolds)
+	r.With(s.requireAdmin).Post("/products/{id}/circuit", s.handleCloseCircuit)
 
 	r.Get("/strategies", s.handleListStrategies)
 	r.Get("/strategy", s.handleGetStrategy)

@@ -21,6 +21,7 @@ import (
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
+	"inventory/internal/watchdog"
 )
 
 // Config is what the HTTP layer needs; every field but AdminToken is required.
@@ -51,6 +52,10 @@ type Config struct {
 	// replica record (stock.Deps.Holds), served by GET
 	// /products/{id}/holds; nil answers every product with no holds.
 	Holds *stock.HoldLog
+	// Circuits, when set, is the fleet's sale circuits (watchdog): a sale of
+	// a product whose circuit is open gets 503 circuit-open, and
+	// POST /products/{id}/circuit closes it. nil: no circuits.
+	Circuits *watchdog.Circuits
 }
 
 type server struct {

@@ -1,6 +1,6 @@
 // Package metrics defines the service's Prometheus metrics: sales, lock
-// events, lock breaches, optimistic conflicts, HTTP traffic and
-// connection-pool state.
+// events, lock breaches, optimistic conflicts, broken invariants and open
+// circuits, HTTP traffic and connection-pool state.
 package metrics
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/watchdog"
 )
 
 // latencyBuckets resolve sub-millisecond Redis paths as well as multi-second
@@ -38,6 +39,8 @@ type Metrics struct {
 	lockLost     *prometheus.CounterVec
 	lockHeld     prometheus.Histogram
 	lockReleases *prometheus.CounterVec
+	violations   *prometheus.CounterVec
+	circuitOpen  *prometheus.GaugeVec
 
 	// The per-request series, by their labels: a label lookup in a vector
 	// hashes and locks, and every request did two.
@@ -100,10 +103,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		lockReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inventory_lock_releases_total", Help: "Lock releases by result.",
 		}, []string{"result"}),
+		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_invariant_violations_total",
+			Help: "Broken stock invariants the watchdog found (each new piece of evidence once), by product and kind.",
+		}, []string{"product", "kind"}),
+		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inventory_circuit_open", Help: "1 for each product whose sales this replica refuses because its circuit is open.",
+		}, []string{"product"}),
 	}
 	reg.MustRegister(
 		m.sales, m.saleSeconds, m.breaches, m.conflicts, m.httpRequests, m.httpSeconds,
 		m.lockAcquire, m.lockTrips, m.lockRenewals, m.lockLost, m.lockHeld, m.lockReleases,
+		m.violations, m.circuitOpen,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -138,6 +149,19 @@ func (m *Metrics) LockBreach(strategy string) { m.breaches.WithLabelValues(strat
 func (m *Metrics) Strategies(strategies ...string) {
 	for _, s := range strategies {
 		m.breaches.WithLabelValues(s)
+	}
+}
+
+// Violated counts one broken invariant the watchdog found (watchdog.Observer).
+func (m *Metrics) Violated(v watchdog.Violation) {
+	m.violations.WithLabelValues(v.Product, v.Kind).Inc()
+}
+
+// CircuitOpen sets the open circuits to products (watchdog.Observer).
+func (m *Metrics) CircuitOpen(products []string) {
+	m.circuitOpen.Reset()
+	for _, p := range products {
+		m.circuitOpen.WithLabelValues(p).Set(1)
 	}
 }
 

@@ -1,0 +1,218 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"inventory/internal/testenv"
+	"inventory/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func database(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := migrations.Up(context.Background(), db); err != nil {
+		t.Fatalf("migrations.Up: %v", err)
+	}
+	return pool
+}
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("Exec(%q): %v", sql, err)
+	}
+}
+
+// product writes a product's round as the strategies leave it: its stock
+// row and one ledger row per unit sold in the round.
+func product(t *testing.T, pool *pgxpool.Pool, id string, round int, initial, quantity, sold int64) {
+	t.Helper()
+	exec(t, pool, `
+		INSERT INTO stock (product_id, name, quantity, initial, round, updated_at) VALUES ($1, $1, $2, $3, $4, now())
+		ON CONFLICT (product_id) DO UPDATE SET quantity = $2, initial = $3, round = $4, updated_at = now()`,
+		id, quantity, initial, round)
+	exec(t, pool, `DELETE FROM sales WHERE product_id = $1 AND round = $2`, id, round)
+	for range sold {
+		exec(t, pool, `INSERT INTO sales (product_id, round, quantity, strategy, instance) VALUES ($1, $2, 1, 'none', 'test')`, id, round)
+	}
+}
+
+// sell records one more unit sold in id's round, as an unguarded
+// strategy would.
+func sell(t *testing.T, pool *pgxpool.Pool, id string, round int) {
+	t.Helper()
+	exec(t, pool, `UPDATE stock SET quantity = quantity - 1, updated_at = now() WHERE product_id = $1`, id)
+	exec(t, pool, `INSERT INTO sales (product_id, round, quantity, strategy, instance) VALUES ($1, $2, 1, 'none', 'test')`, id, round)
+}
+
+// observer records what a watchdog reports.
+type observer struct {
+	mu       sync.Mutex
+	violated []Violation
+	open     []string
+}
+
+func (o *observer) Violated(v Violation) {
+	o.mu.Lock()
+	o.violated = append(o.violated, v)
+	o.mu.Unlock()
+}
+func (o *observer) CircuitOpen(p []string) {
+	o.mu.Lock()
+	o.open = p
+	o.mu.Unlock()
+}
+
+func check(t *testing.T, w *Watchdog) []Violation {
+	t.Helper()
+	found, err := w.Check(context.Background())
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return found
+}
+
+// TestWatchdog walks one product through an oversell: the watchdog sees it,
+// opens the circuit on both replicas, an admin closes it, the same evidence
+// does not open it again, another oversold unit does, and a restock starts
+// a round the circuit does not cover. Products whose stock holds are left
+// alone throughout.
+func TestWatchdog(t *testing.T) {
+	pool := database(t)
+	ctx := context.Background()
+	product(t, pool, "fine", 1, 10, 4, 6)
+	product(t, pool, "sold-out", 1, 5, 0, 5)
+	product(t, pool, "hot", 1, 10, 0, 10)
+
+	obs := &observer{}
+	a := NewCircuits(pool)
+	b := NewCircuits(pool) // another replica's copy
+	w := New(pool, a, Options{Instance: "replica-a", Observer: obs})
+	if found := check(t, w); len(found) != 0 {
+		t.Fatalf("Check with every invariant kept = %v, want none", found)
+	}
+
+	sell(t, pool, "hot", 1) // an oversell: stock -1, 11 units sold of 10
+	found := check(t, w)
+	want := Violation{Product: "hot", Round: 1, Kind: NegativeStock, Quantity: -1, Initial: 10, Sold: 11}
+	if len(found) != 1 || found[0] != want {
+		t.Fatalf("Check after an oversell = %v, want [%v]", found, want)
+	}
+	oc, open := a.Open("hot")
+	if !open || oc.Violation != want || oc.OpenedBy != "replica-a" {
+		t.Errorf("Open(hot) on the watchdog's replica = %+v, %v; want open with %v", oc, open, want)
+	}
+	if err := oc.Err(); !errors.Is(err, ErrCircuitOpen) || !containsAll(err.Error(), "stock -1", "initial 10", "11 units") {
+		t.Errorf("Circuit.Err() = %v, want ErrCircuitOpen with the evidence", err)
+	}
+	if _, open := b.Open("hot"); open {
+		t.Errorf("Open(hot) on another replica before its refresh = open, want not yet")
+	}
+	if p, err := b.Refresh(ctx); err != nil || !slices.Equal(p, []string{"hot"}) {
+		t.Errorf("Refresh on another replica = %v, %v; want [hot]", p, err)
+	}
+	if _, open := b.Open("hot"); !open {
+		t.Errorf("Open(hot) on another replica after its refresh = closed, want open")
+	}
+	if _, open := a.Open("fine"); open {
+		t.Errorf("Open(fine) = open, want closed: its stock holds")
+	}
+	if len(obs.violated) != 1 || !slices.Equal(obs.open, []string{"hot"}) {
+		t.Errorf("observer saw %v violations and open %v; want 1 and [hot]", obs.violated, obs.open)
+	}
+
+	// The same evidence, seen again, is not news.
+	if found := check(t, w); len(found) != 1 || len(obs.violated) != 1 {
+		t.Errorf("a second Check of the same oversell = %v, %d reported; want it found and reported once", found, len(obs.violated))
+	}
+
+	closed, ok, err := b.Close(ctx, "hot")
+	if err != nil || !ok || closed.Violation != want {
+		t.Fatalf("Close(hot) = %+v, %v, %v; want the circuit closed", closed, ok, err)
+	}
+	if _, ok, err := b.Close(ctx, "hot"); ok || err != nil {
+		t.Errorf("Close(hot) again = %v, %v; want nothing to close", ok, err)
+	}
+	check(t, w)
+	if _, open := a.Open("hot"); open {
+		t.Errorf("Open(hot) after an admin closed it, same evidence = open, want closed")
+	}
+
+	sell(t, pool, "hot", 1) // one more oversold unit
+	check(t, w)
+	if oc, open := a.Open("hot"); !open || oc.Quantity != -2 || oc.Sold != 12 {
+		t.Errorf("Open(hot) after another oversold unit = %+v, %v; want open again with stock -2, 12 sold", oc, open)
+	}
+
+	product(t, pool, "hot", 2, 10, 10, 0) // a restock starts round 2
+	if found := check(t, w); len(found) != 0 {
+		t.Errorf("Check after the restock = %v, want none", found)
+	}
+	if _, open := a.Open("hot"); open {
+		t.Errorf("Open(hot) in the new round = open, want closed")
+	}
+}
+
+// TestLedgerMismatch: stock that does not match the ledger (units gone
+// without a sale, or a sale without its units) is a violation too.
+func TestLedgerMismatch(t *testing.T) {
+	pool := database(t)
+	product(t, pool, "drift", 1, 10, 5, 4)
+	w := New(pool, NewCircuits(pool), Options{Instance: "replica-a"})
+	want := Violation{Product: "drift", Round: 1, Kind: LedgerMismatch, Quantity: 5, Initial: 10, Sold: 4}
+	if found := check(t, w); len(found) != 1 || found[0] != want {
+		t.Errorf("Check = %v, want [%v]", found, want)
+	}
+}
+
+// TestRunStops: Run checks until its context ends, then returns.
+func TestRunStops(t *testing.T) {
+	pool := database(t)
+	product(t, pool, "hot", 1, 1, -1, 2)
+	c := NewCircuits(pool)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); New(pool, c, Options{}).Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, open := c.Open("hot"); open {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatal("Run returned before its context ended")
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not open the oversold product's circuit within 30s")
+		}
+	}
+	cancel()
+	<-done
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
