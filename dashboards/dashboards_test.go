@@ -126,6 +126,13 @@ func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), out, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	rules, err := os.ReadFile("alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	port, err := localstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +187,42 @@ func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
 			}
 		}
 		return up == len(targets) && len(r.Data.ActiveTargets) == len(targets), fmt.Sprintf("%+v", r.Data.ActiveTargets)
+	}, prom)
+
+	var ruleFile struct {
+		Groups []struct {
+			Rules []any `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "alerts.yml", &ruleFile)
+	want := 0
+	for _, g := range ruleFile.Groups {
+		want += len(g.Rules)
+	}
+	waitFor(t, "prometheus to evaluate every alert rule against the fleet", func() (bool, string) {
+		var r struct {
+			Data struct {
+				Groups []struct {
+					Rules []struct {
+						Name   string `json:"name"`
+						Health string `json:"health"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		if err := getJSON(api+"rules", &r); err != nil {
+			return false, err.Error()
+		}
+		ok, n := 0, 0
+		for _, g := range r.Data.Groups {
+			for _, rule := range g.Rules {
+				n++
+				if rule.Health == "ok" {
+					ok++
+				}
+			}
+		}
+		return n == want && ok == n, fmt.Sprintf("%d rules of %d, %d healthy: %+v", n, want, ok, r.Data.Groups)
 	}, prom)
 
 	for _, p := range readDashboard(t).Panels {
