@@ -31,6 +31,7 @@ var nginxProblems = map[int]string{
 	408: "request-timeout",
 	413: "body-too-large",
 	414: "uri-too-long",
+	429: "too-many-requests",
 	500: "internal",
 	501: "not-implemented",
 	502: "bad-gateway",

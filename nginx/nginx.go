@@ -83,3 +83,53 @@ func LocalFiles(listen string, replicas []string) (map[string]string, error) {
 		"upstreams.conf": up.String(),
 	}, nil
 }
+
+// Limits are the gateway limits of nginx.conf; a zero field leaves its
+// limit off.
+type Limits struct {
+	// ClientRate is the requests per second one client address may send,
+	// on any path, with ClientBurst more let through at once; beyond, 429.
+	ClientRate, ClientBurst int
+	// ProductSales is how many sales of one product may be in flight on the
+	// routed path POST /products/{id}/sale; beyond, 429.
+	ProductSales int
+}
+
+// The lines of nginx.conf that WithLimits rewrites, each exactly once.
+const (
+	clientKeyOff   = `default "";  # on: $binary_remote_addr`
+	productKeyOff  = `default "";  # on: $inventory_product`
+	clientRate     = "zone=inventory_per_client:10m rate=100r/s;"
+	clientBurst    = "limit_req zone=inventory_per_client burst=200 nodelay;"
+	productSales   = "limit_conn inventory_per_product 64;"
+	limitsFileName = "nginx.conf" // the file of files they are in
+)
+
+// WithLimits turns on, in files' nginx.conf (from LocalFiles), the limits l
+// sets.
+func WithLimits(files map[string]string, l Limits) (map[string]string, error) {
+	conf := files[limitsFileName]
+	for _, line := range []string{clientKeyOff, productKeyOff, clientRate, clientBurst, productSales} {
+		if n := strings.Count(conf, line); n != 1 {
+			return nil, fmt.Errorf("%w: nginx.conf has %d %q, want exactly 1", ErrConfig, n, line)
+		}
+	}
+	if l.ClientRate < 0 || l.ClientBurst < 0 || l.ProductSales < 0 {
+		return nil, fmt.Errorf("%w: negative gateway limits %+v", ErrConfig, l)
+	}
+	if l.ClientRate > 0 {
+		conf = strings.Replace(conf, clientKeyOff, "default $binary_remote_addr;", 1)
+		conf = strings.Replace(conf, clientRate, fmt.Sprintf("zone=inventory_per_client:10m rate=%dr/s;", l.ClientRate), 1)
+		conf = strings.Replace(conf, clientBurst, fmt.Sprintf("limit_req zone=inventory_per_client burst=%d nodelay;", l.ClientBurst), 1)
+	}
+	if l.ProductSales > 0 {
+		conf = strings.Replace(conf, productKeyOff, "default $inventory_product;", 1)
+		conf = strings.Replace(conf, productSales, fmt.Sprintf("limit_conn inventory_per_product %d;", l.ProductSales), 1)
+	}
+	out := make(map[string]string, len(files))
+	for k, v := range files {
+		out[k] = v
+	}
+	out[limitsFileName] = conf
+	return out, nil
+}

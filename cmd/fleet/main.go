@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"inventory/internal/fleet"
+	"inventory/nginx"
 )
 
 func main() {
@@ -38,6 +39,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 2, "inventory replicas behind nginx")
 	token := fs.String("admin-token", "demo-admin-token", "INVENTORY_ADMIN_TOKEN of the replicas")
 	workDelay := fs.Duration("work-delay", 2*time.Millisecond, "INVENTORY_WORK_DELAY of the replicas (widens races; 0 in production)")
+	clientRate := fs.Int("limit-client-rate", 0, "nginx: requests per second one client address may send, 429 beyond (0: off)")
+	clientBurst := fs.Int("limit-client-burst", 100, "nginx: requests over -limit-client-rate let through at once")
+	productSales := fs.Int("limit-product-sales", 0, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
 	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -72,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Env:        map[string]string{"INVENTORY_WORK_DELAY": workDelay.String()},
 		AdminToken: *token,
 		Listen:     *listen,
+		Limits:     nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},
 		LogDir:     *logDir,
 		Progress:   say,
 	})

@@ -53,6 +53,9 @@ type Options struct {
 	// Listen is nginx's host:port, e.g. "127.0.0.1:8080"; empty means a
 	// free loopback port.
 	Listen string
+	// Limits are nginx's gateway limits (429 too-many-requests); the zero
+	// value leaves them off, as nginx.conf ships.
+	Limits nginx.Limits
 	// NetLinks puts a proxy (localstack.NetProxy) between each replica and
 	// Postgres and Redis, for the network faults (Replica.PostgresLink,
 	// Replica.RedisLink). Default false: replicas dial the servers directly.
@@ -267,7 +270,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 
 	progress("starting nginx")
-	if f.Nginx, err = f.startNginx(ctx, opts.Listen); err != nil {
+	if f.Nginx, err = f.startNginx(ctx, opts.Listen, opts.Limits); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.URL = "http://" + f.Nginx.Addr
@@ -571,7 +574,7 @@ func childEnv(parent []string, set map[string]string) []string {
 	return env
 }
 
-func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Nginx, error) {
+func (f *Fleet) startNginx(ctx context.Context, listen string, limits nginx.Limits) (*localstack.Nginx, error) {
 	if listen == "" {
 		port, err := localstack.FreePort()
 		if err != nil {
@@ -585,6 +588,9 @@ func (f *Fleet) startNginx(ctx context.Context, listen string) (*localstack.Ngin
 	}
 	files, err := nginx.LocalFiles(listen, addrs)
 	if err != nil {
+		return nil, err
+	}
+	if files, err = nginx.WithLimits(files, limits); err != nil {
 		return nil, err
 	}
 	return localstack.StartNginx(ctx, listen, files)
