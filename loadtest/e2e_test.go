@@ -18,6 +18,7 @@ import (
 
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
+	"inventory/internal/verdict"
 
 	"inventory/internal/testenv"
 )
@@ -98,7 +99,7 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	}
 	results := rep.Results
 	for _, r := range rep.Results {
-		for attempt := 2; !r.Safe && !needsShortTTL[r.Strategy] && r.Verdict != VerdictOversold && attempt <= unsafeAttempts; attempt++ {
+		for attempt := 2; !r.Safe && !needsShortTTL[r.Strategy] && r.Verdict != verdict.Oversold && attempt <= unsafeAttempts; attempt++ {
 			again := loadtest(r.Strategy)
 			r = again.Results[0]
 			results = append(results, r)
@@ -161,14 +162,14 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 				t.Errorf("%s: %d×2xx %d×409 %d×503 %d errors, ledger rows %d; want 2xx = ledger rows = %d and the other %d buyers 409",
 					r.Strategy, r.OK, r.SoldOut, r.Unavailable, r.Errors, db.rows, e2eStock, e2eBuyers-e2eStock)
 			}
-			if r.FinalStock != 0 || r.Oversold != 0 || r.LostUpdates != 0 || r.Verdict != VerdictSafe {
+			if r.FinalStock != 0 || r.Oversold != 0 || r.LostUpdates != 0 || r.Verdict != verdict.Safe {
 				t.Errorf("%s: final %d oversold %d lost %d verdict %s (%q), want 0 0 0 SAFE", r.Strategy, r.FinalStock, r.Oversold, r.LostUpdates, r.Verdict, r.Reasons)
 			}
 		default:
 			if db.units > e2eStock {
 				oversoldRuns[r.Strategy]++
 			}
-			if r.Oversold != max(0, db.units-e2eStock) || (r.Oversold > 0) != (r.Verdict == VerdictOversold) {
+			if r.Oversold != max(0, db.units-e2eStock) || (r.Oversold > 0) != (r.Verdict == verdict.Oversold) {
 				t.Errorf("%s (unsafe): reported oversold %d verdict %s, the ledger says %d oversold", r.Strategy, r.Oversold, r.Verdict, db.units-e2eStock)
 			}
 		}
@@ -259,7 +260,7 @@ func TestWithoutURLItStartsAFleetAndStopsIt(t *testing.T) {
 	if !rep.LocalFleet || rep.WorkDelay != defaultWorkDelay.String() || len(rep.Results) != 2 {
 		t.Fatalf("run(%q) report: local %v, work delay %q, %d results; want a local fleet, %s, 2 results", args, rep.LocalFleet, rep.WorkDelay, len(rep.Results), defaultWorkDelay)
 	}
-	if r := rep.Results[1]; r.Strategy != "atomic" || r.Verdict != VerdictSafe || r.LedgerUnits != 40 {
+	if r := rep.Results[1]; r.Strategy != "atomic" || r.Verdict != verdict.Safe || r.LedgerUnits != 40 {
 		t.Errorf("run(%q) atomic: %s with ledger %d, want SAFE with 40", args, r.Verdict, r.LedgerUnits)
 	}
 	out := stderr.String()
@@ -381,7 +382,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 			spanned := 0 // rows whose restock landed mid-run, with sales in both rounds
 			for _, r := range rep.Results {
 				checkRowFromDB(ctx, t, conn, tc.product, r, restocked)
-				if !slices.ContainsFunc(r.Rounds, func(rr RoundResult) bool { return rr.LedgerRows == 0 }) {
+				if !slices.ContainsFunc(r.Rounds, func(rr verdict.RoundResult) bool { return rr.LedgerRows == 0 }) {
 					spanned++
 				}
 			}
@@ -465,7 +466,7 @@ func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product s
 	if !r.Safe {
 		return
 	}
-	if r.Verdict != VerdictSafe || r.Oversold != 0 || r.LostUpdates != 0 || r.FinalStock < 0 || len(r.BrokenRounds) > 0 {
+	if r.Verdict != verdict.Safe || r.Oversold != 0 || r.LostUpdates != 0 || r.FinalStock < 0 || len(r.BrokenRounds) > 0 {
 		t.Errorf("%s: verdict %s, oversold %d, lost %d, final %d, broken rounds %v (%q); want SAFE",
 			r.Strategy, r.Verdict, r.Oversold, r.LostUpdates, r.FinalStock, r.BrokenRounds, r.Reasons)
 	}
@@ -482,7 +483,7 @@ func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product s
 }
 
 // soldBy counts the ledger's sales of the given rounds by strategy.
-func soldBy(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, rounds []RoundResult) map[string]int64 {
+func soldBy(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, rounds []verdict.RoundResult) map[string]int64 {
 	t.Helper()
 	var ns []int64
 	for _, r := range rounds {

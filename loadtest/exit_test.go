@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"inventory/internal/verdict"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -264,15 +265,15 @@ func TestRunVerdictsAndExitStatus(t *testing.T) {
 		wantBreaches int64
 		wantUnknown  int64
 	}{
-		{"honest", nil, VerdictSafe, 0, 0},
-		{"oversells", errBroken, VerdictBroken, 0, 0},
-		{"busy", nil, VerdictUndersold, 0, 0}, // reported, but a capacity limit does not fail the run
-		{"racy", nil, VerdictOversold, 0, 0},  // unsafe strategies are expected to oversell
+		{"honest", nil, verdict.Safe, 0, 0},
+		{"oversells", errBroken, verdict.Broken, 0, 0},
+		{"busy", nil, verdict.Undersold, 0, 0}, // reported, but a capacity limit does not fail the run
+		{"racy", nil, verdict.Oversold, 0, 0},  // unsafe strategies are expected to oversell
 		// 9 attempts for 5 units: #4 a breach 503, #7–9 breach 409s.
-		{"breaching", nil, VerdictSafe, 4, 0},       // the lock broke, the database held: still SAFE
-		{"unsure", nil, VerdictSafe, 0, 3},          // #3, #5, #6 unknown; #3 and #6 did sell
-		{"phantom", errBroken, VerdictBroken, 0, 0}, // a 2xx without its ledger row
-		{"ghost", errBroken, VerdictBroken, 0, 0},   // a ledger row nobody got a 2xx for
+		{"breaching", nil, verdict.Safe, 4, 0},       // the lock broke, the database held: still SAFE
+		{"unsure", nil, verdict.Safe, 0, 3},          // #3, #5, #6 unknown; #3 and #6 did sell
+		{"phantom", errBroken, verdict.Broken, 0, 0}, // a 2xx without its ledger row
+		{"ghost", errBroken, verdict.Broken, 0, 0},   // a ledger row nobody got a 2xx for
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -306,7 +307,7 @@ func TestByProductSellsThroughTheProductPath(t *testing.T) {
 	fake := newFakeFleet("honest")
 	args := []string{"--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", "honest", "--by-product"}
 	err, rep, _ := fakeRun(t, fake, args...)
-	if err != nil || len(rep.Results) != 1 || rep.Results[0].Verdict != VerdictSafe {
+	if err != nil || len(rep.Results) != 1 || rep.Results[0].Verdict != verdict.Safe {
 		t.Fatalf("run(%q) = %v, %+v; want one SAFE row", args, err, rep.Results)
 	}
 	if fake.byPath != 9 {
@@ -388,10 +389,10 @@ func TestRestockDuringChecksEveryRound(t *testing.T) {
 	}{
 		// Round 1 sells out before the restock: its 409s are no sign of
 		// stock left in round 2.
-		{"honest", nil, VerdictSafe, nil},
-		{"unsure", nil, VerdictSafe, nil},
+		{"honest", nil, verdict.Safe, nil},
+		{"unsure", nil, verdict.Safe, nil},
 		// Its first sale after the restock lands in round 1, beyond its 2 units.
-		{"stale", errBroken, VerdictBroken, []int64{1}},
+		{"stale", errBroken, verdict.Broken, []int64{1}},
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -435,10 +436,10 @@ func TestMixHasItsOwnVerdict(t *testing.T) {
 		// One buyer at a time: which of unsure's attempts are unknown
 		// depends on their order, and with more the mix row's sellers vary.
 		{"consistent strategies", []string{"--strategies", "honest,breaching,unsure,racy", "--concurrency", "1"},
-			nil, []string{"honest", "breaching", "unsure", "racy", rowMix}, VerdictSafe, 3},
+			nil, []string{"honest", "breaching", "unsure", "racy", rowMix}, verdict.Safe, 3},
 		// Alone, counter and honest are SAFE; one product sold by both oversells.
 		{"strategies that are safe only alone", []string{"--strategies", "honest,counter", "--concurrency", "1", "--buyers", "12"},
-			errBroken, []string{"honest", "counter", rowMix}, VerdictBroken, 2},
+			errBroken, []string{"honest", "counter", rowMix}, verdict.Broken, 2},
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -450,7 +451,7 @@ func TestMixHasItsOwnVerdict(t *testing.T) {
 		var rows []string
 		for _, r := range rep.Results {
 			rows = append(rows, r.Strategy)
-			if r.Strategy != rowMix && r.Safe && r.Verdict != VerdictSafe {
+			if r.Strategy != rowMix && r.Safe && r.Verdict != verdict.Safe {
 				t.Errorf("%s: run(%q) row %s = %s (%q), want SAFE", tt.name, args, r.Strategy, r.Verdict, r.Reasons)
 			}
 		}
@@ -478,10 +479,10 @@ func TestSwitchDuring(t *testing.T) {
 	}{
 		// 12 buyers, one at a time, switching every 3: honest for 1–3,
 		// breaching for 4–6, unsure 7–9, honest 10–12.
-		{"consistent strategies", "honest,breaching,unsure,racy", nil, VerdictSafe,
+		{"consistent strategies", "honest,breaching,unsure,racy", nil, verdict.Safe,
 			[]string{"honest", "breaching", "unsure", "honest", "racy"}},
 		// honest sells 3 of 5, then counter sells 3 from its own counter.
-		{"strategies that are safe only alone", "honest,counter", errBroken, VerdictBroken,
+		{"strategies that are safe only alone", "honest,counter", errBroken, verdict.Broken,
 			[]string{"honest", "counter", "honest", "counter", "racy"}},
 	}
 	for _, tt := range tests {

@@ -1,24 +1,30 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/term"
 
+	apiclient "inventory/internal/client"
 	"inventory/internal/faults"
 	"inventory/internal/fleet"
+	"inventory/internal/verdict"
 )
 
 // faultOptions are the flags of `loadtest faults`.
@@ -588,12 +594,13 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOpti
 		return FaultRun{}, err
 	}
 	pgURL := mr.fleet.PostgresURL
-	why, err := checkKeys(ctx, pgURL, product, res.Rounds[0].Round, res.answers)
+	byKey, err := verdict.ReadKeys(ctx, pgURL, product, res.Rounds[0].Round)
 	if err != nil {
 		return FaultRun{}, err
 	}
+	why := verdict.CheckKeys(byKey, res.answers)
 	if soldWith != "" {
-		others, err := soldWithOthers(ctx, pgURL, product, res.Rounds[0].Round, soldWith)
+		others, err := verdict.SoldWithOthers(ctx, pgURL, product, res.Rounds[0].Round, soldWith)
 		if err != nil {
 			return FaultRun{}, err
 		}
@@ -602,12 +609,12 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOpti
 	if len(why) > 0 {
 		res.Reasons = append(res.Reasons, why...)
 		if s.Safe {
-			res.Verdict = VerdictBroken
+			res.Verdict = verdict.Broken
 		}
 	}
-	if s.Safe && res.Verdict == VerdictBroken {
+	if s.Safe && res.Verdict == verdict.Broken {
 		// Which strategy sold what, from which replica: the first clue.
-		who, err := ledgerByStrategy(ctx, pgURL, product, res.Rounds[0].Round)
+		who, err := verdict.LedgerByStrategy(ctx, pgURL, product, res.Rounds[0].Round)
 		if err != nil {
 			return FaultRun{}, err
 		}
@@ -623,10 +630,10 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOpti
 	if err != nil {
 		return FaultRun{}, err
 	}
-	ov := overlaps(holds, time.Now())
+	ov := verdict.Overlaps(holds, time.Now())
 	run.Overlaps = int64(len(ov))
 	for _, o := range ov[:min(len(ov), 3)] {
-		run.OverlapSample = append(run.OverlapSample, o.describe())
+		run.OverlapSample = append(run.OverlapSample, o.Describe())
 	}
 	return run, nil
 }
@@ -635,4 +642,67 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOpti
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// fetchHolds reads every replica's holds of product (admin token). A
+// replica that was killed during the run has lost the holds of its
+// previous life: those are not seen.
+func fetchHolds(ctx context.Context, urls []string, adminToken, product string) ([]verdict.Hold, error) {
+	var all []verdict.Hold
+	for _, u := range urls {
+		got, err := apiclient.New(u, apiclient.Options{AdminToken: adminToken, HTTPClient: http.DefaultClient}).Holds(ctx, product)
+		if err != nil {
+			return nil, fmt.Errorf("holds of %s on %s: %w", product, u, err)
+		}
+		for _, h := range got.Holds {
+			held := verdict.Hold{Strategy: h.Strategy, Fence: h.Fence, Start: h.Start, Instance: got.Instance}
+			if !h.End.IsZero() {
+				held.End = &h.End
+			}
+			if h.Outcome != "" {
+				held.Outcome = &h.Outcome
+			}
+			all = append(all, held)
+		}
+	}
+	return all, nil
+}
+
+// breachCounts scrapes inventory_lock_breaches_total{strategy} from every
+// replica's /metrics and returns it by replica URL.
+func breachCounts(ctx context.Context, urls []string, strategy string) (map[string]int64, error) {
+	out := map[string]int64{}
+	want := `inventory_lock_breaches_total{strategy="` + strategy + `"}`
+	for _, u := range urls {
+		metrics, err := apiclient.New(u, apiclient.Options{HTTPClient: http.DefaultClient}).Metrics(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("metrics of %s: %w", u, err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(metrics))
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), want+" "); ok {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				out[u] = int64(n)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("metrics of %s: %w", u, err)
+		}
+	}
+	return out, nil
+}
+
+// breachDelta is the breaches counted between two scrapes. A replica whose
+// counter went down was restarted: all it counted since is new.
+func breachDelta(before, after map[string]int64) int64 {
+	var n int64
+	for u, a := range after {
+		if b := before[u]; a >= b {
+			n += a - b
+		} else {
+			n += a
+		}
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"inventory/internal/verdict"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -50,14 +51,6 @@ type loadConfig struct {
 	Seed     uint64  // seeds the buyers' product choices
 }
 
-// keyedAnswer is the last answer a buyer with an Idempotency-Key got.
-type keyedAnswer struct {
-	Key      string
-	Definite bool  // 2xx or 409
-	OK       bool  // 2xx
-	SaleID   int64 // from a 2xx
-}
-
 // scenario is one row of the table: who sells and how buyers pick the strategy.
 type scenario struct {
 	Name string // the row's name: a strategy, "mix" or "switch"
@@ -101,21 +94,21 @@ type Result struct {
 	Breaches    int64  `json:"breaches"` // 409/503 answers flagged lock_breach: the lock broke, the database refused the write
 	// BreachMetric is the rise of the replicas' inventory_lock_breaches_total
 	// for the strategy during a faulted run (a killed replica's count is lost).
-	BreachMetric int64            `json:"breach_metric,omitempty"`
-	Unknown      int64            `json:"unknown"` // 503 outcome-unknown answers: sold or not, the ledger says
-	FinalStock   int64            `json:"final_stock"`
-	LedgerUnits  int64            `json:"ledger_units"`
-	LedgerRows   int64            `json:"ledger_rows"`
-	Oversold     int64            `json:"oversold"`
-	LostUpdates  int64            `json:"lost_updates"`
-	Undersold    int64            `json:"undersold"`
-	Retries      int64            `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not final (apiclient.Retryable)
-	Rounds       []RoundResult    `json:"rounds"`                  // every round the run sold in, each checked on its own
-	BrokenRounds []int64          `json:"broken_rounds,omitempty"` // rounds that broke an invariant
-	Switches     int              `json:"switches,omitempty"`      // fleet default switches during the run
-	PerStrategy  map[string]int64 `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
-	Seconds      float64          `json:"seconds"`
-	Throughput   float64          `json:"throughput_rps"`
+	BreachMetric int64                 `json:"breach_metric,omitempty"`
+	Unknown      int64                 `json:"unknown"` // 503 outcome-unknown answers: sold or not, the ledger says
+	FinalStock   int64                 `json:"final_stock"`
+	LedgerUnits  int64                 `json:"ledger_units"`
+	LedgerRows   int64                 `json:"ledger_rows"`
+	Oversold     int64                 `json:"oversold"`
+	LostUpdates  int64                 `json:"lost_updates"`
+	Undersold    int64                 `json:"undersold"`
+	Retries      int64                 `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not final (apiclient.Retryable)
+	Rounds       []verdict.RoundResult `json:"rounds"`                  // every round the run sold in, each checked on its own
+	BrokenRounds []int64               `json:"broken_rounds,omitempty"` // rounds that broke an invariant
+	Switches     int                   `json:"switches,omitempty"`      // fleet default switches during the run
+	PerStrategy  map[string]int64      `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
+	Seconds      float64               `json:"seconds"`
+	Throughput   float64               `json:"throughput_rps"`
 	// HotRowRate is, with --ceilings and the fleet's Postgres known, the
 	// hot-row ceiling (see Ceilings.HotRow) measured just before this run:
 	// what its sales per second are a multiple of.
@@ -148,7 +141,7 @@ type Result struct {
 	Products []ProductResult `json:"products,omitempty"`
 	Seed     uint64          `json:"seed,omitempty"`
 
-	answers []keyedAnswer // with loadConfig.Keys: every buyer's last answer
+	answers []verdict.KeyedAnswer // with loadConfig.Keys: every buyer's last answer
 }
 
 // Latency holds request latency percentiles in milliseconds.
@@ -195,8 +188,8 @@ func (a *answerCounts) count(o outcome, late bool) {
 
 // figures is the answers as judge takes them, the product's state to be
 // filled in.
-func (a *answerCounts) figures(safe, faulted bool, buyers int64) figures {
-	return figures{
+func (a *answerCounts) figures(safe, faulted bool, buyers int64) verdict.Figures {
+	return verdict.Figures{
 		Safe:           safe,
 		Faulted:        faulted,
 		Buyers:         buyers,
@@ -223,7 +216,7 @@ type tally struct {
 	perStrategy map[string]int64
 	perTick     map[int64]int64 // 2xx by 100 ms since the buyers started
 	firstErrs   []string
-	answers     []keyedAnswer
+	answers     []verdict.KeyedAnswer
 	hist        *hdrhistogram.Histogram // microseconds
 }
 
@@ -244,7 +237,7 @@ type counts struct {
 	perRound    map[productRound]int64
 	perStrategy map[string]int64
 	perTick     map[int64]int64 // 2xx answers by 100 ms since the buyers started
-	answers     []keyedAnswer
+	answers     []verdict.KeyedAnswer
 }
 
 func newCounts() counts {
@@ -472,7 +465,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 					cnt.perTick[int64(time.Since(start)/tick)]++
 				}
 				if key != "" {
-					cnt.answers = append(cnt.answers, keyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
+					cnt.answers = append(cnt.answers, verdict.KeyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
 				}
 				afterAnswer(answered.Add(1))
 				if progress != nil {
@@ -507,8 +500,8 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	// Every product is checked on its own, exactly as a single one is.
 	var (
 		after     = make([]product, len(ids))
-		figs      = make([]figures, len(ids))
-		judged    = make([]judgement, len(ids))
+		figs      = make([]verdict.Figures, len(ids))
+		judged    = make([]verdict.Judgement, len(ids))
 		okByRound = t.okByRound()
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
@@ -528,7 +521,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		if f.Rounds, f.Unattributed, err = readRounds(ctx, c, id, before[i].Round, a, okByRound[i]); err != nil {
 			return err
 		}
-		after[i], figs[i], judged[i] = a, f, judge(f)
+		after[i], figs[i], judged[i] = a, f, verdict.Judge(f)
 		return nil
 	}); err != nil {
 		return Result{}, err
@@ -582,7 +575,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		res.Verdict, res.Reasons = j.Verdict, j.Reasons
 	} else {
 		res.Seed = cfg.Seed
-		res.Verdict, res.Reasons = combine(sc.Safe, ids, judged)
+		res.Verdict, res.Reasons = verdict.Combine(sc.Safe, ids, judged)
 	}
 	if len(sc.Sell) != 1 && len(t.perStrategy) > 0 {
 		res.PerStrategy = t.perStrategy
@@ -608,12 +601,12 @@ func restockChecked(ctx context.Context, c *client, id string, stock int64) (pro
 }
 
 // productResult is one product's figures and judgement as --json writes them.
-func productResult(id string, after product, f figures, j judgement) ProductResult {
+func productResult(id string, after product, f verdict.Figures, j verdict.Judgement) ProductResult {
 	pr := ProductResult{
 		Product: id, Round: after.Round, Buyers: f.Buyers, FinalStock: f.Final, OK: f.OK, SoldOut: f.SoldOut, Unavailable: f.Unavailable,
 		Oversold: j.Oversold, LostUpdates: j.LostUpdates, Undersold: j.Undersold, Rounds: j.Rounds,
 		// Reasons other than undersold are broken invariants, whether the strategy claims safety or not.
-		Broken: len(j.Reasons) > 0 && j.Verdict != VerdictUndersold,
+		Broken: len(j.Reasons) > 0 && j.Verdict != verdict.Undersold,
 	}
 	for _, r := range f.Rounds {
 		pr.Initial += r.Initial
@@ -628,10 +621,10 @@ func productResult(id string, after product, f figures, j judgement) ProductResu
 // (okByRound; round 0 is answers that named none, which belong to first
 // when the run sold in one round only). It also returns how many 2xx named
 // no round of the run.
-func readRounds(ctx context.Context, c *client, id string, first int64, after product, okByRound map[int64]int64) ([]roundFigures, int64, error) {
-	var out []roundFigures
+func readRounds(ctx context.Context, c *client, id string, first int64, after product, okByRound map[int64]int64) ([]verdict.RoundFigures, int64, error) {
+	var out []verdict.RoundFigures
 	for n := first; n <= after.Round; n++ {
-		rf := roundFigures{Round: n, OK: okByRound[n]}
+		rf := verdict.RoundFigures{Round: n, OK: okByRound[n]}
 		if n == after.Round {
 			rf.Current, rf.Initial, rf.Units, rf.Rows = true, after.Initial, after.Sold, after.Sales
 		} else {

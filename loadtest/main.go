@@ -46,6 +46,7 @@ import (
 	"golang.org/x/term"
 
 	"inventory/internal/fleet"
+	"inventory/internal/verdict"
 )
 
 // defaultWorkDelay is INVENTORY_WORK_DELAY for the local fleet's replicas:
@@ -312,7 +313,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				}
 			}
 			rep.Results = append(rep.Results, res)
-			rep.Failed = rep.Failed || failing(res.Verdict)
+			rep.Failed = rep.Failed || verdict.Failing(res.Verdict)
 		}
 	}
 
@@ -325,7 +326,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	printTable(tableOut, rep)
 	printCeilings(tableOut, rep)
-	if undersold := countVerdict(rep.Results, VerdictUndersold); undersold > 0 {
+	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}
 	if o.jsonOut != "" {

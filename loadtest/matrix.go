@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"inventory/internal/verdict"
 	"io"
 	"strings"
 
@@ -79,12 +80,7 @@ type FaultRun struct {
 }
 
 // kept reports whether a run kept every invariant.
-func kept(r Result) bool {
-	if r.Safe {
-		return r.Verdict == VerdictSafe || r.Verdict == VerdictUndersold
-	}
-	return len(r.Reasons) == 0
-}
+func kept(r Result) bool { return verdict.Kept(r.Safe, r.Verdict, r.Reasons) }
 
 func (c *Cell) add(r FaultRun) {
 	c.Runs++

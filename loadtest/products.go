@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"inventory/internal/verdict"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -80,90 +81,23 @@ func adminParallel(concurrency int) int { return max(1, min(concurrency, 16)) }
 // ProductResult is one product of a many-product run (--products),
 // checked on its own exactly as a single product is; --json writes it.
 type ProductResult struct {
-	Product     string        `json:"product"`
-	Round       int64         `json:"round"`  // the product's current round after the run
-	Buyers      int64         `json:"buyers"` // buyers who picked this product
-	Initial     int64         `json:"initial"`
-	FinalStock  int64         `json:"final_stock"`
-	LedgerUnits int64         `json:"ledger_units"`
-	LedgerRows  int64         `json:"ledger_rows"`
-	OK          int64         `json:"ok_2xx"`
-	SoldOut     int64         `json:"sold_out_409"`
-	Unavailable int64         `json:"unavailable_503"`
-	Oversold    int64         `json:"oversold"`
-	LostUpdates int64         `json:"lost_updates"`
-	Undersold   int64         `json:"undersold"`
-	Rounds      []RoundResult `json:"rounds,omitempty"` // with --restock-during: every round, each checked on its own
+	Product     string                `json:"product"`
+	Round       int64                 `json:"round"`  // the product's current round after the run
+	Buyers      int64                 `json:"buyers"` // buyers who picked this product
+	Initial     int64                 `json:"initial"`
+	FinalStock  int64                 `json:"final_stock"`
+	LedgerUnits int64                 `json:"ledger_units"`
+	LedgerRows  int64                 `json:"ledger_rows"`
+	OK          int64                 `json:"ok_2xx"`
+	SoldOut     int64                 `json:"sold_out_409"`
+	Unavailable int64                 `json:"unavailable_503"`
+	Oversold    int64                 `json:"oversold"`
+	LostUpdates int64                 `json:"lost_updates"`
+	Undersold   int64                 `json:"undersold"`
+	Rounds      []verdict.RoundResult `json:"rounds,omitempty"` // with --restock-during: every round, each checked on its own
 	// Broken is true when the product broke an invariant (also for an
 	// unsafe strategy, where overselling is expected).
 	Broken bool `json:"broken,omitempty"`
-}
-
-// maxProductReasons bounds how many products' reasons a row lists.
-const maxProductReasons = 8
-
-// combine is the verdict of a many-product row from its products' own
-// judgements: a safe row is BROKEN when any product is, UNDERSOLD when any
-// product is and none broke, else SAFE; an unsafe row is OVERSOLD when any
-// product oversold, LOST UPDATES when any lost one. Reasons name their
-// product, at most maxProductReasons products of them.
-func combine(safe bool, ids []string, js []judgement) (string, []string) {
-	var verdict string
-	var reasons []string
-	listed, more := 0, 0
-	add := func(i int) {
-		if len(js[i].Reasons) == 0 {
-			return
-		}
-		if listed == maxProductReasons {
-			more++
-			return
-		}
-		listed++
-		for _, r := range js[i].Reasons {
-			reasons = append(reasons, ids[i]+": "+r)
-		}
-	}
-	some := func(v string) bool {
-		for _, j := range js {
-			if j.Verdict == v {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case safe && some(VerdictBroken):
-		verdict = VerdictBroken
-		for i := range js {
-			if js[i].Verdict == VerdictBroken {
-				add(i)
-			}
-		}
-	case safe && some(VerdictUndersold):
-		verdict = VerdictUndersold
-		for i := range js {
-			add(i)
-		}
-	case safe:
-		verdict = VerdictSafe
-	default:
-		switch {
-		case some(VerdictOversold):
-			verdict = VerdictOversold
-		case some(VerdictLostUpdates):
-			verdict = VerdictLostUpdates
-		default:
-			verdict = VerdictNoOversell
-		}
-		for i := range js {
-			add(i)
-		}
-	}
-	if more > 0 {
-		reasons = append(reasons, fmt.Sprintf("… and %d more product%s", more, plural(more, "", "s")))
-	}
-	return verdict, reasons
 }
 
 // spread sums up a many-product row in one line: how many products sold

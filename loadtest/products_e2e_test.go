@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"inventory/internal/testenv"
+	"inventory/internal/verdict"
 )
 
 // TestManyProductsAgainstATwoReplicaFleet sells 8 products at once, buyers
@@ -103,7 +104,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 				r.Strategy, hot.Buyers, hot.FinalStock, products, cold.Buyers)
 		}
 		if r.Safe {
-			if r.Verdict != VerdictSafe || r.Oversold != 0 || r.Errors != 0 || len(r.Reasons) > 0 {
+			if r.Verdict != verdict.Safe || r.Oversold != 0 || r.Errors != 0 || len(r.Reasons) > 0 {
 				t.Errorf("%s: verdict %s, oversold %d, %d errors (%q); want SAFE", r.Strategy, r.Verdict, r.Oversold, r.Errors, r.Reasons)
 			}
 			continue
@@ -111,12 +112,12 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 		if r.Strategy != "none" {
 			t.Errorf("unexpected unsafe row %s", r.Strategy)
 		}
-		if (r.Oversold > 0) != (r.Verdict == VerdictOversold) {
+		if (r.Oversold > 0) != (r.Verdict == verdict.Oversold) {
 			t.Errorf("none: oversold %d with verdict %s, want OVERSOLD exactly when a product oversold", r.Oversold, r.Verdict)
 		}
 		if hot.Oversold > 0 {
 			noneOversoldHot = true
-			if !hot.Broken || r.Verdict != VerdictOversold {
+			if !hot.Broken || r.Verdict != verdict.Oversold {
 				t.Errorf("none: product 1 oversold %d but broken %v, verdict %s; want it flagged and the row OVERSOLD", hot.Oversold, hot.Broken, r.Verdict)
 			}
 		}

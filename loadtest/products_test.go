@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"inventory/internal/verdict"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -112,55 +113,18 @@ func TestParseProductFlags(t *testing.T) {
 	}
 }
 
-func TestCombine(t *testing.T) {
-	ids := []string{"p-1", "p-2", "p-3"}
-	safe, under := judgement{Verdict: VerdictSafe}, judgement{Verdict: VerdictUndersold, Reasons: []string{"2 units left"}}
-	broken := judgement{Verdict: VerdictBroken, Reasons: []string{"oversold 1 unit: ledger 11 > initial 10"}}
-	tests := []struct {
-		name        string
-		safe        bool
-		js          []judgement
-		want        string
-		wantReasons []string
-	}{
-		{"every product safe", true, []judgement{safe, safe, safe}, VerdictSafe, nil},
-		{"one undersold", true, []judgement{safe, under, safe}, VerdictUndersold, []string{"p-2: 2 units left"}},
-		{"one broken beats undersold", true, []judgement{under, safe, broken}, VerdictBroken, []string{"p-3: oversold 1 unit: ledger 11 > initial 10"}},
-		{"unsafe, one oversold", false, []judgement{{Verdict: VerdictOversold, Oversold: 3, Reasons: []string{"oversold 3 units"}}, {Verdict: VerdictNoOversell}, {Verdict: VerdictLostUpdates, Reasons: []string{"lost updates"}}},
-			VerdictOversold, []string{"p-1: oversold 3 units", "p-3: lost updates"}},
-		{"unsafe, lost updates only", false, []judgement{{Verdict: VerdictNoOversell}, {Verdict: VerdictLostUpdates, Reasons: []string{"lost updates"}}, {Verdict: VerdictNoOversell}},
-			VerdictLostUpdates, []string{"p-2: lost updates"}},
-		{"unsafe, lucky", false, []judgement{{Verdict: VerdictNoOversell}, {Verdict: VerdictNoOversell}, {Verdict: VerdictNoOversell}}, VerdictNoOversell, nil},
-	}
-	for _, tt := range tests {
-		got, reasons := combine(tt.safe, ids, tt.js)
-		if got != tt.want || !slices.Equal(reasons, tt.wantReasons) {
-			t.Errorf("combine(%s) = %s %q, want %s %q", tt.name, got, reasons, tt.want, tt.wantReasons)
-		}
-	}
-	many := make([]judgement, 20)
-	var manyIDs []string
-	for i := range many {
-		many[i] = broken
-		manyIDs = append(manyIDs, "p-"+strconv.Itoa(i+1))
-	}
-	if _, reasons := combine(true, manyIDs, many); len(reasons) != maxProductReasons+1 || reasons[len(reasons)-1] != "… and 12 more products" {
-		t.Errorf("combine(20 broken products) reasons %q, want %d and a count of the rest", reasons, maxProductReasons+1)
-	}
-}
-
 func TestReportShowsTheProductSpread(t *testing.T) {
 	rep := Report{Runs: 1, Products: 3, Zipf: 1.1, Results: []Result{
-		{Run: 1, Strategy: "none", Buyers: 50, OK: 40, SoldOut: 10, FinalStock: -4, LedgerUnits: 40, LedgerRows: 40, Oversold: 5, LostUpdates: 1, Verdict: VerdictOversold,
+		{Run: 1, Strategy: "none", Buyers: 50, OK: 40, SoldOut: 10, FinalStock: -4, LedgerUnits: 40, LedgerRows: 40, Oversold: 5, LostUpdates: 1, Verdict: verdict.Oversold,
 			Products: []ProductResult{
 				{Product: "p-1", Buyers: 25, Initial: 10, FinalStock: -5, LedgerUnits: 15, LedgerRows: 15, OK: 15, Oversold: 5, Broken: true},
 				{Product: "p-2", Buyers: 10, Initial: 10, FinalStock: 0, LedgerUnits: 10, LedgerRows: 10, OK: 10},
 				{Product: "p-3", Buyers: 15, Initial: 10, FinalStock: 1, LedgerUnits: 15, LedgerRows: 15, OK: 15, LostUpdates: 1, Broken: true},
 			}},
-		{Run: 1, Strategy: "atomic", Safe: true, Buyers: 50, OK: 20, SoldOut: 30, Verdict: VerdictSafe,
+		{Run: 1, Strategy: "atomic", Safe: true, Buyers: 50, OK: 20, SoldOut: 30, Verdict: verdict.Safe,
 			Products: []ProductResult{
 				{Product: "p-1", Buyers: 30, Initial: 10, LedgerUnits: 10, LedgerRows: 10, OK: 10,
-					Rounds: []RoundResult{{Round: 4, Initial: 10}, {Round: 5, Current: true, Initial: 10, LedgerUnits: 10}}},
+					Rounds: []verdict.RoundResult{{Round: 4, Initial: 10}, {Round: 5, Current: true, Initial: 10, LedgerUnits: 10}}},
 				{Product: "p-2", Buyers: 12, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
 				{Product: "p-3", Buyers: 8, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
 			}},
@@ -196,7 +160,7 @@ func TestReportShowsTheProductSpread(t *testing.T) {
 			t.Errorf("writeJSON output lacks %s:\n%s", key, buf.String())
 		}
 	}
-	single := Report{Runs: 1, Results: []Result{{Run: 1, Strategy: "atomic", Safe: true, Verdict: VerdictSafe}}}
+	single := Report{Runs: 1, Results: []Result{{Run: 1, Strategy: "atomic", Safe: true, Verdict: verdict.Safe}}}
 	buf.Reset()
 	if err := writeJSON(&buf, single); err != nil {
 		t.Fatal(err)
@@ -351,10 +315,10 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 		}
 	}
 	honest, leaky := rep.Results[0], rep.Results[1]
-	if honest.Verdict != VerdictSafe || honest.Oversold != 0 || slices.ContainsFunc(honest.Products, func(p ProductResult) bool { return p.Broken || p.FinalStock < 0 }) {
+	if honest.Verdict != verdict.Safe || honest.Oversold != 0 || slices.ContainsFunc(honest.Products, func(p ProductResult) bool { return p.Broken || p.FinalStock < 0 }) {
 		t.Errorf("honest: %s oversold %d products %+v, want SAFE, every product ≥ 0", honest.Verdict, honest.Oversold, honest.Products)
 	}
-	if leaky.Verdict != VerdictBroken || leaky.Oversold != 1 || !leaky.Products[0].Broken || leaky.Products[0].Oversold != 1 ||
+	if leaky.Verdict != verdict.Broken || leaky.Oversold != 1 || !leaky.Products[0].Broken || leaky.Products[0].Oversold != 1 ||
 		slices.ContainsFunc(leaky.Products[1:], func(p ProductResult) bool { return p.Broken }) {
 		t.Errorf("leaky: %s oversold %d, products %+v; want BROKEN by product m-1 alone, oversold 1", leaky.Verdict, leaky.Oversold, leaky.Products)
 	}
@@ -415,7 +379,7 @@ func TestManyProductsWithTheHarderScenarios(t *testing.T) {
 	var rows []string
 	for _, r := range rep.Results {
 		rows = append(rows, r.Strategy)
-		if r.Verdict != VerdictSafe || len(r.Products) != 4 {
+		if r.Verdict != verdict.Safe || len(r.Products) != 4 {
 			t.Errorf("%s: %s with %d products (%q), want SAFE with 4", r.Strategy, r.Verdict, len(r.Products), r.Reasons)
 			continue
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"inventory/internal/verdict"
 	"io"
 	"slices"
 	"strings"
@@ -142,7 +143,7 @@ func summary(results []Result) []string {
 	var lines []string
 	for _, s := range order {
 		var parts []string
-		for _, v := range []string{VerdictSafe, VerdictUndersold, VerdictBroken, VerdictOversold, VerdictLostUpdates, VerdictNoOversell} {
+		for _, v := range []string{verdict.Safe, verdict.Undersold, verdict.Broken, verdict.Oversold, verdict.LostUpdates, verdict.NoOversell} {
 			if n := counts[s][v]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s in %d of %d runs", v, n, runs[s]))
 			}
@@ -153,7 +154,7 @@ func summary(results []Result) []string {
 }
 
 // rounds lists a run's rounds, marking those that broke an invariant, e.g. "7 8 (broken: 7)".
-func rounds(rs []RoundResult) string {
+func rounds(rs []verdict.RoundResult) string {
 	var all, broken []string
 	for _, r := range rs {
 		all = append(all, fmt.Sprint(r.Round))
