@@ -1,6 +1,7 @@
 package main
 
 import (
+	"inventory/internal/load"
 	"strings"
 	"testing"
 )
@@ -9,8 +10,8 @@ import (
 // figure from the start of the command; the medians are the runs' medians.
 func TestEachRunIsComparedWithItsOwnHotRow(t *testing.T) {
 	rep := Report{
-		Ceilings: &Ceilings{Seconds: 5, HotRow: 1000, HotRowClients: hotRowClients, Healthz: 10000},
-		Results: []Result{
+		Ceilings: &load.Ceilings{Seconds: 5, HotRow: 1000, HotRowClients: load.HotRowClients, Healthz: 10000},
+		Results: []load.Result{
 			{Strategy: "batch", Run: 1, OK: 3000, Seconds: 1, HotRowRate: 1000},
 			{Strategy: "batch", Run: 2, OK: 3000, Seconds: 1, HotRowRate: 750},
 			{Strategy: "batch", Run: 3, OK: 2000, Seconds: 1, HotRowRate: 500, SoldOutRate: 9000, SoldOutHealthz: 10000},

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inventory/internal/fleet"
+	"inventory/internal/load"
 	"inventory/internal/localstack"
 	"inventory/internal/verdict"
 
@@ -228,17 +229,17 @@ func TestCeilingsOfEveryLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := startE2EFleet(ctx, t)
-	c := newClient(f.URL, f.AdminToken, 4)
-	defer c.close()
-	ceil, err := measureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 300*time.Millisecond)
+	c := load.NewClient(f.URL, f.AdminToken, 4)
+	defer c.Close()
+	ceil, err := load.MeasureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 300*time.Millisecond)
 	if err != nil {
-		t.Fatalf("measureCeilings: %v", err)
+		t.Fatalf("load.MeasureCeilings: %v", err)
 	}
 	if ceil.HotRow <= 0 || ceil.Redis <= 0 || ceil.Healthz <= 0 {
 		t.Errorf("ceilings = %+v, want hot row, Redis and /healthz measured", ceil)
 	}
 	for _, name := range []string{"redis", "redlock", "etcd", "zookeeper", "pglock"} {
-		sps, err := serialRate(ctx, c, name, 300*time.Millisecond)
+		sps, err := load.SerialRate(ctx, c, name, 300*time.Millisecond)
 		if err != nil || sps <= 0 {
 			t.Errorf("serial ceiling of %s = %.0f/s, %v; want one measured", name, sps, err)
 		}
@@ -344,11 +345,11 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 		}
 	}
 	slices.Sort(safe)
-	c := newClient(f.URL, f.AdminToken, 1)
-	defer c.close()
+	c := load.NewClient(f.URL, f.AdminToken, 1)
+	defer c.Close()
 	// An unsafe default before the switch row: the row must never sell with
 	// it, and must put it back afterwards.
-	if err := c.setDefaultStrategy(ctx, "none"); err != nil {
+	if err := c.SetDefaultStrategy(ctx, "none"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -371,7 +372,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 			}
 			rep := readReport(t, stdout.Bytes())
 			restocked := slices.Contains(tc.extra, "--restock-during")
-			wantRows := append(slices.Clone(safe), rowMix, rowSwitch)
+			wantRows := append(slices.Clone(safe), load.RowMix, load.RowSwitch)
 			var rows []string
 			for _, r := range rep.Results {
 				rows = append(rows, r.Strategy)
@@ -411,7 +412,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 			if sw.Switches == 0 || len(by) < 2 {
 				t.Errorf("switch: %d switches in %.1fs, ledger sales by %v; want switches that took effect", sw.Switches, sw.Seconds, by)
 			}
-			if def, err := c.defaultStrategy(ctx); err != nil || def != "none" {
+			if def, err := c.DefaultStrategy(ctx); err != nil || def != "none" {
 				t.Errorf("fleet default after the run = %q, %v; want %q restored", def, err, "none")
 			}
 		})
@@ -420,7 +421,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 
 // checkRowFromDB checks one row of the report against the database round by
 // round, and that a safe row is SAFE. It never expects an oversell.
-func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, r Result, restocked bool) {
+func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, r load.Result, restocked bool) {
 	t.Helper()
 	wantRounds := 1
 	if restocked {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"inventory/internal/load"
 	"inventory/internal/verdict"
 	"net/http"
 	"net/http/httptest"
@@ -436,10 +437,10 @@ func TestMixHasItsOwnVerdict(t *testing.T) {
 		// One buyer at a time: which of unsure's attempts are unknown
 		// depends on their order, and with more the mix row's sellers vary.
 		{"consistent strategies", []string{"--strategies", "honest,breaching,unsure,racy", "--concurrency", "1"},
-			nil, []string{"honest", "breaching", "unsure", "racy", rowMix}, verdict.Safe, 3},
+			nil, []string{"honest", "breaching", "unsure", "racy", load.RowMix}, verdict.Safe, 3},
 		// Alone, counter and honest are SAFE; one product sold by both oversells.
 		{"strategies that are safe only alone", []string{"--strategies", "honest,counter", "--concurrency", "1", "--buyers", "12"},
-			errBroken, []string{"honest", "counter", rowMix}, verdict.Broken, 2},
+			errBroken, []string{"honest", "counter", load.RowMix}, verdict.Broken, 2},
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -451,7 +452,7 @@ func TestMixHasItsOwnVerdict(t *testing.T) {
 		var rows []string
 		for _, r := range rep.Results {
 			rows = append(rows, r.Strategy)
-			if r.Strategy != rowMix && r.Safe && r.Verdict != verdict.Safe {
+			if r.Strategy != load.RowMix && r.Safe && r.Verdict != verdict.Safe {
 				t.Errorf("%s: run(%q) row %s = %s (%q), want SAFE", tt.name, args, r.Strategy, r.Verdict, r.Reasons)
 			}
 		}
@@ -493,8 +494,8 @@ func TestSwitchDuring(t *testing.T) {
 			t.Errorf("%s: run(%q) = %v, want %v", tt.name, args, err, tt.wantErr)
 		}
 		last := rep.Results[len(rep.Results)-1]
-		if last.Strategy != rowSwitch || last.Verdict != tt.wantVerdict || !last.Safe || rep.SwitchEvery != 3 {
-			t.Errorf("%s: run(%q) last row %s = %s (%q), want %s %s\n%s", tt.name, args, last.Strategy, last.Verdict, last.Reasons, rowSwitch, tt.wantVerdict, table)
+		if last.Strategy != load.RowSwitch || last.Verdict != tt.wantVerdict || !last.Safe || rep.SwitchEvery != 3 {
+			t.Errorf("%s: run(%q) last row %s = %s (%q), want %s %s\n%s", tt.name, args, last.Strategy, last.Verdict, last.Reasons, load.RowSwitch, tt.wantVerdict, table)
 		}
 		if !slices.Equal(fake.defaults, tt.wantDefaults) || fake.def != "racy" {
 			t.Errorf("%s: run(%q) switched the default %v, now %q; want %v, the previous default restored", tt.name, args, fake.defaults, fake.def, tt.wantDefaults)

@@ -24,6 +24,7 @@ import (
 	apiclient "inventory/internal/client"
 	"inventory/internal/faults"
 	"inventory/internal/fleet"
+	"inventory/internal/load"
 	"inventory/internal/verdict"
 )
 
@@ -291,17 +292,17 @@ var errSafeBroke = errors.New("a safe strategy broke an invariant under a fault 
 // its own strategy; under the others, one run at a time with the strategy
 // as the fleet default.
 func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []faults.Fault, log io.Writer) (Matrix, error) {
-	probe := newClient(f.URL, f.AdminToken, 1)
-	strategies, err := pickStrategies(ctx, probe, o.strategies, log)
-	probe.close()
+	probe := load.NewClient(f.URL, f.AdminToken, 1)
+	strategies, err := load.PickStrategies(ctx, probe, o.strategies, log)
+	probe.Close()
 	if err != nil {
 		return Matrix{}, err
 	}
 	mr := &matrixRun{
-		c: newClient(f.URL, f.AdminToken, o.concurrency*len(strategies)), o: o, fleet: f,
+		c: load.NewClient(f.URL, f.AdminToken, o.concurrency*len(strategies)), o: o, fleet: f,
 		stamp: time.Now().Unix() % 1_000_000, spread: o.spread, log: log,
 	}
-	defer mr.c.close()
+	defer mr.c.Close()
 	for _, s := range strategies {
 		mr.all = append(mr.all, faults.Strategy{Name: s.Name, Safe: s.Safe})
 	}
@@ -359,7 +360,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []fault
 
 // matrixRun is what every run of one fault matrix shares.
 type matrixRun struct {
-	c        *client
+	c        *load.Client
 	o        faultOptions
 	fleet    *fleet.Fleet
 	all      []faults.Strategy
@@ -381,7 +382,7 @@ const maxScale = 64
 
 // lane is one cell being run: a strategy under the fault at hand.
 type lane struct {
-	s     strategyInfo
+	s     load.StrategyInfo
 	cell  Cell
 	tries int // runs started, missed ones included
 }
@@ -441,7 +442,7 @@ func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault
 	for l.open(mr.o) {
 		product, size := mr.next(l, fault, scale)
 		t := mr.target(l, product)
-		sc := scenario{Name: l.s.Name, Safe: l.s.Safe, Switch: []string{l.s.Name}}
+		sc := load.Scenario{Name: l.s.Name, Safe: l.s.Safe, Switch: []string{l.s.Name}}
 		soldWith := l.s.Name
 		if faults.ChangesDefault(fault) {
 			soldWith = ""
@@ -513,7 +514,7 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 					own, _ := faults.New(fault.Name()) // a value per run: it keeps what it must heal
 					disturb = strikeAlone(own, mr.target(l, product), strikeAt(size))
 				}
-				sc := scenario{Name: l.s.Name, Safe: l.s.Safe, Sell: []string{l.s.Name}}
+				sc := load.Scenario{Name: l.s.Name, Safe: l.s.Safe, Sell: []string{l.s.Name}}
 				soldWith := ""
 				if i == byDefault {
 					sc.Sell, sc.Switch, soldWith = nil, []string{l.s.Name}, l.s.Name
@@ -579,17 +580,17 @@ func awaitAnswers(ctx context.Context, answered func() int64, at int64, selling 
 // default), starting over at least spread, while disturb strikes. The run is judged like any other
 // (faulted), then its ledger is checked key by key, and the replicas'
 // hold logs are searched for holders that overlapped.
-func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOptions, product string, sc scenario, soldWith string,
+func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o faultOptions, product string, sc load.Scenario, soldWith string,
 	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error) (FaultRun, error) {
 	before, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
 		return FaultRun{}, err
 	}
-	cfg := loadConfig{
+	cfg := load.Config{
 		Product: product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency,
 		Keys: product, Retries: o.retries, Disturb: disturb, Spread: spread,
 	}
-	res, err := runScenario(ctx, mr.c, cfg, sc, nil)
+	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	if err != nil {
 		return FaultRun{}, err
 	}
@@ -598,7 +599,7 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s strategyInfo, o faultOpti
 	if err != nil {
 		return FaultRun{}, err
 	}
-	why := verdict.CheckKeys(byKey, res.answers)
+	why := verdict.CheckKeys(byKey, res.Answers)
 	if soldWith != "" {
 		others, err := verdict.SoldWithOthers(ctx, pgURL, product, res.Rounds[0].Round, soldWith)
 		if err != nil {

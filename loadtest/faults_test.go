@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"inventory/internal/faults"
+	"inventory/internal/load"
 	"inventory/internal/verdict"
 
 	"inventory/internal/testenv"
@@ -149,10 +150,10 @@ func anySafeBroke(m Matrix) bool {
 }
 
 func TestMatrixCellsAndExitStatus(t *testing.T) {
-	safeBroken := Result{Safe: true, Verdict: verdict.Broken, Reasons: []string{"oversold 1 unit"}, Oversold: 1}
+	safeBroken := load.Result{Safe: true, Verdict: verdict.Broken, Reasons: []string{"oversold 1 unit"}, Oversold: 1}
 	var c Cell
 	c.Safe = true
-	c.add(FaultRun{Result: Result{Safe: true, Verdict: verdict.Safe, OK: 5, SoldOut: 2, Unavailable: 1}, Overlaps: 2})
+	c.add(FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe, OK: 5, SoldOut: 2, Unavailable: 1}, Overlaps: 2})
 	c.add(FaultRun{Result: safeBroken})
 	c.finish()
 	if c.Short() != "1/2" || !c.SafeBroke || c.Definite != 7 || c.Indefinite != 1 || c.Oversold != 1 || c.Overlaps != 2 {
@@ -160,7 +161,7 @@ func TestMatrixCellsAndExitStatus(t *testing.T) {
 			c.Short(), c.SafeBroke, c.Definite, c.Indefinite, c.Oversold, c.Overlaps)
 	}
 	var u Cell
-	u.add(FaultRun{Result: Result{Verdict: verdict.Oversold, Reasons: []string{"oversold"}}})
+	u.add(FaultRun{Result: load.Result{Verdict: verdict.Oversold, Reasons: []string{"oversold"}}})
 	u.finish()
 	if u.Short() != "0/1" || u.SafeBroke {
 		t.Errorf("unsafe cell = %s, SafeBroke %v; want 0/1, false (expected to break)", u.Short(), u.SafeBroke)

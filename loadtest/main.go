@@ -36,7 +36,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +45,7 @@ import (
 	"golang.org/x/term"
 
 	"inventory/internal/fleet"
+	"inventory/internal/load"
 	"inventory/internal/verdict"
 )
 
@@ -80,7 +80,7 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 var (
-	errUsage = errors.New("usage")
+	errUsage = load.ErrUsage // exit status 2
 	// errBroken is returned after the table is printed when a safe strategy was BROKEN.
 	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN above)")
 )
@@ -109,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.stock, "stock", 1000, "units in stock at the start of each strategy's run (of each product, with --products)")
 	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit (in all, with --products)")
 	fs.IntVar(&o.products, "products", 1, "sell this many products at once, `N` from 1 to 10000: <--product>-1 … <--product>-N, each buyer picking one by a Zipf choice (--zipf), product 1 the hottest; each product is restocked to --stock and checked on its own, and the row sums them. Combines with --mix, --restock-during (every product restocked), --switch-during, --by-product and --ceilings (sold-out phase on product 1)")
-	fs.Float64Var(&o.zipf, "zipf", defaultZipf, "with --products: the Zipf exponent `s` (above 1; higher: hotter few products) of the buyers' choice, P(product k) ∝ k^-s; the choice is seeded with the run number, so the same flags pick the same products")
+	fs.Float64Var(&o.zipf, "zipf", load.DefaultZipf, "with --products: the Zipf exponent `s` (above 1; higher: hotter few products) of the buyers' choice, P(product k) ∝ k^-s; the choice is seeded with the run number, so the same flags pick the same products")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers in flight at once")
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
 	fs.StringVar(&o.binary, "binary", "", "a built inventory binary for the local fleet (default: go build it first)")
@@ -148,15 +148,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
 	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
 		return o, fmt.Errorf("%w: --stock, --buyers, --concurrency and --runs must be at least 1", errUsage)
-	case o.products < 1 || o.products > maxProducts:
-		return o, fmt.Errorf("%w: --products must be from 1 to %d, got %d", errUsage, maxProducts, o.products)
+	case o.products < 1 || o.products > load.MaxProducts:
+		return o, fmt.Errorf("%w: --products must be from 1 to %d, got %d", errUsage, load.MaxProducts, o.products)
 	case !(o.zipf > 1) || math.IsInf(o.zipf, 0):
 		return o, fmt.Errorf("%w: --zipf must be a number above 1, got %v", errUsage, o.zipf)
 	case set["zipf"] && o.products == 1:
 		return o, fmt.Errorf("%w: --zipf only applies with --products above 1", errUsage)
-	case o.products > 1 && len(fmt.Sprintf("%s-%d", o.product, o.products)) > maxProductID:
+	case o.products > 1 && len(fmt.Sprintf("%s-%d", o.product, o.products)) > load.MaxProductID:
 		return o, fmt.Errorf("%w: --product %q is too long for --products %d: %s-%d would pass the service's %d-character limit on product ids",
-			errUsage, o.product, o.products, o.product, o.products, maxProductID)
+			errUsage, o.product, o.products, o.product, o.products, load.MaxProductID)
 	case o.switchEvery < 0:
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0, o.lockWait < 0:
@@ -225,10 +225,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
 
-	c := newClient(rep.Target, o.adminToken, o.concurrency)
-	c.byProduct = o.byProduct
-	defer c.close()
-	strategies, err := pickStrategies(ctx, c, o.strategies, stderr)
+	c := load.NewClient(rep.Target, o.adminToken, o.concurrency)
+	c.ByProduct = o.byProduct
+	defer c.Close()
+	strategies, err := load.PickStrategies(ctx, c, o.strategies, stderr)
 	if err != nil {
 		return err
 	}
@@ -252,14 +252,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if o.ceilings {
 		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
-		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
+		ceil, err := load.MeasureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
 		if err != nil {
 			return err
 		}
 		rep.Ceilings = &ceil
 	}
 
-	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
+	cfg := load.Config{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
 		Products: o.products, Zipf: o.zipf}
 	for runNo := 1; runNo <= o.runs; runNo++ {
 		// Every row of a run faces the same demand; each run another.
@@ -275,16 +275,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// caches, a ledger hundreds of thousands of rows longer).
 			var hotRow, serial float64
 			if o.ceilings && o.postgresURL != "" {
-				if hotRow, err = hotRowRate(ctx, c, o.postgresURL, o.ceilingTime); err != nil {
+				if hotRow, err = load.HotRowRate(ctx, c, o.postgresURL, o.ceilingTime); err != nil {
 					return fmt.Errorf("%s: hot-row ceiling: %w", s.Name, err)
 				}
 			}
 			if o.ceilings && len(s.Sell) == 1 {
-				if serial, err = serialRate(ctx, c, s.Sell[0], o.ceilingTime); err != nil {
+				if serial, err = load.SerialRate(ctx, c, s.Sell[0], o.ceilingTime); err != nil {
 					return fmt.Errorf("%s: serial ceiling: %w", s.Name, err)
 				}
 			}
-			res, err := runScenario(ctx, c, cfg, s, progress)
+			res, err := load.Run(ctx, c, cfg, s, progress)
 			if bar != nil {
 				if err == nil {
 					_ = bar.Finish()
@@ -308,7 +308,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			if o.ceilings && len(s.Sell) == 1 && final == 0 {
 				// The crowd that arrives after the last unit.
-				if res.SoldOutRate, res.SoldOutHealthz, err = soldOutPhase(ctx, c, soldOutProduct, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
+				if res.SoldOutRate, res.SoldOutHealthz, err = load.SoldOutPhase(ctx, c, soldOutProduct, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
 					return fmt.Errorf("%s: sold-out phase: %w", s.Name, err)
 				}
 			}
@@ -348,11 +348,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // scenarios is the table's rows: one per strategy, then mix and switch
 // when asked for.
-func scenarios(strategies []strategyInfo, o options) ([]scenario, error) {
-	var rows []scenario
+func scenarios(strategies []load.StrategyInfo, o options) ([]load.Scenario, error) {
+	var rows []load.Scenario
 	var safe []string
 	for _, s := range strategies {
-		rows = append(rows, single(s))
+		rows = append(rows, load.Single(s))
 		if s.Safe {
 			safe = append(safe, s.Name)
 		}
@@ -361,48 +361,12 @@ func scenarios(strategies []strategyInfo, o options) ([]scenario, error) {
 		return nil, fmt.Errorf("%w: --mix and --switch-during need at least one safe strategy among those selected", errUsage)
 	}
 	if o.mix {
-		rows = append(rows, scenario{Name: rowMix, Safe: true, Sell: safe})
+		rows = append(rows, load.Scenario{Name: load.RowMix, Safe: true, Sell: safe})
 	}
 	if o.switchEvery > 0 {
-		rows = append(rows, scenario{Name: rowSwitch, Safe: true, Switch: safe, SwitchEvery: o.switchEvery})
+		rows = append(rows, load.Scenario{Name: load.RowSwitch, Safe: true, Switch: safe, SwitchEvery: o.switchEvery})
 	}
 	return rows, nil
-}
-
-// pickStrategies asks the fleet which strategies exist and keeps the ones named in list (all when empty).
-func pickStrategies(ctx context.Context, c *client, list string, log io.Writer) ([]strategyInfo, error) {
-	all, err := c.strategies(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("ask the fleet for its strategies: %w", err)
-	}
-	if strings.TrimSpace(list) == "" {
-		var picked []strategyInfo
-		for _, s := range all {
-			if !s.Available {
-				fmt.Fprintf(log, "skipping %s: not available on this fleet (it needs %s)\n", s.Name, s.Needs)
-				continue
-			}
-			picked = append(picked, s)
-		}
-		return picked, nil
-	}
-	var picked []strategyInfo
-	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSpace(name)
-		i := slices.IndexFunc(all, func(s strategyInfo) bool { return s.Name == name })
-		if i < 0 {
-			var names []string
-			for _, s := range all {
-				names = append(names, s.Name)
-			}
-			return nil, fmt.Errorf("%w: unknown strategy %q (the fleet offers %s)", errUsage, name, strings.Join(names, ", "))
-		}
-		if !all[i].Available {
-			return nil, fmt.Errorf("%w: strategy %q is not available on this fleet: it needs %s", errUsage, name, all[i].Needs)
-		}
-		picked = append(picked, all[i])
-	}
-	return picked, nil
 }
 
 // writeReport writes rep (a Report or a Matrix) as JSON to path, or to stdout for "-".
@@ -446,7 +410,7 @@ func replicaURLs(f *fleet.Fleet) string {
 	return strings.Join(parts, ", ")
 }
 
-func countVerdict(results []Result, verdict string) int {
+func countVerdict(results []load.Result, verdict string) int {
 	n := 0
 	for _, r := range results {
 		if r.Verdict == verdict {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"inventory/internal/load"
 	"inventory/internal/verdict"
 	"io"
 	"strings"
@@ -72,7 +73,7 @@ type Cell struct {
 // FaultRun is one faulted run: the load tester's figures of the run, and
 // what the replicas' hold logs showed.
 type FaultRun struct {
-	Result
+	load.Result
 	// Overlaps is the pairs of holds of the run's product that were held
 	// at the same time; OverlapSample describes the first few.
 	Overlaps      int64    `json:"overlapping_holders"`
@@ -80,7 +81,7 @@ type FaultRun struct {
 }
 
 // kept reports whether a run kept every invariant.
-func kept(r Result) bool { return verdict.Kept(r.Safe, r.Verdict, r.Reasons) }
+func kept(r load.Result) bool { return verdict.Kept(r.Safe, r.Verdict, r.Reasons) }
 
 func (c *Cell) add(r FaultRun) {
 	c.Runs++

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/load"
 	"inventory/internal/testenv"
 	"inventory/internal/verdict"
 )
@@ -48,7 +49,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 	results := rep.Results
 	// The race is probabilistic (see unsafeAttempts): none runs again while
 	// its hot product did not oversell.
-	hotOversold := func(r Result) bool { return len(r.Products) > 0 && r.Products[0].Oversold > 0 }
+	hotOversold := func(r load.Result) bool { return len(r.Products) > 0 && r.Products[0].Oversold > 0 }
 	for attempt := 2; !hotOversold(results[len(results)-1]) && attempt <= unsafeAttempts; attempt++ {
 		results = append(results, loadtest("none").Results[0])
 	}
@@ -58,7 +59,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 		if len(r.Products) != products {
 			t.Fatalf("%s: %d products in the result, want %d", r.Strategy, len(r.Products), products)
 		}
-		var sum ProductResult
+		var sum load.ProductResult
 		for i, p := range r.Products {
 			if want := fmt.Sprintf("%s-%d", prefix, i+1); p.Product != want {
 				t.Errorf("%s: product %d is %q, want %q", r.Strategy, i, p.Product, want)

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"inventory/internal/load"
 	"inventory/internal/verdict"
 	"io"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -36,8 +38,8 @@ type Report struct {
 	Zipf      float64 `json:"zipf,omitempty"`
 	StartedAt string  `json:"started_at"`
 	// Ceilings are the comparison figures measured in this run (--ceilings).
-	Ceilings *Ceilings `json:"ceilings,omitempty"`
-	Results  []Result  `json:"results"`
+	Ceilings *load.Ceilings `json:"ceilings,omitempty"`
+	Results  []load.Result  `json:"results"`
 	// Failed is true when some safe strategy was BROKEN; the exit code is then 1.
 	Failed bool `json:"failed"`
 }
@@ -49,8 +51,8 @@ func printTable(w io.Writer, r Report) {
 	t.SetStyle(table.StyleLight)
 	t.Style().Format.Header = text.FormatDefault
 	multiRun := r.Runs > 1
-	multiRound := slices.ContainsFunc(r.Results, func(res Result) bool {
-		return len(res.Rounds) > 1 || slices.ContainsFunc(res.Products, func(p ProductResult) bool { return len(p.Rounds) > 1 })
+	multiRound := slices.ContainsFunc(r.Results, func(res load.Result) bool {
+		return len(res.Rounds) > 1 || slices.ContainsFunc(res.Products, func(p load.ProductResult) bool { return len(p.Rounds) > 1 })
 	})
 	header := table.Row{}
 	if multiRun {
@@ -128,7 +130,7 @@ func printTable(w io.Writer, r Report) {
 
 // summary counts verdicts per strategy over several runs, e.g.
 // "none: OVERSOLD in 10 of 10 runs".
-func summary(results []Result) []string {
+func summary(results []load.Result) []string {
 	var order []string
 	counts := map[string]map[string]int{}
 	runs := map[string]int{}
@@ -171,7 +173,7 @@ func rounds(rs []verdict.RoundResult) string {
 
 // productRounds sums up the rounds of a many-product run, marking the
 // products' rounds that broke an invariant, e.g. "1–2 per product (broken: sku-1 r7)".
-func productRounds(ps []ProductResult) string {
+func productRounds(ps []load.ProductResult) string {
 	least, most := 0, 0
 	var broken []string
 	for i, p := range ps {
@@ -215,4 +217,189 @@ func writeJSON(w io.Writer, r any) error {
 		return fmt.Errorf("write json: %w", err)
 	}
 	return nil
+}
+
+// spread sums up a many-product row in one line: how many products sold
+// out, the hottest product's (the most buyers') share of the buyers and of
+// the 2xx, and where it oversold, e.g. "8 products, 3 sold out; hottest
+// sku-1: 41% of the buyers, 14% of the 2xx (20 of 141); oversold on 1: sku-1 +5".
+func spread(res load.Result) string {
+	ps := res.Products
+	if len(ps) == 0 {
+		return ""
+	}
+	soldOut, hottest := 0, 0
+	var oversold []load.ProductResult
+	for i, p := range ps {
+		if p.FinalStock <= 0 {
+			soldOut++
+		}
+		if p.Buyers > ps[hottest].Buyers {
+			hottest = i
+		}
+		if p.Oversold > 0 {
+			oversold = append(oversold, p)
+		}
+	}
+	s := fmt.Sprintf("%d products, %d sold out", len(ps), soldOut)
+	if h := ps[hottest]; res.Buyers > 0 {
+		s += fmt.Sprintf("; hottest %s: %s of the buyers", h.Product, percent(h.Buyers, res.Buyers))
+		if res.OK > 0 {
+			s += fmt.Sprintf(", %s of the 2xx (%d of %d)", percent(h.OK, res.OK), h.OK, res.OK)
+		}
+	}
+	if len(oversold) > 0 {
+		sort.SliceStable(oversold, func(a, b int) bool { return oversold[a].Oversold > oversold[b].Oversold })
+		var parts []string
+		for _, p := range oversold[:min(len(oversold), 5)] {
+			parts = append(parts, fmt.Sprintf("%s +%d", p.Product, p.Oversold))
+		}
+		if len(oversold) > 5 {
+			parts = append(parts, "…")
+		}
+		s += fmt.Sprintf("; oversold on %d: %s", len(oversold), strings.Join(parts, ", "))
+	}
+	return s
+}
+
+// percent formats part/whole as a percentage, with a decimal below 10%.
+func percent(part, whole int64) string {
+	p := 100 * float64(part) / float64(whole)
+	if p < 10 {
+		return fmt.Sprintf("%.1f%%", p)
+	}
+	return fmt.Sprintf("%.0f%%", p)
+}
+
+// replicaNames returns the keys of per in order.
+func replicaNames(per map[string]int64) []string {
+	names := make([]string, 0, len(per))
+	for k := range per {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// printCeilings writes the ceilings and, per one-strategy row, its sales per
+// second as a multiple of the hot-row rate and as a share of its serial
+// ceiling, and its sold-out answers as a share of /healthz; with several
+// runs, each strategy's medians too. Nothing without --ceilings.
+func printCeilings(w io.Writer, r Report) {
+	c := r.Ceilings
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nceilings, measured in this run for %.0fs each, at the start: ", c.Seconds)
+	if c.HotRow > 0 {
+		fmt.Fprintf(w, "hot row %.0f one-sale transactions/s (%d clients, straight to Postgres) · ", c.HotRow, c.HotRowClients)
+	}
+	if c.Redis > 0 {
+		fmt.Fprintf(w, "Redis %.0f round trips/s · ", c.Redis)
+	}
+	fmt.Fprintf(w, "GET /healthz %.0f/s through the target; and just before each run, the hot row again and the strategy's serial ceiling\n", c.Healthz)
+	header := fmt.Sprintf("%-10s %4s %9s %9s %10s %9s %9s %14s %12s\n", "strategy", "run", "sales/s", "hot row/s", "× hot row", "serial/s", "% serial", "sold-out 409/s", "% of healthz")
+	fmt.Fprint(w, header)
+	byStrategy := map[string][]ceilingFigures{}
+	var order []string
+	for _, res := range r.Results {
+		if res.Seconds <= 0 {
+			continue
+		}
+		f := figuresOf(res)
+		fmt.Fprintf(w, "%-10s %4d %s\n", res.Strategy, res.Run, f)
+		if len(byStrategy[res.Strategy]) == 0 {
+			order = append(order, res.Strategy)
+		}
+		byStrategy[res.Strategy] = append(byStrategy[res.Strategy], f)
+	}
+	if len(r.Results) == len(order) {
+		return // one run each: nothing to take a median of
+	}
+	fmt.Fprintf(w, "\nmedians over the runs\n")
+	fmt.Fprint(w, strings.Replace(header, " run", "runs", 1))
+	for _, name := range order {
+		fs := byStrategy[name]
+		fmt.Fprintf(w, "%-10s %4d %s\n", name, len(fs), medianFigures(fs))
+	}
+}
+
+// ceilingFigures are one run's figures against the ceilings; 0 is "not
+// measured".
+type ceilingFigures struct {
+	sales, hotRow, timesHotRow, serial, ofSerial, soldOut, ofHealthz float64
+}
+
+func figuresOf(res load.Result) ceilingFigures {
+	f := ceilingFigures{sales: float64(res.OK) / res.Seconds, hotRow: res.HotRowRate, serial: res.SerialRate, soldOut: res.SoldOutRate}
+	if f.hotRow > 0 {
+		f.timesHotRow = f.sales / f.hotRow
+	}
+	if f.serial > 0 {
+		f.ofSerial = 100 * f.sales / f.serial
+	}
+	if f.soldOut > 0 && res.SoldOutHealthz > 0 {
+		f.ofHealthz = 100 * f.soldOut / res.SoldOutHealthz
+	}
+	return f
+}
+
+// medianFigures is each figure's median over fs, apart.
+func medianFigures(fs []ceilingFigures) ceilingFigures {
+	pick := func(get func(ceilingFigures) float64) float64 {
+		var v []float64
+		for _, f := range fs {
+			v = append(v, get(f))
+		}
+		return median(v)
+	}
+	return ceilingFigures{
+		sales:       pick(func(f ceilingFigures) float64 { return f.sales }),
+		hotRow:      pick(func(f ceilingFigures) float64 { return f.hotRow }),
+		timesHotRow: pick(func(f ceilingFigures) float64 { return f.timesHotRow }),
+		serial:      pick(func(f ceilingFigures) float64 { return f.serial }),
+		ofSerial:    pick(func(f ceilingFigures) float64 { return f.ofSerial }),
+		soldOut:     pick(func(f ceilingFigures) float64 { return f.soldOut }),
+		ofHealthz:   pick(func(f ceilingFigures) float64 { return f.ofHealthz }),
+	}
+}
+
+func (f ceilingFigures) String() string {
+	figure := func(format string, v float64) string {
+		if v <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	return fmt.Sprintf("%9.0f %9s %10s %9s %9s %14s %12s", f.sales, figure("%.0f", f.hotRow), figure("%.2f", f.timesHotRow), figure("%.0f", f.serial),
+		figure("%.0f%%", f.ofSerial), figure("%.0f", f.soldOut), figure("%.0f%%", f.ofHealthz))
+}
+
+// medianSerial is each strategy's median serial ceiling over its runs.
+func medianSerial(results []load.Result) map[string]float64 {
+	byStrategy := map[string][]float64{}
+	for _, res := range results {
+		if res.SerialRate > 0 {
+			byStrategy[res.Strategy] = append(byStrategy[res.Strategy], res.SerialRate)
+		}
+	}
+	out := map[string]float64{}
+	for name, v := range byStrategy {
+		out[name] = median(v)
+	}
+	return out
+}
+
+// median is the middle of v (the mean of the two middles for an even
+// count); 0 for none. Zeros (not measured) are left out.
+func median(v []float64) float64 {
+	v = slices.DeleteFunc(slices.Clone(v), func(x float64) bool { return x <= 0 })
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"inventory/internal/load"
 	"inventory/internal/verdict"
 	"io"
 	"slices"
@@ -49,18 +50,18 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestReportShowsEveryFigure(t *testing.T) {
-	rep := Report{Runs: 2, Results: []Result{
+	rep := Report{Runs: 2, Results: []load.Result{
 		{Run: 1, Strategy: "none", OK: 1040, SoldOut: 460, FinalStock: -40, LedgerUnits: 1040, LedgerRows: 1040, Oversold: 40,
 			PerReplica: map[string]int64{"inventory-2": 750, "inventory-1": 750}, Verdict: verdict.Oversold, Reasons: []string{"oversold 40 units"}},
 		{Run: 2, Strategy: "none", Verdict: verdict.NoOversell},
 		{Run: 1, Strategy: "atomic", Safe: true, OK: 1000, SoldOut: 500, LedgerUnits: 1000, LedgerRows: 1000,
-			LatencyMs: Latency{P50: 1.25, P95: 7.5, P99: 12.25}, Throughput: 2345.6, Verdict: verdict.Safe},
+			LatencyMs: load.Latency{P50: 1.25, P95: 7.5, P99: 12.25}, Throughput: 2345.6, Verdict: verdict.Safe},
 		{Run: 1, Strategy: "redis", Safe: true, OK: 1498, SoldOut: 0, Unavailable: 4, Breaches: 5, Unknown: 2, Verdict: verdict.Safe,
 			Rounds: []verdict.RoundResult{{Round: 7, Initial: 1000, LedgerUnits: 1000, LedgerRows: 1000, OK: 999}, {Round: 8, Current: true, Initial: 1000, LedgerUnits: 500, LedgerRows: 500, OK: 499}}},
-		{Run: 1, Strategy: rowMix, Safe: true, Verdict: verdict.Broken, Reasons: []string{"round 9: oversold 1 unit: ledger 1001 > initial 1000"},
+		{Run: 1, Strategy: load.RowMix, Safe: true, Verdict: verdict.Broken, Reasons: []string{"round 9: oversold 1 unit: ledger 1001 > initial 1000"},
 			PerStrategy: map[string]int64{"lua": 700, "redis": 800}, BrokenRounds: []int64{9},
 			Rounds: []verdict.RoundResult{{Round: 9, Broken: true, Oversold: 1}, {Round: 10, Current: true}}},
-		{Run: 1, Strategy: rowSwitch, Safe: true, Verdict: verdict.Safe, PerStrategy: map[string]int64{"atomic": 800, "redis": 700}, Switches: 29},
+		{Run: 1, Strategy: load.RowSwitch, Safe: true, Verdict: verdict.Safe, PerStrategy: map[string]int64{"atomic": 800, "redis": 700}, Switches: 29},
 	}}
 	var buf bytes.Buffer
 	printTable(&buf, rep)

@@ -1,28 +1,26 @@
-package main
+package load
 
 import (
 	"context"
 	"fmt"
 	"inventory/internal/verdict"
 	"math/rand/v2"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
 
 // Limits and default of --products and --zipf.
 const (
-	maxProducts = 10000
-	defaultZipf = 1.1
-	// maxProductID is the service's limit on a product id's length.
-	maxProductID = 64
+	MaxProducts = 10000
+	DefaultZipf = 1.1
+	// MaxProductID is the service's limit on a product id's length.
+	MaxProductID = 64
 )
 
 // productIDs is the products a run sells: cfg.Product alone, or
 // "<Product>-1" … "<Product>-N" with cfg.Products = N above 1, the first
 // the hottest.
-func productIDs(cfg loadConfig) []string {
+func productIDs(cfg Config) []string {
 	if cfg.Products <= 1 {
 		return []string{cfg.Product}
 	}
@@ -98,56 +96,4 @@ type ProductResult struct {
 	// Broken is true when the product broke an invariant (also for an
 	// unsafe strategy, where overselling is expected).
 	Broken bool `json:"broken,omitempty"`
-}
-
-// spread sums up a many-product row in one line: how many products sold
-// out, the hottest product's (the most buyers') share of the buyers and of
-// the 2xx, and where it oversold, e.g. "8 products, 3 sold out; hottest
-// sku-1: 41% of the buyers, 14% of the 2xx (20 of 141); oversold on 1: sku-1 +5".
-func spread(res Result) string {
-	ps := res.Products
-	if len(ps) == 0 {
-		return ""
-	}
-	soldOut, hottest := 0, 0
-	var oversold []ProductResult
-	for i, p := range ps {
-		if p.FinalStock <= 0 {
-			soldOut++
-		}
-		if p.Buyers > ps[hottest].Buyers {
-			hottest = i
-		}
-		if p.Oversold > 0 {
-			oversold = append(oversold, p)
-		}
-	}
-	s := fmt.Sprintf("%d products, %d sold out", len(ps), soldOut)
-	if h := ps[hottest]; res.Buyers > 0 {
-		s += fmt.Sprintf("; hottest %s: %s of the buyers", h.Product, percent(h.Buyers, res.Buyers))
-		if res.OK > 0 {
-			s += fmt.Sprintf(", %s of the 2xx (%d of %d)", percent(h.OK, res.OK), h.OK, res.OK)
-		}
-	}
-	if len(oversold) > 0 {
-		sort.SliceStable(oversold, func(a, b int) bool { return oversold[a].Oversold > oversold[b].Oversold })
-		var parts []string
-		for _, p := range oversold[:min(len(oversold), 5)] {
-			parts = append(parts, fmt.Sprintf("%s +%d", p.Product, p.Oversold))
-		}
-		if len(oversold) > 5 {
-			parts = append(parts, "…")
-		}
-		s += fmt.Sprintf("; oversold on %d: %s", len(oversold), strings.Join(parts, ", "))
-	}
-	return s
-}
-
-// percent formats part/whole as a percentage, with a decimal below 10%.
-func percent(part, whole int64) string {
-	p := 100 * float64(part) / float64(whole)
-	if p < 10 {
-		return fmt.Sprintf("%.1f%%", p)
-	}
-	return fmt.Sprintf("%.0f%%", p)
 }

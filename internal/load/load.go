@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"cmp"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"inventory/internal/verdict"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,8 +13,8 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// loadConfig is what every run shares.
-type loadConfig struct {
+// Config is what every run shares.
+type Config struct {
 	Product     string
 	Stock       int64
 	Buyers      int
@@ -47,12 +46,12 @@ type loadConfig struct {
 	// zipfChoices(Products, Buyers, Zipf, Seed); every product is checked on
 	// its own. 0 or 1: Product alone. Not with Keys.
 	Products int
-	Zipf     float64 // the Zipf exponent, above 1 (0: defaultZipf)
+	Zipf     float64 // the Zipf exponent, above 1 (0: DefaultZipf)
 	Seed     uint64  // seeds the buyers' product choices
 }
 
-// scenario is one row of the table: who sells and how buyers pick the strategy.
-type scenario struct {
+// Scenario is one row of the table: who sells and how buyers pick the strategy.
+type Scenario struct {
 	Name string // the row's name: a strategy, "mix" or "switch"
 	Safe bool   // every strategy it sells with claims to be safe
 	// Sell is the strategies buyers name with ?strategy=, buyer i taking
@@ -68,12 +67,12 @@ type scenario struct {
 
 // Row names of the scenarios that are not one strategy.
 const (
-	rowMix    = "mix"
-	rowSwitch = "switch"
+	RowMix    = "mix"
+	RowSwitch = "switch"
 )
 
-func single(s strategyInfo) scenario {
-	return scenario{Name: s.Name, Safe: s.Safe, Sell: []string{s.Name}}
+func Single(s StrategyInfo) Scenario {
+	return Scenario{Name: s.Name, Safe: s.Safe, Sell: []string{s.Name}}
 }
 
 // Result is one run of one row, as printed in the table and written by --json.
@@ -114,7 +113,7 @@ type Result struct {
 	// what its sales per second are a multiple of.
 	HotRowRate float64 `json:"hot_row_tps,omitempty"`
 	// SerialRate is, with --ceilings, the strategy's serial ceiling
-	// measured just before this run (see serialRate): what its sales per
+	// measured just before this run (see SerialRate): what its sales per
 	// second are compared against.
 	SerialRate float64 `json:"serial_sales_per_s,omitempty"`
 	// SoldOutRate is 409s per second once the product was sold out, with
@@ -129,7 +128,7 @@ type Result struct {
 	Reasons        []string         `json:"reasons,omitempty"`
 	FirstErrors    []string         `json:"first_errors,omitempty"`
 
-	// Timeline is the 2xx answers in each 100 ms (tick) since the buyers
+	// Timeline is the 2xx answers in each 100 ms (Tick) since the buyers
 	// started: sales over time, for the HTML report.
 	Timeline []int64 `json:"sales_per_100ms,omitempty"`
 
@@ -141,7 +140,9 @@ type Result struct {
 	Products []ProductResult `json:"products,omitempty"`
 	Seed     uint64          `json:"seed,omitempty"`
 
-	answers []verdict.KeyedAnswer // with loadConfig.Keys: every buyer's last answer
+	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
+	// it out.
+	Answers []verdict.KeyedAnswer `json:"-"`
 }
 
 // Latency holds request latency percentiles in milliseconds.
@@ -303,20 +304,20 @@ func (t *tally) merge(c counts, hist *hdrhistogram.Histogram) {
 	t.answers = append(t.answers, c.answers...)
 }
 
-// runScenario restocks the product (every product, with cfg.Products
+// Run restocks the product (every product, with cfg.Products
 // above 1), fires cfg.Buyers buyers for one unit each through
 // cfg.Concurrency workers (restocking once more, or switching the fleet
 // default, while they buy, as cfg and sc say), and reads every round the
 // run sold in back from the server, product by product. progress, when not
 // nil, is called once per finished buyer.
-func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, progress func()) (_ Result, err error) {
+func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func()) (_ Result, err error) {
 	ids := productIDs(cfg)
 	if cfg.Keys != "" && len(ids) > 1 {
 		return Result{}, errors.New("idempotency keys are checked against one product: Keys needs Products of at most 1")
 	}
 	var choices []int32 // buyer i buys ids[choices[i]]; nil: ids[0]
 	if len(ids) > 1 {
-		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, defaultZipf), cfg.Seed)
+		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, DefaultZipf), cfg.Seed)
 	}
 	parallel := adminParallel(cfg.Concurrency)
 	before := make([]product, len(ids))
@@ -329,7 +330,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	}
 	switches := 0
 	if len(sc.Sell) == 0 {
-		restore, err := c.defaultStrategy(ctx)
+		restore, err := c.DefaultStrategy(ctx)
 		if err != nil {
 			return Result{}, fmt.Errorf("read the fleet default: %w", err)
 		}
@@ -337,21 +338,21 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 			// Put the default back even after an interrupt.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			rerr := c.setDefaultStrategy(rctx, restore)
+			rerr := c.SetDefaultStrategy(rctx, restore)
 			if rerr == nil {
-				rerr = c.awaitDefault(rctx, restore, 8, 10*time.Second)
+				rerr = c.AwaitDefault(rctx, restore, 8, 10*time.Second)
 			}
 			if rerr != nil && err == nil {
 				err = fmt.Errorf("restore the fleet default: %w", rerr)
 			}
 		}()
 		if len(sc.Switch) > 0 {
-			if err := c.setDefaultStrategy(ctx, sc.Switch[0]); err != nil {
+			if err := c.SetDefaultStrategy(ctx, sc.Switch[0]); err != nil {
 				return Result{}, err
 			}
 			// Replicas cache the default briefly; the first buyers must not
 			// get the old one, which may be unsafe.
-			if err := c.awaitDefault(ctx, sc.Switch[0], 8, 10*time.Second); err != nil {
+			if err := c.AwaitDefault(ctx, sc.Switch[0], 8, 10*time.Second); err != nil {
 				return Result{}, err
 			}
 		}
@@ -375,7 +376,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	afterAnswer := func(n int64) {
 		if cfg.RestockDuring && n == restockAt {
 			err := forEachProduct(runCtx, ids, parallel, func(ctx context.Context, i int, id string) error {
-				p, err := c.restock(ctx, id, cfg.Stock)
+				p, err := c.Restock(ctx, id, cfg.Stock)
 				if err != nil {
 					return err
 				}
@@ -397,7 +398,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				return
 			}
 			lastSwitch = n
-			if err := c.setDefaultStrategy(runCtx, sc.Switch[(n/int64(sc.SwitchEvery))%int64(len(sc.Switch))]); err != nil {
+			if err := c.SetDefaultStrategy(runCtx, sc.Switch[(n/int64(sc.SwitchEvery))%int64(len(sc.Switch))]); err != nil {
 				stop(err)
 				return
 			}
@@ -462,7 +463,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				_ = hist.RecordValue(min(time.Since(t0).Microseconds(), hist.HighestTrackableValue()))
 				t.add(o, late, p, cnt)
 				if o.status/100 == 2 {
-					cnt.perTick[int64(time.Since(start)/tick)]++
+					cnt.perTick[int64(time.Since(start)/Tick)]++
 				}
 				if key != "" {
 					cnt.answers = append(cnt.answers, verdict.KeyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
@@ -505,7 +506,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		okByRound = t.okByRound()
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
-		a, err := c.product(ctx, id)
+		a, err := c.Product(ctx, id)
 		if err != nil {
 			return fmt.Errorf("final state: %w", err)
 		}
@@ -551,7 +552,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		PerReplica:  t.perReplica,
 		Timeline:    dense(t.perTick, elapsed),
 		FirstErrors: t.firstErrs,
-		answers:     t.answers,
+		Answers:     t.answers,
 	}
 	for i := range ids {
 		pr := productResult(ids[i], after[i], figs[i], judged[i])
@@ -585,11 +586,11 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 
 // restockChecked restocks product id to stock and reads it back: a fresh
 // round with stock units and no sales, or an error.
-func restockChecked(ctx context.Context, c *client, id string, stock int64) (product, error) {
-	if _, err := c.restock(ctx, id, stock); err != nil {
+func restockChecked(ctx context.Context, c *Client, id string, stock int64) (product, error) {
+	if _, err := c.Restock(ctx, id, stock); err != nil {
 		return product{}, err
 	}
-	p, err := c.product(ctx, id)
+	p, err := c.Product(ctx, id)
 	if err != nil {
 		return product{}, fmt.Errorf("after restock: %w", err)
 	}
@@ -621,14 +622,14 @@ func productResult(id string, after product, f verdict.Figures, j verdict.Judgem
 // (okByRound; round 0 is answers that named none, which belong to first
 // when the run sold in one round only). It also returns how many 2xx named
 // no round of the run.
-func readRounds(ctx context.Context, c *client, id string, first int64, after product, okByRound map[int64]int64) ([]verdict.RoundFigures, int64, error) {
+func readRounds(ctx context.Context, c *Client, id string, first int64, after product, okByRound map[int64]int64) ([]verdict.RoundFigures, int64, error) {
 	var out []verdict.RoundFigures
 	for n := first; n <= after.Round; n++ {
 		rf := verdict.RoundFigures{Round: n, OK: okByRound[n]}
 		if n == after.Round {
 			rf.Current, rf.Initial, rf.Units, rf.Rows = true, after.Initial, after.Sold, after.Sales
 		} else {
-			r, err := c.round(ctx, id, n)
+			r, err := c.Round(ctx, id, n)
 			if err != nil {
 				return nil, 0, fmt.Errorf("read round %d of %s: %w", n, id, err)
 			}
@@ -656,22 +657,12 @@ func newHistogram() *hdrhistogram.Histogram {
 
 func ms(us int64) float64 { return float64(us) / 1000 }
 
-// replicaNames returns the keys of per in order.
-func replicaNames(per map[string]int64) []string {
-	names := make([]string, 0, len(per))
-	for k := range per {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
-}
+// Tick is the width of one slot of Result.Timeline.
+const Tick = 100 * time.Millisecond
 
-// tick is the width of one slot of Result.Timeline.
-const tick = 100 * time.Millisecond
-
-// dense lays the counts by tick out as a slice covering elapsed.
+// dense lays the counts by Tick out as a slice covering elapsed.
 func dense(byTick map[int64]int64, elapsed time.Duration) []int64 {
-	out := make([]int64, int64(elapsed/tick)+1)
+	out := make([]int64, int64(elapsed/Tick)+1)
 	for i, n := range byTick {
 		if i >= 0 && i < int64(len(out)) {
 			out[i] += n
