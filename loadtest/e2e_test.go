@@ -19,6 +19,7 @@ import (
 	"inventory/internal/fleet"
 	"inventory/internal/load"
 	"inventory/internal/localstack"
+	"inventory/internal/report"
 	"inventory/internal/verdict"
 
 	"inventory/internal/testenv"
@@ -51,9 +52,9 @@ const (
 	e2eWorkDelay = "5ms"
 )
 
-func readReport(t *testing.T, b []byte) Report {
+func readReport(t *testing.T, b []byte) report.Report {
 	t.Helper()
-	var r Report
+	var r report.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("--json output does not parse: %v\n%s", err, b)
 	}
@@ -73,7 +74,7 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	defer cancel()
 	f := startE2EFleet(ctx, t)
 
-	loadtest := func(strategies string) Report {
+	loadtest := func(strategies string) report.Report {
 		t.Helper()
 		jsonPath := filepath.Join(t.TempDir(), "report.json")
 		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", "sku-e2e", "--strategies", strategies,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"inventory/internal/load"
+	"inventory/internal/report"
 	"inventory/internal/verdict"
 	"net/http"
 	"net/http/httptest"
@@ -244,14 +245,14 @@ const problemTypePrefix = "urn:inventory:problem:"
 
 // fakeRun runs the load tester against fake with args (--url, the token and
 // --json - added) and returns the error, the report and the table.
-func fakeRun(t *testing.T, fake *fakeFleet, args ...string) (error, Report, string) {
+func fakeRun(t *testing.T, fake *fakeFleet, args ...string) (error, report.Report, string) {
 	t.Helper()
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	args = append([]string{"--url", srv.URL, "--admin-token", "t", "--json", "-"}, args...)
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), args, &stdout, &stderr)
-	var rep Report
+	var rep report.Report
 	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
 		t.Fatalf("run(%q) = %v; JSON = %v, %s\n%s", args, err, jerr, stdout.String(), stderr.String())
 	}
@@ -365,19 +366,6 @@ func TestCeilingsMedians(t *testing.T) {
 	_, medians, found := strings.Cut(table, "medians over the runs")
 	if !found || !strings.Contains(medians, want) || !strings.Contains(medians, fmt.Sprintf(" %.0f ", rates[1])) {
 		t.Errorf("run(%q) medians, want a line %q… with the middle sold-out rate %.0f of %v:\n%s", args, want, rates[1], rates, table)
-	}
-}
-
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		v    []float64
-		want float64
-	}{
-		{nil, 0}, {[]float64{0, 0}, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{0, 7, 9}, 8},
-	} {
-		if got := median(tc.v); got != tc.want {
-			t.Errorf("median(%v) = %g, want %g", tc.v, got, tc.want)
-		}
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"inventory/internal/faults"
 	"inventory/internal/fleet"
 	"inventory/internal/load"
+	"inventory/internal/report"
 	"inventory/internal/verdict"
 )
 
@@ -110,17 +111,17 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if o.jsonOut == "-" {
 		tableOut = stderr
 	}
-	printMatrix(tableOut, m, isTerminal(tableOut))
+	report.PrintMatrix(tableOut, m, isTerminal(tableOut))
 	if o.jsonOut != "" {
-		if err := writeReport(o.jsonOut, stdout, m); err != nil {
+		if err := report.WriteReport(o.jsonOut, stdout, m); err != nil {
 			return err
 		}
 	}
 	if o.htmlOut != "" {
-		if err := writeHTML(o.htmlOut, nil, &m); err != nil {
+		if err := report.WriteHTML(o.htmlOut, nil, &m); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "report: %s\n", absPath(o.htmlOut))
+		fmt.Fprintf(stderr, "report: %s\n", report.AbsPath(o.htmlOut))
 	}
 	if m.Failed {
 		return errSafeBroke
@@ -169,21 +170,21 @@ func groupByFleet(base fleet.Options, fl []faults.Fault) []fleetGroup {
 // group of faults that need the same fleet, started in turn (each stopped
 // before the next starts), from one build of the service. The cells come
 // back as one matrix, in fl's order.
-func matrixOnFleets(ctx context.Context, o faultOptions, fl []faults.Fault, log io.Writer) (Matrix, error) {
+func matrixOnFleets(ctx context.Context, o faultOptions, fl []faults.Fault, log io.Writer) (report.Matrix, error) {
 	dir, err := os.MkdirTemp("", "inventory-faults-")
 	if err != nil {
-		return Matrix{}, fmt.Errorf("fault matrix: %w", err)
+		return report.Matrix{}, fmt.Errorf("fault matrix: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "inventory")
 	if err := fleet.Build(ctx, bin); err != nil {
-		return Matrix{}, err
+		return report.Matrix{}, err
 	}
-	var parts []Matrix
+	var parts []report.Matrix
 	for _, g := range groupByFleet(matrixFleet(o, bin), fl) {
 		m, err := matrixOnFleet(ctx, o, g, log)
 		if err != nil {
-			return Matrix{}, err
+			return report.Matrix{}, err
 		}
 		parts = append(parts, m)
 	}
@@ -191,7 +192,7 @@ func matrixOnFleets(ctx context.Context, o faultOptions, fl []faults.Fault, log 
 }
 
 // matrixOnFleet starts g's fleet, runs g's faults on it and stops it.
-func matrixOnFleet(ctx context.Context, o faultOptions, g fleetGroup, log io.Writer) (Matrix, error) {
+func matrixOnFleet(ctx context.Context, o faultOptions, g fleetGroup, log io.Writer) (report.Matrix, error) {
 	var names []string
 	for _, f := range g.faults {
 		names = append(names, f.Name())
@@ -199,7 +200,7 @@ func matrixOnFleet(ctx context.Context, o faultOptions, g fleetGroup, log io.Wri
 	fmt.Fprintf(log, "starting a local fleet for %s: %s …\n", strings.Join(names, ", "), describeFleet(g.opts))
 	f, err := fleet.Start(ctx, g.opts)
 	if err != nil {
-		return Matrix{}, err
+		return report.Matrix{}, err
 	}
 	defer func() {
 		fmt.Fprintln(log, "stopping the local fleet …")
@@ -210,7 +211,7 @@ func matrixOnFleet(ctx context.Context, o faultOptions, g fleetGroup, log io.Wri
 	m, err := faultMatrix(ctx, f, o, g.faults, log)
 	if err != nil {
 		r := f.Replicas[0]
-		return Matrix{}, fmt.Errorf("%w\n%s's last output:\n%s", err, r.Instance, lastBytes(r.Logs(), 3000))
+		return report.Matrix{}, fmt.Errorf("%w\n%s's last output:\n%s", err, r.Instance, lastBytes(r.Logs(), 3000))
 	}
 	return m, nil
 }
@@ -238,13 +239,13 @@ func describeFleet(opts fleet.Options) string {
 // mergeMatrices makes one matrix of the matrices of fl's faults run on
 // several fleets: the first's settings, every strategy, the faults, their
 // times and the cells in fl's order.
-func mergeMatrices(parts []Matrix, fl []faults.Fault) Matrix {
+func mergeMatrices(parts []report.Matrix, fl []faults.Fault) report.Matrix {
 	if len(parts) == 0 {
-		return Matrix{}
+		return report.Matrix{}
 	}
 	m := parts[0]
 	m.Strategies, m.Faults, m.Cells, m.FaultSeconds = nil, nil, nil, nil
-	cells := map[[2]string]Cell{}
+	cells := map[[2]string]report.Cell{}
 	seconds := map[string]float64{}
 	for _, p := range parts {
 		for _, s := range p.Strategies {
@@ -291,12 +292,12 @@ var errSafeBroke = errors.New("a safe strategy broke an invariant under a fault 
 // strategies' runs go side by side, each buying a product of its own with
 // its own strategy; under the others, one run at a time with the strategy
 // as the fleet default.
-func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []faults.Fault, log io.Writer) (Matrix, error) {
+func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []faults.Fault, log io.Writer) (report.Matrix, error) {
 	probe := load.NewClient(f.URL, f.AdminToken, 1)
 	strategies, err := load.PickStrategies(ctx, probe, o.strategies, log)
 	probe.Close()
 	if err != nil {
-		return Matrix{}, err
+		return report.Matrix{}, err
 	}
 	mr := &matrixRun{
 		c: load.NewClient(f.URL, f.AdminToken, o.concurrency*len(strategies)), o: o, fleet: f,
@@ -309,34 +310,34 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o faultOptions, fl []fault
 	for _, r := range f.Replicas {
 		mr.replicas = append(mr.replicas, r.URL)
 	}
-	m := Matrix{
+	m := report.Matrix{
 		StartedAt: time.Now().UTC().Format(time.RFC3339), Runs: o.runs, Stock: o.stock, Buyers: o.buyers,
 		Concurrency: o.concurrency, Retries: o.retries, WorkDelay: o.workDelay.String(), LockTTL: o.lockTTL.String(),
 		Spread: o.spread.String(),
 	}
 	for _, s := range strategies {
-		m.Strategies = append(m.Strategies, StrategyInfo{Name: s.Name, Safe: s.Safe})
+		m.Strategies = append(m.Strategies, report.StrategyInfo{Name: s.Name, Safe: s.Safe})
 	}
 	for _, x := range fl {
 		m.Faults = append(m.Faults, x.Name())
 	}
-	byCell := map[[2]string]Cell{}
+	byCell := map[[2]string]report.Cell{}
 	for _, fault := range fl {
 		began := time.Now()
 		lanes := make([]*lane, len(strategies))
 		for i, s := range strategies {
-			lanes[i] = &lane{s: s, cell: Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}}
+			lanes[i] = &lane{s: s, cell: report.Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}}
 		}
 		if faults.ScopeOf(fault) == faults.ScopeRun {
 			for _, l := range lanes {
 				if err := mr.oneAtATime(ctx, l, fault); err != nil {
-					return Matrix{}, err
+					return report.Matrix{}, err
 				}
 				mr.report(log, l)
 			}
 		} else {
 			if err := mr.sideBySide(ctx, lanes, fault); err != nil {
-				return Matrix{}, err
+				return report.Matrix{}, err
 			}
 			for _, l := range lanes {
 				mr.report(log, l)
@@ -383,7 +384,7 @@ const maxScale = 64
 // lane is one cell being run: a strategy under the fault at hand.
 type lane struct {
 	s     load.StrategyInfo
-	cell  Cell
+	cell  report.Cell
 	tries int // runs started, missed ones included
 }
 
@@ -409,7 +410,7 @@ func (mr *matrixRun) next(l *lane, fault faults.Fault, scale int64) (product str
 
 // record adds a run's outcome to its cell, and reports whether the run was
 // missed (the fault found its buyers all answered).
-func (mr *matrixRun) record(l *lane, fault faults.Fault, res FaultRun, err error) (missed bool, _ error) {
+func (mr *matrixRun) record(l *lane, fault faults.Fault, res report.FaultRun, err error) (missed bool, _ error) {
 	switch {
 	case errors.Is(err, faults.ErrNotApplicable):
 		l.cell.NotApplicable = err.Error()
@@ -420,13 +421,13 @@ func (mr *matrixRun) record(l *lane, fault faults.Fault, res FaultRun, err error
 		return false, fmt.Errorf("%s × %s run %d: %w", l.s.Name, fault.Name(), l.tries, err)
 	default:
 		res.Run = l.tries
-		l.cell.add(res)
+		l.cell.Add(res)
 	}
 	return false, nil
 }
 
 func (mr *matrixRun) report(log io.Writer, l *lane) {
-	l.cell.finish()
+	l.cell.Finish()
 	fmt.Fprintf(log, "%-10s × %-18s %s\n", l.s.Name, l.cell.Fault, l.cell.Summary())
 }
 
@@ -498,7 +499,7 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 			spread = mr.spread
 		}
 		type outcome struct {
-			res FaultRun
+			res report.FaultRun
 			err error
 		}
 		got := make([]outcome, len(open))
@@ -581,10 +582,10 @@ func awaitAnswers(ctx context.Context, answered func() int64, at int64, selling 
 // (faulted), then its ledger is checked key by key, and the replicas'
 // hold logs are searched for holders that overlapped.
 func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o faultOptions, product string, sc load.Scenario, soldWith string,
-	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error) (FaultRun, error) {
+	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error) (report.FaultRun, error) {
 	before, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
-		return FaultRun{}, err
+		return report.FaultRun{}, err
 	}
 	cfg := load.Config{
 		Product: product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency,
@@ -592,18 +593,18 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o faul
 	}
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	if err != nil {
-		return FaultRun{}, err
+		return report.FaultRun{}, err
 	}
 	pgURL := mr.fleet.PostgresURL
 	byKey, err := verdict.ReadKeys(ctx, pgURL, product, res.Rounds[0].Round)
 	if err != nil {
-		return FaultRun{}, err
+		return report.FaultRun{}, err
 	}
 	why := verdict.CheckKeys(byKey, res.Answers)
 	if soldWith != "" {
 		others, err := verdict.SoldWithOthers(ctx, pgURL, product, res.Rounds[0].Round, soldWith)
 		if err != nil {
-			return FaultRun{}, err
+			return report.FaultRun{}, err
 		}
 		why = append(why, others...)
 	}
@@ -617,19 +618,19 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o faul
 		// Which strategy sold what, from which replica: the first clue.
 		who, err := verdict.LedgerByStrategy(ctx, pgURL, product, res.Rounds[0].Round)
 		if err != nil {
-			return FaultRun{}, err
+			return report.FaultRun{}, err
 		}
 		res.Reasons = append(res.Reasons, "ledger rows by strategy@replica: "+who)
 	}
 	after, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
-		return FaultRun{}, err
+		return report.FaultRun{}, err
 	}
 	res.BreachMetric = breachDelta(before, after)
-	run := FaultRun{Result: res}
+	run := report.FaultRun{Result: res}
 	holds, err := fetchHolds(ctx, mr.replicas, mr.fleet.AdminToken, product)
 	if err != nil {
-		return FaultRun{}, err
+		return report.FaultRun{}, err
 	}
 	ov := verdict.Overlaps(holds, time.Now())
 	run.Overlaps = int64(len(ov))

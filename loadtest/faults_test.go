@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"inventory/internal/faults"
-	"inventory/internal/load"
-	"inventory/internal/verdict"
+	"inventory/internal/report"
 
 	"inventory/internal/testenv"
 )
@@ -41,7 +40,7 @@ func TestShortFaultMatrix(t *testing.T) {
 		t.Fatalf("matrixOnFleets: %v\n%s", err, progress.String())
 	}
 	var out bytes.Buffer
-	printMatrix(&out, m, false)
+	report.PrintMatrix(&out, m, false)
 	t.Logf("short fault matrix:\n%s\n%s", progress.String(), out.String())
 	if want := len(m.Strategies) * len(fl); len(m.Cells) != want {
 		t.Errorf("%d cells, want %d (strategies × faults)", len(m.Cells), want)
@@ -91,16 +90,16 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 		t.Errorf("grouping changed the base options: %+v", base)
 	}
 
-	var parts []Matrix
+	var parts []report.Matrix
 	for _, g := range groups {
-		p := Matrix{Runs: 1, Strategies: []StrategyInfo{{"redis", true}, {"none", false}}}
+		p := report.Matrix{Runs: 1, Strategies: []report.StrategyInfo{{Name: "redis", Safe: true}, {Name: "none", Safe: false}}}
 		for _, f := range g.faults {
 			p.Faults = append(p.Faults, f.Name())
 			p.FaultSeconds = append(p.FaultSeconds, float64(len(f.Name())))
 		}
 		for _, s := range p.Strategies {
 			for _, f := range p.Faults {
-				p.Cells = append(p.Cells, Cell{Strategy: s.Name, Fault: f, Safe: s.Safe, SafeBroke: f == "redis-failover" && s.Safe})
+				p.Cells = append(p.Cells, report.Cell{Strategy: s.Name, Fault: f, Safe: s.Safe, SafeBroke: f == "redis-failover" && s.Safe})
 			}
 		}
 		p.Failed = anySafeBroke(p)
@@ -131,7 +130,7 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 	}
 }
 
-func reasons(c Cell) string {
+func reasons(c report.Cell) string {
 	var b strings.Builder
 	for _, r := range c.Results {
 		b.WriteString(strings.Join(r.Reasons, "; "))
@@ -140,36 +139,11 @@ func reasons(c Cell) string {
 	return b.String()
 }
 
-func anySafeBroke(m Matrix) bool {
+func anySafeBroke(m report.Matrix) bool {
 	for _, c := range m.Cells {
 		if c.SafeBroke {
 			return true
 		}
 	}
 	return false
-}
-
-func TestMatrixCellsAndExitStatus(t *testing.T) {
-	safeBroken := load.Result{Safe: true, Verdict: verdict.Broken, Reasons: []string{"oversold 1 unit"}, Oversold: 1}
-	var c Cell
-	c.Safe = true
-	c.add(FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe, OK: 5, SoldOut: 2, Unavailable: 1}, Overlaps: 2})
-	c.add(FaultRun{Result: safeBroken})
-	c.finish()
-	if c.Short() != "1/2" || !c.SafeBroke || c.Definite != 7 || c.Indefinite != 1 || c.Oversold != 1 || c.Overlaps != 2 {
-		t.Errorf("cell = %s, SafeBroke %v, definite %d, 5xx %d, oversold %d, overlaps %d; want 1/2, true, 7, 1, 1, 2",
-			c.Short(), c.SafeBroke, c.Definite, c.Indefinite, c.Oversold, c.Overlaps)
-	}
-	var u Cell
-	u.add(FaultRun{Result: load.Result{Verdict: verdict.Oversold, Reasons: []string{"oversold"}}})
-	u.finish()
-	if u.Short() != "0/1" || u.SafeBroke {
-		t.Errorf("unsafe cell = %s, SafeBroke %v; want 0/1, false (expected to break)", u.Short(), u.SafeBroke)
-	}
-	var out bytes.Buffer
-	printMatrix(&out, Matrix{Runs: 2, Strategies: []StrategyInfo{{"redis", true}}, Faults: []string{"replica-kill"},
-		Cells: []Cell{{Strategy: "redis", Fault: "replica-kill", Safe: true, Runs: 2, Kept: 1, SafeBroke: true, Results: []FaultRun{{Result: safeBroken}}}}}, false)
-	if !strings.Contains(out.String(), "1/2 BROKE") || !strings.Contains(out.String(), "SAFE STRATEGY BROKE") || strings.Contains(out.String(), "\x1b[") {
-		t.Errorf("matrix without colour does not show the broken safe cell plainly:\n%s", out.String())
-	}
 }

@@ -46,6 +46,7 @@ import (
 
 	"inventory/internal/fleet"
 	"inventory/internal/load"
+	"inventory/internal/report"
 	"inventory/internal/verdict"
 )
 
@@ -185,7 +186,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	rep := Report{
+	rep := report.Report{
 		Target: o.url, LocalFleet: o.url == "", Product: o.product, Stock: o.stock,
 		Buyers: o.buyers, Concurrency: o.concurrency, Runs: o.runs,
 		Mix: o.mix, RestockDuring: o.restockDuring, SwitchEvery: o.switchEvery,
@@ -322,23 +323,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tableOut = stderr
 	}
 	if rep.Ceilings != nil {
-		rep.Ceilings.Serial = medianSerial(rep.Results)
+		rep.Ceilings.Serial = report.MedianSerial(rep.Results)
 	}
-	printTable(tableOut, rep)
-	printCeilings(tableOut, rep)
+	report.PrintTable(tableOut, rep)
+	report.PrintCeilings(tableOut, rep)
 	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}
 	if o.jsonOut != "" {
-		if err := writeReport(o.jsonOut, stdout, rep); err != nil {
+		if err := report.WriteReport(o.jsonOut, stdout, rep); err != nil {
 			return err
 		}
 	}
 	if o.htmlOut != "" {
-		if err := writeHTML(o.htmlOut, &rep, nil); err != nil {
+		if err := report.WriteHTML(o.htmlOut, &rep, nil); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "report: %s\n", absPath(o.htmlOut))
+		fmt.Fprintf(stderr, "report: %s\n", report.AbsPath(o.htmlOut))
 	}
 	if rep.Failed {
 		return errBroken
@@ -367,22 +368,6 @@ func scenarios(strategies []load.StrategyInfo, o options) ([]load.Scenario, erro
 		rows = append(rows, load.Scenario{Name: load.RowSwitch, Safe: true, Switch: safe, SwitchEvery: o.switchEvery})
 	}
 	return rows, nil
-}
-
-// writeReport writes rep (a Report or a Matrix) as JSON to path, or to stdout for "-".
-func writeReport(path string, stdout io.Writer, rep any) error {
-	if path == "-" {
-		return writeJSON(stdout, rep)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--json: %w", err)
-	}
-	if err := writeJSON(f, rep); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // newBar returns a progress bar on w when w is a terminal, else nil.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"inventory/internal/load"
+	"inventory/internal/report"
 	"inventory/internal/testenv"
 	"inventory/internal/verdict"
 )
@@ -31,7 +32,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 	defer cancel()
 	f, conn := e2eFleet(ctx, t)
 
-	loadtest := func(strategies string) Report {
+	loadtest := func(strategies string) report.Report {
 		t.Helper()
 		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", prefix, "--products", strconv.Itoa(products),
 			"--strategies", strategies, "--stock", strconv.Itoa(stock), "--buyers", strconv.Itoa(buyers), "--concurrency", "32", "--json", "-"}

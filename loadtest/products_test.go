@@ -52,65 +52,6 @@ func TestParseProductFlags(t *testing.T) {
 	}
 }
 
-func TestReportShowsTheProductSpread(t *testing.T) {
-	rep := Report{Runs: 1, Products: 3, Zipf: 1.1, Results: []load.Result{
-		{Run: 1, Strategy: "none", Buyers: 50, OK: 40, SoldOut: 10, FinalStock: -4, LedgerUnits: 40, LedgerRows: 40, Oversold: 5, LostUpdates: 1, Verdict: verdict.Oversold,
-			Products: []load.ProductResult{
-				{Product: "p-1", Buyers: 25, Initial: 10, FinalStock: -5, LedgerUnits: 15, LedgerRows: 15, OK: 15, Oversold: 5, Broken: true},
-				{Product: "p-2", Buyers: 10, Initial: 10, FinalStock: 0, LedgerUnits: 10, LedgerRows: 10, OK: 10},
-				{Product: "p-3", Buyers: 15, Initial: 10, FinalStock: 1, LedgerUnits: 15, LedgerRows: 15, OK: 15, LostUpdates: 1, Broken: true},
-			}},
-		{Run: 1, Strategy: "atomic", Safe: true, Buyers: 50, OK: 20, SoldOut: 30, Verdict: verdict.Safe,
-			Products: []load.ProductResult{
-				{Product: "p-1", Buyers: 30, Initial: 10, LedgerUnits: 10, LedgerRows: 10, OK: 10,
-					Rounds: []verdict.RoundResult{{Round: 4, Initial: 10}, {Round: 5, Current: true, Initial: 10, LedgerUnits: 10}}},
-				{Product: "p-2", Buyers: 12, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
-				{Product: "p-3", Buyers: 8, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
-			}},
-	}}
-	var buf bytes.Buffer
-	printTable(&buf, rep)
-	out := buf.String()
-	for _, want := range []string{
-		"none: 3 products, 2 sold out; hottest p-1: 50% of the buyers, 38% of the 2xx (15 of 40); oversold on 1: p-1 +5",
-		"atomic: 3 products, 1 sold out; hottest p-1: 60% of the buyers, 50% of the 2xx (10 of 20)",
-		"rounds", "1–2 per product",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("printTable output lacks %q:\n%s", want, out)
-		}
-	}
-	if got := percent(3, 7224); got != "0.0%" {
-		t.Errorf("percent(3, 7224) = %q, want 0.0%%", got)
-	}
-	if got := percent(12, 1000); got != "1.2%" {
-		t.Errorf("percent(12, 1000) = %q, want 1.2%%", got)
-	}
-	if strings.Count(out, "│ none ") != 1 || strings.Count(out, "│ atomic ") != 1 {
-		t.Errorf("printTable: want one row per strategy:\n%s", out)
-	}
-
-	buf.Reset()
-	if err := writeJSON(&buf, rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{`"products": 3`, `"zipf": 1.1`, `"product": "p-1"`, `"final_stock": -5`, `"ledger_units": 15`, `"oversold": 5`, `"ok_2xx": 15`, `"sold_out_409"`, `"broken": true`} {
-		if !strings.Contains(buf.String(), key) {
-			t.Errorf("writeJSON output lacks %s:\n%s", key, buf.String())
-		}
-	}
-	single := Report{Runs: 1, Results: []load.Result{{Run: 1, Strategy: "atomic", Safe: true, Verdict: verdict.Safe}}}
-	buf.Reset()
-	if err := writeJSON(&buf, single); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{`"products"`, `"zipf"`, `"seed"`} {
-		if strings.Contains(buf.String(), key) {
-			t.Errorf("writeJSON of a one-product run has %s, want today's output unchanged:\n%s", key, buf.String())
-		}
-	}
-}
-
 // multiFake is a fleet of many products with two strategies: honest sells
 // while a product's stock remains; leaky (claims safety) oversells
 // product "<prefix>-1" by one unit, once, and is honest elsewhere. It keeps
@@ -268,35 +209,6 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("run(%q) output lacks %q:\n%s", args, want, stderr.String())
 		}
-	}
-}
-
-func TestHTMLShowsTheHottestProducts(t *testing.T) {
-	var ps []load.ProductResult
-	for i := range 12 {
-		ps = append(ps, load.ProductResult{Product: "hot-" + strconv.Itoa(i+1), Buyers: int64(100 / (i + 1)), OK: int64(min(20, 100/(i+1)))})
-	}
-	rep := &Report{Runs: 1, Products: 12, Results: []load.Result{{Run: 1, Strategy: "atomic", Safe: true, OK: 200, Products: ps}}}
-	var buf bytes.Buffer
-	if err := renderHTML(&buf, rep, nil); err != nil {
-		t.Fatalf("renderHTML: %v", err)
-	}
-	page := buf.String()
-	for _, want := range []string{"Sales on the hottest products", `"hot-1"`, `"hot-10"`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the report of a many-product run lacks %q", want)
-		}
-	}
-	if strings.Contains(page, `"hot-11"`) {
-		t.Errorf("the report shows hot-11, want the hottest %d products only", hottestShown)
-	}
-	buf.Reset()
-	rep.Results[0].Products = nil
-	if err := renderHTML(&buf, rep, nil); err != nil {
-		t.Fatalf("renderHTML: %v", err)
-	}
-	if strings.Contains(buf.String(), "Sales on the hottest products") {
-		t.Errorf("the report of a one-product run has the per-product chart")
 	}
 }
 

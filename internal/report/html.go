@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	_ "embed"
@@ -23,9 +23,9 @@ import (
 //go:embed assets/echarts-5.6.0.min.js
 var echartsJS string
 
-// writeHTML writes a self-contained report of rep (the load test's rows,
+// WriteHTML writes a self-contained report of rep (the load test's rows,
 // when it has any) and m (the fault matrix, when not nil) to path.
-func writeHTML(path string, rep *Report, m *Matrix) error {
+func WriteHTML(path string, rep *Report, m *Matrix) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--html: %w", err)
@@ -240,8 +240,8 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// absPath is path made absolute for the "report:" line, or path itself.
-func absPath(path string) string {
+// AbsPath is path made absolute for the "report:" line, or path itself.
+func AbsPath(path string) string {
 	if abs, err := filepath.Abs(path); err == nil {
 		return abs
 	}

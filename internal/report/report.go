@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"inventory/internal/load"
 	"inventory/internal/verdict"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -44,8 +45,8 @@ type Report struct {
 	Failed bool `json:"failed"`
 }
 
-// printTable writes the verdict table, then one line per non-SAFE reason.
-func printTable(w io.Writer, r Report) {
+// PrintTable writes the verdict table, then one line per non-SAFE reason.
+func PrintTable(w io.Writer, r Report) {
 	t := table.NewWriter()
 	t.SetOutputMirror(w)
 	t.SetStyle(table.StyleLight)
@@ -210,7 +211,7 @@ func perReplica(per map[string]int64) string {
 	return strings.Join(parts, " · ")
 }
 
-func writeJSON(w io.Writer, r any) error {
+func WriteJSON(w io.Writer, r any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(r); err != nil {
@@ -281,11 +282,11 @@ func replicaNames(per map[string]int64) []string {
 	return names
 }
 
-// printCeilings writes the ceilings and, per one-strategy row, its sales per
+// PrintCeilings writes the ceilings and, per one-strategy row, its sales per
 // second as a multiple of the hot-row rate and as a share of its serial
 // ceiling, and its sold-out answers as a share of /healthz; with several
 // runs, each strategy's medians too. Nothing without --ceilings.
-func printCeilings(w io.Writer, r Report) {
+func PrintCeilings(w io.Writer, r Report) {
 	c := r.Ceilings
 	if c == nil {
 		return
@@ -375,8 +376,8 @@ func (f ceilingFigures) String() string {
 		figure("%.0f%%", f.ofSerial), figure("%.0f", f.soldOut), figure("%.0f%%", f.ofHealthz))
 }
 
-// medianSerial is each strategy's median serial ceiling over its runs.
-func medianSerial(results []load.Result) map[string]float64 {
+// MedianSerial is each strategy's median serial ceiling over its runs.
+func MedianSerial(results []load.Result) map[string]float64 {
 	byStrategy := map[string][]float64{}
 	for _, res := range results {
 		if res.SerialRate > 0 {
@@ -402,4 +403,27 @@ func median(v []float64) float64 {
 		return (v[n/2-1] + v[n/2]) / 2
 	}
 	return v[len(v)/2]
+}
+
+// WriteReport writes rep (a Report or a Matrix) as JSON to path, or to stdout for "-".
+func WriteReport(path string, stdout io.Writer, rep any) error {
+	if path == "-" {
+		return WriteJSON(stdout, rep)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	if err := WriteJSON(f, rep); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

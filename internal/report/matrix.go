@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -83,7 +83,7 @@ type FaultRun struct {
 // kept reports whether a run kept every invariant.
 func kept(r load.Result) bool { return verdict.Kept(r.Safe, r.Verdict, r.Reasons) }
 
-func (c *Cell) add(r FaultRun) {
+func (c *Cell) Add(r FaultRun) {
 	c.Runs++
 	if kept(r.Result) {
 		c.Kept++
@@ -100,7 +100,7 @@ func (c *Cell) add(r FaultRun) {
 	c.Results = append(c.Results, r)
 }
 
-func (c *Cell) finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
+func (c *Cell) Finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
 
 // Short is the cell as the matrix shows it: "3/3", "n/a", with "*" when runs were missed.
 func (c Cell) Short() string {
@@ -123,10 +123,10 @@ func (c Cell) Summary() string {
 		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Overlaps, c.Definite, c.Indefinite, c.P99)
 }
 
-// printMatrix writes the strategies × faults table, then the figures of
+// PrintMatrix writes the strategies × faults table, then the figures of
 // every cell and the reasons of every run that broke. colour marks the
 // cells where a safe strategy broke (red) on a terminal.
-func printMatrix(w io.Writer, m Matrix, colour bool) {
+func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 	cell := map[[2]string]Cell{}
 	for _, c := range m.Cells {
 		cell[[2]string{c.Strategy, c.Fault}] = c
