@@ -259,14 +259,14 @@ func TestWithoutURLItStartsAFleetAndStopsIt(t *testing.T) {
 		t.Fatalf("run(%q) = %v\n%s", args, err, stderr.String())
 	}
 	rep := readReport(t, stdout.Bytes())
-	if !rep.LocalFleet || rep.WorkDelay != defaultWorkDelay.String() || len(rep.Results) != 2 {
-		t.Fatalf("run(%q) report: local %v, work delay %q, %d results; want a local fleet, %s, 2 results", args, rep.LocalFleet, rep.WorkDelay, len(rep.Results), defaultWorkDelay)
+	if !rep.LocalFleet || rep.WorkDelay != load.DefaultWorkDelay.String() || len(rep.Results) != 2 {
+		t.Fatalf("run(%q) report: local %v, work delay %q, %d results; want a local fleet, %s, 2 results", args, rep.LocalFleet, rep.WorkDelay, len(rep.Results), load.DefaultWorkDelay)
 	}
 	if r := rep.Results[1]; r.Strategy != "atomic" || r.Verdict != verdict.Safe || r.LedgerUnits != 40 {
 		t.Errorf("run(%q) atomic: %s with ledger %d, want SAFE with 40", args, r.Verdict, r.LedgerUnits)
 	}
 	out := stderr.String()
-	for _, want := range []string{"INVENTORY_WORK_DELAY=" + defaultWorkDelay.String(), "verdict", "SAFE", "stopping the local fleet"} {
+	for _, want := range []string{"INVENTORY_WORK_DELAY=" + load.DefaultWorkDelay.String(), "verdict", "SAFE", "stopping the local fleet"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("run(%q) stderr lacks %q (the table goes to stderr with --json -):\n%s", args, want, out)
 		}

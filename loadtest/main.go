@@ -50,12 +50,6 @@ import (
 	"inventory/internal/verdict"
 )
 
-// defaultWorkDelay is INVENTORY_WORK_DELAY for the local fleet's replicas:
-// long enough that the unsafe strategies oversell reproducibly on a 2-core
-// machine (measured: see the README), short enough that the whole demo
-// takes well under a minute.
-const defaultWorkDelay = 2 * time.Millisecond
-
 func main() {
 	// go-redis prints its own chatter (connections the pool drops when a
 	// measurement's deadline cuts a command short, reconnects while a fault
@@ -117,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report (charts, no internet needed) to this file")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
-	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
+	fs.DurationVar(&o.workDelay, "work-delay", load.DefaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
 	fs.DurationVar(&o.lockWait, "lock-wait", 0, "INVENTORY_LOCK_WAIT for the local fleet's replicas (0: the service's default)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "INVENTORY_LOCK_TTL for the local fleet's replicas (0: the service's default, 30s); once a sale spends longer than this inside its lock, setnx oversells and the safe lock strategies turn buyers away (at least 10ms, above --work-delay)")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
@@ -128,17 +122,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, fmt.Errorf("%w: %v", errUsage, err)
+	if err := parse(fs, args); err != nil {
+		return o, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	case o.url != "" && set["work-delay"]:
 		return o, fmt.Errorf("%w: --work-delay only applies to the local fleet; a running fleet has its own INVENTORY_WORK_DELAY", errUsage)
 	case o.url != "" && set["lock-wait"]:
@@ -173,6 +162,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --postgres-url and --redis-url are for a fleet given by --url; the local fleet's are known", errUsage)
 	}
 	return o, nil
+}
+
+// parse parses args into fs: flag.ErrHelp for -h, a usage error for a bad
+// flag or an argument left over.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

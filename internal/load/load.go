@@ -13,6 +13,12 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
+// DefaultWorkDelay is INVENTORY_WORK_DELAY for a local fleet's replicas:
+// long enough that the unsafe strategies oversell reproducibly on a 2-core
+// machine (measured: see the README), short enough that the whole demo
+// takes well under a minute.
+const DefaultWorkDelay = 2 * time.Millisecond
+
 // Config is what every run shares.
 type Config struct {
 	Product     string
