@@ -17,7 +17,7 @@
 //
 // `loadtest faults` runs the fault matrix instead: every strategy × every
 // fault of internal/faults, N faulted runs per cell, against a local fleet
-// (see faults.go; `loadtest faults -h` lists its flags).
+// (internal/faults/matrix; `loadtest faults -h` lists its flags).
 //
 // Exit status: 0 when every safe strategy kept its invariants, 1 when one
 // was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
@@ -98,6 +98,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage:
+  loadtest [flags]         fire buyers at a fleet, a row per strategy, and print the verdict table
+  loadtest faults [flags]  run the fault matrix: every strategy × fault (loadtest faults -h lists its flags)
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.url, "url", "", "base URL of a running fleet (e.g. http://localhost:8080); empty starts a local fleet")
 	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("INVENTORY_ADMIN_TOKEN"), "admin bearer token of the fleet at --url, for restocking, naming a strategy per sale and switching the default (default $INVENTORY_ADMIN_TOKEN)")
 	fs.StringVar(&o.product, "product", "sku-loadtest", "product id to restock and sell")
@@ -266,60 +275,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	cfg := load.Config{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
 		Products: o.products, Zipf: o.zipf}
-	for runNo := 1; runNo <= o.runs; runNo++ {
-		// Every row of a run faces the same demand; each run another.
-		cfg.Seed = uint64(runNo)
-		for _, s := range rows {
-			bar := newBar(stderr, o.buyers, fmt.Sprintf("%-10s run %d", s.Name, runNo))
-			var progress func()
-			if bar != nil {
-				progress = func() { _ = bar.Add(1) }
-			}
-			// The ceilings a run is compared with are measured beside it, not
-			// once for all runs: the machine drifts between them (checkpoints,
-			// caches, a ledger hundreds of thousands of rows longer).
-			var hotRow, serial float64
-			if o.ceilings && o.postgresURL != "" {
-				if hotRow, err = load.HotRowRate(ctx, c, o.postgresURL, o.ceilingTime); err != nil {
-					return fmt.Errorf("%s: hot-row ceiling: %w", s.Name, err)
-				}
-			}
-			if o.ceilings && len(s.Sell) == 1 {
-				if serial, err = load.SerialRate(ctx, c, s.Sell[0], o.ceilingTime); err != nil {
-					return fmt.Errorf("%s: serial ceiling: %w", s.Name, err)
-				}
-			}
-			res, err := load.Run(ctx, c, cfg, s, progress)
-			if bar != nil {
-				if err == nil {
-					_ = bar.Finish()
-				} else {
-					_ = bar.Exit() // leave the bar where the interrupt stopped it
-				}
-				fmt.Fprintln(stderr)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.Name, err)
-			}
-			res.Run = runNo
-			res.HotRowRate, res.SerialRate = hotRow, serial
-			if bar == nil { // no terminal: one line per row instead of a bar
-				fmt.Fprintf(stderr, "  %-10s run %d: %s in %.1fs\n", s.Name, runNo, res.Verdict, res.Seconds)
-			}
-			// With --products, the sold-out phase is product 1's, the hottest.
-			soldOutProduct, final := o.product, res.FinalStock
-			if len(res.Products) > 0 {
-				soldOutProduct, final = res.Products[0].Product, res.Products[0].FinalStock
-			}
-			if o.ceilings && len(s.Sell) == 1 && final == 0 {
-				// The crowd that arrives after the last unit.
-				if res.SoldOutRate, res.SoldOutHealthz, err = load.SoldOutPhase(ctx, c, soldOutProduct, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
-					return fmt.Errorf("%s: sold-out phase: %w", s.Name, err)
-				}
-			}
-			rep.Results = append(rep.Results, res)
-			rep.Failed = rep.Failed || verdict.Failing(res.Verdict)
-		}
+	results, err := load.RunTable(ctx, c, cfg, rows, load.TableOptions{
+		Runs: o.runs, Ceilings: o.ceilings, CeilingTime: o.ceilingTime, PostgresURL: o.postgresURL, Progress: &bars{w: stderr, buyers: o.buyers},
+	})
+	if err != nil {
+		return err
+	}
+	for _, res := range results {
+		rep.Results = append(rep.Results, res)
+		rep.Failed = rep.Failed || verdict.Failing(res.Verdict)
 	}
 
 	tableOut := stdout
@@ -372,6 +336,38 @@ func scenarios(strategies []load.StrategyInfo, o options) ([]load.Scenario, erro
 		rows = append(rows, load.Scenario{Name: load.RowSwitch, Safe: true, Switch: safe, SwitchEvery: o.switchEvery})
 	}
 	return rows, nil
+}
+
+// bars shows RunTable's progress on w: a bar per run on a terminal, else
+// one line per run once it is done.
+type bars struct {
+	w      io.Writer
+	buyers int
+	bar    *progressbar.ProgressBar // the current run's, on a terminal
+}
+
+func (b *bars) Start(row string, run int) func() {
+	b.bar = newBar(b.w, b.buyers, fmt.Sprintf("%-10s run %d", row, run))
+	if b.bar == nil {
+		return nil
+	}
+	bar := b.bar
+	return func() { _ = bar.Add(1) }
+}
+
+func (b *bars) Done(row string, run int, res load.Result, err error) {
+	if b.bar == nil {
+		if err == nil { // no terminal: one line per row instead of a bar
+			fmt.Fprintf(b.w, "  %-10s run %d: %s in %.1fs\n", row, run, res.Verdict, res.Seconds)
+		}
+		return
+	}
+	if err == nil {
+		_ = b.bar.Finish()
+	} else {
+		_ = b.bar.Exit() // leave the bar where the interrupt stopped it
+	}
+	fmt.Fprintln(b.w)
 }
 
 // newBar returns a progress bar on w when w is a terminal, else nil.
