@@ -72,7 +72,7 @@ func pickFaults(list string) ([]faults.Fault, error) {
 }
 
 // runFaults is `loadtest faults`: it runs every strategy × fault o.runs
-// times on local fleets (matrixOnFleets), then prints the matrix.
+// times on local fleets (matrix.Run), then prints the matrix.
 func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFaultFlags(args, stderr)
 	if err != nil {

@@ -41,7 +41,7 @@ type Config struct {
 	// reports how many buyers have their answer, and selling is closed once
 	// all have. The run waits for it before reading the final state, and
 	// its error ends the run. A disturbed run may span rounds, and is
-	// judged as faulted (see figures.Faulted).
+	// judged as faulted (see verdict.Figures.Faulted).
 	Disturb func(ctx context.Context, answered func() int64, selling <-chan struct{}) error
 	// Spread, when set, paces the buyers: they start over at least Spread,
 	// in waves of Concurrency at once (see waves); a run whose sales are
@@ -193,7 +193,7 @@ func (a *answerCounts) count(o outcome, late bool) {
 	}
 }
 
-// figures is the answers as judge takes them, the product's state to be
+// figures is the answers as verdict.Judge takes them, the product's state to be
 // filled in.
 func (a *answerCounts) figures(safe, faulted bool, buyers int64) verdict.Figures {
 	return verdict.Figures{
