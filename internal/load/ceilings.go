@@ -65,7 +65,7 @@ func MeasureCeilings(ctx context.Context, c *Client, pgURL, redisURL string, con
 		out.Redis = rps
 	}
 	rps, err := rate(ctx, concurrency, d, func(ctx context.Context) error {
-		return c.Healthz(ctx)
+		return c.healthz(ctx)
 	})
 	if err != nil {
 		return out, fmt.Errorf("healthz ceiling: %w", err)
@@ -78,7 +78,7 @@ func MeasureCeilings(ctx context.Context, c *Client, pgURL, redisURL string, con
 // restocked through the API so that its ledger stays consistent.
 func HotRowRate(ctx context.Context, c *Client, pgURL string, d time.Duration) (float64, error) {
 	const id = "ceiling-hot-row"
-	if _, err := c.Restock(ctx, id, 1_000_000_000); err != nil {
+	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
 		return 0, err
 	}
 	cfg, err := pgxpool.ParseConfig(pgURL)
@@ -119,7 +119,7 @@ func HotRowRate(ctx context.Context, c *Client, pgURL string, d time.Duration) (
 // without its lock service (503 strategy-unavailable).
 func SerialRate(ctx context.Context, c *Client, name string, d time.Duration) (float64, error) {
 	id := "ceiling-serial-" + name
-	if _, err := c.Restock(ctx, id, 1_000_000_000); err != nil {
+	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
 		return 0, err
 	}
 	o := c.buy(ctx, id, name, "")
@@ -195,7 +195,7 @@ func SoldOutPhase(ctx context.Context, c *Client, product, strategy string, conc
 		if err != nil {
 			return 0, 0, err
 		}
-		hz, err := rate(ctx, concurrency, slice, c.Healthz)
+		hz, err := rate(ctx, concurrency, slice, c.healthz)
 		if err != nil {
 			return 0, 0, fmt.Errorf("healthz beside the sold-out phase: %w", err)
 		}

@@ -17,8 +17,10 @@ import (
 // the fleet does not offer: the load tester exits 2 for it.
 var ErrUsage = errors.New("usage")
 
-// Client speaks the inventory HTTP API through internal/client, as any
-// outside caller would.
+// Client is what a load needs of a fleet's HTTP API, through
+// internal/client as any outside caller would: sales as buyers send them
+// (an answer becomes an outcome, retried with its Idempotency-Key where
+// asked), restocks, rounds, and the fleet default.
 type Client struct {
 	api *apiclient.Client
 	// ByProduct sends sales as POST /products/{id}/sale, which nginx routes
@@ -26,10 +28,13 @@ type Client struct {
 	ByProduct bool
 }
 
+// NewClient is a Client of the fleet at base, with its admin token, for
+// concurrency buyers at once.
 func NewClient(base, adminToken string, concurrency int) *Client {
 	return &Client{api: apiclient.New(base, apiclient.Options{AdminToken: adminToken, Concurrency: concurrency})}
 }
 
+// Close drops the idle connections.
 func (c *Client) Close() { c.api.CloseIdleConnections() }
 
 // StrategyInfo is one entry of GET /strategies.
@@ -41,7 +46,7 @@ type product = apiclient.Product
 // round is GET /products/{id}/rounds/{round}: one round of the ledger, current or past.
 type round = apiclient.Round
 
-func (c *Client) Strategies(ctx context.Context) ([]StrategyInfo, error) {
+func (c *Client) strategies(ctx context.Context) ([]StrategyInfo, error) {
 	out, err := c.api.Strategies(ctx)
 	if err != nil {
 		return nil, err
@@ -52,17 +57,17 @@ func (c *Client) Strategies(ctx context.Context) ([]StrategyInfo, error) {
 	return out, nil
 }
 
-func (c *Client) Product(ctx context.Context, id string) (product, error) {
+func (c *Client) product(ctx context.Context, id string) (product, error) {
 	return c.api.Product(ctx, id)
 }
 
-func (c *Client) Round(ctx context.Context, id string, n int64) (round, error) {
+func (c *Client) round(ctx context.Context, id string, n int64) (round, error) {
 	return c.api.Round(ctx, id, n)
 }
 
 // restock sets the product's stock, starting a new round of the ledger, and
 // returns the product as restocked.
-func (c *Client) Restock(ctx context.Context, id string, quantity int64) (product, error) {
+func (c *Client) restock(ctx context.Context, id string, quantity int64) (product, error) {
 	p, err := c.api.Restock(ctx, id, apiclient.RestockRequest{Quantity: quantity, Name: "load test " + id})
 	if err != nil {
 		return p, fmt.Errorf("restock %s: %w", id, adminHint(err))
@@ -70,12 +75,12 @@ func (c *Client) Restock(ctx context.Context, id string, quantity int64) (produc
 	return p, nil
 }
 
-// defaultStrategy is GET /strategy: the fleet default that a sale naming no strategy uses.
+// DefaultStrategy is GET /strategy: the fleet default that a sale naming no strategy uses.
 func (c *Client) DefaultStrategy(ctx context.Context) (string, error) {
 	return c.api.Strategy(ctx)
 }
 
-// setDefaultStrategy is PUT /strategy: it switches the fleet default.
+// SetDefaultStrategy is PUT /strategy: it switches the fleet default.
 func (c *Client) SetDefaultStrategy(ctx context.Context, name string) error {
 	if err := c.api.SetStrategy(ctx, name); err != nil {
 		return fmt.Errorf("switch the fleet default to %s: %w", name, adminHint(err))
@@ -95,7 +100,7 @@ func adminHint(err error) error {
 // awaitDefault polls GET /strategy until it answers name times in a row,
 // so that every replica behind the load balancer has dropped its cached
 // copy of the old default, and gives up after wait.
-func (c *Client) AwaitDefault(ctx context.Context, name string, times int, wait time.Duration) error {
+func (c *Client) awaitDefault(ctx context.Context, name string, times int, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -122,7 +127,7 @@ func (c *Client) AwaitDefault(ctx context.Context, name string, times int, wait 
 }
 
 // healthz asks GET /healthz.
-func (c *Client) Healthz(ctx context.Context) error {
+func (c *Client) healthz(ctx context.Context) error {
 	_, err := c.api.Healthz(ctx)
 	return err
 }
@@ -203,7 +208,7 @@ func outcomeOf(sale apiclient.Sale, err error) outcome {
 
 // PickStrategies asks the fleet which strategies exist and keeps the ones named in list (all when empty).
 func PickStrategies(ctx context.Context, c *Client, list string, log io.Writer) ([]StrategyInfo, error) {
-	all, err := c.Strategies(ctx)
+	all, err := c.strategies(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ask the fleet for its strategies: %w", err)
 	}

@@ -77,6 +77,7 @@ const (
 	RowSwitch = "switch"
 )
 
+// Single is the row of one strategy, its buyers naming it.
 func Single(s StrategyInfo) Scenario {
 	return Scenario{Name: s.Name, Safe: s.Safe, Sell: []string{s.Name}}
 }
@@ -346,7 +347,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 			defer cancel()
 			rerr := c.SetDefaultStrategy(rctx, restore)
 			if rerr == nil {
-				rerr = c.AwaitDefault(rctx, restore, 8, 10*time.Second)
+				rerr = c.awaitDefault(rctx, restore, 8, 10*time.Second)
 			}
 			if rerr != nil && err == nil {
 				err = fmt.Errorf("restore the fleet default: %w", rerr)
@@ -358,7 +359,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 			}
 			// Replicas cache the default briefly; the first buyers must not
 			// get the old one, which may be unsafe.
-			if err := c.AwaitDefault(ctx, sc.Switch[0], 8, 10*time.Second); err != nil {
+			if err := c.awaitDefault(ctx, sc.Switch[0], 8, 10*time.Second); err != nil {
 				return Result{}, err
 			}
 		}
@@ -382,7 +383,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	afterAnswer := func(n int64) {
 		if cfg.RestockDuring && n == restockAt {
 			err := forEachProduct(runCtx, ids, parallel, func(ctx context.Context, i int, id string) error {
-				p, err := c.Restock(ctx, id, cfg.Stock)
+				p, err := c.restock(ctx, id, cfg.Stock)
 				if err != nil {
 					return err
 				}
@@ -512,7 +513,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		okByRound = t.okByRound()
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
-		a, err := c.Product(ctx, id)
+		a, err := c.product(ctx, id)
 		if err != nil {
 			return fmt.Errorf("final state: %w", err)
 		}
@@ -593,10 +594,10 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 // restockChecked restocks product id to stock and reads it back: a fresh
 // round with stock units and no sales, or an error.
 func restockChecked(ctx context.Context, c *Client, id string, stock int64) (product, error) {
-	if _, err := c.Restock(ctx, id, stock); err != nil {
+	if _, err := c.restock(ctx, id, stock); err != nil {
 		return product{}, err
 	}
-	p, err := c.Product(ctx, id)
+	p, err := c.product(ctx, id)
 	if err != nil {
 		return product{}, fmt.Errorf("after restock: %w", err)
 	}
@@ -635,7 +636,7 @@ func readRounds(ctx context.Context, c *Client, id string, first int64, after pr
 		if n == after.Round {
 			rf.Current, rf.Initial, rf.Units, rf.Rows = true, after.Initial, after.Sold, after.Sales
 		} else {
-			r, err := c.Round(ctx, id, n)
+			r, err := c.round(ctx, id, n)
 			if err != nil {
 				return nil, 0, fmt.Errorf("read round %d of %s: %w", n, id, err)
 			}

@@ -83,6 +83,7 @@ type FaultRun struct {
 // kept reports whether a run kept every invariant.
 func kept(r load.Result) bool { return verdict.Kept(r.Safe, r.Verdict, r.Reasons) }
 
+// Add counts one judged run into the cell.
 func (c *Cell) Add(r FaultRun) {
 	c.Runs++
 	if kept(r.Result) {
@@ -100,6 +101,7 @@ func (c *Cell) Add(r FaultRun) {
 	c.Results = append(c.Results, r)
 }
 
+// Finish marks the cell SafeBroke once its runs are in.
 func (c *Cell) Finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
 
 // Short is the cell as the matrix shows it: "3/3", "n/a", with "*" when runs were missed.

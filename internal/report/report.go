@@ -211,6 +211,7 @@ func perReplica(per map[string]int64) string {
 	return strings.Join(parts, " · ")
 }
 
+// WriteJSON writes r (a Report or a Matrix) to w as indented JSON.
 func WriteJSON(w io.Writer, r any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
