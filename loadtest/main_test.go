@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"inventory/internal/faults/matrix"
 	"io"
 	"testing"
 )
@@ -40,5 +41,20 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--url", "http://localhost:8080"}, io.Discard); !errors.Is(err, errUsage) {
 		t.Errorf("parseFlags(--url without a token, INVENTORY_ADMIN_TOKEN unset) = %v, want errUsage", err)
+	}
+}
+
+// TestFaultFlagsDefaults: `loadtest faults` with no flags runs the matrix
+// with matrix.Defaults, which TestShortFaultMatrix starts from.
+func TestFaultFlagsDefaults(t *testing.T) {
+	o, err := parseFaultFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFaultFlags() = %v", err)
+	}
+	if want := matrix.Defaults(); o.Options != want {
+		t.Errorf("parseFaultFlags() = %+v, want matrix.Defaults() %+v", o.Options, want)
+	}
+	if o.faults != "" || o.jsonOut != "" || o.htmlOut != "" {
+		t.Errorf("parseFaultFlags() faults %q json %q html %q, want all faults and no files", o.faults, o.jsonOut, o.htmlOut)
 	}
 }
