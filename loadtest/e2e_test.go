@@ -17,7 +17,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inventory/internal/fleet"
+	"inventory/internal/load"
 	"inventory/internal/localstack"
+	"inventory/internal/report"
+	"inventory/internal/verdict"
 
 	"inventory/internal/testenv"
 )
@@ -49,9 +52,9 @@ const (
 	e2eWorkDelay = "5ms"
 )
 
-func readReport(t *testing.T, b []byte) Report {
+func readReport(t *testing.T, b []byte) report.Report {
 	t.Helper()
-	var r Report
+	var r report.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("--json output does not parse: %v\n%s", err, b)
 	}
@@ -71,7 +74,7 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	defer cancel()
 	f := startE2EFleet(ctx, t)
 
-	loadtest := func(strategies string) Report {
+	loadtest := func(strategies string) report.Report {
 		t.Helper()
 		jsonPath := filepath.Join(t.TempDir(), "report.json")
 		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", "sku-e2e", "--strategies", strategies,
@@ -98,7 +101,7 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	}
 	results := rep.Results
 	for _, r := range rep.Results {
-		for attempt := 2; !r.Safe && !needsShortTTL[r.Strategy] && r.Verdict != VerdictOversold && attempt <= unsafeAttempts; attempt++ {
+		for attempt := 2; !r.Safe && !needsShortTTL[r.Strategy] && r.Verdict != verdict.Oversold && attempt <= unsafeAttempts; attempt++ {
 			again := loadtest(r.Strategy)
 			r = again.Results[0]
 			results = append(results, r)
@@ -161,14 +164,14 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 				t.Errorf("%s: %d×2xx %d×409 %d×503 %d errors, ledger rows %d; want 2xx = ledger rows = %d and the other %d buyers 409",
 					r.Strategy, r.OK, r.SoldOut, r.Unavailable, r.Errors, db.rows, e2eStock, e2eBuyers-e2eStock)
 			}
-			if r.FinalStock != 0 || r.Oversold != 0 || r.LostUpdates != 0 || r.Verdict != VerdictSafe {
+			if r.FinalStock != 0 || r.Oversold != 0 || r.LostUpdates != 0 || r.Verdict != verdict.Safe {
 				t.Errorf("%s: final %d oversold %d lost %d verdict %s (%q), want 0 0 0 SAFE", r.Strategy, r.FinalStock, r.Oversold, r.LostUpdates, r.Verdict, r.Reasons)
 			}
 		default:
 			if db.units > e2eStock {
 				oversoldRuns[r.Strategy]++
 			}
-			if r.Oversold != max(0, db.units-e2eStock) || (r.Oversold > 0) != (r.Verdict == VerdictOversold) {
+			if r.Oversold != max(0, db.units-e2eStock) || (r.Oversold > 0) != (r.Verdict == verdict.Oversold) {
 				t.Errorf("%s (unsafe): reported oversold %d verdict %s, the ledger says %d oversold", r.Strategy, r.Oversold, r.Verdict, db.units-e2eStock)
 			}
 		}
@@ -227,17 +230,17 @@ func TestCeilingsOfEveryLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := startE2EFleet(ctx, t)
-	c := newClient(f.URL, f.AdminToken, 4)
-	defer c.close()
-	ceil, err := measureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 300*time.Millisecond)
+	c := load.NewClient(f.URL, f.AdminToken, 4)
+	defer c.Close()
+	ceil, err := load.MeasureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 300*time.Millisecond)
 	if err != nil {
-		t.Fatalf("measureCeilings: %v", err)
+		t.Fatalf("load.MeasureCeilings: %v", err)
 	}
 	if ceil.HotRow <= 0 || ceil.Redis <= 0 || ceil.Healthz <= 0 {
 		t.Errorf("ceilings = %+v, want hot row, Redis and /healthz measured", ceil)
 	}
 	for _, name := range []string{"redis", "redlock", "etcd", "zookeeper", "pglock"} {
-		sps, err := serialRate(ctx, c, name, 300*time.Millisecond)
+		sps, err := load.SerialRate(ctx, c, name, 300*time.Millisecond)
 		if err != nil || sps <= 0 {
 			t.Errorf("serial ceiling of %s = %.0f/s, %v; want one measured", name, sps, err)
 		}
@@ -256,14 +259,14 @@ func TestWithoutURLItStartsAFleetAndStopsIt(t *testing.T) {
 		t.Fatalf("run(%q) = %v\n%s", args, err, stderr.String())
 	}
 	rep := readReport(t, stdout.Bytes())
-	if !rep.LocalFleet || rep.WorkDelay != defaultWorkDelay.String() || len(rep.Results) != 2 {
-		t.Fatalf("run(%q) report: local %v, work delay %q, %d results; want a local fleet, %s, 2 results", args, rep.LocalFleet, rep.WorkDelay, len(rep.Results), defaultWorkDelay)
+	if !rep.LocalFleet || rep.WorkDelay != load.DefaultWorkDelay.String() || len(rep.Results) != 2 {
+		t.Fatalf("run(%q) report: local %v, work delay %q, %d results; want a local fleet, %s, 2 results", args, rep.LocalFleet, rep.WorkDelay, len(rep.Results), load.DefaultWorkDelay)
 	}
-	if r := rep.Results[1]; r.Strategy != "atomic" || r.Verdict != VerdictSafe || r.LedgerUnits != 40 {
+	if r := rep.Results[1]; r.Strategy != "atomic" || r.Verdict != verdict.Safe || r.LedgerUnits != 40 {
 		t.Errorf("run(%q) atomic: %s with ledger %d, want SAFE with 40", args, r.Verdict, r.LedgerUnits)
 	}
 	out := stderr.String()
-	for _, want := range []string{"INVENTORY_WORK_DELAY=" + defaultWorkDelay.String(), "verdict", "SAFE", "stopping the local fleet"} {
+	for _, want := range []string{"INVENTORY_WORK_DELAY=" + load.DefaultWorkDelay.String(), "verdict", "SAFE", "stopping the local fleet"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("run(%q) stderr lacks %q (the table goes to stderr with --json -):\n%s", args, want, out)
 		}
@@ -343,11 +346,11 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 		}
 	}
 	slices.Sort(safe)
-	c := newClient(f.URL, f.AdminToken, 1)
-	defer c.close()
+	c := load.NewClient(f.URL, f.AdminToken, 1)
+	defer c.Close()
 	// An unsafe default before the switch row: the row must never sell with
 	// it, and must put it back afterwards.
-	if err := c.setDefaultStrategy(ctx, "none"); err != nil {
+	if err := c.SetDefaultStrategy(ctx, "none"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -370,7 +373,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 			}
 			rep := readReport(t, stdout.Bytes())
 			restocked := slices.Contains(tc.extra, "--restock-during")
-			wantRows := append(slices.Clone(safe), rowMix, rowSwitch)
+			wantRows := append(slices.Clone(safe), load.RowMix, load.RowSwitch)
 			var rows []string
 			for _, r := range rep.Results {
 				rows = append(rows, r.Strategy)
@@ -381,7 +384,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 			spanned := 0 // rows whose restock landed mid-run, with sales in both rounds
 			for _, r := range rep.Results {
 				checkRowFromDB(ctx, t, conn, tc.product, r, restocked)
-				if !slices.ContainsFunc(r.Rounds, func(rr RoundResult) bool { return rr.LedgerRows == 0 }) {
+				if !slices.ContainsFunc(r.Rounds, func(rr verdict.RoundResult) bool { return rr.LedgerRows == 0 }) {
 					spanned++
 				}
 			}
@@ -410,7 +413,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 			if sw.Switches == 0 || len(by) < 2 {
 				t.Errorf("switch: %d switches in %.1fs, ledger sales by %v; want switches that took effect", sw.Switches, sw.Seconds, by)
 			}
-			if def, err := c.defaultStrategy(ctx); err != nil || def != "none" {
+			if def, err := c.DefaultStrategy(ctx); err != nil || def != "none" {
 				t.Errorf("fleet default after the run = %q, %v; want %q restored", def, err, "none")
 			}
 		})
@@ -419,7 +422,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 
 // checkRowFromDB checks one row of the report against the database round by
 // round, and that a safe row is SAFE. It never expects an oversell.
-func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, r Result, restocked bool) {
+func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, r load.Result, restocked bool) {
 	t.Helper()
 	wantRounds := 1
 	if restocked {
@@ -465,7 +468,7 @@ func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product s
 	if !r.Safe {
 		return
 	}
-	if r.Verdict != VerdictSafe || r.Oversold != 0 || r.LostUpdates != 0 || r.FinalStock < 0 || len(r.BrokenRounds) > 0 {
+	if r.Verdict != verdict.Safe || r.Oversold != 0 || r.LostUpdates != 0 || r.FinalStock < 0 || len(r.BrokenRounds) > 0 {
 		t.Errorf("%s: verdict %s, oversold %d, lost %d, final %d, broken rounds %v (%q); want SAFE",
 			r.Strategy, r.Verdict, r.Oversold, r.LostUpdates, r.FinalStock, r.BrokenRounds, r.Reasons)
 	}
@@ -482,7 +485,7 @@ func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product s
 }
 
 // soldBy counts the ledger's sales of the given rounds by strategy.
-func soldBy(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, rounds []RoundResult) map[string]int64 {
+func soldBy(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, rounds []verdict.RoundResult) map[string]int64 {
 	t.Helper()
 	var ns []int64
 	for _, r := range rounds {

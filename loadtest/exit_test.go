@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"inventory/internal/load"
+	"inventory/internal/report"
+	"inventory/internal/verdict"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -242,14 +245,14 @@ const problemTypePrefix = "urn:inventory:problem:"
 
 // fakeRun runs the load tester against fake with args (--url, the token and
 // --json - added) and returns the error, the report and the table.
-func fakeRun(t *testing.T, fake *fakeFleet, args ...string) (error, Report, string) {
+func fakeRun(t *testing.T, fake *fakeFleet, args ...string) (error, report.Report, string) {
 	t.Helper()
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	args = append([]string{"--url", srv.URL, "--admin-token", "t", "--json", "-"}, args...)
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), args, &stdout, &stderr)
-	var rep Report
+	var rep report.Report
 	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
 		t.Fatalf("run(%q) = %v; JSON = %v, %s\n%s", args, err, jerr, stdout.String(), stderr.String())
 	}
@@ -264,15 +267,15 @@ func TestRunVerdictsAndExitStatus(t *testing.T) {
 		wantBreaches int64
 		wantUnknown  int64
 	}{
-		{"honest", nil, VerdictSafe, 0, 0},
-		{"oversells", errBroken, VerdictBroken, 0, 0},
-		{"busy", nil, VerdictUndersold, 0, 0}, // reported, but a capacity limit does not fail the run
-		{"racy", nil, VerdictOversold, 0, 0},  // unsafe strategies are expected to oversell
+		{"honest", nil, verdict.Safe, 0, 0},
+		{"oversells", errBroken, verdict.Broken, 0, 0},
+		{"busy", nil, verdict.Undersold, 0, 0}, // reported, but a capacity limit does not fail the run
+		{"racy", nil, verdict.Oversold, 0, 0},  // unsafe strategies are expected to oversell
 		// 9 attempts for 5 units: #4 a breach 503, #7–9 breach 409s.
-		{"breaching", nil, VerdictSafe, 4, 0},       // the lock broke, the database held: still SAFE
-		{"unsure", nil, VerdictSafe, 0, 3},          // #3, #5, #6 unknown; #3 and #6 did sell
-		{"phantom", errBroken, VerdictBroken, 0, 0}, // a 2xx without its ledger row
-		{"ghost", errBroken, VerdictBroken, 0, 0},   // a ledger row nobody got a 2xx for
+		{"breaching", nil, verdict.Safe, 4, 0},       // the lock broke, the database held: still SAFE
+		{"unsure", nil, verdict.Safe, 0, 3},          // #3, #5, #6 unknown; #3 and #6 did sell
+		{"phantom", errBroken, verdict.Broken, 0, 0}, // a 2xx without its ledger row
+		{"ghost", errBroken, verdict.Broken, 0, 0},   // a ledger row nobody got a 2xx for
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -306,7 +309,7 @@ func TestByProductSellsThroughTheProductPath(t *testing.T) {
 	fake := newFakeFleet("honest")
 	args := []string{"--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", "honest", "--by-product"}
 	err, rep, _ := fakeRun(t, fake, args...)
-	if err != nil || len(rep.Results) != 1 || rep.Results[0].Verdict != VerdictSafe {
+	if err != nil || len(rep.Results) != 1 || rep.Results[0].Verdict != verdict.Safe {
 		t.Fatalf("run(%q) = %v, %+v; want one SAFE row", args, err, rep.Results)
 	}
 	if fake.byPath != 9 {
@@ -366,19 +369,6 @@ func TestCeilingsMedians(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		v    []float64
-		want float64
-	}{
-		{nil, 0}, {[]float64{0, 0}, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{0, 7, 9}, 8},
-	} {
-		if got := median(tc.v); got != tc.want {
-			t.Errorf("median(%v) = %g, want %g", tc.v, got, tc.want)
-		}
-	}
-}
-
 func TestRestockDuringChecksEveryRound(t *testing.T) {
 	tests := []struct {
 		strategy    string
@@ -388,10 +378,10 @@ func TestRestockDuringChecksEveryRound(t *testing.T) {
 	}{
 		// Round 1 sells out before the restock: its 409s are no sign of
 		// stock left in round 2.
-		{"honest", nil, VerdictSafe, nil},
-		{"unsure", nil, VerdictSafe, nil},
+		{"honest", nil, verdict.Safe, nil},
+		{"unsure", nil, verdict.Safe, nil},
 		// Its first sale after the restock lands in round 1, beyond its 2 units.
-		{"stale", errBroken, VerdictBroken, []int64{1}},
+		{"stale", errBroken, verdict.Broken, []int64{1}},
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -435,10 +425,10 @@ func TestMixHasItsOwnVerdict(t *testing.T) {
 		// One buyer at a time: which of unsure's attempts are unknown
 		// depends on their order, and with more the mix row's sellers vary.
 		{"consistent strategies", []string{"--strategies", "honest,breaching,unsure,racy", "--concurrency", "1"},
-			nil, []string{"honest", "breaching", "unsure", "racy", rowMix}, VerdictSafe, 3},
+			nil, []string{"honest", "breaching", "unsure", "racy", load.RowMix}, verdict.Safe, 3},
 		// Alone, counter and honest are SAFE; one product sold by both oversells.
 		{"strategies that are safe only alone", []string{"--strategies", "honest,counter", "--concurrency", "1", "--buyers", "12"},
-			errBroken, []string{"honest", "counter", rowMix}, VerdictBroken, 2},
+			errBroken, []string{"honest", "counter", load.RowMix}, verdict.Broken, 2},
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -450,7 +440,7 @@ func TestMixHasItsOwnVerdict(t *testing.T) {
 		var rows []string
 		for _, r := range rep.Results {
 			rows = append(rows, r.Strategy)
-			if r.Strategy != rowMix && r.Safe && r.Verdict != VerdictSafe {
+			if r.Strategy != load.RowMix && r.Safe && r.Verdict != verdict.Safe {
 				t.Errorf("%s: run(%q) row %s = %s (%q), want SAFE", tt.name, args, r.Strategy, r.Verdict, r.Reasons)
 			}
 		}
@@ -478,10 +468,10 @@ func TestSwitchDuring(t *testing.T) {
 	}{
 		// 12 buyers, one at a time, switching every 3: honest for 1–3,
 		// breaching for 4–6, unsure 7–9, honest 10–12.
-		{"consistent strategies", "honest,breaching,unsure,racy", nil, VerdictSafe,
+		{"consistent strategies", "honest,breaching,unsure,racy", nil, verdict.Safe,
 			[]string{"honest", "breaching", "unsure", "honest", "racy"}},
 		// honest sells 3 of 5, then counter sells 3 from its own counter.
-		{"strategies that are safe only alone", "honest,counter", errBroken, VerdictBroken,
+		{"strategies that are safe only alone", "honest,counter", errBroken, verdict.Broken,
 			[]string{"honest", "counter", "honest", "counter", "racy"}},
 	}
 	for _, tt := range tests {
@@ -492,8 +482,8 @@ func TestSwitchDuring(t *testing.T) {
 			t.Errorf("%s: run(%q) = %v, want %v", tt.name, args, err, tt.wantErr)
 		}
 		last := rep.Results[len(rep.Results)-1]
-		if last.Strategy != rowSwitch || last.Verdict != tt.wantVerdict || !last.Safe || rep.SwitchEvery != 3 {
-			t.Errorf("%s: run(%q) last row %s = %s (%q), want %s %s\n%s", tt.name, args, last.Strategy, last.Verdict, last.Reasons, rowSwitch, tt.wantVerdict, table)
+		if last.Strategy != load.RowSwitch || last.Verdict != tt.wantVerdict || !last.Safe || rep.SwitchEvery != 3 {
+			t.Errorf("%s: run(%q) last row %s = %s (%q), want %s %s\n%s", tt.name, args, last.Strategy, last.Verdict, last.Reasons, load.RowSwitch, tt.wantVerdict, table)
 		}
 		if !slices.Equal(fake.defaults, tt.wantDefaults) || fake.def != "racy" {
 			t.Errorf("%s: run(%q) switched the default %v, now %q; want %v, the previous default restored", tt.name, args, fake.defaults, fake.def, tt.wantDefaults)

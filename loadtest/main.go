@@ -17,7 +17,7 @@
 //
 // `loadtest faults` runs the fault matrix instead: every strategy × every
 // fault of internal/faults, N faulted runs per cell, against a local fleet
-// (see faults.go; `loadtest faults -h` lists its flags).
+// (internal/faults/matrix; `loadtest faults -h` lists its flags).
 //
 // Exit status: 0 when every safe strategy kept its invariants, 1 when one
 // was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
@@ -36,7 +36,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,13 +45,10 @@ import (
 	"golang.org/x/term"
 
 	"inventory/internal/fleet"
+	"inventory/internal/load"
+	"inventory/internal/report"
+	"inventory/internal/verdict"
 )
-
-// defaultWorkDelay is INVENTORY_WORK_DELAY for the local fleet's replicas:
-// long enough that the unsafe strategies oversell reproducibly on a 2-core
-// machine (measured: see the README), short enough that the whole demo
-// takes well under a minute.
-const defaultWorkDelay = 2 * time.Millisecond
 
 func main() {
 	// go-redis prints its own chatter (connections the pool drops when a
@@ -79,7 +75,7 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 var (
-	errUsage = errors.New("usage")
+	errUsage = load.ErrUsage // exit status 2
 	// errBroken is returned after the table is printed when a safe strategy was BROKEN.
 	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN above)")
 )
@@ -102,20 +98,29 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage:
+  loadtest [flags]         fire buyers at a fleet, a row per strategy, and print the verdict table
+  loadtest faults [flags]  run the fault matrix: every strategy × fault (loadtest faults -h lists its flags)
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.url, "url", "", "base URL of a running fleet (e.g. http://localhost:8080); empty starts a local fleet")
 	fs.StringVar(&o.adminToken, "admin-token", os.Getenv("INVENTORY_ADMIN_TOKEN"), "admin bearer token of the fleet at --url, for restocking, naming a strategy per sale and switching the default (default $INVENTORY_ADMIN_TOKEN)")
 	fs.StringVar(&o.product, "product", "sku-loadtest", "product id to restock and sell")
 	fs.Int64Var(&o.stock, "stock", 1000, "units in stock at the start of each strategy's run (of each product, with --products)")
 	fs.IntVar(&o.buyers, "buyers", 1500, "buyers per strategy, each buying one unit (in all, with --products)")
 	fs.IntVar(&o.products, "products", 1, "sell this many products at once, `N` from 1 to 10000: <--product>-1 … <--product>-N, each buyer picking one by a Zipf choice (--zipf), product 1 the hottest; each product is restocked to --stock and checked on its own, and the row sums them. Combines with --mix, --restock-during (every product restocked), --switch-during, --by-product and --ceilings (sold-out phase on product 1)")
-	fs.Float64Var(&o.zipf, "zipf", defaultZipf, "with --products: the Zipf exponent `s` (above 1; higher: hotter few products) of the buyers' choice, P(product k) ∝ k^-s; the choice is seeded with the run number, so the same flags pick the same products")
+	fs.Float64Var(&o.zipf, "zipf", load.DefaultZipf, "with --products: the Zipf exponent `s` (above 1; higher: hotter few products) of the buyers' choice, P(product k) ∝ k^-s; the choice is seeded with the run number, so the same flags pick the same products")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers in flight at once")
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
 	fs.StringVar(&o.binary, "binary", "", "a built inventory binary for the local fleet (default: go build it first)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report (charts, no internet needed) to this file")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
-	fs.DurationVar(&o.workDelay, "work-delay", defaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
+	fs.DurationVar(&o.workDelay, "work-delay", load.DefaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
 	fs.DurationVar(&o.lockWait, "lock-wait", 0, "INVENTORY_LOCK_WAIT for the local fleet's replicas (0: the service's default)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "INVENTORY_LOCK_TTL for the local fleet's replicas (0: the service's default, 30s); once a sale spends longer than this inside its lock, setnx oversells and the safe lock strategies turn buyers away (at least 10ms, above --work-delay)")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
@@ -126,17 +131,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, fmt.Errorf("%w: %v", errUsage, err)
+	if err := parse(fs, args); err != nil {
+		return o, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	case o.url != "" && set["work-delay"]:
 		return o, fmt.Errorf("%w: --work-delay only applies to the local fleet; a running fleet has its own INVENTORY_WORK_DELAY", errUsage)
 	case o.url != "" && set["lock-wait"]:
@@ -147,15 +147,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
 	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
 		return o, fmt.Errorf("%w: --stock, --buyers, --concurrency and --runs must be at least 1", errUsage)
-	case o.products < 1 || o.products > maxProducts:
-		return o, fmt.Errorf("%w: --products must be from 1 to %d, got %d", errUsage, maxProducts, o.products)
+	case o.products < 1 || o.products > load.MaxProducts:
+		return o, fmt.Errorf("%w: --products must be from 1 to %d, got %d", errUsage, load.MaxProducts, o.products)
 	case !(o.zipf > 1) || math.IsInf(o.zipf, 0):
 		return o, fmt.Errorf("%w: --zipf must be a number above 1, got %v", errUsage, o.zipf)
 	case set["zipf"] && o.products == 1:
 		return o, fmt.Errorf("%w: --zipf only applies with --products above 1", errUsage)
-	case o.products > 1 && len(fmt.Sprintf("%s-%d", o.product, o.products)) > maxProductID:
+	case o.products > 1 && len(fmt.Sprintf("%s-%d", o.product, o.products)) > load.MaxProductID:
 		return o, fmt.Errorf("%w: --product %q is too long for --products %d: %s-%d would pass the service's %d-character limit on product ids",
-			errUsage, o.product, o.products, o.product, o.products, maxProductID)
+			errUsage, o.product, o.products, o.product, o.products, load.MaxProductID)
 	case o.switchEvery < 0:
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0, o.lockWait < 0:
@@ -173,6 +173,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// parse parses args into fs: flag.ErrHelp for -h, a usage error for a bad
+// flag or an argument left over.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return nil
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -184,7 +199,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	rep := Report{
+	rep := report.Report{
 		Target: o.url, LocalFleet: o.url == "", Product: o.product, Stock: o.stock,
 		Buyers: o.buyers, Concurrency: o.concurrency, Runs: o.runs,
 		Mix: o.mix, RestockDuring: o.restockDuring, SwitchEvery: o.switchEvery,
@@ -224,10 +239,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
 
-	c := newClient(rep.Target, o.adminToken, o.concurrency)
-	c.byProduct = o.byProduct
-	defer c.close()
-	strategies, err := pickStrategies(ctx, c, o.strategies, stderr)
+	c := load.NewClient(rep.Target, o.adminToken, o.concurrency)
+	c.ByProduct = o.byProduct
+	defer c.Close()
+	strategies, err := load.PickStrategies(ctx, c, o.strategies, stderr)
 	if err != nil {
 		return err
 	}
@@ -251,69 +266,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if o.ceilings {
 		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
-		ceil, err := measureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
+		ceil, err := load.MeasureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
 		if err != nil {
 			return err
 		}
 		rep.Ceilings = &ceil
 	}
 
-	cfg := loadConfig{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
+	cfg := load.Config{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
 		Products: o.products, Zipf: o.zipf}
-	for runNo := 1; runNo <= o.runs; runNo++ {
-		// Every row of a run faces the same demand; each run another.
-		cfg.Seed = uint64(runNo)
-		for _, s := range rows {
-			bar := newBar(stderr, o.buyers, fmt.Sprintf("%-10s run %d", s.Name, runNo))
-			var progress func()
-			if bar != nil {
-				progress = func() { _ = bar.Add(1) }
-			}
-			// The ceilings a run is compared with are measured beside it, not
-			// once for all runs: the machine drifts between them (checkpoints,
-			// caches, a ledger hundreds of thousands of rows longer).
-			var hotRow, serial float64
-			if o.ceilings && o.postgresURL != "" {
-				if hotRow, err = hotRowRate(ctx, c, o.postgresURL, o.ceilingTime); err != nil {
-					return fmt.Errorf("%s: hot-row ceiling: %w", s.Name, err)
-				}
-			}
-			if o.ceilings && len(s.Sell) == 1 {
-				if serial, err = serialRate(ctx, c, s.Sell[0], o.ceilingTime); err != nil {
-					return fmt.Errorf("%s: serial ceiling: %w", s.Name, err)
-				}
-			}
-			res, err := runScenario(ctx, c, cfg, s, progress)
-			if bar != nil {
-				if err == nil {
-					_ = bar.Finish()
-				} else {
-					_ = bar.Exit() // leave the bar where the interrupt stopped it
-				}
-				fmt.Fprintln(stderr)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.Name, err)
-			}
-			res.Run = runNo
-			res.HotRowRate, res.SerialRate = hotRow, serial
-			if bar == nil { // no terminal: one line per row instead of a bar
-				fmt.Fprintf(stderr, "  %-10s run %d: %s in %.1fs\n", s.Name, runNo, res.Verdict, res.Seconds)
-			}
-			// With --products, the sold-out phase is product 1's, the hottest.
-			soldOutProduct, final := o.product, res.FinalStock
-			if len(res.Products) > 0 {
-				soldOutProduct, final = res.Products[0].Product, res.Products[0].FinalStock
-			}
-			if o.ceilings && len(s.Sell) == 1 && final == 0 {
-				// The crowd that arrives after the last unit.
-				if res.SoldOutRate, res.SoldOutHealthz, err = soldOutPhase(ctx, c, soldOutProduct, s.Sell[0], o.concurrency, o.ceilingTime); err != nil {
-					return fmt.Errorf("%s: sold-out phase: %w", s.Name, err)
-				}
-			}
-			rep.Results = append(rep.Results, res)
-			rep.Failed = rep.Failed || failing(res.Verdict)
-		}
+	results, err := load.RunTable(ctx, c, cfg, rows, load.TableOptions{
+		Runs: o.runs, Ceilings: o.ceilings, CeilingTime: o.ceilingTime, PostgresURL: o.postgresURL, Progress: &bars{w: stderr, buyers: o.buyers},
+	})
+	if err != nil {
+		return err
+	}
+	for _, res := range results {
+		rep.Results = append(rep.Results, res)
+		rep.Failed = rep.Failed || verdict.Failing(res.Verdict)
 	}
 
 	tableOut := stdout
@@ -321,23 +291,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tableOut = stderr
 	}
 	if rep.Ceilings != nil {
-		rep.Ceilings.Serial = medianSerial(rep.Results)
+		rep.Ceilings.Serial = report.MedianSerial(rep.Results)
 	}
-	printTable(tableOut, rep)
-	printCeilings(tableOut, rep)
-	if undersold := countVerdict(rep.Results, VerdictUndersold); undersold > 0 {
+	report.PrintTable(tableOut, rep)
+	report.PrintCeilings(tableOut, rep)
+	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}
 	if o.jsonOut != "" {
-		if err := writeReport(o.jsonOut, stdout, rep); err != nil {
+		if err := report.WriteReport(o.jsonOut, stdout, rep); err != nil {
 			return err
 		}
 	}
 	if o.htmlOut != "" {
-		if err := writeHTML(o.htmlOut, &rep, nil); err != nil {
+		if err := report.WriteHTML(o.htmlOut, &rep, nil); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "report: %s\n", absPath(o.htmlOut))
+		fmt.Fprintf(stderr, "report: %s\n", report.AbsPath(o.htmlOut))
 	}
 	if rep.Failed {
 		return errBroken
@@ -347,11 +317,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // scenarios is the table's rows: one per strategy, then mix and switch
 // when asked for.
-func scenarios(strategies []strategyInfo, o options) ([]scenario, error) {
-	var rows []scenario
+func scenarios(strategies []load.StrategyInfo, o options) ([]load.Scenario, error) {
+	var rows []load.Scenario
 	var safe []string
 	for _, s := range strategies {
-		rows = append(rows, single(s))
+		rows = append(rows, load.Single(s))
 		if s.Safe {
 			safe = append(safe, s.Name)
 		}
@@ -360,64 +330,44 @@ func scenarios(strategies []strategyInfo, o options) ([]scenario, error) {
 		return nil, fmt.Errorf("%w: --mix and --switch-during need at least one safe strategy among those selected", errUsage)
 	}
 	if o.mix {
-		rows = append(rows, scenario{Name: rowMix, Safe: true, Sell: safe})
+		rows = append(rows, load.Scenario{Name: load.RowMix, Safe: true, Sell: safe})
 	}
 	if o.switchEvery > 0 {
-		rows = append(rows, scenario{Name: rowSwitch, Safe: true, Switch: safe, SwitchEvery: o.switchEvery})
+		rows = append(rows, load.Scenario{Name: load.RowSwitch, Safe: true, Switch: safe, SwitchEvery: o.switchEvery})
 	}
 	return rows, nil
 }
 
-// pickStrategies asks the fleet which strategies exist and keeps the ones named in list (all when empty).
-func pickStrategies(ctx context.Context, c *client, list string, log io.Writer) ([]strategyInfo, error) {
-	all, err := c.strategies(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("ask the fleet for its strategies: %w", err)
-	}
-	if strings.TrimSpace(list) == "" {
-		var picked []strategyInfo
-		for _, s := range all {
-			if !s.Available {
-				fmt.Fprintf(log, "skipping %s: not available on this fleet (it needs %s)\n", s.Name, s.Needs)
-				continue
-			}
-			picked = append(picked, s)
-		}
-		return picked, nil
-	}
-	var picked []strategyInfo
-	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSpace(name)
-		i := slices.IndexFunc(all, func(s strategyInfo) bool { return s.Name == name })
-		if i < 0 {
-			var names []string
-			for _, s := range all {
-				names = append(names, s.Name)
-			}
-			return nil, fmt.Errorf("%w: unknown strategy %q (the fleet offers %s)", errUsage, name, strings.Join(names, ", "))
-		}
-		if !all[i].Available {
-			return nil, fmt.Errorf("%w: strategy %q is not available on this fleet: it needs %s", errUsage, name, all[i].Needs)
-		}
-		picked = append(picked, all[i])
-	}
-	return picked, nil
+// bars shows RunTable's progress on w: a bar per run on a terminal, else
+// one line per run once it is done.
+type bars struct {
+	w      io.Writer
+	buyers int
+	bar    *progressbar.ProgressBar // the current run's, on a terminal
 }
 
-// writeReport writes rep (a Report or a Matrix) as JSON to path, or to stdout for "-".
-func writeReport(path string, stdout io.Writer, rep any) error {
-	if path == "-" {
-		return writeJSON(stdout, rep)
+func (b *bars) Start(row string, run int) func() {
+	b.bar = newBar(b.w, b.buyers, fmt.Sprintf("%-10s run %d", row, run))
+	if b.bar == nil {
+		return nil
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--json: %w", err)
+	bar := b.bar
+	return func() { _ = bar.Add(1) }
+}
+
+func (b *bars) Done(row string, run int, res load.Result, err error) {
+	if b.bar == nil {
+		if err == nil { // no terminal: one line per row instead of a bar
+			fmt.Fprintf(b.w, "  %-10s run %d: %s in %.1fs\n", row, run, res.Verdict, res.Seconds)
+		}
+		return
 	}
-	if err := writeJSON(f, rep); err != nil {
-		_ = f.Close()
-		return err
+	if err == nil {
+		_ = b.bar.Finish()
+	} else {
+		_ = b.bar.Exit() // leave the bar where the interrupt stopped it
 	}
-	return f.Close()
+	fmt.Fprintln(b.w)
 }
 
 // newBar returns a progress bar on w when w is a terminal, else nil.
@@ -445,7 +395,7 @@ func replicaURLs(f *fleet.Fleet) string {
 	return strings.Join(parts, ", ")
 }
 
-func countVerdict(results []Result, verdict string) int {
+func countVerdict(results []load.Result, verdict string) int {
 	n := 0
 	for _, r := range results {
 		if r.Verdict == verdict {

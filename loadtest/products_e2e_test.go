@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/load"
+	"inventory/internal/report"
 	"inventory/internal/testenv"
+	"inventory/internal/verdict"
 )
 
 // TestManyProductsAgainstATwoReplicaFleet sells 8 products at once, buyers
@@ -29,7 +32,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 	defer cancel()
 	f, conn := e2eFleet(ctx, t)
 
-	loadtest := func(strategies string) Report {
+	loadtest := func(strategies string) report.Report {
 		t.Helper()
 		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", prefix, "--products", strconv.Itoa(products),
 			"--strategies", strategies, "--stock", strconv.Itoa(stock), "--buyers", strconv.Itoa(buyers), "--concurrency", "32", "--json", "-"}
@@ -47,7 +50,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 	results := rep.Results
 	// The race is probabilistic (see unsafeAttempts): none runs again while
 	// its hot product did not oversell.
-	hotOversold := func(r Result) bool { return len(r.Products) > 0 && r.Products[0].Oversold > 0 }
+	hotOversold := func(r load.Result) bool { return len(r.Products) > 0 && r.Products[0].Oversold > 0 }
 	for attempt := 2; !hotOversold(results[len(results)-1]) && attempt <= unsafeAttempts; attempt++ {
 		results = append(results, loadtest("none").Results[0])
 	}
@@ -57,7 +60,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 		if len(r.Products) != products {
 			t.Fatalf("%s: %d products in the result, want %d", r.Strategy, len(r.Products), products)
 		}
-		var sum ProductResult
+		var sum load.ProductResult
 		for i, p := range r.Products {
 			if want := fmt.Sprintf("%s-%d", prefix, i+1); p.Product != want {
 				t.Errorf("%s: product %d is %q, want %q", r.Strategy, i, p.Product, want)
@@ -103,7 +106,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 				r.Strategy, hot.Buyers, hot.FinalStock, products, cold.Buyers)
 		}
 		if r.Safe {
-			if r.Verdict != VerdictSafe || r.Oversold != 0 || r.Errors != 0 || len(r.Reasons) > 0 {
+			if r.Verdict != verdict.Safe || r.Oversold != 0 || r.Errors != 0 || len(r.Reasons) > 0 {
 				t.Errorf("%s: verdict %s, oversold %d, %d errors (%q); want SAFE", r.Strategy, r.Verdict, r.Oversold, r.Errors, r.Reasons)
 			}
 			continue
@@ -111,12 +114,12 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 		if r.Strategy != "none" {
 			t.Errorf("unexpected unsafe row %s", r.Strategy)
 		}
-		if (r.Oversold > 0) != (r.Verdict == VerdictOversold) {
+		if (r.Oversold > 0) != (r.Verdict == verdict.Oversold) {
 			t.Errorf("none: oversold %d with verdict %s, want OVERSOLD exactly when a product oversold", r.Oversold, r.Verdict)
 		}
 		if hot.Oversold > 0 {
 			noneOversoldHot = true
-			if !hot.Broken || r.Verdict != VerdictOversold {
+			if !hot.Broken || r.Verdict != verdict.Oversold {
 				t.Errorf("none: product 1 oversold %d but broken %v, verdict %s; want it flagged and the row OVERSOLD", hot.Oversold, hot.Broken, r.Verdict)
 			}
 		}

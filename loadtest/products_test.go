@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"inventory/internal/load"
+	"inventory/internal/verdict"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,68 +16,6 @@ import (
 	"sync"
 	"testing"
 )
-
-func TestProductIDs(t *testing.T) {
-	if got := productIDs(loadConfig{Product: "sku"}); !slices.Equal(got, []string{"sku"}) {
-		t.Errorf("productIDs(Products 0) = %q, want [sku]", got)
-	}
-	if got := productIDs(loadConfig{Product: "sku", Products: 1}); !slices.Equal(got, []string{"sku"}) {
-		t.Errorf("productIDs(Products 1) = %q, want [sku]", got)
-	}
-	if got := productIDs(loadConfig{Product: "sku", Products: 3}); !slices.Equal(got, []string{"sku-1", "sku-2", "sku-3"}) {
-		t.Errorf("productIDs(Products 3) = %q, want [sku-1 sku-2 sku-3]", got)
-	}
-}
-
-func TestZipfChoicesAreSkewedAndInRange(t *testing.T) {
-	const n, buyers = 8, 20000
-	choices := zipfChoices(n, buyers, defaultZipf, 1)
-	if len(choices) != buyers {
-		t.Fatalf("zipfChoices(%d, %d) gave %d choices", n, buyers, len(choices))
-	}
-	count := make([]int, n)
-	for i, c := range choices {
-		if c < 0 || c >= n {
-			t.Fatalf("zipfChoices(%d, …)[%d] = %d, out of [0, %d)", n, i, c, n)
-		}
-		count[c]++
-	}
-	// P(k) ∝ k^-1.1 over 8 products: product 1 ≈ 40%, product 2 ≈ 19%,
-	// product 8 ≈ 4%. Loose bounds: 20 000 draws put each within ~1%.
-	for k := 1; k < n; k++ {
-		if count[0] <= count[k] {
-			t.Errorf("zipfChoices: product 1 chosen %d times, product %d %d times; want product 1 the hottest (counts %v)", count[0], k+1, count[k], count)
-		}
-	}
-	if share := float64(count[0]) / buyers; share < 0.35 || share > 0.45 {
-		t.Errorf("zipfChoices: product 1's share %.3f, want about 0.40 for s=1.1 over 8 (counts %v)", share, count)
-	}
-	if count[1] <= count[n-1] || count[n-1] == 0 {
-		t.Errorf("zipfChoices: counts %v, want product 2 above product 8 and every product chosen", count)
-	}
-	// Steeper exponent, hotter head.
-	steep := zipfChoices(n, buyers, 3, 1)
-	hot := 0
-	for _, c := range steep {
-		if c == 0 {
-			hot++
-		}
-	}
-	if hot <= count[0] {
-		t.Errorf("zipfChoices(s=3): product 1 chosen %d times, want more than the %d of s=1.1", hot, count[0])
-	}
-	if again := zipfChoices(n, buyers, defaultZipf, 1); !slices.Equal(again, choices) {
-		t.Errorf("zipfChoices with the same seed differs: want the same demand for every row of a run")
-	}
-	if other := zipfChoices(n, buyers, defaultZipf, 2); slices.Equal(other, choices) {
-		t.Errorf("zipfChoices with seeds 1 and 2 are equal: want another demand for another run")
-	}
-	for i, c := range zipfChoices(maxProducts, 5000, defaultZipf, 7) {
-		if c < 0 || c >= maxProducts {
-			t.Fatalf("zipfChoices(%d, …)[%d] = %d, out of range", maxProducts, i, c)
-		}
-	}
-}
 
 func TestParseProductFlags(t *testing.T) {
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")
@@ -106,104 +46,8 @@ func TestParseProductFlags(t *testing.T) {
 			t.Errorf("parseFlags(%q) = %v, want no error", tt.args, err)
 		case tt.want != "" && (!errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("parseFlags(%q) = %v, want a usage error saying %q", tt.args, err, tt.want)
-		case tt.want == "" && len(tt.args) == 0 && (o.products != 1 || o.zipf != defaultZipf):
-			t.Errorf("parseFlags() products %d zipf %v, want defaults 1 and %v", o.products, o.zipf, defaultZipf)
-		}
-	}
-}
-
-func TestCombine(t *testing.T) {
-	ids := []string{"p-1", "p-2", "p-3"}
-	safe, under := judgement{Verdict: VerdictSafe}, judgement{Verdict: VerdictUndersold, Reasons: []string{"2 units left"}}
-	broken := judgement{Verdict: VerdictBroken, Reasons: []string{"oversold 1 unit: ledger 11 > initial 10"}}
-	tests := []struct {
-		name        string
-		safe        bool
-		js          []judgement
-		want        string
-		wantReasons []string
-	}{
-		{"every product safe", true, []judgement{safe, safe, safe}, VerdictSafe, nil},
-		{"one undersold", true, []judgement{safe, under, safe}, VerdictUndersold, []string{"p-2: 2 units left"}},
-		{"one broken beats undersold", true, []judgement{under, safe, broken}, VerdictBroken, []string{"p-3: oversold 1 unit: ledger 11 > initial 10"}},
-		{"unsafe, one oversold", false, []judgement{{Verdict: VerdictOversold, Oversold: 3, Reasons: []string{"oversold 3 units"}}, {Verdict: VerdictNoOversell}, {Verdict: VerdictLostUpdates, Reasons: []string{"lost updates"}}},
-			VerdictOversold, []string{"p-1: oversold 3 units", "p-3: lost updates"}},
-		{"unsafe, lost updates only", false, []judgement{{Verdict: VerdictNoOversell}, {Verdict: VerdictLostUpdates, Reasons: []string{"lost updates"}}, {Verdict: VerdictNoOversell}},
-			VerdictLostUpdates, []string{"p-2: lost updates"}},
-		{"unsafe, lucky", false, []judgement{{Verdict: VerdictNoOversell}, {Verdict: VerdictNoOversell}, {Verdict: VerdictNoOversell}}, VerdictNoOversell, nil},
-	}
-	for _, tt := range tests {
-		got, reasons := combine(tt.safe, ids, tt.js)
-		if got != tt.want || !slices.Equal(reasons, tt.wantReasons) {
-			t.Errorf("combine(%s) = %s %q, want %s %q", tt.name, got, reasons, tt.want, tt.wantReasons)
-		}
-	}
-	many := make([]judgement, 20)
-	var manyIDs []string
-	for i := range many {
-		many[i] = broken
-		manyIDs = append(manyIDs, "p-"+strconv.Itoa(i+1))
-	}
-	if _, reasons := combine(true, manyIDs, many); len(reasons) != maxProductReasons+1 || reasons[len(reasons)-1] != "… and 12 more products" {
-		t.Errorf("combine(20 broken products) reasons %q, want %d and a count of the rest", reasons, maxProductReasons+1)
-	}
-}
-
-func TestReportShowsTheProductSpread(t *testing.T) {
-	rep := Report{Runs: 1, Products: 3, Zipf: 1.1, Results: []Result{
-		{Run: 1, Strategy: "none", Buyers: 50, OK: 40, SoldOut: 10, FinalStock: -4, LedgerUnits: 40, LedgerRows: 40, Oversold: 5, LostUpdates: 1, Verdict: VerdictOversold,
-			Products: []ProductResult{
-				{Product: "p-1", Buyers: 25, Initial: 10, FinalStock: -5, LedgerUnits: 15, LedgerRows: 15, OK: 15, Oversold: 5, Broken: true},
-				{Product: "p-2", Buyers: 10, Initial: 10, FinalStock: 0, LedgerUnits: 10, LedgerRows: 10, OK: 10},
-				{Product: "p-3", Buyers: 15, Initial: 10, FinalStock: 1, LedgerUnits: 15, LedgerRows: 15, OK: 15, LostUpdates: 1, Broken: true},
-			}},
-		{Run: 1, Strategy: "atomic", Safe: true, Buyers: 50, OK: 20, SoldOut: 30, Verdict: VerdictSafe,
-			Products: []ProductResult{
-				{Product: "p-1", Buyers: 30, Initial: 10, LedgerUnits: 10, LedgerRows: 10, OK: 10,
-					Rounds: []RoundResult{{Round: 4, Initial: 10}, {Round: 5, Current: true, Initial: 10, LedgerUnits: 10}}},
-				{Product: "p-2", Buyers: 12, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
-				{Product: "p-3", Buyers: 8, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
-			}},
-	}}
-	var buf bytes.Buffer
-	printTable(&buf, rep)
-	out := buf.String()
-	for _, want := range []string{
-		"none: 3 products, 2 sold out; hottest p-1: 50% of the buyers, 38% of the 2xx (15 of 40); oversold on 1: p-1 +5",
-		"atomic: 3 products, 1 sold out; hottest p-1: 60% of the buyers, 50% of the 2xx (10 of 20)",
-		"rounds", "1–2 per product",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("printTable output lacks %q:\n%s", want, out)
-		}
-	}
-	if got := percent(3, 7224); got != "0.0%" {
-		t.Errorf("percent(3, 7224) = %q, want 0.0%%", got)
-	}
-	if got := percent(12, 1000); got != "1.2%" {
-		t.Errorf("percent(12, 1000) = %q, want 1.2%%", got)
-	}
-	if strings.Count(out, "│ none ") != 1 || strings.Count(out, "│ atomic ") != 1 {
-		t.Errorf("printTable: want one row per strategy:\n%s", out)
-	}
-
-	buf.Reset()
-	if err := writeJSON(&buf, rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{`"products": 3`, `"zipf": 1.1`, `"product": "p-1"`, `"final_stock": -5`, `"ledger_units": 15`, `"oversold": 5`, `"ok_2xx": 15`, `"sold_out_409"`, `"broken": true`} {
-		if !strings.Contains(buf.String(), key) {
-			t.Errorf("writeJSON output lacks %s:\n%s", key, buf.String())
-		}
-	}
-	single := Report{Runs: 1, Results: []Result{{Run: 1, Strategy: "atomic", Safe: true, Verdict: VerdictSafe}}}
-	buf.Reset()
-	if err := writeJSON(&buf, single); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{`"products"`, `"zipf"`, `"seed"`} {
-		if strings.Contains(buf.String(), key) {
-			t.Errorf("writeJSON of a one-product run has %s, want today's output unchanged:\n%s", key, buf.String())
+		case tt.want == "" && len(tt.args) == 0 && (o.products != 1 || o.zipf != load.DefaultZipf):
+			t.Errorf("parseFlags() products %d zipf %v, want defaults 1 and %v", o.products, o.zipf, load.DefaultZipf)
 		}
 	}
 }
@@ -318,8 +162,8 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 		t.Fatalf("run(%q) = %v, want errBroken (leaky oversold product m-1)\n%s", args, err, stderr.String())
 	}
 	rep := readReport(t, stdout.Bytes())
-	if len(rep.Results) != 2 || rep.Products != 5 || rep.Zipf != defaultZipf {
-		t.Fatalf("run(%q): %d results, products %d, zipf %v; want 2 rows, 5, %v", args, len(rep.Results), rep.Products, rep.Zipf, defaultZipf)
+	if len(rep.Results) != 2 || rep.Products != 5 || rep.Zipf != load.DefaultZipf {
+		t.Fatalf("run(%q): %d results, products %d, zipf %v; want 2 rows, 5, %v", args, len(rep.Results), rep.Products, rep.Zipf, load.DefaultZipf)
 	}
 	if fake.restocks != 10 {
 		t.Errorf("run(%q) restocked %d times, want every product once per row (10)", args, fake.restocks)
@@ -351,11 +195,11 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 		}
 	}
 	honest, leaky := rep.Results[0], rep.Results[1]
-	if honest.Verdict != VerdictSafe || honest.Oversold != 0 || slices.ContainsFunc(honest.Products, func(p ProductResult) bool { return p.Broken || p.FinalStock < 0 }) {
+	if honest.Verdict != verdict.Safe || honest.Oversold != 0 || slices.ContainsFunc(honest.Products, func(p load.ProductResult) bool { return p.Broken || p.FinalStock < 0 }) {
 		t.Errorf("honest: %s oversold %d products %+v, want SAFE, every product ≥ 0", honest.Verdict, honest.Oversold, honest.Products)
 	}
-	if leaky.Verdict != VerdictBroken || leaky.Oversold != 1 || !leaky.Products[0].Broken || leaky.Products[0].Oversold != 1 ||
-		slices.ContainsFunc(leaky.Products[1:], func(p ProductResult) bool { return p.Broken }) {
+	if leaky.Verdict != verdict.Broken || leaky.Oversold != 1 || !leaky.Products[0].Broken || leaky.Products[0].Oversold != 1 ||
+		slices.ContainsFunc(leaky.Products[1:], func(p load.ProductResult) bool { return p.Broken }) {
 		t.Errorf("leaky: %s oversold %d, products %+v; want BROKEN by product m-1 alone, oversold 1", leaky.Verdict, leaky.Oversold, leaky.Products)
 	}
 	if len(leaky.Reasons) == 0 || !strings.HasPrefix(leaky.Reasons[0], "m-1: ") {
@@ -365,35 +209,6 @@ func TestManyProductsAreEachCheckedOnTheirOwn(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("run(%q) output lacks %q:\n%s", args, want, stderr.String())
 		}
-	}
-}
-
-func TestHTMLShowsTheHottestProducts(t *testing.T) {
-	var ps []ProductResult
-	for i := range 12 {
-		ps = append(ps, ProductResult{Product: "hot-" + strconv.Itoa(i+1), Buyers: int64(100 / (i + 1)), OK: int64(min(20, 100/(i+1)))})
-	}
-	rep := &Report{Runs: 1, Products: 12, Results: []Result{{Run: 1, Strategy: "atomic", Safe: true, OK: 200, Products: ps}}}
-	var buf bytes.Buffer
-	if err := renderHTML(&buf, rep, nil); err != nil {
-		t.Fatalf("renderHTML: %v", err)
-	}
-	page := buf.String()
-	for _, want := range []string{"Sales on the hottest products", `"hot-1"`, `"hot-10"`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the report of a many-product run lacks %q", want)
-		}
-	}
-	if strings.Contains(page, `"hot-11"`) {
-		t.Errorf("the report shows hot-11, want the hottest %d products only", hottestShown)
-	}
-	buf.Reset()
-	rep.Results[0].Products = nil
-	if err := renderHTML(&buf, rep, nil); err != nil {
-		t.Fatalf("renderHTML: %v", err)
-	}
-	if strings.Contains(buf.String(), "Sales on the hottest products") {
-		t.Errorf("the report of a one-product run has the per-product chart")
 	}
 }
 
@@ -415,7 +230,7 @@ func TestManyProductsWithTheHarderScenarios(t *testing.T) {
 	var rows []string
 	for _, r := range rep.Results {
 		rows = append(rows, r.Strategy)
-		if r.Verdict != VerdictSafe || len(r.Products) != 4 {
+		if r.Verdict != verdict.Safe || len(r.Products) != 4 {
 			t.Errorf("%s: %s with %d products (%q), want SAFE with 4", r.Strategy, r.Verdict, len(r.Products), r.Reasons)
 			continue
 		}
@@ -432,7 +247,7 @@ func TestManyProductsWithTheHarderScenarios(t *testing.T) {
 			t.Errorf("%s: 2xx by product round sum to %d, row %d; initial %d, want 80 (4 products × 2 rounds × 10)", r.Strategy, okSum, r.OK, r.Initial)
 		}
 	}
-	if !slices.Equal(rows, []string{"honest", rowMix, rowSwitch}) {
+	if !slices.Equal(rows, []string{"honest", load.RowMix, load.RowSwitch}) {
 		t.Errorf("rows %v, want honest, mix, switch", rows)
 	}
 	if fake.def != "leaky" || fake.leaked {

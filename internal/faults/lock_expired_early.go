@@ -17,11 +17,11 @@ import (
 //   - Redis (the fleet's, and every Redlock server's): the lock key is
 //     deleted, only if it still carries the holder's value (or owner field).
 //   - etcd: the holder's key (the lowest create revision under
-//     etcdlock.DefaultPrefix+name+"/") is deleted, only if it still has that
+//     etcdLockPrefix+name+"/") is deleted, only if it still has that
 //     create revision: what etcd does to it when its lease expires. The
 //     holder's watch cancels its lease, and the next waiter takes over.
-//   - ZooKeeper: the holder's node (zklock.Holder: the lowest sequence under
-//     zklock.DefaultRoot+"/"+name) is deleted, as its session's expiry
+//   - ZooKeeper: the holder's node (zkHolder: the lowest sequence under
+//     zkLockRoot+"/"+name) is deleted, as its session's expiry
 //     would. The holder's watch on it cancels its lease.
 //   - pglock: the holder's row is made to look expired (expires_at set to
 //     Postgres' now, token and fence kept), not deleted: deleting it would

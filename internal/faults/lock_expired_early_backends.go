@@ -15,8 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"inventory/internal/fleet"
-	"inventory/internal/lock/etcdlock"
-	"inventory/internal/lock/zklock"
 )
 
 // lockStore is one place a product's lock may live (see LockExpiredEarly).
@@ -51,6 +49,46 @@ const settle = 10 * time.Millisecond
 // lockKey): the Redis key, the etcd key's and ZooKeeper path's last part,
 // the locks table's row.
 func lockName(product string) string { return "lock:{" + product + "}" }
+
+// Where the etcd and ZooKeeper backends keep a lock named name, with their
+// default options (the fleet's). The fault reads and deletes these itself,
+// as an operator would, rather than import the backends: the load tester
+// that runs it must not compile the service's lock stack. lock_layout_test.go
+// holds each against what its backend really writes, so a change to a
+// backend's layout fails there, not silently here.
+const (
+	// etcdLockPrefix is etcdlock.DefaultPrefix: name's keys are
+	// etcdLockPrefix+name+"/"+<lease id in hex>, the holder's the one with
+	// the lowest create revision.
+	etcdLockPrefix = "/inventory/locks/"
+	// zkLockRoot is zklock.DefaultRoot: name's lock nodes are the children
+	// of zkLockRoot+"/"+name.
+	zkLockRoot = "/inventory/locks"
+	// zkProtected marks a lock node (Curator's protected node,
+	// _c_<guid>-lock-<sequence>); zkSeqDigits is the width of the sequence
+	// ZooKeeper appends.
+	zkProtected = "_c_"
+	zkSeqDigits = 10
+)
+
+// zkHolder is the lock node among a lock's children that holds it, the
+// lowest sequence (zklock.Holder), or false when none is a lock node.
+func zkHolder(children []string) (string, bool) {
+	best, bestSeq := "", int64(-1)
+	for _, c := range children {
+		if len(c) < zkSeqDigits || !strings.HasPrefix(c, zkProtected) {
+			continue
+		}
+		n, err := strconv.ParseInt(c[len(c)-zkSeqDigits:], 10, 64)
+		if err != nil {
+			continue
+		}
+		if bestSeq < 0 || n < bestSeq {
+			best, bestSeq = c, n
+		}
+	}
+	return best, bestSeq >= 0
+}
 
 // openLockStores connects to every place the fleet can keep a lock in.
 func openLockStores(ctx context.Context, f *fleet.Fleet) ([]lockStore, error) {
@@ -194,7 +232,7 @@ func redisLockKey(ctx context.Context, rdb *redis.Client, product string) (key, 
 	return "", "", iter.Err()
 }
 
-// etcdLocks are the etcd strategy's keys (etcdlock, default prefix).
+// etcdLocks are the etcd strategy's keys (etcdLockPrefix).
 type etcdLocks struct{ c *clientv3.Client }
 
 func openEtcdLocks(endpoint string) (*etcdLocks, error) {
@@ -214,7 +252,7 @@ func (*etcdLocks) name() string { return "etcd" }
 func (s *etcdLocks) close() { _ = s.c.Close() }
 
 func (s *etcdLocks) holder(ctx context.Context, product string) (lockHolder, bool, error) {
-	resp, err := s.c.Get(ctx, etcdlock.DefaultPrefix+lockName(product)+"/", clientv3.WithFirstCreate()...)
+	resp, err := s.c.Get(ctx, etcdLockPrefix+lockName(product)+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return lockHolder{}, false, err
 	}
@@ -237,7 +275,7 @@ func (s *etcdLocks) holder(ctx context.Context, product string) (lockHolder, boo
 	return lockHolder{id: key + "@" + strconv.FormatInt(rev, 10), take: take, settle: settle}, true, nil
 }
 
-// zkLocks are the zookeeper strategy's nodes (zklock, default root).
+// zkLocks are the zookeeper strategy's nodes (under zkLockRoot).
 type zkLocks struct{ conn *zk.Conn }
 
 // zkSessionTimeout is the fault's own ZooKeeper session's timeout.
@@ -269,7 +307,7 @@ func (*zkLocks) name() string { return "zookeeper" }
 func (s *zkLocks) close() { s.conn.Close() }
 
 func (s *zkLocks) holder(_ context.Context, product string) (lockHolder, bool, error) {
-	parent := zklock.DefaultRoot + "/" + lockName(product)
+	parent := zkLockRoot + "/" + lockName(product)
 	children, _, err := s.conn.Children(parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		return lockHolder{}, false, nil
@@ -277,7 +315,7 @@ func (s *zkLocks) holder(_ context.Context, product string) (lockHolder, bool, e
 	if err != nil {
 		return lockHolder{}, false, fmt.Errorf("list %s: %w", parent, err)
 	}
-	node, ok := zklock.Holder(children)
+	node, ok := zkHolder(children)
 	if !ok {
 		return lockHolder{}, false, nil
 	}

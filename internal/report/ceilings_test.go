@@ -1,6 +1,7 @@
-package main
+package report
 
 import (
+	"inventory/internal/load"
 	"strings"
 	"testing"
 )
@@ -9,15 +10,15 @@ import (
 // figure from the start of the command; the medians are the runs' medians.
 func TestEachRunIsComparedWithItsOwnHotRow(t *testing.T) {
 	rep := Report{
-		Ceilings: &Ceilings{Seconds: 5, HotRow: 1000, HotRowClients: hotRowClients, Healthz: 10000},
-		Results: []Result{
+		Ceilings: &load.Ceilings{Seconds: 5, HotRow: 1000, HotRowClients: load.HotRowClients, Healthz: 10000},
+		Results: []load.Result{
 			{Strategy: "batch", Run: 1, OK: 3000, Seconds: 1, HotRowRate: 1000},
 			{Strategy: "batch", Run: 2, OK: 3000, Seconds: 1, HotRowRate: 750},
 			{Strategy: "batch", Run: 3, OK: 2000, Seconds: 1, HotRowRate: 500, SoldOutRate: 9000, SoldOutHealthz: 10000},
 		},
 	}
 	var out strings.Builder
-	printCeilings(&out, rep)
+	PrintCeilings(&out, rep)
 	lines := strings.Split(out.String(), "\n")
 	var rows []string
 	for _, line := range lines {
@@ -32,6 +33,19 @@ func TestEachRunIsComparedWithItsOwnHotRow(t *testing.T) {
 		"batch 3 3000 750 4.00 - - 9000 90%", // medians
 	}
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
-		t.Errorf("printCeilings rows:\n%s\nwant:\n%s\nall:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), out.String())
+		t.Errorf("PrintCeilings rows:\n%s\nwant:\n%s\nall:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), out.String())
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		v    []float64
+		want float64
+	}{
+		{nil, 0}, {[]float64{0, 0}, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{0, 7, 9}, 8},
+	} {
+		if got := median(tc.v); got != tc.want {
+			t.Errorf("median(%v) = %g, want %g", tc.v, got, tc.want)
+		}
 	}
 }

@@ -1,39 +1,39 @@
-package main
+package verdict
 
 import "fmt"
 
 // Verdicts, one per row (a strategy, mix or switch) and run. A row sold
 // only by safe strategies is judged as a safe strategy.
 const (
-	// VerdictSafe: a safe strategy sold exactly what it had, no more, and
+	// Safe: a safe strategy sold exactly what it had, no more, and
 	// the ledger matches the answers and the stock, in every round of the
 	// run. Lock breaches the database caught do not change that.
-	VerdictSafe = "SAFE"
-	// VerdictUndersold: a safe strategy kept every invariant but turned
+	Safe = "SAFE"
+	// Undersold: a safe strategy kept every invariant but turned
 	// buyers away with 503 (lock wait timed out) while stock remained. Not
 	// a correctness failure, a capacity one: raise INVENTORY_LOCK_WAIT or
 	// lower --concurrency.
-	VerdictUndersold = "UNDERSOLD"
-	// VerdictBroken: a safe strategy oversold (in any round), lost an
+	Undersold = "UNDERSOLD"
+	// Broken: a safe strategy oversold (in any round), lost an
 	// update, disagreed with its ledger beyond what outcome-unknown answers
 	// allow, answered "sold out" with stock left, or failed requests it
 	// should have answered. The load tester exits 1.
-	VerdictBroken = "BROKEN"
-	// VerdictOversold: an unsafe strategy sold more than it had, which is
+	Broken = "BROKEN"
+	// Oversold: an unsafe strategy sold more than it had, which is
 	// what the demo is meant to show.
-	VerdictOversold = "OVERSOLD"
-	// VerdictLostUpdates: an unsafe strategy recorded more sales than its
+	Oversold = "OVERSOLD"
+	// LostUpdates: an unsafe strategy recorded more sales than its
 	// stock went down by, without overselling this run.
-	VerdictLostUpdates = "LOST UPDATES"
-	// VerdictNoOversell: an unsafe strategy happened not to oversell this
+	LostUpdates = "LOST UPDATES"
+	// NoOversell: an unsafe strategy happened not to oversell this
 	// run. It is still unsafe; the race simply did not hit.
-	VerdictNoOversell = "NO OVERSELL"
+	NoOversell = "NO OVERSELL"
 )
 
-// figures is what one run measured: the answers buyers got, and the
+// Figures is what one run measured: the answers buyers got, and the
 // product's state read back afterwards (from Postgres, via the API), round
 // by round.
-type figures struct {
+type Figures struct {
 	Safe bool // the strategy (every strategy of a mix or switch row) claims to be safe with several replicas
 	// Faulted says a fault struck during the run (the fault matrix). Then
 	// an answer that is not definite (a 503 or another 5xx, or none: a
@@ -66,12 +66,12 @@ type figures struct {
 	Unattributed int64
 	// Rounds is every round the run sold in, oldest first, exactly one of
 	// them current.
-	Rounds []roundFigures
+	Rounds []RoundFigures
 }
 
-// roundFigures is one round of the ledger as the server reports it, and
+// RoundFigures is one round of the ledger as the server reports it, and
 // the 2xx answers that named it.
-type roundFigures struct {
+type RoundFigures struct {
 	Round   int64
 	Current bool
 	Initial int64 // the round's stock when it started
@@ -92,8 +92,8 @@ type RoundResult struct {
 	Broken      bool  `json:"broken"`
 }
 
-// judgement is the verdict with the derived counts and why.
-type judgement struct {
+// Judgement is the verdict with the derived counts and why.
+type Judgement struct {
 	Verdict string
 	// Oversold is units sold beyond the initial stock, summed over rounds:
 	// Σ max(0, ledger − initial).
@@ -112,7 +112,7 @@ type judgement struct {
 }
 
 // BrokenRounds lists the rounds that broke an invariant.
-func (j judgement) BrokenRounds() []int64 {
+func (j Judgement) BrokenRounds() []int64 {
 	var out []int64
 	for _, r := range j.Rounds {
 		if r.Broken {
@@ -122,15 +122,15 @@ func (j judgement) BrokenRounds() []int64 {
 	return out
 }
 
-// judge applies the invariants from design.md to one run, each round on
+// Judge applies the invariants from design.md to one run, each round on
 // its own: quantity ≥ 0; per round ledger ≤ initial; in the current round
 // initial − quantity = ledger units; 2xx ≤ ledger rows ≤ 2xx + unknown,
 // per round and over the run; sold out exactly.
-func judge(f figures) judgement {
-	var j judgement
+func Judge(f Figures) Judgement {
+	var j Judgement
 	var broken []string
 	multi := len(f.Rounds) > 1
-	var current *roundFigures
+	var current *RoundFigures
 	var okSum, rowSum int64
 	for i := range f.Rounds {
 		r := &f.Rounds[i]
@@ -158,7 +158,7 @@ func judge(f figures) judgement {
 				why = append(why, fmt.Sprintf("lost updates: ledger %d units but stock fell by %d", r.Units, r.Initial-f.Final))
 			}
 		}
-		if why1 := reconcile(r.Rows, r.OK, f.slack()); why1 != "" {
+		if why1 := Reconcile(r.Rows, r.OK, f.slack()); why1 != "" {
 			why = append(why, why1)
 		}
 		if r.Units != r.Rows {
@@ -175,7 +175,7 @@ func judge(f figures) judgement {
 		broken = append(broken, "no current round to check the final stock against")
 	}
 	if multi {
-		if why := reconcile(rowSum, okSum, f.slack()); why != "" {
+		if why := Reconcile(rowSum, okSum, f.slack()); why != "" {
 			broken = append(broken, "over the run: "+why)
 		}
 	}
@@ -195,40 +195,40 @@ func judge(f figures) judgement {
 	if !f.Safe {
 		switch {
 		case j.Oversold > 0:
-			j.Verdict = VerdictOversold
+			j.Verdict = Oversold
 		case j.LostUpdates > 0:
-			j.Verdict = VerdictLostUpdates
+			j.Verdict = LostUpdates
 		default:
-			j.Verdict = VerdictNoOversell
+			j.Verdict = NoOversell
 		}
 		j.Reasons = broken
 		return j
 	}
 	switch {
 	case len(broken) > 0:
-		j.Verdict, j.Reasons = VerdictBroken, broken
+		j.Verdict, j.Reasons = Broken, broken
 	case j.Undersold > 0:
-		j.Verdict = VerdictUndersold
+		j.Verdict = Undersold
 		j.Reasons = []string{fmt.Sprintf("%d units left while %d buyers got 503 (lock wait timed out): a capacity limit, not oversell", f.Final, f.Unavailable)}
 	default:
-		j.Verdict = VerdictSafe
+		j.Verdict = Safe
 	}
 	return j
 }
 
 // slack is how many ledger rows may lack a 2xx: the buyers whose answer
 // did not say whether they bought.
-func (f figures) slack() int64 {
+func (f Figures) slack() int64 {
 	if f.Faulted {
 		return f.Unavailable + f.Errors
 	}
 	return f.Unknown
 }
 
-// reconcile checks ledger rows against the 2xx answers: every 2xx has its
+// Reconcile checks ledger rows against the 2xx answers: every 2xx has its
 // row, and a row without a 2xx can only belong to a buyer whose outcome was
 // unknown. It returns what is wrong, or "".
-func reconcile(rows, ok, unknown int64) string {
+func Reconcile(rows, ok, unknown int64) string {
 	switch {
 	case rows < ok:
 		return fmt.Sprintf("ledger has %d sales but %d buyers got 2xx", rows, ok)
@@ -240,5 +240,89 @@ func reconcile(rows, ok, unknown int64) string {
 	return ""
 }
 
-// failing reports whether a verdict makes the load tester exit non-zero.
-func failing(verdict string) bool { return verdict == VerdictBroken }
+// MaxProductReasons bounds how many products' reasons a row lists.
+const MaxProductReasons = 8
+
+// Combine is the verdict of a many-product row from its products' own
+// judgements: a safe row is BROKEN when any product is, UNDERSOLD when any
+// product is and none broke, else SAFE; an unsafe row is OVERSOLD when any
+// product oversold, LOST UPDATES when any lost one. Reasons name their
+// product, at most MaxProductReasons products of them.
+func Combine(safe bool, ids []string, js []Judgement) (string, []string) {
+	var verdict string
+	var reasons []string
+	listed, more := 0, 0
+	add := func(i int) {
+		if len(js[i].Reasons) == 0 {
+			return
+		}
+		if listed == MaxProductReasons {
+			more++
+			return
+		}
+		listed++
+		for _, r := range js[i].Reasons {
+			reasons = append(reasons, ids[i]+": "+r)
+		}
+	}
+	some := func(v string) bool {
+		for _, j := range js {
+			if j.Verdict == v {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case safe && some(Broken):
+		verdict = Broken
+		for i := range js {
+			if js[i].Verdict == Broken {
+				add(i)
+			}
+		}
+	case safe && some(Undersold):
+		verdict = Undersold
+		for i := range js {
+			add(i)
+		}
+	case safe:
+		verdict = Safe
+	default:
+		switch {
+		case some(Oversold):
+			verdict = Oversold
+		case some(LostUpdates):
+			verdict = LostUpdates
+		default:
+			verdict = NoOversell
+		}
+		for i := range js {
+			add(i)
+		}
+	}
+	if more > 0 {
+		reasons = append(reasons, fmt.Sprintf("… and %d more product%s", more, plural(more, "", "s")))
+	}
+	return verdict, reasons
+}
+
+// Kept reports whether a run whose row is safe (or not), judged verdict
+// for reasons, kept every invariant: a safe row SAFE or UNDERSOLD, an
+// unsafe one with nothing to explain.
+func Kept(safe bool, verdict string, reasons []string) bool {
+	if safe {
+		return verdict == Safe || verdict == Undersold
+	}
+	return len(reasons) == 0
+}
+
+// Failing reports whether a verdict makes the load tester exit non-zero.
+func Failing(verdict string) bool { return verdict == Broken }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

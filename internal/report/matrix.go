@@ -1,7 +1,9 @@
-package main
+package report
 
 import (
 	"fmt"
+	"inventory/internal/load"
+	"inventory/internal/verdict"
 	"io"
 	"strings"
 
@@ -71,7 +73,7 @@ type Cell struct {
 // FaultRun is one faulted run: the load tester's figures of the run, and
 // what the replicas' hold logs showed.
 type FaultRun struct {
-	Result
+	load.Result
 	// Overlaps is the pairs of holds of the run's product that were held
 	// at the same time; OverlapSample describes the first few.
 	Overlaps      int64    `json:"overlapping_holders"`
@@ -79,14 +81,10 @@ type FaultRun struct {
 }
 
 // kept reports whether a run kept every invariant.
-func kept(r Result) bool {
-	if r.Safe {
-		return r.Verdict == VerdictSafe || r.Verdict == VerdictUndersold
-	}
-	return len(r.Reasons) == 0
-}
+func kept(r load.Result) bool { return verdict.Kept(r.Safe, r.Verdict, r.Reasons) }
 
-func (c *Cell) add(r FaultRun) {
+// Add counts one judged run into the cell.
+func (c *Cell) Add(r FaultRun) {
 	c.Runs++
 	if kept(r.Result) {
 		c.Kept++
@@ -103,7 +101,8 @@ func (c *Cell) add(r FaultRun) {
 	c.Results = append(c.Results, r)
 }
 
-func (c *Cell) finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
+// Finish marks the cell SafeBroke once its runs are in.
+func (c *Cell) Finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
 
 // Short is the cell as the matrix shows it: "3/3", "n/a", with "*" when runs were missed.
 func (c Cell) Short() string {
@@ -126,10 +125,10 @@ func (c Cell) Summary() string {
 		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Overlaps, c.Definite, c.Indefinite, c.P99)
 }
 
-// printMatrix writes the strategies × faults table, then the figures of
+// PrintMatrix writes the strategies × faults table, then the figures of
 // every cell and the reasons of every run that broke. colour marks the
 // cells where a safe strategy broke (red) on a terminal.
-func printMatrix(w io.Writer, m Matrix, colour bool) {
+func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 	cell := map[[2]string]Cell{}
 	for _, c := range m.Cells {
 		cell[[2]string{c.Strategy, c.Fault}] = c

@@ -1,13 +1,10 @@
-package main
+package load
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,23 +35,23 @@ type Ceilings struct {
 	Healthz float64 `json:"healthz_per_s"`
 	// Serial is each strategy's own serial ceiling, the median of the
 	// figures measured before each of its runs (Result.SerialRate): sales
-	// per second by one buyer at a time through the API (see serialRate):
+	// per second by one buyer at a time through the API (see SerialRate):
 	// for a lock strategy its lock round trips, read, write and commit
 	// back to back, and one HTTP round trip.
 	Serial  map[string]float64 `json:"serial_sales_per_s,omitempty"`
 	Seconds float64            `json:"seconds_each"`
 }
 
-// hotRowClients is pgbench's client count in the issue's reference figure.
-const hotRowClients = 8
+// HotRowClients is pgbench's client count in the issue's reference figure.
+const HotRowClients = 8
 
-// measureCeilings measures each ceiling the strategies share for d;
+// MeasureCeilings measures each ceiling the strategies share for d;
 // pgURL and redisURL may be empty, which skips that ceiling. (Each
-// strategy's serial ceiling is measured beside its runs: serialRate.)
-func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, concurrency int, d time.Duration) (Ceilings, error) {
-	out := Ceilings{Seconds: d.Seconds(), HotRowClients: hotRowClients}
+// strategy's serial ceiling is measured beside its runs: SerialRate.)
+func MeasureCeilings(ctx context.Context, c *Client, pgURL, redisURL string, concurrency int, d time.Duration) (Ceilings, error) {
+	out := Ceilings{Seconds: d.Seconds(), HotRowClients: HotRowClients}
 	if pgURL != "" {
-		tps, err := hotRowRate(ctx, c, pgURL, d)
+		tps, err := HotRowRate(ctx, c, pgURL, d)
 		if err != nil {
 			return out, fmt.Errorf("hot-row ceiling: %w", err)
 		}
@@ -77,9 +74,9 @@ func measureCeilings(ctx context.Context, c *client, pgURL, redisURL string, con
 	return out, nil
 }
 
-// hotRowRate sells one unit per transaction of a product of its own,
+// HotRowRate sells one unit per transaction of a product of its own,
 // restocked through the API so that its ledger stays consistent.
-func hotRowRate(ctx context.Context, c *client, pgURL string, d time.Duration) (float64, error) {
+func HotRowRate(ctx context.Context, c *Client, pgURL string, d time.Duration) (float64, error) {
 	const id = "ceiling-hot-row"
 	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
 		return 0, err
@@ -88,13 +85,13 @@ func hotRowRate(ctx context.Context, c *client, pgURL string, d time.Duration) (
 	if err != nil {
 		return 0, err
 	}
-	cfg.MaxConns = hotRowClients
+	cfg.MaxConns = HotRowClients
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer pool.Close()
-	return rate(ctx, hotRowClients, d, func(ctx context.Context) error {
+	return rate(ctx, HotRowClients, d, func(ctx context.Context) error {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -115,12 +112,12 @@ func hotRowRate(ctx context.Context, c *client, pgURL string, d time.Duration) (
 	})
 }
 
-// serialRate sells a product of its own by strategy name through the API,
+// SerialRate sells a product of its own by strategy name through the API,
 // one buyer at a time: the strategy's serial ceiling as a client sees it,
 // its lock's and its sale's round trips back to back, plus one HTTP round
 // trip through nginx. 0 and no error when the fleet offers the strategy
 // without its lock service (503 strategy-unavailable).
-func serialRate(ctx context.Context, c *client, name string, d time.Duration) (float64, error) {
+func SerialRate(ctx context.Context, c *Client, name string, d time.Duration) (float64, error) {
 	id := "ceiling-serial-" + name
 	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
 		return 0, err
@@ -187,10 +184,10 @@ func rate(ctx context.Context, workers int, d time.Duration, op func(context.Con
 // process) weighs on both figures alike.
 const soldOutSlice = time.Second
 
-// soldOutPhase measures, for d each, the 409s per second that buyers of the
+// SoldOutPhase measures, for d each, the 409s per second that buyers of the
 // sold-out product get with strategy and the GET /healthz answers per
 // second, in alternating slices (at least two of each).
-func soldOutPhase(ctx context.Context, c *client, product, strategy string, concurrency int, d time.Duration) (soldOut, healthz float64, err error) {
+func SoldOutPhase(ctx context.Context, c *Client, product, strategy string, concurrency int, d time.Duration) (soldOut, healthz float64, err error) {
 	slices := max(2, int(d/soldOutSlice))
 	slice := d / time.Duration(slices)
 	for range slices {
@@ -211,7 +208,7 @@ func soldOutPhase(ctx context.Context, c *client, product, strategy string, conc
 // soldOutRate asks n buyers, concurrency at a time, for one unit of a
 // product that is sold out, with strategy, and returns the 409s per
 // second; any other answer is an error.
-func soldOutRate(ctx context.Context, c *client, product, strategy string, concurrency int, d time.Duration) (float64, error) {
+func soldOutRate(ctx context.Context, c *Client, product, strategy string, concurrency int, d time.Duration) (float64, error) {
 	return rate(ctx, concurrency, d, func(ctx context.Context) error {
 		o := c.buy(ctx, product, strategy, "")
 		if o.err != nil {
@@ -222,127 +219,4 @@ func soldOutRate(ctx context.Context, c *client, product, strategy string, concu
 		}
 		return nil
 	})
-}
-
-// printCeilings writes the ceilings and, per one-strategy row, its sales per
-// second as a multiple of the hot-row rate and as a share of its serial
-// ceiling, and its sold-out answers as a share of /healthz; with several
-// runs, each strategy's medians too. Nothing without --ceilings.
-func printCeilings(w io.Writer, r Report) {
-	c := r.Ceilings
-	if c == nil {
-		return
-	}
-	fmt.Fprintf(w, "\nceilings, measured in this run for %.0fs each, at the start: ", c.Seconds)
-	if c.HotRow > 0 {
-		fmt.Fprintf(w, "hot row %.0f one-sale transactions/s (%d clients, straight to Postgres) · ", c.HotRow, c.HotRowClients)
-	}
-	if c.Redis > 0 {
-		fmt.Fprintf(w, "Redis %.0f round trips/s · ", c.Redis)
-	}
-	fmt.Fprintf(w, "GET /healthz %.0f/s through the target; and just before each run, the hot row again and the strategy's serial ceiling\n", c.Healthz)
-	header := fmt.Sprintf("%-10s %4s %9s %9s %10s %9s %9s %14s %12s\n", "strategy", "run", "sales/s", "hot row/s", "× hot row", "serial/s", "% serial", "sold-out 409/s", "% of healthz")
-	fmt.Fprint(w, header)
-	byStrategy := map[string][]ceilingFigures{}
-	var order []string
-	for _, res := range r.Results {
-		if res.Seconds <= 0 {
-			continue
-		}
-		f := figuresOf(res)
-		fmt.Fprintf(w, "%-10s %4d %s\n", res.Strategy, res.Run, f)
-		if len(byStrategy[res.Strategy]) == 0 {
-			order = append(order, res.Strategy)
-		}
-		byStrategy[res.Strategy] = append(byStrategy[res.Strategy], f)
-	}
-	if len(r.Results) == len(order) {
-		return // one run each: nothing to take a median of
-	}
-	fmt.Fprintf(w, "\nmedians over the runs\n")
-	fmt.Fprint(w, strings.Replace(header, " run", "runs", 1))
-	for _, name := range order {
-		fs := byStrategy[name]
-		fmt.Fprintf(w, "%-10s %4d %s\n", name, len(fs), medianFigures(fs))
-	}
-}
-
-// ceilingFigures are one run's figures against the ceilings; 0 is "not
-// measured".
-type ceilingFigures struct {
-	sales, hotRow, timesHotRow, serial, ofSerial, soldOut, ofHealthz float64
-}
-
-func figuresOf(res Result) ceilingFigures {
-	f := ceilingFigures{sales: float64(res.OK) / res.Seconds, hotRow: res.HotRowRate, serial: res.SerialRate, soldOut: res.SoldOutRate}
-	if f.hotRow > 0 {
-		f.timesHotRow = f.sales / f.hotRow
-	}
-	if f.serial > 0 {
-		f.ofSerial = 100 * f.sales / f.serial
-	}
-	if f.soldOut > 0 && res.SoldOutHealthz > 0 {
-		f.ofHealthz = 100 * f.soldOut / res.SoldOutHealthz
-	}
-	return f
-}
-
-// medianFigures is each figure's median over fs, apart.
-func medianFigures(fs []ceilingFigures) ceilingFigures {
-	pick := func(get func(ceilingFigures) float64) float64 {
-		var v []float64
-		for _, f := range fs {
-			v = append(v, get(f))
-		}
-		return median(v)
-	}
-	return ceilingFigures{
-		sales:       pick(func(f ceilingFigures) float64 { return f.sales }),
-		hotRow:      pick(func(f ceilingFigures) float64 { return f.hotRow }),
-		timesHotRow: pick(func(f ceilingFigures) float64 { return f.timesHotRow }),
-		serial:      pick(func(f ceilingFigures) float64 { return f.serial }),
-		ofSerial:    pick(func(f ceilingFigures) float64 { return f.ofSerial }),
-		soldOut:     pick(func(f ceilingFigures) float64 { return f.soldOut }),
-		ofHealthz:   pick(func(f ceilingFigures) float64 { return f.ofHealthz }),
-	}
-}
-
-func (f ceilingFigures) String() string {
-	figure := func(format string, v float64) string {
-		if v <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf(format, v)
-	}
-	return fmt.Sprintf("%9.0f %9s %10s %9s %9s %14s %12s", f.sales, figure("%.0f", f.hotRow), figure("%.2f", f.timesHotRow), figure("%.0f", f.serial),
-		figure("%.0f%%", f.ofSerial), figure("%.0f", f.soldOut), figure("%.0f%%", f.ofHealthz))
-}
-
-// medianSerial is each strategy's median serial ceiling over its runs.
-func medianSerial(results []Result) map[string]float64 {
-	byStrategy := map[string][]float64{}
-	for _, res := range results {
-		if res.SerialRate > 0 {
-			byStrategy[res.Strategy] = append(byStrategy[res.Strategy], res.SerialRate)
-		}
-	}
-	out := map[string]float64{}
-	for name, v := range byStrategy {
-		out[name] = median(v)
-	}
-	return out
-}
-
-// median is the middle of v (the mean of the two middles for an even
-// count); 0 for none. Zeros (not measured) are left out.
-func median(v []float64) float64 {
-	v = slices.DeleteFunc(slices.Clone(v), func(x float64) bool { return x <= 0 })
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
-	return v[len(v)/2]
 }

@@ -1,8 +1,9 @@
-package main
+package report
 
 import (
 	_ "embed"
 	"fmt"
+	"inventory/internal/load"
 	"io"
 	"maps"
 	"os"
@@ -22,9 +23,9 @@ import (
 //go:embed assets/echarts-5.6.0.min.js
 var echartsJS string
 
-// writeHTML writes a self-contained report of rep (the load test's rows,
+// WriteHTML writes a self-contained report of rep (the load test's rows,
 // when it has any) and m (the fault matrix, when not nil) to path.
-func writeHTML(path string, rep *Report, m *Matrix) error {
+func WriteHTML(path string, rep *Report, m *Matrix) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--html: %w", err)
@@ -41,7 +42,7 @@ func renderHTML(w io.Writer, rep *Report, m *Matrix) error {
 	page.SetPageTitle("inventory load test")
 	if rep != nil && len(rep.Results) > 0 {
 		page.AddCharts(salesOverTime(rep), latencies(rep), finalStock(rep), perReplicaSplit(rep), breaches(rep))
-		if slices.ContainsFunc(rep.Results, func(r Result) bool { return len(r.Products) > 0 }) {
+		if slices.ContainsFunc(rep.Results, func(r load.Result) bool { return len(r.Products) > 0 }) {
 			page.AddCharts(hottestProducts(rep))
 		}
 	}
@@ -56,7 +57,7 @@ func renderHTML(w io.Writer, rep *Report, m *Matrix) error {
 }
 
 // rowLabel names a row of the table: the strategy, and the run when there are several.
-func rowLabel(rep *Report, r Result) string {
+func rowLabel(rep *Report, r load.Result) string {
 	if rep.Runs > 1 {
 		return fmt.Sprintf("%s #%d", r.Strategy, r.Run)
 	}
@@ -81,10 +82,10 @@ func salesOverTime(rep *Report) *charts.Line {
 	}
 	x := make([]string, longest)
 	for i := range x {
-		x[i] = fmt.Sprintf("%.1fs", (time.Duration(i) * tick).Seconds())
+		x[i] = fmt.Sprintf("%.1fs", (time.Duration(i) * load.Tick).Seconds())
 	}
 	line.SetXAxis(x)
-	perSecond := float64(time.Second / tick)
+	perSecond := float64(time.Second / load.Tick)
 	for _, r := range rep.Results {
 		data := make([]opts.LineData, len(r.Timeline))
 		for i, n := range r.Timeline {
@@ -107,7 +108,7 @@ func barOf(rep *Report, title, subtitle string) *charts.Bar {
 	return bar
 }
 
-func values(rep *Report, f func(Result) any) []opts.BarData {
+func values(rep *Report, f func(load.Result) any) []opts.BarData {
 	var out []opts.BarData
 	for _, r := range rep.Results {
 		out = append(out, opts.BarData{Value: f(r)})
@@ -117,16 +118,16 @@ func values(rep *Report, f func(Result) any) []opts.BarData {
 
 func latencies(rep *Report) *charts.Bar {
 	bar := barOf(rep, "Latency seen by the buyers (ms)", "p50, p95 and p99 through nginx")
-	bar.AddSeries("p50", values(rep, func(r Result) any { return r.LatencyMs.P50 })).
-		AddSeries("p95", values(rep, func(r Result) any { return r.LatencyMs.P95 })).
-		AddSeries("p99", values(rep, func(r Result) any { return r.LatencyMs.P99 }))
+	bar.AddSeries("p50", values(rep, func(r load.Result) any { return r.LatencyMs.P50 })).
+		AddSeries("p95", values(rep, func(r load.Result) any { return r.LatencyMs.P95 })).
+		AddSeries("p99", values(rep, func(r load.Result) any { return r.LatencyMs.P99 }))
 	return bar
 }
 
 func finalStock(rep *Report) *charts.Bar {
 	bar := barOf(rep, "Final stock and oversold units", "below zero: sold what was not there")
-	bar.AddSeries("final stock", values(rep, func(r Result) any { return r.FinalStock })).
-		AddSeries("oversold", values(rep, func(r Result) any { return r.Oversold }))
+	bar.AddSeries("final stock", values(rep, func(r load.Result) any { return r.FinalStock })).
+		AddSeries("oversold", values(rep, func(r load.Result) any { return r.Oversold }))
 	return bar
 }
 
@@ -139,7 +140,7 @@ func perReplicaSplit(rep *Report) *charts.Bar {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(replicas)) {
-		bar.AddSeries(name, values(rep, func(r Result) any { return r.PerReplica[name] }))
+		bar.AddSeries(name, values(rep, func(r load.Result) any { return r.PerReplica[name] }))
 	}
 	bar.SetSeriesOptions(charts.WithBarChartOpts(opts.BarChart{Stack: "replicas"}))
 	return bar
@@ -147,7 +148,7 @@ func perReplicaSplit(rep *Report) *charts.Bar {
 
 func breaches(rep *Report) *charts.Bar {
 	bar := barOf(rep, "Lock breaches caught by the database", "answers flagged lock_breach: the lock broke, the guarded, fenced write was refused")
-	bar.AddSeries("breaches", values(rep, func(r Result) any { return r.Breaches }))
+	bar.AddSeries("breaches", values(rep, func(r load.Result) any { return r.Breaches }))
 	return bar
 }
 
@@ -239,8 +240,8 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// absPath is path made absolute for the "report:" line, or path itself.
-func absPath(path string) string {
+// AbsPath is path made absolute for the "report:" line, or path itself.
+func AbsPath(path string) string {
 	if abs, err := filepath.Abs(path); err == nil {
 		return abs
 	}

@@ -1,32 +1,44 @@
-package main
+package load
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	apiclient "inventory/internal/client"
 )
 
-// client speaks the inventory HTTP API through internal/client, as any
-// outside caller would.
-type client struct {
+// ErrUsage marks an error in what the caller asked for, such as a strategy
+// the fleet does not offer: the load tester exits 2 for it.
+var ErrUsage = errors.New("usage")
+
+// Client is what a load needs of a fleet's HTTP API, through
+// internal/client as any outside caller would: sales as buyers send them
+// (an answer becomes an outcome, retried with its Idempotency-Key where
+// asked), restocks, rounds, and the fleet default.
+type Client struct {
 	api *apiclient.Client
-	// byProduct sends sales as POST /products/{id}/sale, which nginx routes
+	// ByProduct sends sales as POST /products/{id}/sale, which nginx routes
 	// to one replica per product, instead of POST /sale.
-	byProduct bool
+	ByProduct bool
 }
 
-func newClient(base, adminToken string, concurrency int) *client {
-	return &client{api: apiclient.New(base, apiclient.Options{AdminToken: adminToken, Concurrency: concurrency})}
+// NewClient is a Client of the fleet at base, with its admin token, for
+// concurrency buyers at once.
+func NewClient(base, adminToken string, concurrency int) *Client {
+	return &Client{api: apiclient.New(base, apiclient.Options{AdminToken: adminToken, Concurrency: concurrency})}
 }
 
-func (c *client) close() { c.api.CloseIdleConnections() }
+// Close drops the idle connections.
+func (c *Client) Close() { c.api.CloseIdleConnections() }
 
-// strategyInfo is one entry of GET /strategies.
-type strategyInfo = apiclient.StrategyInfo
+// StrategyInfo is one entry of GET /strategies.
+type StrategyInfo = apiclient.StrategyInfo
 
 // product is GET /products/{id}.
 type product = apiclient.Product
@@ -34,7 +46,7 @@ type product = apiclient.Product
 // round is GET /products/{id}/rounds/{round}: one round of the ledger, current or past.
 type round = apiclient.Round
 
-func (c *client) strategies(ctx context.Context) ([]strategyInfo, error) {
+func (c *Client) strategies(ctx context.Context) ([]StrategyInfo, error) {
 	out, err := c.api.Strategies(ctx)
 	if err != nil {
 		return nil, err
@@ -45,17 +57,17 @@ func (c *client) strategies(ctx context.Context) ([]strategyInfo, error) {
 	return out, nil
 }
 
-func (c *client) product(ctx context.Context, id string) (product, error) {
+func (c *Client) product(ctx context.Context, id string) (product, error) {
 	return c.api.Product(ctx, id)
 }
 
-func (c *client) round(ctx context.Context, id string, n int64) (round, error) {
+func (c *Client) round(ctx context.Context, id string, n int64) (round, error) {
 	return c.api.Round(ctx, id, n)
 }
 
 // restock sets the product's stock, starting a new round of the ledger, and
 // returns the product as restocked.
-func (c *client) restock(ctx context.Context, id string, quantity int64) (product, error) {
+func (c *Client) restock(ctx context.Context, id string, quantity int64) (product, error) {
 	p, err := c.api.Restock(ctx, id, apiclient.RestockRequest{Quantity: quantity, Name: "load test " + id})
 	if err != nil {
 		return p, fmt.Errorf("restock %s: %w", id, adminHint(err))
@@ -63,13 +75,13 @@ func (c *client) restock(ctx context.Context, id string, quantity int64) (produc
 	return p, nil
 }
 
-// defaultStrategy is GET /strategy: the fleet default that a sale naming no strategy uses.
-func (c *client) defaultStrategy(ctx context.Context) (string, error) {
+// DefaultStrategy is GET /strategy: the fleet default that a sale naming no strategy uses.
+func (c *Client) DefaultStrategy(ctx context.Context) (string, error) {
 	return c.api.Strategy(ctx)
 }
 
-// setDefaultStrategy is PUT /strategy: it switches the fleet default.
-func (c *client) setDefaultStrategy(ctx context.Context, name string) error {
+// SetDefaultStrategy is PUT /strategy: it switches the fleet default.
+func (c *Client) SetDefaultStrategy(ctx context.Context, name string) error {
 	if err := c.api.SetStrategy(ctx, name); err != nil {
 		return fmt.Errorf("switch the fleet default to %s: %w", name, adminHint(err))
 	}
@@ -88,14 +100,14 @@ func adminHint(err error) error {
 // awaitDefault polls GET /strategy until it answers name times in a row,
 // so that every replica behind the load balancer has dropped its cached
 // copy of the old default, and gives up after wait.
-func (c *client) awaitDefault(ctx context.Context, name string, times int, wait time.Duration) error {
+func (c *Client) awaitDefault(ctx context.Context, name string, times int, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	inARow, last := 0, ""
 	for inARow < times {
-		got, err := c.defaultStrategy(ctx)
+		got, err := c.DefaultStrategy(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return fmt.Errorf("the fleet default is still %q %s after switching it to %s", last, wait, name)
@@ -115,7 +127,7 @@ func (c *client) awaitDefault(ctx context.Context, name string, times int, wait 
 }
 
 // healthz asks GET /healthz.
-func (c *client) healthz(ctx context.Context) error {
+func (c *Client) healthz(ctx context.Context) error {
 	_, err := c.api.Healthz(ctx)
 	return err
 }
@@ -142,10 +154,10 @@ type outcome struct {
 func (o outcome) definite() bool { return o.status/100 == 2 || o.status == http.StatusConflict }
 
 // buy sends one sale of one unit of product: POST /sale, or POST
-// /products/{id}/sale when c.byProduct. A named strategy is an admin call
+// /products/{id}/sale when c.ByProduct. A named strategy is an admin call
 // and carries the admin token; an empty one sells with the fleet default,
 // as a buyer does. A non-empty key is sent as the Idempotency-Key.
-func (c *client) buy(ctx context.Context, product, strategy, key string) outcome {
+func (c *Client) buy(ctx context.Context, product, strategy, key string) outcome {
 	return outcomeOf(c.sell(ctx, product, strategy, key))
 }
 
@@ -154,7 +166,7 @@ func (c *client) buy(ctx context.Context, product, strategy, key string) outcome
 // well-behaved buyer does (apiclient.Retry); it also returns how many
 // times it sent it again. Without a key it sends once: a retry could buy
 // twice.
-func (c *client) buyRetrying(ctx context.Context, product, strategy, key string, retries int) (outcome, int) {
+func (c *Client) buyRetrying(ctx context.Context, product, strategy, key string, retries int) (outcome, int) {
 	if key == "" || retries <= 0 {
 		return c.buy(ctx, product, strategy, key), 0
 	}
@@ -164,9 +176,9 @@ func (c *client) buyRetrying(ctx context.Context, product, strategy, key string,
 	return outcomeOf(sale, err), n
 }
 
-func (c *client) sell(ctx context.Context, product, strategy, key string) (apiclient.Sale, error) {
+func (c *Client) sell(ctx context.Context, product, strategy, key string) (apiclient.Sale, error) {
 	opts := apiclient.SaleOptions{Strategy: strategy, IdempotencyKey: key}
-	if c.byProduct {
+	if c.ByProduct {
 		return c.api.SellProduct(ctx, product, apiclient.ProductSaleRequest{Quantity: 1}, opts)
 	}
 	return c.api.Sell(ctx, apiclient.SaleRequest{ProductID: product, Quantity: 1}, opts)
@@ -192,4 +204,40 @@ func outcomeOf(sale apiclient.Sale, err error) outcome {
 	default:
 		return outcome{err: err}
 	}
+}
+
+// PickStrategies asks the fleet which strategies exist and keeps the ones named in list (all when empty).
+func PickStrategies(ctx context.Context, c *Client, list string, log io.Writer) ([]StrategyInfo, error) {
+	all, err := c.strategies(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ask the fleet for its strategies: %w", err)
+	}
+	if strings.TrimSpace(list) == "" {
+		var picked []StrategyInfo
+		for _, s := range all {
+			if !s.Available {
+				fmt.Fprintf(log, "skipping %s: not available on this fleet (it needs %s)\n", s.Name, s.Needs)
+				continue
+			}
+			picked = append(picked, s)
+		}
+		return picked, nil
+	}
+	var picked []StrategyInfo
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(all, func(s StrategyInfo) bool { return s.Name == name })
+		if i < 0 {
+			var names []string
+			for _, s := range all {
+				names = append(names, s.Name)
+			}
+			return nil, fmt.Errorf("%w: unknown strategy %q (the fleet offers %s)", ErrUsage, name, strings.Join(names, ", "))
+		}
+		if !all[i].Available {
+			return nil, fmt.Errorf("%w: strategy %q is not available on this fleet: it needs %s", ErrUsage, name, all[i].Needs)
+		}
+		picked = append(picked, all[i])
+	}
+	return picked, nil
 }

@@ -1,23 +1,17 @@
-package main
+package verdict
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	apiclient "inventory/internal/client"
 )
 
-// ledgerByStrategy says which strategies, from which replicas, wrote the
+// LedgerByStrategy says which strategies, from which replicas, wrote the
 // product's ledger rows (every round from first), e.g. "redis@inventory-1
 // 40, none@inventory-2 2": what a broken run's oversell was sold with.
-func ledgerByStrategy(ctx context.Context, pgURL, product string, first int64) (string, error) {
+func LedgerByStrategy(ctx context.Context, pgURL, product string, first int64) (string, error) {
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		return "", fmt.Errorf("read the ledger: %w", err)
@@ -41,10 +35,10 @@ func ledgerByStrategy(ctx context.Context, pgURL, product string, first int64) (
 	return strings.Join(parts, ", "), rows.Err()
 }
 
-// soldWithOthers reads the ledger of product (every round from first)
+// SoldWithOthers reads the ledger of product (every round from first)
 // and names every strategy other than want that sold: buyers who named
 // none should all have got the fleet default, want.
-func soldWithOthers(ctx context.Context, pgURL, product string, first int64, want string) ([]string, error) {
+func SoldWithOthers(ctx context.Context, pgURL, product string, first int64, want string) ([]string, error) {
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("read the ledger: %w", err)
@@ -68,13 +62,18 @@ func soldWithOthers(ctx context.Context, pgURL, product string, first int64, wan
 	return why, rows.Err()
 }
 
-// checkKeys reads the ledger of product (every round from first) straight
-// from Postgres and holds it against every buyer's last answer: each 2xx
-// has its row, under its Idempotency-Key and with the sale id it was told;
-// no key has two rows (a retry sold twice); and no row belongs to a buyer
-// who was told 409 sold out or to no buyer at all. It returns what is
-// wrong, one line each.
-func checkKeys(ctx context.Context, pgURL, product string, first int64, answers []keyedAnswer) ([]string, error) {
+// KeyedAnswer is the last answer a buyer with an Idempotency-Key got.
+type KeyedAnswer struct {
+	Key      string
+	Definite bool  // 2xx or 409
+	OK       bool  // 2xx
+	SaleID   int64 // from a 2xx
+}
+
+// ReadKeys reads the ledger of product (every round from first) straight
+// from Postgres: the ids of its rows by Idempotency-Key ("" for none), for
+// CheckKeys.
+func ReadKeys(ctx context.Context, pgURL, product string, first int64) (map[string][]int64, error) {
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("check the ledger: %w", err)
@@ -96,6 +95,15 @@ func checkKeys(ctx context.Context, pgURL, product string, first int64, answers 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("check the ledger: %w", err)
 	}
+	return byKey, nil
+}
+
+// CheckKeys holds the ledger's rows by key (ReadKeys) against every
+// buyer's last answer: each 2xx has its row, under its Idempotency-Key and
+// with the sale id it was told; no key has two rows (a retry sold twice);
+// and no row belongs to a buyer who was told 409 sold out or to no buyer
+// at all. It returns what is wrong, one line each, at most five.
+func CheckKeys(byKey map[string][]int64, answers []KeyedAnswer) []string {
 	var why []string
 	note := func(format string, args ...any) {
 		if len(why) < 5 {
@@ -122,44 +130,5 @@ func checkKeys(ctx context.Context, pgURL, product string, first int64, answers 
 			note("ledger rows %v under key %q belong to no buyer of this run", ids, key)
 		}
 	}
-	return why, nil
-}
-
-// breachCounts scrapes inventory_lock_breaches_total{strategy} from every
-// replica's /metrics and returns it by replica URL.
-func breachCounts(ctx context.Context, urls []string, strategy string) (map[string]int64, error) {
-	out := map[string]int64{}
-	want := `inventory_lock_breaches_total{strategy="` + strategy + `"}`
-	for _, u := range urls {
-		metrics, err := apiclient.New(u, apiclient.Options{HTTPClient: http.DefaultClient}).Metrics(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("metrics of %s: %w", u, err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(metrics))
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), want+" "); ok {
-				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				out[u] = int64(n)
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("metrics of %s: %w", u, err)
-		}
-	}
-	return out, nil
-}
-
-// breachDelta is the breaches counted between two scrapes. A replica whose
-// counter went down was restarted: all it counted since is new.
-func breachDelta(before, after map[string]int64) int64 {
-	var n int64
-	for u, a := range after {
-		if b := before[u]; a >= b {
-			n += a - b
-		} else {
-			n += a
-		}
-	}
-	return n
+	return why
 }

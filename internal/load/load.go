@@ -1,11 +1,11 @@
-package main
+package load
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"inventory/internal/verdict"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +13,14 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// loadConfig is what every run shares.
-type loadConfig struct {
+// DefaultWorkDelay is INVENTORY_WORK_DELAY for a local fleet's replicas:
+// long enough that the unsafe strategies oversell reproducibly on a 2-core
+// machine (measured: see the README), short enough that the whole demo
+// takes well under a minute.
+const DefaultWorkDelay = 2 * time.Millisecond
+
+// Config is what every run shares.
+type Config struct {
 	Product     string
 	Stock       int64
 	Buyers      int
@@ -35,7 +41,7 @@ type loadConfig struct {
 	// reports how many buyers have their answer, and selling is closed once
 	// all have. The run waits for it before reading the final state, and
 	// its error ends the run. A disturbed run may span rounds, and is
-	// judged as faulted (see figures.Faulted).
+	// judged as faulted (see verdict.Figures.Faulted).
 	Disturb func(ctx context.Context, answered func() int64, selling <-chan struct{}) error
 	// Spread, when set, paces the buyers: they start over at least Spread,
 	// in waves of Concurrency at once (see waves); a run whose sales are
@@ -46,20 +52,12 @@ type loadConfig struct {
 	// zipfChoices(Products, Buyers, Zipf, Seed); every product is checked on
 	// its own. 0 or 1: Product alone. Not with Keys.
 	Products int
-	Zipf     float64 // the Zipf exponent, above 1 (0: defaultZipf)
+	Zipf     float64 // the Zipf exponent, above 1 (0: DefaultZipf)
 	Seed     uint64  // seeds the buyers' product choices
 }
 
-// keyedAnswer is the last answer a buyer with an Idempotency-Key got.
-type keyedAnswer struct {
-	Key      string
-	Definite bool  // 2xx or 409
-	OK       bool  // 2xx
-	SaleID   int64 // from a 2xx
-}
-
-// scenario is one row of the table: who sells and how buyers pick the strategy.
-type scenario struct {
+// Scenario is one row of the table: who sells and how buyers pick the strategy.
+type Scenario struct {
 	Name string // the row's name: a strategy, "mix" or "switch"
 	Safe bool   // every strategy it sells with claims to be safe
 	// Sell is the strategies buyers name with ?strategy=, buyer i taking
@@ -75,12 +73,13 @@ type scenario struct {
 
 // Row names of the scenarios that are not one strategy.
 const (
-	rowMix    = "mix"
-	rowSwitch = "switch"
+	RowMix    = "mix"
+	RowSwitch = "switch"
 )
 
-func single(s strategyInfo) scenario {
-	return scenario{Name: s.Name, Safe: s.Safe, Sell: []string{s.Name}}
+// Single is the row of one strategy, its buyers naming it.
+func Single(s StrategyInfo) Scenario {
+	return Scenario{Name: s.Name, Safe: s.Safe, Sell: []string{s.Name}}
 }
 
 // Result is one run of one row, as printed in the table and written by --json.
@@ -101,27 +100,27 @@ type Result struct {
 	Breaches    int64  `json:"breaches"` // 409/503 answers flagged lock_breach: the lock broke, the database refused the write
 	// BreachMetric is the rise of the replicas' inventory_lock_breaches_total
 	// for the strategy during a faulted run (a killed replica's count is lost).
-	BreachMetric int64            `json:"breach_metric,omitempty"`
-	Unknown      int64            `json:"unknown"` // 503 outcome-unknown answers: sold or not, the ledger says
-	FinalStock   int64            `json:"final_stock"`
-	LedgerUnits  int64            `json:"ledger_units"`
-	LedgerRows   int64            `json:"ledger_rows"`
-	Oversold     int64            `json:"oversold"`
-	LostUpdates  int64            `json:"lost_updates"`
-	Undersold    int64            `json:"undersold"`
-	Retries      int64            `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not final (apiclient.Retryable)
-	Rounds       []RoundResult    `json:"rounds"`                  // every round the run sold in, each checked on its own
-	BrokenRounds []int64          `json:"broken_rounds,omitempty"` // rounds that broke an invariant
-	Switches     int              `json:"switches,omitempty"`      // fleet default switches during the run
-	PerStrategy  map[string]int64 `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
-	Seconds      float64          `json:"seconds"`
-	Throughput   float64          `json:"throughput_rps"`
+	BreachMetric int64                 `json:"breach_metric,omitempty"`
+	Unknown      int64                 `json:"unknown"` // 503 outcome-unknown answers: sold or not, the ledger says
+	FinalStock   int64                 `json:"final_stock"`
+	LedgerUnits  int64                 `json:"ledger_units"`
+	LedgerRows   int64                 `json:"ledger_rows"`
+	Oversold     int64                 `json:"oversold"`
+	LostUpdates  int64                 `json:"lost_updates"`
+	Undersold    int64                 `json:"undersold"`
+	Retries      int64                 `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not final (apiclient.Retryable)
+	Rounds       []verdict.RoundResult `json:"rounds"`                  // every round the run sold in, each checked on its own
+	BrokenRounds []int64               `json:"broken_rounds,omitempty"` // rounds that broke an invariant
+	Switches     int                   `json:"switches,omitempty"`      // fleet default switches during the run
+	PerStrategy  map[string]int64      `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
+	Seconds      float64               `json:"seconds"`
+	Throughput   float64               `json:"throughput_rps"`
 	// HotRowRate is, with --ceilings and the fleet's Postgres known, the
 	// hot-row ceiling (see Ceilings.HotRow) measured just before this run:
 	// what its sales per second are a multiple of.
 	HotRowRate float64 `json:"hot_row_tps,omitempty"`
 	// SerialRate is, with --ceilings, the strategy's serial ceiling
-	// measured just before this run (see serialRate): what its sales per
+	// measured just before this run (see SerialRate): what its sales per
 	// second are compared against.
 	SerialRate float64 `json:"serial_sales_per_s,omitempty"`
 	// SoldOutRate is 409s per second once the product was sold out, with
@@ -136,7 +135,7 @@ type Result struct {
 	Reasons        []string         `json:"reasons,omitempty"`
 	FirstErrors    []string         `json:"first_errors,omitempty"`
 
-	// Timeline is the 2xx answers in each 100 ms (tick) since the buyers
+	// Timeline is the 2xx answers in each 100 ms (Tick) since the buyers
 	// started: sales over time, for the HTML report.
 	Timeline []int64 `json:"sales_per_100ms,omitempty"`
 
@@ -148,7 +147,9 @@ type Result struct {
 	Products []ProductResult `json:"products,omitempty"`
 	Seed     uint64          `json:"seed,omitempty"`
 
-	answers []keyedAnswer // with loadConfig.Keys: every buyer's last answer
+	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
+	// it out.
+	Answers []verdict.KeyedAnswer `json:"-"`
 }
 
 // Latency holds request latency percentiles in milliseconds.
@@ -193,10 +194,10 @@ func (a *answerCounts) count(o outcome, late bool) {
 	}
 }
 
-// figures is the answers as judge takes them, the product's state to be
+// figures is the answers as verdict.Judge takes them, the product's state to be
 // filled in.
-func (a *answerCounts) figures(safe, faulted bool, buyers int64) figures {
-	return figures{
+func (a *answerCounts) figures(safe, faulted bool, buyers int64) verdict.Figures {
+	return verdict.Figures{
 		Safe:           safe,
 		Faulted:        faulted,
 		Buyers:         buyers,
@@ -223,7 +224,7 @@ type tally struct {
 	perStrategy map[string]int64
 	perTick     map[int64]int64 // 2xx by 100 ms since the buyers started
 	firstErrs   []string
-	answers     []keyedAnswer
+	answers     []verdict.KeyedAnswer
 	hist        *hdrhistogram.Histogram // microseconds
 }
 
@@ -244,7 +245,7 @@ type counts struct {
 	perRound    map[productRound]int64
 	perStrategy map[string]int64
 	perTick     map[int64]int64 // 2xx answers by 100 ms since the buyers started
-	answers     []keyedAnswer
+	answers     []verdict.KeyedAnswer
 }
 
 func newCounts() counts {
@@ -310,20 +311,20 @@ func (t *tally) merge(c counts, hist *hdrhistogram.Histogram) {
 	t.answers = append(t.answers, c.answers...)
 }
 
-// runScenario restocks the product (every product, with cfg.Products
+// Run restocks the product (every product, with cfg.Products
 // above 1), fires cfg.Buyers buyers for one unit each through
 // cfg.Concurrency workers (restocking once more, or switching the fleet
 // default, while they buy, as cfg and sc say), and reads every round the
 // run sold in back from the server, product by product. progress, when not
 // nil, is called once per finished buyer.
-func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, progress func()) (_ Result, err error) {
+func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func()) (_ Result, err error) {
 	ids := productIDs(cfg)
 	if cfg.Keys != "" && len(ids) > 1 {
 		return Result{}, errors.New("idempotency keys are checked against one product: Keys needs Products of at most 1")
 	}
 	var choices []int32 // buyer i buys ids[choices[i]]; nil: ids[0]
 	if len(ids) > 1 {
-		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, defaultZipf), cfg.Seed)
+		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, DefaultZipf), cfg.Seed)
 	}
 	parallel := adminParallel(cfg.Concurrency)
 	before := make([]product, len(ids))
@@ -336,7 +337,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	}
 	switches := 0
 	if len(sc.Sell) == 0 {
-		restore, err := c.defaultStrategy(ctx)
+		restore, err := c.DefaultStrategy(ctx)
 		if err != nil {
 			return Result{}, fmt.Errorf("read the fleet default: %w", err)
 		}
@@ -344,7 +345,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 			// Put the default back even after an interrupt.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			rerr := c.setDefaultStrategy(rctx, restore)
+			rerr := c.SetDefaultStrategy(rctx, restore)
 			if rerr == nil {
 				rerr = c.awaitDefault(rctx, restore, 8, 10*time.Second)
 			}
@@ -353,7 +354,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 			}
 		}()
 		if len(sc.Switch) > 0 {
-			if err := c.setDefaultStrategy(ctx, sc.Switch[0]); err != nil {
+			if err := c.SetDefaultStrategy(ctx, sc.Switch[0]); err != nil {
 				return Result{}, err
 			}
 			// Replicas cache the default briefly; the first buyers must not
@@ -404,7 +405,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				return
 			}
 			lastSwitch = n
-			if err := c.setDefaultStrategy(runCtx, sc.Switch[(n/int64(sc.SwitchEvery))%int64(len(sc.Switch))]); err != nil {
+			if err := c.SetDefaultStrategy(runCtx, sc.Switch[(n/int64(sc.SwitchEvery))%int64(len(sc.Switch))]); err != nil {
 				stop(err)
 				return
 			}
@@ -469,10 +470,10 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 				_ = hist.RecordValue(min(time.Since(t0).Microseconds(), hist.HighestTrackableValue()))
 				t.add(o, late, p, cnt)
 				if o.status/100 == 2 {
-					cnt.perTick[int64(time.Since(start)/tick)]++
+					cnt.perTick[int64(time.Since(start)/Tick)]++
 				}
 				if key != "" {
-					cnt.answers = append(cnt.answers, keyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
+					cnt.answers = append(cnt.answers, verdict.KeyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
 				}
 				afterAnswer(answered.Add(1))
 				if progress != nil {
@@ -507,8 +508,8 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 	// Every product is checked on its own, exactly as a single one is.
 	var (
 		after     = make([]product, len(ids))
-		figs      = make([]figures, len(ids))
-		judged    = make([]judgement, len(ids))
+		figs      = make([]verdict.Figures, len(ids))
+		judged    = make([]verdict.Judgement, len(ids))
 		okByRound = t.okByRound()
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
@@ -528,7 +529,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		if f.Rounds, f.Unattributed, err = readRounds(ctx, c, id, before[i].Round, a, okByRound[i]); err != nil {
 			return err
 		}
-		after[i], figs[i], judged[i] = a, f, judge(f)
+		after[i], figs[i], judged[i] = a, f, verdict.Judge(f)
 		return nil
 	}); err != nil {
 		return Result{}, err
@@ -558,7 +559,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		PerReplica:  t.perReplica,
 		Timeline:    dense(t.perTick, elapsed),
 		FirstErrors: t.firstErrs,
-		answers:     t.answers,
+		Answers:     t.answers,
 	}
 	for i := range ids {
 		pr := productResult(ids[i], after[i], figs[i], judged[i])
@@ -582,7 +583,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 		res.Verdict, res.Reasons = j.Verdict, j.Reasons
 	} else {
 		res.Seed = cfg.Seed
-		res.Verdict, res.Reasons = combine(sc.Safe, ids, judged)
+		res.Verdict, res.Reasons = verdict.Combine(sc.Safe, ids, judged)
 	}
 	if len(sc.Sell) != 1 && len(t.perStrategy) > 0 {
 		res.PerStrategy = t.perStrategy
@@ -592,7 +593,7 @@ func runScenario(ctx context.Context, c *client, cfg loadConfig, sc scenario, pr
 
 // restockChecked restocks product id to stock and reads it back: a fresh
 // round with stock units and no sales, or an error.
-func restockChecked(ctx context.Context, c *client, id string, stock int64) (product, error) {
+func restockChecked(ctx context.Context, c *Client, id string, stock int64) (product, error) {
 	if _, err := c.restock(ctx, id, stock); err != nil {
 		return product{}, err
 	}
@@ -608,12 +609,12 @@ func restockChecked(ctx context.Context, c *client, id string, stock int64) (pro
 }
 
 // productResult is one product's figures and judgement as --json writes them.
-func productResult(id string, after product, f figures, j judgement) ProductResult {
+func productResult(id string, after product, f verdict.Figures, j verdict.Judgement) ProductResult {
 	pr := ProductResult{
 		Product: id, Round: after.Round, Buyers: f.Buyers, FinalStock: f.Final, OK: f.OK, SoldOut: f.SoldOut, Unavailable: f.Unavailable,
 		Oversold: j.Oversold, LostUpdates: j.LostUpdates, Undersold: j.Undersold, Rounds: j.Rounds,
 		// Reasons other than undersold are broken invariants, whether the strategy claims safety or not.
-		Broken: len(j.Reasons) > 0 && j.Verdict != VerdictUndersold,
+		Broken: len(j.Reasons) > 0 && j.Verdict != verdict.Undersold,
 	}
 	for _, r := range f.Rounds {
 		pr.Initial += r.Initial
@@ -628,10 +629,10 @@ func productResult(id string, after product, f figures, j judgement) ProductResu
 // (okByRound; round 0 is answers that named none, which belong to first
 // when the run sold in one round only). It also returns how many 2xx named
 // no round of the run.
-func readRounds(ctx context.Context, c *client, id string, first int64, after product, okByRound map[int64]int64) ([]roundFigures, int64, error) {
-	var out []roundFigures
+func readRounds(ctx context.Context, c *Client, id string, first int64, after product, okByRound map[int64]int64) ([]verdict.RoundFigures, int64, error) {
+	var out []verdict.RoundFigures
 	for n := first; n <= after.Round; n++ {
-		rf := roundFigures{Round: n, OK: okByRound[n]}
+		rf := verdict.RoundFigures{Round: n, OK: okByRound[n]}
 		if n == after.Round {
 			rf.Current, rf.Initial, rf.Units, rf.Rows = true, after.Initial, after.Sold, after.Sales
 		} else {
@@ -663,22 +664,12 @@ func newHistogram() *hdrhistogram.Histogram {
 
 func ms(us int64) float64 { return float64(us) / 1000 }
 
-// replicaNames returns the keys of per in order.
-func replicaNames(per map[string]int64) []string {
-	names := make([]string, 0, len(per))
-	for k := range per {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
-}
+// Tick is the width of one slot of Result.Timeline.
+const Tick = 100 * time.Millisecond
 
-// tick is the width of one slot of Result.Timeline.
-const tick = 100 * time.Millisecond
-
-// dense lays the counts by tick out as a slice covering elapsed.
+// dense lays the counts by Tick out as a slice covering elapsed.
 func dense(byTick map[int64]int64, elapsed time.Duration) []int64 {
-	out := make([]int64, int64(elapsed/tick)+1)
+	out := make([]int64, int64(elapsed/Tick)+1)
 	for i, n := range byTick {
 		if i >= 0 && i < int64(len(out)) {
 			out[i] += n

@@ -1,7 +1,8 @@
-package main
+package report
 
 import (
 	"bytes"
+	"inventory/internal/load"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,9 +12,9 @@ import (
 // matrix: every chart is there, echarts is inlined, and nothing is loaded
 // from elsewhere (the file must open offline).
 func TestHTMLReportIsSelfContained(t *testing.T) {
-	rep := &Report{Runs: 1, Results: []Result{
+	rep := &Report{Runs: 1, Results: []load.Result{
 		{Run: 1, Strategy: "none", OK: 1030, FinalStock: -30, Oversold: 30, Timeline: []int64{50, 53}, PerReplica: map[string]int64{"inventory-1": 515, "inventory-2": 515}},
-		{Run: 1, Strategy: "redis", Safe: true, OK: 1000, Breaches: 4, Timeline: []int64{30, 40, 30}, LatencyMs: Latency{P50: 3, P95: 9, P99: 12}},
+		{Run: 1, Strategy: "redis", Safe: true, OK: 1000, Breaches: 4, Timeline: []int64{30, 40, 30}, LatencyMs: load.Latency{P50: 3, P95: 9, P99: 12}},
 	}}
 	m := &Matrix{Runs: 3, Strategies: []StrategyInfo{{"none", false}, {"redis", true}}, Faults: []string{"redis-restart", "lock-expired-early"},
 		Cells: []Cell{

@@ -1,4 +1,4 @@
-package main
+package matrix
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"inventory/internal/faults"
 )
@@ -118,21 +117,5 @@ func TestStrikeBoardFaultError(t *testing.T) {
 	}
 	if f.heals.Load() != 1 {
 		t.Errorf("%d heals after a failed injection, want 1 (heal even a half-done one)", f.heals.Load())
-	}
-}
-
-// TestWavesHandOutStartsInWaves: a paced run's first wave is all its
-// concurrency at once, and the next wave waits for the tick.
-func TestWavesHandOutStartsInWaves(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	starts := waves(ctx, time.Hour, 40, 4) // a wave every 6 minutes: only the first comes
-	for range 4 {
-		<-starts
-	}
-	select {
-	case <-starts:
-		t.Fatal("a fifth start before the second wave")
-	case <-time.After(50 * time.Millisecond):
 	}
 }

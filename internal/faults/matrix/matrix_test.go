@@ -1,0 +1,143 @@
+package matrix
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"inventory/internal/faults"
+	"inventory/internal/report"
+	"inventory/internal/testenv"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFaultsRunOnTheFleetTheyNeed: redis-failover asks for a Sentinel, so
+// it gets a fleet of its own; the other faults share the plain one, and
+// the merged matrix keeps the vocabulary's order.
+func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
+	base := matrixFleet(Options{WorkDelay: time.Millisecond, LockTTL: time.Second}, "/bin/inventory")
+	groups := groupByFleet(base, faults.All())
+	var got []string
+	for _, g := range groups {
+		var names []string
+		for _, f := range g.faults {
+			names = append(names, f.Name())
+		}
+		got = append(got, fmt.Sprintf("sentinel=%v links=%v: %s", g.opts.RedisSentinel, g.opts.NetLinks, strings.Join(names, ",")))
+	}
+	plain := slices.DeleteFunc(faults.Names(), func(n string) bool { return n == "redis-failover" })
+	want := []string{"sentinel=false links=true: " + strings.Join(plain, ","), "sentinel=true links=true: redis-failover"}
+	if !slices.Equal(got, want) {
+		t.Errorf("groupByFleet(all faults) = %q, want %q", got, want)
+	}
+	if base.RedisSentinel || base.Env["INVENTORY_LOCK_TTL"] != "1s" {
+		t.Errorf("grouping changed the base options: %+v", base)
+	}
+
+	var parts []report.Matrix
+	for _, g := range groups {
+		p := report.Matrix{Runs: 1, Strategies: []report.StrategyInfo{{Name: "redis", Safe: true}, {Name: "none", Safe: false}}}
+		for _, f := range g.faults {
+			p.Faults = append(p.Faults, f.Name())
+			p.FaultSeconds = append(p.FaultSeconds, float64(len(f.Name())))
+		}
+		for _, s := range p.Strategies {
+			for _, f := range p.Faults {
+				p.Cells = append(p.Cells, report.Cell{Strategy: s.Name, Fault: f, Safe: s.Safe, SafeBroke: f == "redis-failover" && s.Safe})
+			}
+		}
+		p.Failed = anySafeBroke(p)
+		parts = append(parts, p)
+	}
+	m := mergeMatrices(parts, faults.All())
+	if !slices.Equal(m.Faults, faults.Names()) || len(m.FaultSeconds) != len(m.Faults) || !m.Failed || len(m.Strategies) != 2 {
+		t.Fatalf("merged matrix: faults %v, seconds %v, failed %v, strategies %v; want every fault in order with its seconds, failed, 2 strategies",
+			m.Faults, m.FaultSeconds, m.Failed, m.Strategies)
+	}
+	for i, f := range m.Faults {
+		if m.FaultSeconds[i] != float64(len(f)) {
+			t.Errorf("merged FaultSeconds[%d] (%s) = %v, want %v", i, f, m.FaultSeconds[i], len(f))
+		}
+	}
+	var cells []string
+	for _, c := range m.Cells {
+		cells = append(cells, c.Strategy+"×"+c.Fault)
+	}
+	var wantCells []string
+	for _, s := range []string{"redis", "none"} {
+		for _, f := range faults.Names() {
+			wantCells = append(wantCells, s+"×"+f)
+		}
+	}
+	if !slices.Equal(cells, wantCells) {
+		t.Errorf("merged cells = %v, want %v (rows by strategy, faults in order)", cells, wantCells)
+	}
+}
+
+// TestShortFaultMatrix runs one faulted run of every strategy the fleet
+// offers under every fault, against real two-replica fleets (one for the
+// faults that need nothing more, one with a Sentinel for redis-failover),
+// and fails when a safe strategy breaks an invariant. Unsafe strategies may
+// break: that is what they are for. Side by side, a fault that strikes the
+// whole fleet costs one round for all strategies, so the matrix `make test`
+// runs is short in runs (one per cell) and buyers, not in faults.
+func TestShortFaultMatrix(t *testing.T) {
+	testenv.InTier(t, testenv.TierFaults)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	// `loadtest faults --runs 1 --stock 40 --buyers 80`: every fault.
+	o := Defaults()
+	o.Runs, o.Stock, o.Buyers = 1, 40, 80
+	fl := faults.All()
+	var progress bytes.Buffer
+	m, err := Run(ctx, o, fl, &progress)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	report.PrintMatrix(&out, m, false)
+	t.Logf("short fault matrix:\n%s\n%s", progress.String(), out.String())
+	if want := len(m.Strategies) * len(fl); len(m.Cells) != want {
+		t.Errorf("%d cells, want %d (strategies × faults)", len(m.Cells), want)
+	}
+	for _, c := range m.Cells {
+		if c.SafeBroke {
+			t.Errorf("%s (safe) × %s: %s kept every invariant\n%s", c.Strategy, c.Fault, c.Short(), reasons(c))
+		}
+		if c.Safe && c.NotApplicable == "" && c.Runs == 0 {
+			t.Errorf("%s × %s: no run was struck mid-sale (%d missed)", c.Strategy, c.Fault, c.Missed)
+		}
+	}
+	if got, want := strings.Join(m.Faults, ","), strings.Join(faults.Names(), ","); got != want {
+		t.Errorf("faults %s, want %s (every fault, in the vocabulary's order)", got, want)
+	}
+	if m.Failed != anySafeBroke(m) {
+		t.Errorf("Matrix.Failed = %v, want %v", m.Failed, !m.Failed)
+	}
+	// A lock strategy keeps its lock in Redis: lock-expired-early must act on it.
+	for _, c := range m.Cells {
+		if c.Strategy == "redis" && c.Fault == (&faults.LockExpiredEarly{}).Name() && c.NotApplicable != "" {
+			t.Errorf("redis × lock-expired-early: n/a (%s), want the lock key found and deleted", c.NotApplicable)
+		}
+	}
+}
+
+func reasons(c report.Cell) string {
+	var b strings.Builder
+	for _, r := range c.Results {
+		b.WriteString(strings.Join(r.Reasons, "; "))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func anySafeBroke(m report.Matrix) bool {
+	for _, c := range m.Cells {
+		if c.SafeBroke {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,155 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"inventory/internal/load"
+	"inventory/internal/verdict"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestReportShowsEveryFigure(t *testing.T) {
+	rep := Report{Runs: 2, Results: []load.Result{
+		{Run: 1, Strategy: "none", OK: 1040, SoldOut: 460, FinalStock: -40, LedgerUnits: 1040, LedgerRows: 1040, Oversold: 40,
+			PerReplica: map[string]int64{"inventory-2": 750, "inventory-1": 750}, Verdict: verdict.Oversold, Reasons: []string{"oversold 40 units"}},
+		{Run: 2, Strategy: "none", Verdict: verdict.NoOversell},
+		{Run: 1, Strategy: "atomic", Safe: true, OK: 1000, SoldOut: 500, LedgerUnits: 1000, LedgerRows: 1000,
+			LatencyMs: load.Latency{P50: 1.25, P95: 7.5, P99: 12.25}, Throughput: 2345.6, Verdict: verdict.Safe},
+		{Run: 1, Strategy: "redis", Safe: true, OK: 1498, SoldOut: 0, Unavailable: 4, Breaches: 5, Unknown: 2, Verdict: verdict.Safe,
+			Rounds: []verdict.RoundResult{{Round: 7, Initial: 1000, LedgerUnits: 1000, LedgerRows: 1000, OK: 999}, {Round: 8, Current: true, Initial: 1000, LedgerUnits: 500, LedgerRows: 500, OK: 499}}},
+		{Run: 1, Strategy: load.RowMix, Safe: true, Verdict: verdict.Broken, Reasons: []string{"round 9: oversold 1 unit: ledger 1001 > initial 1000"},
+			PerStrategy: map[string]int64{"lua": 700, "redis": 800}, BrokenRounds: []int64{9},
+			Rounds: []verdict.RoundResult{{Round: 9, Broken: true, Oversold: 1}, {Round: 10, Current: true}}},
+		{Run: 1, Strategy: load.RowSwitch, Safe: true, Verdict: verdict.Safe, PerStrategy: map[string]int64{"atomic": 800, "redis": 700}, Switches: 29},
+	}}
+	var buf bytes.Buffer
+	PrintTable(&buf, rep)
+	out := buf.String()
+	for _, want := range []string{
+		"strategy", "2xx", "409", "503", "errors", "breaches", "final", "ledger", "oversold", "lost", "undersold", "rounds", "req/s", "p99 ms", "max ms", "per replica", "verdict",
+		"7 8", "9 10 (broken: 9)",
+		"redis (run 1): lock broke 5 times, the database caught 5 (guarded, fenced write refused), oversold 0",
+		"redis (run 1): 2 answers outcome-unknown",
+		"mix (run 1) BROKEN: round 9: oversold 1 unit",
+		"mix (run 1): 2xx by strategy lua 700 · redis 800",
+		"switch (run 1): 2xx by strategy atomic 800 · redis 700, 29 default switches",
+		"-40", "inventory-1 750 · inventory-2 750", "2346", "12.2", "OVERSOLD", "SAFE",
+		"none (run 1) OVERSOLD: oversold 40 units",
+		"none: OVERSOLD in 1 of 2 runs, NO OVERSELL in 1 of 2 runs",
+		"atomic: SAFE in 1 of 1 runs",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("PrintTable output lacks %q:\n%s", want, out)
+		}
+	}
+
+	buf.Reset()
+	if err := WriteJSON(&buf, rep); err != nil {
+		t.Fatalf("WriteJSON: %v", err)
+	}
+	var back Report
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatalf("WriteJSON output does not parse: %v\n%s", err, buf.String())
+	}
+	if len(back.Results) != 6 || back.Results[0].Oversold != 40 || back.Results[0].PerReplica["inventory-1"] != 750 ||
+		back.Results[3].Breaches != 5 || back.Results[3].Unknown != 2 || len(back.Results[3].Rounds) != 2 || !slices.Equal(back.Results[4].BrokenRounds, []int64{9}) {
+		t.Errorf("WriteJSON round trip = %+v, want the 6 results with their figures", back.Results)
+	}
+	for _, key := range []string{`"ok_2xx"`, `"sold_out_409"`, `"unavailable_503"`, `"breaches"`, `"unknown"`, `"final_stock"`, `"ledger_units"`, `"lost_updates"`, `"undersold"`,
+		`"rounds"`, `"broken_rounds"`, `"per_strategy"`, `"switches"`, `"throughput_rps"`, `"p99"`, `"per_replica"`, `"verdict"`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("WriteJSON output lacks key %s", key)
+		}
+	}
+}
+
+func TestReportShowsTheProductSpread(t *testing.T) {
+	rep := Report{Runs: 1, Products: 3, Zipf: 1.1, Results: []load.Result{
+		{Run: 1, Strategy: "none", Buyers: 50, OK: 40, SoldOut: 10, FinalStock: -4, LedgerUnits: 40, LedgerRows: 40, Oversold: 5, LostUpdates: 1, Verdict: verdict.Oversold,
+			Products: []load.ProductResult{
+				{Product: "p-1", Buyers: 25, Initial: 10, FinalStock: -5, LedgerUnits: 15, LedgerRows: 15, OK: 15, Oversold: 5, Broken: true},
+				{Product: "p-2", Buyers: 10, Initial: 10, FinalStock: 0, LedgerUnits: 10, LedgerRows: 10, OK: 10},
+				{Product: "p-3", Buyers: 15, Initial: 10, FinalStock: 1, LedgerUnits: 15, LedgerRows: 15, OK: 15, LostUpdates: 1, Broken: true},
+			}},
+		{Run: 1, Strategy: "atomic", Safe: true, Buyers: 50, OK: 20, SoldOut: 30, Verdict: verdict.Safe,
+			Products: []load.ProductResult{
+				{Product: "p-1", Buyers: 30, Initial: 10, LedgerUnits: 10, LedgerRows: 10, OK: 10,
+					Rounds: []verdict.RoundResult{{Round: 4, Initial: 10}, {Round: 5, Current: true, Initial: 10, LedgerUnits: 10}}},
+				{Product: "p-2", Buyers: 12, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
+				{Product: "p-3", Buyers: 8, Initial: 10, FinalStock: 5, LedgerUnits: 5, LedgerRows: 5, OK: 5},
+			}},
+	}}
+	var buf bytes.Buffer
+	PrintTable(&buf, rep)
+	out := buf.String()
+	for _, want := range []string{
+		"none: 3 products, 2 sold out; hottest p-1: 50% of the buyers, 38% of the 2xx (15 of 40); oversold on 1: p-1 +5",
+		"atomic: 3 products, 1 sold out; hottest p-1: 60% of the buyers, 50% of the 2xx (10 of 20)",
+		"rounds", "1–2 per product",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("PrintTable output lacks %q:\n%s", want, out)
+		}
+	}
+	if got := percent(3, 7224); got != "0.0%" {
+		t.Errorf("percent(3, 7224) = %q, want 0.0%%", got)
+	}
+	if got := percent(12, 1000); got != "1.2%" {
+		t.Errorf("percent(12, 1000) = %q, want 1.2%%", got)
+	}
+	if strings.Count(out, "│ none ") != 1 || strings.Count(out, "│ atomic ") != 1 {
+		t.Errorf("PrintTable: want one row per strategy:\n%s", out)
+	}
+
+	buf.Reset()
+	if err := WriteJSON(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"products": 3`, `"zipf": 1.1`, `"product": "p-1"`, `"final_stock": -5`, `"ledger_units": 15`, `"oversold": 5`, `"ok_2xx": 15`, `"sold_out_409"`, `"broken": true`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("WriteJSON output lacks %s:\n%s", key, buf.String())
+		}
+	}
+	single := Report{Runs: 1, Results: []load.Result{{Run: 1, Strategy: "atomic", Safe: true, Verdict: verdict.Safe}}}
+	buf.Reset()
+	if err := WriteJSON(&buf, single); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"products"`, `"zipf"`, `"seed"`} {
+		if strings.Contains(buf.String(), key) {
+			t.Errorf("WriteJSON of a one-product run has %s, want today's output unchanged:\n%s", key, buf.String())
+		}
+	}
+}
+
+func TestHTMLShowsTheHottestProducts(t *testing.T) {
+	var ps []load.ProductResult
+	for i := range 12 {
+		ps = append(ps, load.ProductResult{Product: "hot-" + strconv.Itoa(i+1), Buyers: int64(100 / (i + 1)), OK: int64(min(20, 100/(i+1)))})
+	}
+	rep := &Report{Runs: 1, Products: 12, Results: []load.Result{{Run: 1, Strategy: "atomic", Safe: true, OK: 200, Products: ps}}}
+	var buf bytes.Buffer
+	if err := renderHTML(&buf, rep, nil); err != nil {
+		t.Fatalf("renderHTML: %v", err)
+	}
+	page := buf.String()
+	for _, want := range []string{"Sales on the hottest products", `"hot-1"`, `"hot-10"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the report of a many-product run lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `"hot-11"`) {
+		t.Errorf("the report shows hot-11, want the hottest %d products only", hottestShown)
+	}
+	buf.Reset()
+	rep.Results[0].Products = nil
+	if err := renderHTML(&buf, rep, nil); err != nil {
+		t.Fatalf("renderHTML: %v", err)
+	}
+	if strings.Contains(buf.String(), "Sales on the hottest products") {
+		t.Errorf("the report of a one-product run has the per-product chart")
+	}
+}

@@ -1,0 +1,41 @@
+package verdict
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestCheckKeys: every way a buyer's last answer and the ledger's rows
+// under its key can disagree is named, and agreement is silent.
+func TestCheckKeys(t *testing.T) {
+	answers := []KeyedAnswer{
+		{Key: "k-1", Definite: true, OK: true, SaleID: 11},
+		{Key: "k-2", Definite: true},
+		{Key: "k-3"}, // no definite answer: a row or none
+	}
+	for _, tc := range []struct {
+		name  string
+		byKey map[string][]int64
+		want  []string
+	}{
+		{"agree", map[string][]int64{"k-1": {11}}, nil},
+		{"unknown that sold", map[string][]int64{"k-1": {11}, "k-3": {13}}, nil},
+		{"sold twice", map[string][]int64{"k-1": {11, 12}}, []string{"key k-1 has 2 ledger rows [11 12]: a retry sold twice"}},
+		{"2xx without a row", map[string][]int64{}, []string{"key k-1 got 2xx (sale 11) but has no ledger row"}},
+		{"another sale id", map[string][]int64{"k-1": {12}}, []string{"key k-1 was told sale 11 but its ledger row is 12"}},
+		{"409 that sold", map[string][]int64{"k-1": {11}, "k-2": {12}}, []string{"key k-2 was told 409 sold out but has ledger row 12"}},
+		{"a row of nobody", map[string][]int64{"k-1": {11}, "": {14}}, []string{`ledger rows [14] under key "" belong to no buyer of this run`}},
+	} {
+		got := CheckKeys(tc.byKey, answers)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("CheckKeys(%s: %v) = %q, want %q", tc.name, tc.byKey, got, tc.want)
+		}
+	}
+	many := map[string][]int64{}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		many[k] = []int64{1}
+	}
+	if got := CheckKeys(many, answers); len(got) != 5 {
+		t.Errorf("CheckKeys(7 rows of nobody, k-1 without its row) = %d lines, want at most 5", len(got))
+	}
+}
