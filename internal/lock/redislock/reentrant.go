@@ -12,27 +12,8 @@ import (
 	"inventory/internal/lock"
 )
 
-type ownerKey struct{}
-
-// WithOwner returns a context that carries owner as the Reentrant lock owner:
-// a Lock under it (or under any context derived from it) re-enters a lock
-// this owner already holds. Owners must be non-empty and must not start with
-// a NUL byte (those field names are the lock's own); OwnerFrom ignores such.
-func WithOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, owner)
-}
-
-// OwnerFrom returns the Reentrant lock owner carried by ctx.
-func OwnerFrom(ctx context.Context) (string, bool) {
-	o, ok := ctx.Value(ownerKey{}).(string)
-	if !ok || o == "" || o[0] == 0 {
-		return "", false
-	}
-	return o, true
-}
-
 // Reentrant is a re-entrant Redis lock: a hash {owner → hold count} whose
-// owner comes from the context (WithOwner), so nested code of one request
+// owner comes from the context (lock.WithOwner), so nested code of one request
 // re-enters instead of deadlocking. Each outermost hold has one watchdog
 // that renews it every TTL/3 while held. Create one per process and share
 // it; it is safe for concurrent use. Owners are scoped to it: the same owner
@@ -122,7 +103,7 @@ func (r *Reentrant) unuse(k entryKey, e *entry) {
 }
 
 func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
-	owner, ok := OwnerFrom(ctx)
+	owner, ok := lock.OwnerFrom(ctx)
 	if !ok {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: ErrNoOwner}
 	}
@@ -215,7 +196,7 @@ func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry
 }
 
 func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry) error {
-	if o, ok := OwnerFrom(ctx); ok && o != l.owner {
+	if o, ok := lock.OwnerFrom(ctx); ok && o != l.owner {
 		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("%w: owner %q does not hold it", lock.ErrNotHeld, o)}
 	}
 	// Only brief operations hold e.sem while a lease exists (re-entries and
