@@ -19,9 +19,7 @@ import (
 // it; it is safe for concurrent use. Owners are scoped to it: the same owner
 // name used through two Reentrant values (or two processes) contends.
 type Reentrant struct {
-	rdb    redis.UniversalClient
-	opts   Options
-	notify *notifier // nil when PollOnly
+	base
 
 	mu      sync.Mutex
 	entries map[entryKey]*entry
@@ -45,16 +43,11 @@ type entry struct {
 // defaults. Options.Watchdog is implied.
 func NewReentrant(rdb redis.UniversalClient, opts Options) *Reentrant {
 	opts.Watchdog = true
-	opts = opts.withDefaults()
-	return &Reentrant{rdb: rdb, opts: opts, notify: newNotifierUnless(rdb, opts.PollOnly), entries: map[entryKey]*entry{}}
+	return &Reentrant{base: newBase(rdb, opts), entries: map[entryKey]*entry{}}
 }
 
 // Close stops the subscription that wakes waiters, as Mutex.Close does.
-func (r *Reentrant) Close() {
-	if r.notify != nil {
-		r.notify.close()
-	}
-}
+func (r *Reentrant) Close() { r.notify.close() }
 
 // Lock acquires key for the owner in ctx (ErrNoOwner without one), or
 // re-enters it if the owner holds it already, incrementing its count and
@@ -62,24 +55,13 @@ func (r *Reentrant) Close() {
 // into a hold that has been lost fails with lock.ErrLost until the owner has
 // released all its leases on it.
 func (r *Reentrant) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return r.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, r.opts.Observer, key, "lock", true, r.attempt)
 }
 
 // TryLock is Lock without waiting: lock.ErrNotAcquired if another owner holds
 // key, or if this owner is itself in the middle of acquiring it.
 func (r *Reentrant) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return r.acquire(ctx, key, "trylock", false)
-}
-
-func (r *Reentrant) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
-	trips := 0
-	l, err := r.attempt(ctx, key, op, wait, &trips)
-	r.opts.Observer.Acquired(key, err, time.Since(start), trips)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
+	return lock.Acquire(ctx, r.opts.Observer, key, "trylock", false, r.attempt)
 }
 
 func (r *Reentrant) use(k entryKey) *entry {
@@ -217,7 +199,7 @@ func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry)
 	} else {
 		lost := h.end() // the watchdog has stopped when this returns
 		v, _, rerr := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1", e.ch)
-		err = releaseResult(k.key, lost, v == int64(0), rerr)
+		err = l.ReleaseError(lost, rerr, v == int64(0))
 		e.h = nil
 		r.unuse(k, e)
 	}

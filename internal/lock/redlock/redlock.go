@@ -138,29 +138,25 @@ func (l *Locker) Quorum() int { return l.quorum }
 // (context.DeadlineExceeded for the Wait budget) and the last try's error
 // (lock.ErrNotAcquired, ErrNoQuorum with the servers' errors, or ErrTooSlow).
 func (l *Locker) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, l.opts.Observer, key, "lock", true, l.attempt)
 }
 
 // TryLock makes one round and never waits: *lock.Error wrapping the round's
 // failure (lock.ErrNotAcquired, ErrNoQuorum or ErrTooSlow).
 func (l *Locker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "trylock", false)
+	return lock.Acquire(ctx, l.opts.Observer, key, "trylock", false, l.attempt)
 }
 
-func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
+// attempt is one Lock or TryLock; the commands its rounds send, to any
+// server and from any goroutine, count in trips.
+func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	var cmds atomic.Int64
-	lease, err := l.attempt(ctx, key, op, wait, &cmds)
-	if l.opts.Observer != nil {
-		l.opts.Observer.Acquired(key, err, time.Since(start), int(cmds.Load()))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return lease, nil
+	lease, err := l.rounds(ctx, key, op, wait, &cmds)
+	*trips = int(cmds.Load())
+	return lease, err
 }
 
-func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *atomic.Int64) (*Lease, error) {
+func (l *Locker) rounds(ctx context.Context, key, op string, wait bool, cmds *atomic.Int64) (*Lease, error) {
 	if len(l.servers) == 0 {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: ErrNoServers}
 	}
@@ -168,12 +164,8 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *a
 	if err != nil {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
-	wctx := ctx
-	if wait {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
-		defer cancel()
-	}
+	wctx, cancel := l.opts.WaitContext(ctx, wait)
+	defer cancel()
 	// Only one Lock caller per key and process contends at a time: many
 	// contenders split the servers between them, each winning some and
 	// none a majority. The others wait for their turn here, in memory.

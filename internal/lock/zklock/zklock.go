@@ -421,24 +421,20 @@ func sortNodes(children []string) []string {
 // (context.DeadlineExceeded for the Wait budget); a ZooKeeper failure
 // returns *lock.Error wrapping it. The lease's Context derives from ctx.
 func (l *Locker) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, l.opts.Observer, key, "lock", true, l.attempt)
 }
 
 // TryLock makes one attempt: *lock.Error wrapping lock.ErrNotAcquired if key is held
 // (by anyone else, this Locker included).
 func (l *Locker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "trylock", false)
+	return lock.Acquire(ctx, l.opts.Observer, key, "trylock", false, l.attempt)
 }
 
-func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
+func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	a := &acquisition{l: l, ctx: ctx, key: key, op: op, wait: wait, guid: newGUID()}
-	a.wctx = ctx
-	if wait {
-		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
-		defer cancel()
-	}
+	var cancel context.CancelFunc
+	a.wctx, cancel = l.opts.WaitContext(ctx, wait)
+	defer cancel()
 	var lease *Lease
 	var err error
 	if !wait {
@@ -453,13 +449,8 @@ func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.L
 	} else {
 		lease.done = done
 	}
-	if l.opts.Observer != nil {
-		l.opts.Observer.Acquired(key, err, time.Since(start), a.trips)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return lease, nil
+	*trips = a.trips
+	return lease, err
 }
 
 // turn waits for this Locker's turn for key, or ctx, or Close.
