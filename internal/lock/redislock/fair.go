@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // Fair is a first-come, first-served Redis lock: a waiter takes a place in
@@ -99,7 +100,7 @@ func (f *Fair) attempt(ctx context.Context, key, op string, wait bool, trips *in
 	if f.opts.Watchdog {
 		renew = func(ctx context.Context) (bool, error) {
 			// The holder key is a string "<token>:<fence>", as a Mutex's.
-			v, _, err := run(ctx, f.rdb, mutexRenew, k.keys[:1], token, ms(f.opts.TTL))
+			v, _, err := redisscript.Run(ctx, f.rdb, mutexRenew, k.keys[:1], token, ms(f.opts.TTL))
 			return v == int64(1), err
 		}
 	}
@@ -145,7 +146,7 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 		}
 		if queued && !granted {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
-			_, n, _ := run(cctx, f.rdb, fairRelease, k.keys, token, k.channel)
+			_, n, _ := redisscript.Run(cctx, f.rdb, fairRelease, k.keys, token, k.channel)
 			cancel()
 			*trips += n
 		}
@@ -158,7 +159,7 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 			return 0, time.Time{}, timeoutError(op, key, wctx)
 		}
 		sent := time.Now()
-		v, n, err := run(wctx, f.rdb, fairAcquire, k.keys, token, ms(o.TTL), floor, lease, k.channel)
+		v, n, err := redisscript.Run(wctx, f.rdb, fairAcquire, k.keys, token, ms(o.TTL), floor, lease, k.channel)
 		*trips += n
 		if err != nil {
 			if !isServerReply(err) {

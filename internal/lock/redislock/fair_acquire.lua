@@ -25,15 +25,10 @@ if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
 end
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if not v and (not head or head == ARGV[1]) then
-  local n = redis.call('HGET', KEYS[4], 'n')
-  if ARGV[3] ~= '' then
-    if not n or tonumber(n) < tonumber(ARGV[3]) then
-      redis.call('HSET', KEYS[4], 'n', ARGV[3])
-    end
-  elseif not n then
+  local fence = mint_fence(KEYS[4], ARGV[3])
+  if not fence then
     return {-1}
   end
-  local fence = string.format('%d', redis.call('HINCRBY', KEYS[4], 'n', 1))
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[3], ARGV[1])

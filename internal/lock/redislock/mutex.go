@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // cleanupTimeout bounds the best-effort delete after an acquire whose
@@ -110,16 +111,16 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 	var renew func(context.Context) (bool, error)
 	if m.opts.Watchdog {
 		renew = func(ctx context.Context) (bool, error) {
-			v, _, err := run(ctx, m.rdb, mutexRenew, keys[:1], token, ms(m.opts.TTL))
+			v, _, err := redisscript.Run(ctx, m.rdb, mutexRenew, keys[:1], token, ms(m.opts.TTL))
 			return v == int64(1), err
 		}
 	}
 	h := newHold(Backend, key, token, &m.opts, renew)
 	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
-			return run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
+			return redisscript.Run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
 		},
-		func(ctx context.Context) { _, _, _ = run(ctx, m.rdb, mutexRelease, keys, token, ch) })
+		func(ctx context.Context) { _, _, _ = redisscript.Run(ctx, m.rdb, mutexRelease, keys, token, ch) })
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +144,7 @@ func (b *base) release(ctx context.Context, l *Lease, script *redis.Script, keys
 	h.dropLease(l)
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
-	v, _, err := run(ctx, b.rdb, script, keys, args...)
+	v, _, err := redisscript.Run(ctx, b.rdb, script, keys, args...)
 	return l.EndRelease(l.ReleaseError(lost, err, v == int64(1)))
 }
 

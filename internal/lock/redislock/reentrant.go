@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // Reentrant is a re-entrant Redis lock: a hash {owner → hold count} whose
@@ -125,15 +126,15 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	keys := []string{key, fk}
 	token := newToken()
 	h := newHold(Backend, key, token, &r.opts, func(ctx context.Context) (bool, error) {
-		v, _, err := run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
+		v, _, err := redisscript.Run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
 		return v == int64(1), err
 	})
 	fence, sent, err := grant(ctx, &r.opts, op, key, wait, trips, r.notify, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
-			return run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
+			return redisscript.Run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
 		},
 		func(ctx context.Context) {
-			_, _, _ = run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1", ch)
+			_, _, _ = redisscript.Run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1", ch)
 		})
 	if err != nil {
 		return nil, err
@@ -158,7 +159,7 @@ func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry
 	}
 	e.seq++
 	sent := time.Now()
-	v, n, err := run(ctx, r.rdb, reentrantEnter, e.keys[:1], k.owner, h.token, ms(r.opts.TTL), strconv.FormatInt(e.seq, 10))
+	v, n, err := redisscript.Run(ctx, r.rdb, reentrantEnter, e.keys[:1], k.owner, h.token, ms(r.opts.TTL), strconv.FormatInt(e.seq, 10))
 	*trips += n
 	if err != nil {
 		// If it ran, Redis counts one more than we do; harmless, as the
@@ -198,7 +199,7 @@ func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry)
 		err = r.releaseNested(ctx, k, e)
 	} else {
 		lost := h.end() // the watchdog has stopped when this returns
-		v, _, rerr := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1", e.ch)
+		v, _, rerr := redisscript.Run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1", e.ch)
 		err = l.ReleaseError(lost, rerr, v == int64(0))
 		e.h = nil
 		r.unuse(k, e)
@@ -212,7 +213,7 @@ func (r *Reentrant) releaseNested(ctx context.Context, k entryKey, e *entry) err
 		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
 	}
 	e.seq++
-	v, _, err := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0", e.ch)
+	v, _, err := redisscript.Run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0", e.ch)
 	switch {
 	case err != nil:
 		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}

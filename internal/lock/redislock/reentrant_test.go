@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // TestReentrancy: three Locks in one owner context, two releases → still
@@ -124,7 +125,7 @@ func TestReleaseScriptRefusesOtherHold(t *testing.T) {
 	}
 	defer l.Release(a)
 	for _, final := range []string{"0", "1"} {
-		v, _, err := run(bg, rdb, reentrantRelease, []string{key, key + ":fence"}, "b", newToken(), "7", final, key+":released")
+		v, _, err := redisscript.Run(bg, rdb, reentrantRelease, []string{key, key + ":fence"}, "b", newToken(), "7", final, key+":released")
 		if err != nil || v != int64(-1) {
 			t.Errorf("release script (final=%s) with a foreign token = %v, %v; want -1 (not held)", final, v, err)
 		}

@@ -1,26 +1,23 @@
 package redislock
 
 import (
-	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // Every script is safe to re-send: go-redis retries a command whose reply was
 // lost (MaxRetries, default 3), so each one recognises its own earlier effect
 // (by token or operation id) instead of applying it twice.
 var (
-	//go:embed mutex_acquire.lua
-	mutexAcquireSrc string
 	//go:embed mutex_renew.lua
 	mutexRenewSrc string
-	//go:embed mutex_release.lua
-	mutexReleaseSrc string
 	//go:embed reentrant_acquire.lua
-	reentrantAcquireSrc string
+	reentrantAcquireBody string
 	//go:embed reentrant_enter.lua
 	reentrantEnterSrc string
 	//go:embed reentrant_renew.lua
@@ -28,13 +25,20 @@ var (
 	//go:embed reentrant_release.lua
 	reentrantReleaseSrc string
 	//go:embed fair_acquire.lua
-	fairAcquireSrc string
+	fairAcquireBody string
 	//go:embed fair_release.lua
 	fairReleaseSrc string
 
-	mutexAcquire       = redis.NewScript(mutexAcquireSrc)
+	// The acquire scripts mint fences with redisscript's mint_fence.
+	reentrantAcquireSrc = redisscript.WithFence(reentrantAcquireBody)
+	fairAcquireSrc      = redisscript.WithFence(fairAcquireBody)
+
+	// A Mutex is the one-server lock redlock also takes on each of its
+	// servers.
+	mutexAcquireSrc    = redisscript.AcquireSrc
+	mutexAcquire       = redisscript.Acquire
 	mutexRenew         = redis.NewScript(mutexRenewSrc)
-	mutexRelease       = redis.NewScript(mutexReleaseSrc)
+	mutexRelease       = redisscript.Release
 	reentrantAcquire   = redis.NewScript(reentrantAcquireSrc)
 	reentrantEnter     = redis.NewScript(reentrantEnterSrc)
 	reentrantRenew     = redis.NewScript(reentrantRenewSrc)
@@ -43,18 +47,6 @@ var (
 	fairRelease        = redis.NewScript(fairReleaseSrc)
 	errUnexpectedReply = errors.New("unexpected script reply")
 )
-
-// run runs s by its digest and falls back to sending the source when Redis
-// does not have it cached (first use, or after a restart). It returns the
-// reply and the round trips it took.
-func run(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string, args ...any) (any, int, error) {
-	v, err := s.EvalSha(ctx, rdb, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = s.Eval(ctx, rdb, keys, args...).Result()
-		return v, 2, err
-	}
-	return v, 1, err
-}
 
 // replyInts reads a script reply that is an integer or an array of integers.
 func replyInts(v any) ([]int64, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 	"inventory/internal/lock/turn"
 )
 
@@ -61,16 +62,13 @@ var (
 )
 
 var (
-	//go:embed acquire.lua
-	acquireSrc string
 	//go:embed catchup.lua
 	catchupSrc string
-	//go:embed release.lua
-	releaseSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
+	// On each server, the one-server lock of redislock's Mutex.
+	acquireScript = redisscript.Acquire
 	catchupScript = redis.NewScript(catchupSrc)
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = redisscript.Release
 
 	errUnexpectedReply = errors.New("unexpected script reply")
 )
@@ -471,7 +469,7 @@ func (r *round) acquireOn(ctx context.Context, i int, token string) reply {
 	}
 	for {
 		r.cmds.Add(1)
-		v, err := run(ctx, r.l.servers[i], acquireScript, r.keys, token, ms(r.l.opts.TTL), floor)
+		v, _, err := redisscript.Run(ctx, r.l.servers[i], acquireScript, r.keys, token, ms(r.l.opts.TTL), floor)
 		if err != nil {
 			return reply{server: i, state: failed, err: err}
 		}
@@ -522,7 +520,7 @@ func (r *round) catchUp(ctx context.Context, token string, grants []reply, timer
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, r.l.opts.ServerTimeout)
 			defer cancel()
-			v, err := run(cctx, r.l.servers[i], catchupScript, r.keys, token, arg)
+			v, _, err := redisscript.Run(cctx, r.l.servers[i], catchupScript, r.keys, token, arg)
 			switch {
 			case err != nil:
 				replies <- reply{server: i, state: failed, err: err}
@@ -567,7 +565,7 @@ func (r *round) catchUp(ctx context.Context, token string, grants []reply, timer
 
 // releaseOn runs the compare-and-delete script on server i.
 func (l *Locker) releaseOn(ctx context.Context, i int, keys []string, token string) reply {
-	v, err := run(ctx, l.servers[i], releaseScript, keys, token)
+	v, _, err := redisscript.Run(ctx, l.servers[i], releaseScript, keys, token)
 	switch {
 	case err != nil:
 		return reply{server: i, state: failed, err: err}
@@ -602,16 +600,6 @@ func (f *floorSource) get(ctx context.Context) (string, error) {
 		f.v, f.have = strconv.FormatInt(v, 10), true
 	}
 	return f.v, nil
-}
-
-// run runs s by its digest and falls back to sending the source when the
-// server does not have it cached (first use, or after a restart).
-func run(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := s.EvalSha(ctx, rdb, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = s.Eval(ctx, rdb, keys, args...).Result()
-	}
-	return v, err
 }
 
 // replyInts reads a script reply that is an array of integers.
