@@ -155,31 +155,18 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 	var timer *time.Timer
 	defer func() { stopTimer(timer) }()
 	for {
-		if wctx.Err() != nil {
-			return 0, time.Time{}, timeoutError(op, key, wctx)
-		}
-		sent := time.Now()
-		v, n, err := redisscript.Run(wctx, f.rdb, fairAcquire, k.keys, token, ms(o.TTL), floor, lease, k.channel)
-		*trips += n
+		r, sent, err := tryScript(wctx, o, op, key, &floor, trips,
+			func(ctx context.Context, floor string) (any, int, error) {
+				return redisscript.Run(ctx, f.rdb, fairAcquire, k.keys, token, ms(o.TTL), floor, lease, k.channel)
+			},
+			func() { queued = true })
 		if err != nil {
-			if !isServerReply(err) {
-				queued = true // the script may have run and its reply been lost
-			}
-			return 0, time.Time{}, tryError(wctx, op, key, err)
-		}
-		r, err := replyInts(v)
-		if err != nil {
-			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+			return 0, time.Time{}, err
 		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
 			granted = true
 			return r[1], sent, nil
-		case r[0] == -1 && floor == "":
-			if floor, err = askFloor(wctx, o, op, key); err != nil {
-				return 0, time.Time{}, err
-			}
-			continue
 		case r[0] != 0 || len(r) < 3:
 			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
 		}

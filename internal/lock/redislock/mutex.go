@@ -170,35 +170,19 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 	defer func() { stopTimer(timer) }()
 	lastTry := false
 	for {
-		if err := wctx.Err(); err != nil {
-			return 0, time.Time{}, timeoutError(op, key, wctx)
-		}
-		sent := time.Now()
-		v, n, err := try(wctx, floor)
-		*trips += n
+		r, sent, err := tryScript(wctx, o, op, key, &floor, trips, try, func() {
+			// Delete our key (by token) rather than leave it until its TTL.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
+			cleanup(cctx)
+			cancel()
+			*trips++
+		})
 		if err != nil {
-			if !isServerReply(err) {
-				// The script may have run and its reply been lost: delete our
-				// key (by token) rather than leave it until its TTL.
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
-				cleanup(cctx)
-				cancel()
-				*trips++
-			}
-			return 0, time.Time{}, tryError(wctx, op, key, err)
-		}
-		r, err := replyInts(v)
-		if err != nil {
-			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+			return 0, time.Time{}, err
 		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
 			return r[1], sent, nil
-		case r[0] == -1 && floor == "":
-			if floor, err = askFloor(wctx, o, op, key); err != nil {
-				return 0, time.Time{}, err
-			}
-			continue
 		case r[0] != 0:
 			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
 		}
@@ -239,6 +223,40 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		}
 		if !nap(wctx, w, &timer, d) {
 			return 0, time.Time{}, timeoutError(op, key, wctx)
+		}
+	}
+}
+
+// tryScript makes one try of an acquire script, run with the fence floor,
+// and returns its reply and when it was sent. It counts the round trips,
+// calls unknown when the outcome is unknown (the script may have run and
+// its reply been lost), and when the script asks for a floor (reply {-1}:
+// no fencing counter, and floor is "") asks FenceFloor for one and runs
+// the script again with it.
+func tryScript(wctx context.Context, o *Options, op, key string, floor *string, trips *int,
+	run func(ctx context.Context, floor string) (any, int, error), unknown func()) ([]int64, time.Time, error) {
+	for {
+		if wctx.Err() != nil {
+			return nil, time.Time{}, timeoutError(op, key, wctx)
+		}
+		sent := time.Now()
+		v, n, err := run(wctx, *floor)
+		*trips += n
+		if err != nil {
+			if !redisscript.IsServerReply(err) {
+				unknown()
+			}
+			return nil, time.Time{}, tryError(wctx, op, key, err)
+		}
+		r, err := redisscript.ReplyInts(v)
+		if err != nil {
+			return nil, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+		}
+		if r[0] != -1 || *floor != "" {
+			return r, sent, nil
+		}
+		if *floor, err = askFloor(wctx, o, op, key); err != nil {
+			return nil, time.Time{}, err
 		}
 	}
 }

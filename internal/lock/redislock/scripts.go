@@ -2,8 +2,6 @@ package redislock
 
 import (
 	_ "embed"
-	"errors"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,11 +25,15 @@ var (
 	//go:embed fair_acquire.lua
 	fairAcquireBody string
 	//go:embed fair_release.lua
-	fairReleaseSrc string
+	fairReleaseBody string
+	//go:embed fair_expire.lua
+	fairExpireSrc string
 
-	// The acquire scripts mint fences with redisscript's mint_fence.
+	// The acquire scripts mint fences with redisscript's mint_fence; the
+	// Fair scripts start by dropping expired waiters (fair_expire.lua).
 	reentrantAcquireSrc = redisscript.WithFence(reentrantAcquireBody)
-	fairAcquireSrc      = redisscript.WithFence(fairAcquireBody)
+	fairAcquireSrc      = redisscript.WithFence(fairExpireSrc + fairAcquireBody)
+	fairReleaseSrc      = fairExpireSrc + fairReleaseBody
 
 	// A Mutex is the one-server lock redlock also takes on each of its
 	// servers.
@@ -45,35 +47,5 @@ var (
 	reentrantRelease   = redis.NewScript(reentrantReleaseSrc)
 	fairAcquire        = redis.NewScript(fairAcquireSrc)
 	fairRelease        = redis.NewScript(fairReleaseSrc)
-	errUnexpectedReply = errors.New("unexpected script reply")
+	errUnexpectedReply = redisscript.ErrUnexpectedReply
 )
-
-// replyInts reads a script reply that is an integer or an array of integers.
-func replyInts(v any) ([]int64, error) {
-	switch r := v.(type) {
-	case int64:
-		return []int64{r}, nil
-	case []any:
-		out := make([]int64, len(r))
-		for i, e := range r {
-			n, ok := e.(int64)
-			if !ok {
-				return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
-			}
-			out[i] = n
-		}
-		if len(out) == 0 {
-			return nil, fmt.Errorf("%w: empty", errUnexpectedReply)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
-}
-
-// isServerReply reports whether err is an error reply from Redis, i.e. the
-// command ran (or was refused) and its outcome is known, as opposed to a
-// network or context error after which it may or may not have run.
-func isServerReply(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
-}

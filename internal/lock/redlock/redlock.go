@@ -70,7 +70,7 @@ var (
 	catchupScript = redis.NewScript(catchupSrc)
 	releaseScript = redisscript.Release
 
-	errUnexpectedReply = errors.New("unexpected script reply")
+	errUnexpectedReply = redisscript.ErrUnexpectedReply
 )
 
 // Locker takes and releases locks on a majority of its servers. Create one
@@ -473,7 +473,7 @@ func (r *round) acquireOn(ctx context.Context, i int, token string) reply {
 		if err != nil {
 			return reply{server: i, state: failed, err: err}
 		}
-		a, err := replyInts(v)
+		a, err := redisscript.ReplyInts(v)
 		switch {
 		case err != nil:
 			return reply{server: i, state: failed, err: err}
@@ -600,23 +600,6 @@ func (f *floorSource) get(ctx context.Context) (string, error) {
 		f.v, f.have = strconv.FormatInt(v, 10), true
 	}
 	return f.v, nil
-}
-
-// replyInts reads a script reply that is an array of integers.
-func replyInts(v any) ([]int64, error) {
-	r, ok := v.([]any)
-	if !ok || len(r) == 0 {
-		return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
-	}
-	out := make([]int64, len(r))
-	for i, e := range r {
-		n, ok := e.(int64)
-		if !ok {
-			return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
-		}
-		out[i] = n
-	}
-	return out, nil
 }
 
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }

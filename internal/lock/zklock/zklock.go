@@ -129,7 +129,7 @@ func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
 	}
 	l.conn, l.events = conn, events
 	for {
-		up := l.upChan()
+		up, _ := l.session()
 		if conn.State() == zk.StateHasSession {
 			return l, nil
 		}
@@ -218,16 +218,12 @@ func (l *Locker) loseAll(cause error) {
 	}
 }
 
-func (l *Locker) upChan() chan struct{} {
+// session is the channel closed when a session next comes up, and the
+// current session's epoch.
+func (l *Locker) session() (up chan struct{}, epoch uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.up
-}
-
-func (l *Locker) currentEpoch() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.epoch
+	return l.up, l.epoch
 }
 
 // spawn runs f in a goroutine Close waits for; false once closed.
@@ -316,7 +312,7 @@ func connErr(err error) bool {
 
 // awaitSession waits until the client has a session again, or ctx ends.
 func (l *Locker) awaitSession(ctx context.Context) error {
-	up := l.upChan() // before the state check, so a session that comes meanwhile wakes us
+	up, _ := l.session() // before the state check, so a session that comes meanwhile wakes us
 	var retry <-chan time.Time
 	if l.conn.State() == zk.StateHasSession {
 		// The session is back but the request still failed (it was sent
@@ -529,7 +525,7 @@ func (a *acquisition) run() (*Lease, error) {
 				return a.stop(err)
 			}
 		}
-		epoch := a.l.currentEpoch()
+		_, epoch := a.l.session()
 		nodes, err := a.look()
 		switch {
 		case errors.Is(err, zk.ErrNoNode): // the parent is gone, and our node with it
@@ -771,7 +767,7 @@ func (l *Locker) cleanup(parent, guid string) {
 				return
 			}
 		}
-		up := l.upChan()
+		up, _ := l.session()
 		t := time.NewTimer(backoff)
 		select {
 		case <-l.quit:

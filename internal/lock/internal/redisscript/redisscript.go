@@ -1,12 +1,14 @@
 // Package redisscript is what the Redis lock backends share: the lock on
 // one server, whose acquire and release scripts redislock's Mutex runs on
-// its one server and redlock on each of its N, and running a script by
-// its digest.
+// its one server and redlock on each of its N; the fence counter every
+// acquire script mints from; running a script and reading its reply.
 package redisscript
 
 import (
 	"context"
 	_ "embed"
+	"errors"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,4 +44,38 @@ func Run(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string
 		return v, 2, err
 	}
 	return v, 1, err
+}
+
+// ErrUnexpectedReply: a script's reply is not what it is written to answer.
+var ErrUnexpectedReply = errors.New("unexpected script reply")
+
+// ReplyInts reads a script reply that is an integer or a non-empty array
+// of integers.
+func ReplyInts(v any) ([]int64, error) {
+	switch r := v.(type) {
+	case int64:
+		return []int64{r}, nil
+	case []any:
+		out := make([]int64, len(r))
+		for i, e := range r {
+			n, ok := e.(int64)
+			if !ok {
+				return nil, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+			}
+			out[i] = n
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w: empty", ErrUnexpectedReply)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+}
+
+// IsServerReply reports whether err is an error reply from Redis, i.e. the
+// command ran (or was refused) and its outcome is known, as opposed to a
+// network or context error after which it may or may not have run.
+func IsServerReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
 }
