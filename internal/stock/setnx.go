@@ -8,11 +8,12 @@ import (
 
 // setNX runs none's read-check-update, unguarded and unfenced, inside the
 // seeds' naive Redis lock (SETNX, then PEXPIRE, unconditional DEL; its
-// locker's leases have no fence and never learn of a loss): NOT safe. It holds while every critical section ends within the
-// TTL; once one outlives it (slow work, a pause, TTL set too short), the
-// next buyer takes the lock while the first still works, the first one's
-// DEL frees the lock under the second, and their sales of the same units
-// all land (oversell).
+// locker's leases have no fence and never learn of a loss): NOT safe. It
+// holds while every critical section ends within the TTL; once one
+// outlives it (slow work, a pause, TTL set too short), the next buyer
+// takes the lock while the first still works, the first one's DEL frees
+// the lock under the second, and their sales of the same units all land
+// (oversell).
 type setNX struct {
 	d  Deps
 	mu lock.Locker
@@ -32,8 +33,8 @@ func (s *setNX) Sell(ctx context.Context, o Order) (Sale, error) {
 }
 
 // sell takes the product's naive lock (waiting up to its locker's wait
-// budget, else ErrLockTimeout), sells like none, and deletes the lock key after the
-// commit, whoever holds it by then.
+// budget, else ErrLockTimeout), sells like none, and deletes the lock key
+// after the commit, whoever holds it by then.
 func (s *setNX) sell(ctx context.Context, o Order) (Sale, error) {
 	// An unknown product must not get a lock key in Redis.
 	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {

@@ -134,6 +134,15 @@ func (d Deps) locker(name string) (lock.Locker, error) {
 	return nil, notConfigured(info)
 }
 
+// seller is s as a Seller, or nil and err: a nil *T in a Seller would not
+// be a nil Seller.
+func seller[S Seller](s S, err error) (Seller, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // New builds the strategy called name. Each call makes an independent seller:
 // build each strategy once per process (the local strategy's mutexes live in it).
 func New(name string, d Deps) (Seller, error) {
@@ -146,21 +155,21 @@ func New(name string, d Deps) (Seller, error) {
 	case Local:
 		return newLocal(d), nil
 	case SetNX:
-		return newSetNX(d)
+		return seller(newSetNX(d))
 	case RedisLock:
-		return newRedisLock(d)
+		return seller(newRedisLock(d))
 	case Reentrant:
-		return newReentrant(d)
+		return seller(newReentrant(d))
 	case Fair:
-		return newFair(d)
+		return seller(newFair(d))
 	case Redlock:
-		return newRedlock(d)
+		return seller(newRedlock(d))
 	case Etcd:
-		return newEtcdLock(d)
+		return seller(newEtcdLock(d))
 	case ZooKeeper:
-		return newZooKeeper(d)
+		return seller(newZooKeeper(d))
 	case PgLock:
-		return newPgLock(d)
+		return seller(newPgLock(d))
 	case Optimistic:
 		return newOptimistic(d), nil
 	case Lua:
@@ -172,7 +181,7 @@ func New(name string, d Deps) (Seller, error) {
 	case Batch:
 		return newBatch(d), nil
 	case Handoff:
-		return newHandoff(d)
+		return seller(newHandoff(d))
 	}
 	_, err := Lookup(name)
 	return nil, err
