@@ -23,9 +23,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/api"
-	"inventory/internal/lock"
-	"inventory/internal/lock/redislock"
-	"inventory/internal/lock/zklock"
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
@@ -122,38 +119,21 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		IdleTimeout: min(cfg.LockTTL, cfg.WorkDelay+5*time.Second),
 		Reads:       reads,
 	})
+	lockers, closeLockers, err := openLockers(ctx, cfg, pool, rdb, store, m, log)
+	if err != nil {
+		return err
+	}
+	defer closeLockers() // after the drain: in-flight sales release their locks first
 	deps := stock.Deps{
 		Store:      store,
 		Redis:      rdb,
 		Instance:   cfg.Instance,
-		Lock:       redislock.Options{Options: lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m}},
+		Lockers:    lockers,
+		Wait:       cfg.LockWait,
 		WorkDelay:  cfg.WorkDelay,
 		OnConflict: m.OptimisticConflict,
 		// Always on: a few MB at most, and the fault matrix reads it.
 		Holds: stock.NewHoldLog(stock.DefaultHoldCapacity),
-	}
-	if eps := cfg.etcdEndpoints(); len(eps) > 0 {
-		if deps.Etcd, err = dialEtcd(ctx, eps, cfg, m, log); err != nil {
-			return err
-		}
-		defer deps.Etcd.Close()
-	}
-	for _, u := range cfg.RedlockURLs { // validated by loadConfig
-		opts, _ := redis.ParseURL(u)
-		opts.ContextTimeoutEnabled = true // package redlock's per-server timeouts
-		c := redis.NewClient(opts)
-		defer c.Close()
-		deps.Redlock = append(deps.Redlock, c)
-	}
-	if servers := cfg.zooKeeperServers(); servers != nil {
-		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		zl, err := zklock.New(zctx, servers, zklock.Options{Options: lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: m}})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("INVENTORY_ZOOKEEPER_SERVERS: %w", err)
-		}
-		defer zl.Close() // after the drain: in-flight sales release their locks first
-		deps.ZooKeeper = zl
 	}
 	// Safe strategies answer the crowd after the last unit from memory;
 	// the unsafe ones are left as they are, oversells and all.

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock"
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
@@ -84,8 +85,9 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 	metrics.RegisterPools(reg, pool, rdb)
 	store := stock.NewStore(pool, stock.Limits{})
 	holds := stock.NewHoldLog(1000)
+	lockOpts := lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}
 	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-1",
-		Lock: redislock.Options{Options: lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}}, Holds: holds}
+		Lockers: testLockers(t, pool, rdb, store, lockOpts), Wait: lockOpts.Wait, Holds: holds}
 	sellers := map[string]stock.Seller{}
 	// No lock service of its own is configured here: the strategies that
 	// need one are unavailable (see TestStrategyUnavailable).
@@ -118,6 +120,30 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 	srv := httptest.NewServer(specChecker(t).Handler(t, h))
 	t.Cleanup(srv.Close)
 	return &fixture{t: t, url: srv.URL, handler: h, store: store, rdb: rdb, holds: holds, pool: pool, circuits: circuits}
+}
+
+// testLockers are the lockers of the lock strategies in Redis and Postgres,
+// built with opts as cmd/inventory builds them; the strategies that need
+// a lock service of their own get none.
+func testLockers(t testing.TB, pool *pgxpool.Pool, rdb redis.UniversalClient, store *stock.Store, opts lock.Options) map[string]lock.Locker {
+	redisOpts := func(strategy string, watchdog bool) redislock.Options {
+		return redislock.Options{Options: opts, Watchdog: watchdog, FenceFloor: store.FenceFloor(strategy)}
+	}
+	mutex := redislock.NewMutex(rdb, redisOpts(stock.RedisLock, false))
+	handoff := redislock.NewMutex(rdb, redisOpts(stock.Handoff, false))
+	reentrant := redislock.NewReentrant(rdb, redisOpts(stock.Reentrant, true))
+	fair := redislock.NewFair(rdb, redisOpts(stock.Fair, true))
+	for _, c := range []func(){mutex.Close, handoff.Close, reentrant.Close, fair.Close} {
+		t.Cleanup(c)
+	}
+	return map[string]lock.Locker{
+		stock.SetNX:     redislock.NewSetNX(rdb, redislock.Options{Options: opts}).Locker(),
+		stock.RedisLock: mutex,
+		stock.Handoff:   handoff,
+		stock.Reentrant: reentrant,
+		stock.Fair:      fair,
+		stock.PgLock:    pglock.New(pool, pglock.Options{Options: opts}),
+	}
 }
 
 type response struct {

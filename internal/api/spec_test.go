@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/api/spectest"
+	"inventory/internal/lock"
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
@@ -206,7 +207,7 @@ func newDownFixture(t *testing.T) *fixture {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	store := stock.NewStore(pool, stock.Limits{})
-	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-down"}
+	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-down", Lockers: testLockers(t, pool, rdb, store, lock.Options{})}
 	sellers := map[string]stock.Seller{}
 	for _, name := range stock.Names() {
 		s, err := stock.New(name, deps)

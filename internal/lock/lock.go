@@ -82,6 +82,15 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
+// WaitContext is ctx bounded by the wait budget for a Lock (wait true); a
+// TryLock (wait false) never waits, and gets ctx itself.
+func (o Options) WaitContext(ctx context.Context, wait bool) (context.Context, context.CancelFunc) {
+	if !wait {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, o.Wait)
+}
+
 // Observer receives lock events, e.g. to export metrics. Implementations
 // must be safe for concurrent use and must not block.
 type Observer interface {

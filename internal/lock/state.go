@@ -166,6 +166,22 @@ func (s *State) EndRelease(err error) error {
 	return err
 }
 
+// ReleaseError is what Release returns once the backend's release command
+// has run: lost is the loss BeginRelease returned, err the command's
+// failure (the outcome unknown), held whether the backend still had the
+// hold (and has now let it go). nil: released.
+func (s *State) ReleaseError(lost, err error, held bool) error {
+	switch {
+	case lost != nil:
+		return &Error{Backend: s.backend, Op: "release", Key: s.key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
+	case err != nil:
+		return &Error{Backend: s.backend, Op: "release", Key: s.key, Err: fmt.Errorf("%w: %w", ErrReleaseUnknown, err)}
+	case !held:
+		return &Error{Backend: s.backend, Op: "release", Key: s.key, Err: ErrNotHeld}
+	}
+	return nil
+}
+
 func (s *State) releasedError() error {
 	return &Error{Backend: s.backend, Op: "release", Key: s.key, Err: ErrReleased}
 }

@@ -24,7 +24,7 @@ import (
 func TestCommitReplyLost(t *testing.T) {
 	e := newEnv(t)
 	proxy, pool := e.commitCutterPool(t)
-	cut := Deps{Store: NewStore(pool, Limits{}), Redis: e.rdb, Instance: "replica-cut", Lock: testLock}
+	cut := testDeps{Deps: Deps{Store: NewStore(pool, Limits{}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
 
 	variants := []struct {
 		name string
@@ -137,7 +137,7 @@ func TestCommitReplyLost(t *testing.T) {
 func TestCommitNeverArrives(t *testing.T) {
 	e := newEnv(t)
 	proxy, pool := e.commitCutterPool(t)
-	cut := Deps{Store: NewStore(pool, Limits{}), Redis: e.rdb, Instance: "replica-cut", Lock: testLock}
+	cut := testDeps{Deps: Deps{Store: NewStore(pool, Limits{}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
 	for _, name := range safeNames() {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

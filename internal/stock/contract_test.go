@@ -192,3 +192,15 @@ func sameKeys(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// TestLockStrategiesNeedTheirLocker: a lock strategy whose locker
+// Deps.Lockers lacks is not configured, and New gives no seller for it.
+func TestLockStrategiesNeedTheirLocker(t *testing.T) {
+	e := newEnv(t)
+	d := Deps{Store: e.store, Redis: e.rdb, Instance: "replica-a"}
+	for _, name := range []string{SetNX, RedisLock, Reentrant, Fair, Redlock, Etcd, ZooKeeper, PgLock, Handoff} {
+		if s, err := New(name, d); s != nil || !errors.Is(err, ErrNotConfigured) {
+			t.Errorf("New(%q) without its locker = %v, %v; want nil, ErrNotConfigured", name, s, err)
+		}
+	}
+}

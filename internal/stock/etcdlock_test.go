@@ -16,9 +16,9 @@ import (
 )
 
 func init() {
-	backends = append(backends, func(t *testing.T, d *Deps) {
-		if d.Etcd == nil {
-			d.Etcd = newEtcdLocker(t, d.Lock.TTL, d.Lock.Wait)
+	backends = append(backends, func(t *testing.T, d *testDeps) {
+		if d.Lockers[Etcd] == nil {
+			d.Lockers[Etcd] = newEtcdLocker(t, d.Lock.TTL, d.Lock.Wait)
 		}
 	})
 }
@@ -58,11 +58,11 @@ func etcdContenders(t *testing.T, id string) int {
 	return n
 }
 
-// TestEtcdNotConfigured: without Deps.Etcd the strategy is not available.
+// TestEtcdNotConfigured: without its locker the strategy is not available.
 func TestEtcdNotConfigured(t *testing.T) {
 	e := newEnv(t)
-	if _, err := New(Etcd, e.deps("replica-a")); !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("New(%q) without Deps.Etcd = %v, want ErrNotConfigured", Etcd, err)
+	if _, err := New(Etcd, e.deps("replica-a").build(t)); !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", Etcd, err)
 	}
 }
 

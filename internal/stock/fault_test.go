@@ -240,8 +240,11 @@ func TestReentrantOwnerFromContext(t *testing.T) {
 	// About 25 attempts' worth of budget, so that even on a loaded machine
 	// several attempts lose before it runs out.
 	d.Lock.Wait = time.Second
-	s := newReentrant(d)
-	ctx := redislock.WithOwner(context.Background(), "request-1")
+	s, err := newReentrant(d.build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := lock.WithOwner(context.Background(), "request-1")
 	// Owners are scoped to one redislock.Reentrant, so hold the seller's own.
 	outer, err := s.lk.Lock(ctx, lockKey(id))
 	if err != nil {
@@ -250,7 +253,7 @@ func TestReentrantOwnerFromContext(t *testing.T) {
 	if _, err := s.Sell(outer.Context(), Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("Sell(%q, 1) as request-1, which holds the lock = %v, want a re-entrant sale", id, err)
 	}
-	other := redislock.WithOwner(context.Background(), "request-2")
+	other := lock.WithOwner(context.Background(), "request-2")
 	if _, err := s.Sell(other, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrLockTimeout) {
 		t.Errorf("Sell(%q, 1) as request-2 while request-1 holds the lock = %v, want ErrLockTimeout", id, err)
 	}
@@ -370,7 +373,7 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 	if err := e.rdb.HSet(ctx, key, "r", 1, "g", 1, "n", 10).Err(); err != nil {
 		t.Fatalf("HSET %s r 1 g 1 n 10: %v", key, err)
 	}
-	s := newLua(e.deps("replica-a"))
+	s := newLua(e.deps("replica-a").build(t))
 	counter := func() int64 { n, _ := counterLeft(e, id); return n }
 	reserveLeft := func(o Order, res string) (int64, int64, error) {
 		status, r, err := runReserve(ctx, e.rdb, o, res, time.Minute)

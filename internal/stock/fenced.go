@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"inventory/internal/lock"
-	"inventory/internal/lock/etcdlock"
-	"inventory/internal/lock/pglock"
-	"inventory/internal/lock/zklock"
 )
 
-// What the lock strategies (redis, reentrant, pglock) share: the lock serialises the
+// What the safe lock strategies share (see locked): the lock serialises the
 // buyers, and Postgres has the last word. The transaction claims the stock
 // row with the lease's fencing token before it reads, and its write is
 // guarded; a write that only a broken lock could have let through is
@@ -44,7 +40,7 @@ func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, col fence
 // (the failure is then its consequence: a cancelled query, say). A breach
 // keeps its own error, a commit whose outcome is unknown stays
 // ErrUnavailable (it may have sold), and nil (a sale that committed) stays nil.
-func lost(l interface{ Err() error }, err error) error {
+func lost(l lock.Lease, err error) error {
 	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
@@ -54,17 +50,6 @@ func lost(l interface{ Err() error }, err error) error {
 	return err
 }
 
-// fenceFloor is redislock.Options.FenceFloor for a product's lock: the highest
-// token of column col's lock the product's stock row was claimed with, so
-// that a fencing counter lost with Redis never restarts below what Postgres
-// has seen. key is lockKey(id).
-func fenceFloor(st *Store, col fenceColumn) func(ctx context.Context, key string) (int64, error) {
-	return func(ctx context.Context, key string) (int64, error) {
-		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
-		return st.fence(ctx, col, id)
-	}
-}
-
 // releaseTimeout bounds giving a lock up, which runs even when the buyer's
 // context has ended.
 const releaseTimeout = 5 * time.Second
@@ -72,7 +57,7 @@ const releaseTimeout = 5 * time.Second
 // release gives the lease up after the sale is settled. Its error is
 // dropped: the sale's outcome is already decided, and a lock whose release
 // failed expires by its TTL.
-func release(ctx context.Context, l interface{ Release(context.Context) error }) {
+func release(ctx context.Context, l lock.Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_ = l.Release(rctx)
@@ -80,7 +65,8 @@ func release(ctx context.Context, l interface{ Release(context.Context) error })
 
 // lockErr translates an error from taking a lock, of any backend: a
 // timeout and a loss the same way for all, anything else as the
-// unavailability of the backend's servers.
+// unavailability of the backend's servers, named by the backend the error
+// comes from (lock.Error.Backend).
 func lockErr(err error) error {
 	switch {
 	case errors.Is(err, lock.ErrTimeout):
@@ -92,11 +78,11 @@ func lockErr(err error) error {
 	errors.As(err, &lerr)
 	switch {
 	case lerr == nil:
-	case lerr.Backend == zklock.Backend:
+	case lerr.Backend == "zklock":
 		return fmt.Errorf("zookeeper: lock: %w: %w", ErrUnavailable, err)
-	case lerr.Backend == etcdlock.Backend:
+	case lerr.Backend == "etcdlock":
 		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
-	case lerr.Backend == pglock.Backend:
+	case lerr.Backend == "pglock":
 		return dbErr("lock", err)
 	}
 	return redisErr("lock", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"inventory/internal/lock"
-	"inventory/internal/lock/redislock"
 )
 
 // handoff is the Redis lock with a local queue (seed 003): in each replica
@@ -18,15 +17,16 @@ import (
 // The simulated work (Deps.WorkDelay) is spent once per critical section.
 type handoff struct {
 	d  Deps
-	mu *redislock.Mutex
+	mu lock.Locker // the plain lock, as redis's: the lease time bounds a holder
 }
 
-func newHandoff(d Deps) *batch {
-	opts := d.Lock
-	opts.Watchdog = false // the plain lock, as redis: the lease time bounds a holder
-	opts.FenceFloor = fenceFloor(d.Store, redisFence)
-	h := &handoff{d: d, mu: redislock.NewMutex(d.Redis, opts)}
-	return newQueued(d, h.sellBatch)
+func newHandoff(d Deps) (*batch, error) {
+	mu, err := d.locker(Handoff)
+	if err != nil {
+		return nil, err
+	}
+	h := &handoff{d: d, mu: mu}
+	return newQueued(d, h.sellBatch), nil
 }
 
 // sellBatch takes product id's lock, sells orders under it (sellHeld) and

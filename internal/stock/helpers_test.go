@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock"
 	"inventory/internal/testenv"
 	"inventory/migrations"
@@ -84,36 +86,89 @@ func (e *env) replica(t *testing.T, name, instance string, workDelay time.Durati
 // replicaWith is replica with lock options of the test's own.
 func (e *env) replicaWith(t *testing.T, name, instance string, opts redislock.Options, workDelay time.Duration) Seller {
 	t.Helper()
-	return e.seller(t, name, Deps{
+	return e.seller(t, name, testDeps{Deps: Deps{
 		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
 		Redis:     newRedis(t, e.redisURL),
 		Instance:  instance,
-		Lock:      opts,
 		WorkDelay: workDelay,
-	})
+	}, Lock: opts})
 }
 
-// backends fill in the Deps fields of the strategies that need a lock
-// service of their own (Info.Needs), each registered by its strategy's test
-// file. e.seller calls every one for every seller it builds, so that each
-// seller has clients of its own, as a replica would.
-var backends []func(t *testing.T, d *Deps)
+// testDeps is what a test builds a seller from: Deps, and the options of
+// the lockers that build gives it.
+type testDeps struct {
+	Deps
+	Lock redislock.Options
+}
 
-func (e *env) seller(t *testing.T, name string, d Deps) Seller {
+// build is d's Deps with a locker, built from d.Lock on d's Redis client
+// and Postgres pool as cmd/inventory builds them, for every strategy in
+// Redis or Postgres that d.Lockers lacks, and with d.Lock's Wait and
+// backoff for the strategies that retry.
+func (d testDeps) build(t *testing.T) Deps {
 	t.Helper()
+	out := d.Deps
+	out.Lockers = maps.Clone(d.Lockers)
+	if out.Lockers == nil {
+		out.Lockers = map[string]lock.Locker{}
+	}
+	add := func(name string, lk lock.Locker) {
+		if out.Lockers[name] == nil {
+			out.Lockers[name] = lk
+		}
+	}
+	redisOpts := func(strategy string, watchdog bool) redislock.Options {
+		o := d.Lock
+		o.Watchdog, o.FenceFloor = watchdog, d.Store.FenceFloor(strategy)
+		return o
+	}
+	mutex := redislock.NewMutex(d.Redis, redisOpts(RedisLock, false))
+	handoff := redislock.NewMutex(d.Redis, redisOpts(Handoff, false))
+	reentrant := redislock.NewReentrant(d.Redis, redisOpts(Reentrant, true))
+	fair := redislock.NewFair(d.Redis, redisOpts(Fair, true))
+	for _, c := range []func(){mutex.Close, handoff.Close, reentrant.Close, fair.Close} {
+		t.Cleanup(c)
+	}
+	add(SetNX, redislock.NewSetNX(d.Redis, d.Lock).Locker())
+	add(RedisLock, mutex)
+	add(Handoff, handoff)
+	add(Reentrant, reentrant)
+	add(Fair, fair)
+	add(PgLock, pglock.New(d.Store.pool, pglock.Options{Options: d.Lock.Options, MinBackoff: d.Lock.MinBackoff, MaxBackoff: d.Lock.MaxBackoff}))
+	if out.Wait == 0 {
+		out.Wait = d.Lock.Wait
+	}
+	if out.MinBackoff == 0 && out.MaxBackoff == 0 {
+		out.MinBackoff, out.MaxBackoff = d.Lock.MinBackoff, d.Lock.MaxBackoff
+	}
+	return out
+}
+
+// backends fill in the lockers of the strategies that need a lock service
+// of their own (Info.Needs), each registered by its strategy's test file.
+// e.seller calls every one for every seller it builds, so that each
+// seller has clients of its own, as a replica would.
+var backends []func(t *testing.T, d *testDeps)
+
+func (e *env) seller(t *testing.T, name string, d testDeps) Seller {
+	t.Helper()
+	d.Lockers = maps.Clone(d.Lockers)
+	if d.Lockers == nil {
+		d.Lockers = map[string]lock.Locker{}
+	}
 	for _, fill := range backends {
 		fill(t, &d)
 	}
-	s, err := New(name, d)
+	s, err := New(name, d.build(t))
 	if err != nil {
 		t.Fatalf("New(%q): %v", name, err)
 	}
 	return s
 }
 
-// deps is Deps on the env's own store and client.
-func (e *env) deps(instance string) Deps {
-	return Deps{Store: e.store, Redis: e.rdb, Instance: instance, Lock: testLock}
+// deps is testDeps on the env's own store and client.
+func (e *env) deps(instance string) testDeps {
+	return testDeps{Deps: Deps{Store: e.store, Redis: e.rdb, Instance: instance}, Lock: testLock}
 }
 
 func (e *env) restock(t *testing.T, id string, q int64) {

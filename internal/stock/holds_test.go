@@ -190,14 +190,13 @@ func TestHoldOutcomes(t *testing.T) {
 func (e *env) holdingReplica(t *testing.T, name, instance string, workDelay time.Duration) (Seller, *HoldLog) {
 	t.Helper()
 	holds := NewHoldLog(100)
-	return e.seller(t, name, Deps{
+	return e.seller(t, name, testDeps{Deps: Deps{
 		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
 		Redis:     newRedis(t, e.redisURL),
 		Instance:  instance,
-		Lock:      testLock,
 		WorkDelay: workDelay,
 		Holds:     holds,
-	}), holds
+	}, Lock: testLock}), holds
 }
 
 // TestLockHoldsDoNotOverlap has two replicas of each safe lock strategy

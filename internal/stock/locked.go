@@ -25,6 +25,16 @@ type locked struct {
 	held func(ctx context.Context, lease lock.Lease, o Order) (Sale, error)
 }
 
+// newLocked is lock strategy name's locked sale under its locker
+// (Deps.Lockers[name]), or ErrNotConfigured without one.
+func newLocked(d Deps, name string) (*locked, error) {
+	lk, err := d.locker(name)
+	if err != nil {
+		return nil, err
+	}
+	return &locked{d: d, name: name, lk: lk, fence: fenceOf[name]}, nil
+}
+
 // Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *locked) Sell(ctx context.Context, o Order) (Sale, error) {
 	return once(ctx, s.d.Store, o, s.sell)

@@ -77,7 +77,7 @@ func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
 // reservation whose sale has not finished.
 var errTwinInFlight = errors.New("an order with the same idempotency key is in flight")
 
-// sell sells o by sellOnce, trying again, within the Deps.Lock.Wait budget,
+// sell sells o by sellOnce, trying again, within the Deps.Wait budget,
 // in two cases. The Redis counter answers before Postgres commits, so an
 // order racing its twin (a retry with the same idempotency key) could be
 // told "sold out" with the twin's own units; instead it waits for the twin's

@@ -45,8 +45,8 @@ func TestOrderedPairsOfSafeStrategies(t *testing.T) {
 	t.Logf("%d of %d ordered pairs: every strategy with %v both ways, and %d drawn with seed %d (INVENTORY_TEST_SEED=%d replays them)",
 		len(pairs), len(names)*(len(names)-1), pairReferences, pairSample, seed, seed)
 	e := newEnv(t)
-	a := e.safeReplica(t, "replica-a", "", Deps{Lock: testLock})
-	b := e.safeReplica(t, "replica-b", "", Deps{Lock: testLock})
+	a := e.safeReplica(t, "replica-a", "", testDeps{Lock: testLock})
+	b := e.safeReplica(t, "replica-b", "", testDeps{Lock: testLock})
 	ctx := context.Background()
 	for _, pair := range pairs {
 		first, second := pair[0], pair[1]
@@ -198,7 +198,7 @@ func TestAllSafeStrategiesAtOnce(t *testing.T) {
 	)
 	names := safeNames()
 	e := newEnv(t)
-	d := Deps{Lock: testLock, WorkDelay: time.Millisecond}
+	d := testDeps{Deps: Deps{WorkDelay: time.Millisecond}, Lock: testLock}
 	replicas := []map[string]Seller{
 		e.safeReplica(t, "replica-a", "", d),
 		e.safeReplica(t, "replica-b", "", d),
@@ -239,7 +239,7 @@ func TestRestockDuringSales(t *testing.T) {
 		restockAt = buyers / 3
 	)
 	e := newEnv(t)
-	d := Deps{Lock: testLock, WorkDelay: time.Millisecond}
+	d := testDeps{Deps: Deps{WorkDelay: time.Millisecond}, Lock: testLock}
 	replicas := []map[string]Seller{
 		e.safeReplica(t, "replica-a", "", d),
 		e.safeReplica(t, "replica-b", "", d),

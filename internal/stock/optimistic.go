@@ -22,7 +22,7 @@ func (s *optimistic) Sell(ctx context.Context, o Order) (Sale, error) {
 }
 
 // sell tries compare-and-set sales, each its own short transaction, until one
-// wins, the stock runs out (ErrSoldOut), or the Deps.Lock.Wait budget or ctx
+// wins, the stock runs out (ErrSoldOut), or the Deps.Wait budget or ctx
 // ends (ErrContention): buyers keep their chance while stock remains, rather
 // than being turned away after a fixed few losses.
 func (s *optimistic) sell(ctx context.Context, o Order) (Sale, error) {
@@ -44,7 +44,7 @@ func (s *optimistic) sell(ctx context.Context, o Order) (Sale, error) {
 		if s.d.OnConflict != nil {
 			s.d.OnConflict()
 		}
-		wait := backoff(attempt, s.d.Lock.MinBackoff, s.d.Lock.MaxBackoff)
+		wait := backoff(attempt, s.d.MinBackoff, s.d.MaxBackoff)
 		if time.Now().Add(wait).After(deadline) {
 			return Sale{}, fmt.Errorf("%w: %d compare-and-set attempts on %q lost within %v", ErrContention, attempt+1, o.ProductID, budget(s.d))
 		}

@@ -159,7 +159,7 @@ func TestRace(t *testing.T) {
 // not keep an entry per product id ever seen.
 func TestLocalForgetsProducts(t *testing.T) {
 	e := newEnv(t)
-	s := newLocal(e.deps("local"))
+	s := newLocal(e.deps("local").build(t))
 	e.restock(t, "kept", 1000)
 	ctx := context.Background()
 	var wg sync.WaitGroup

@@ -31,7 +31,7 @@ func TestReadsCannotTakeTheSalesConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seller := e.seller(t, Atomic, Deps{Store: st, Redis: e.rdb, Instance: "replica-a"})
+	seller := e.seller(t, Atomic, testDeps{Deps: Deps{Store: st, Redis: e.rdb, Instance: "replica-a"}})
 	if _, err := seller.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("Sell with every read connection taken = %v, want a sale", err)
 	}

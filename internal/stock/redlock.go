@@ -1,21 +1,12 @@
 package stock
 
-import "inventory/internal/lock/redlock"
-
 // newRedlock is the redlock strategy: read-check-update inside a Redlock
-// (lock:{id} on a majority of N independent Redis servers, Deps.Redlock)
-// released by compare-and-delete after the commit (see locked). Safe: the
-// write is fenced with the lock's token (a counter kept on a majority of
-// the servers, never restarted below what Postgres has seen;
+// (lock:{id} on a majority of N independent Redis servers) released by
+// compare-and-delete after the commit (see locked). Safe: the write is
+// fenced with the lock's token (a counter kept on a majority of the
+// servers, never restarted below what Postgres has seen;
 // stock.redlock_fence) and guarded, so when Redlock breaks (a server
 // restarted empty while held, a pause past the validity) Postgres refuses
 // the stale or duplicate write and the breach is reported instead of an
 // oversell.
-func newRedlock(d Deps) *locked {
-	return &locked{d: d, name: Redlock, fence: redlockFence, lk: redlock.New(d.Redlock, redlock.Options{
-		Options:    d.Lock.Options, // TTL, Wait, Observer
-		MinBackoff: d.Lock.MinBackoff,
-		MaxBackoff: d.Lock.MaxBackoff,
-		FenceFloor: fenceFloor(d.Store, redlockFence),
-	})}
-}
+func newRedlock(d Deps) (*locked, error) { return newLocked(d, Redlock) }

@@ -15,10 +15,21 @@ import (
 
 // Every seller gets clients of its own on the shared Redlock servers.
 func init() {
-	backends = append(backends, func(t *testing.T, d *Deps) {
-		if d.Redlock == nil {
-			d.Redlock = redlockClients(t, testenv.RedlockURLs(t))
+	backends = append(backends, func(t *testing.T, d *testDeps) {
+		if d.Lockers[Redlock] == nil {
+			d.Lockers[Redlock] = d.redlock(redlockClients(t, testenv.RedlockURLs(t)))
 		}
+	})
+}
+
+// redlock is the redlock strategy's locker on servers, built from d.Lock
+// as cmd/inventory builds it.
+func (d testDeps) redlock(servers []redis.UniversalClient) lock.Locker {
+	return redlock.New(servers, redlock.Options{
+		Options:    d.Lock.Options,
+		MinBackoff: d.Lock.MinBackoff,
+		MaxBackoff: d.Lock.MaxBackoff,
+		FenceFloor: d.Store.FenceFloor(Redlock),
 	})
 }
 
@@ -58,13 +69,13 @@ func redlockHeld(t *testing.T, id string) bool {
 	return n >= 2
 }
 
-// TestRedlockNotConfigured: without Deps.Redlock the strategy is not
+// TestRedlockNotConfigured: without its locker the strategy is not
 // configured, and says which setting it needs.
 func TestRedlockNotConfigured(t *testing.T) {
 	e := newEnv(t)
-	_, err := New(Redlock, e.deps("replica-a"))
+	_, err := New(Redlock, e.deps("replica-a").build(t))
 	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("New(%q) without Deps.Redlock = %v, want ErrNotConfigured", Redlock, err)
+		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", Redlock, err)
 	}
 }
 
@@ -92,13 +103,13 @@ func TestRedlockRestartedServer(t *testing.T) {
 	}
 	direct := redlockClients(t, urls)
 	d := e.deps("replica-b")
-	d.Redlock = redlockClients(t, urls[:3])
+	d.Lockers = map[string]lock.Locker{Redlock: d.redlock(redlockClients(t, urls[:3]))}
 	b := e.seller(t, Redlock, d)
 	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil { // counters on every server
 		t.Fatalf("warm-up: Sell = %v", err)
 	}
 
-	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: fenceFloor(e.store, redlockFence)})
+	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: e.store.FenceFloor(Redlock)})
 	key := lockKey(id)
 	if err := direct[3].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
 		t.Fatal(err)

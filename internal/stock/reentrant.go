@@ -6,35 +6,33 @@ import (
 	"github.com/google/uuid"
 
 	"inventory/internal/lock"
-	"inventory/internal/lock/redislock"
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog (see
-// locked): the request's owner travels in its context, and the sale takes
-// the lock again inside the first hold, as nested code of one request
-// would, incrementing the hold instead of deadlocking. Safe: the
-// transaction runs under the lease's context, a sale whose lock was lost
-// is rolled back, and a stale holder's write is fenced (stock.redis_fence)
-// and guarded by Postgres (a breach, never an oversell).
+// locked): the request's owner travels in its context (lock.WithOwner),
+// and the sale takes the lock again inside the first hold, as nested code
+// of one request would, incrementing the hold instead of deadlocking.
+// Safe: the transaction runs under the lease's context, a sale whose lock
+// was lost is rolled back, and a stale holder's write is fenced
+// (stock.fence) and guarded by Postgres (a breach, never an oversell).
 type reentrant struct {
 	*locked
-	lk *redislock.Reentrant
 }
 
-func newReentrant(d Deps) *reentrant {
-	opts := d.Lock
-	// Fencing tokens must keep rising even when Redis lost its counter:
-	// start above the highest token Postgres has seen.
-	opts.FenceFloor = fenceFloor(d.Store, redisFence)
-	s := &reentrant{lk: redislock.NewReentrant(d.Redis, opts)}
-	s.locked = &locked{d: d, name: Reentrant, lk: s.lk, fence: redisFence, held: s.reenter}
-	return s
+func newReentrant(d Deps) (*reentrant, error) {
+	l, err := newLocked(d, Reentrant)
+	if err != nil {
+		return nil, err
+	}
+	s := &reentrant{l}
+	l.held = s.reenter
+	return s, nil
 }
 
-// Sell sells o as the owner in ctx (redislock.WithOwner), or a new one.
+// Sell sells o as the owner in ctx (lock.WithOwner), or a new one.
 func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
-	if _, ok := redislock.OwnerFrom(ctx); !ok {
-		ctx = redislock.WithOwner(ctx, uuid.NewString())
+	if _, ok := lock.OwnerFrom(ctx); !ok {
+		ctx = lock.WithOwner(ctx, uuid.NewString())
 	}
 	return s.locked.Sell(ctx, o)
 }

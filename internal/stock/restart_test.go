@@ -76,9 +76,9 @@ func TestRedisLostMidSale(t *testing.T) {
 	srv := testenv.RedisServer(t) // private: restarting it must not disturb other tests
 	long := redislock.Options{Options: lock.Options{TTL: 30 * time.Second, Wait: 10 * time.Second}, MaxBackoff: 8 * time.Millisecond}
 	const work = time.Second
-	slow := e.safeReplica(t, "replica-a-slow", srv.URL, Deps{Lock: long, WorkDelay: work})
-	fast := e.safeReplica(t, "replica-a", srv.URL, Deps{Lock: long})
-	other := e.safeReplica(t, "replica-b", srv.URL, Deps{Lock: long})
+	slow := e.safeReplica(t, "replica-a-slow", srv.URL, testDeps{Deps: Deps{WorkDelay: work}, Lock: long})
+	fast := e.safeReplica(t, "replica-a", srv.URL, testDeps{Lock: long})
+	other := e.safeReplica(t, "replica-b", srv.URL, testDeps{Lock: long})
 	rdb := newRedis(t, srv.URL)
 
 	for _, fault := range redisLosses {

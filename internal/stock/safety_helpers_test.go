@@ -34,7 +34,7 @@ func safeNames() []string {
 // replica's own Postgres pool and Redis client (redisURL, or the env's Redis
 // when empty), with the replica's instance name. d's Store, Redis and
 // Instance are filled in; its other fields (Lock, WorkDelay) are kept.
-func (e *env) safeReplica(t *testing.T, instance, redisURL string, d Deps) map[string]Seller {
+func (e *env) safeReplica(t *testing.T, instance, redisURL string, d testDeps) map[string]Seller {
 	t.Helper()
 	if redisURL == "" {
 		redisURL = e.redisURL

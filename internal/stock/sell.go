@@ -104,10 +104,10 @@ func backoff(attempt int, min, max time.Duration) time.Duration {
 	return half + rand.N(step-half+1)
 }
 
-// budget is Deps.Lock.Wait or its default.
+// budget is Deps.Wait or its default.
 func budget(d Deps) time.Duration {
-	if d.Lock.Wait > 0 {
-		return d.Lock.Wait
+	if d.Wait > 0 {
+		return d.Wait
 	}
 	return 10 * time.Second
 }

@@ -3,41 +3,48 @@ package stock
 import (
 	"context"
 
-	"inventory/internal/lock/redislock"
+	"inventory/internal/lock"
 )
 
 // setNX runs none's read-check-update, unguarded and unfenced, inside the
-// seeds' naive Redis lock (redislock.SetNX: SETNX, then PEXPIRE, unconditional
-// DEL): NOT safe. It holds while every critical section ends within the
-// TTL; once one outlives it (slow work, a pause, TTL set too short), the
-// next buyer takes the lock while the first still works, the first one's
-// DEL frees the lock under the second, and their sales of the same units
-// all land (oversell).
+// seeds' naive Redis lock (SETNX, then PEXPIRE, unconditional DEL; its
+// locker's leases have no fence and never learn of a loss): NOT safe. It
+// holds while every critical section ends within the TTL; once one
+// outlives it (slow work, a pause, TTL set too short), the next buyer
+// takes the lock while the first still works, the first one's DEL frees
+// the lock under the second, and their sales of the same units all land
+// (oversell).
 type setNX struct {
 	d  Deps
-	mu *redislock.SetNX
+	mu lock.Locker
 }
 
-func newSetNX(d Deps) *setNX { return &setNX{d: d, mu: redislock.NewSetNX(d.Redis, d.Lock)} }
+func newSetNX(d Deps) (*setNX, error) {
+	mu, err := d.locker(SetNX)
+	if err != nil {
+		return nil, err
+	}
+	return &setNX{d: d, mu: mu}, nil
+}
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
 func (s *setNX) Sell(ctx context.Context, o Order) (Sale, error) {
 	return once(ctx, s.d.Store, o, s.sell)
 }
 
-// sell takes the product's naive lock (waiting up to Deps.Lock.Wait, else
-// ErrLockTimeout), sells like none, and deletes the lock key after the
-// commit, whoever holds it by then.
+// sell takes the product's naive lock (waiting up to its locker's wait
+// budget, else ErrLockTimeout), sells like none, and deletes the lock key
+// after the commit, whoever holds it by then.
 func (s *setNX) sell(ctx context.Context, o Order) (Sale, error) {
 	// An unknown product must not get a lock key in Redis.
 	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
 		return Sale{}, err
 	}
-	unlock, err := s.mu.Lock(ctx, setNXKey(o.ProductID))
+	lease, err := s.mu.Lock(ctx, setNXKey(o.ProductID))
 	if err != nil {
 		return Sale{}, lockErr(err)
 	}
-	defer release(ctx, unlockFunc(unlock))
+	defer release(ctx, lease)
 	hold := s.d.Holds.Begin(o.ProductID, SetNX, 0)
 	return hold.done(s.d.Store.record(ctx, o, SetNX, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
@@ -47,10 +54,5 @@ func (s *setNX) sell(ctx context.Context, o Order) (Sale, error) {
 // setNXKey is the naive lock's key, apart from lockKey: its unconditional
 // DEL must not free the safe Redis locks' keys when strategies are mixed.
 func setNXKey(productID string) string { return "setnx:{" + productID + "}" }
-
-// unlockFunc lets release call a bare unlock function.
-type unlockFunc func(context.Context) error
-
-func (f unlockFunc) Release(ctx context.Context) error { return f(ctx) }
 
 var _ Seller = (*setNX)(nil)

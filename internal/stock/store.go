@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -430,6 +431,36 @@ const (
 	zookeeperFence                    // stock.zookeeper_fence: the ZooKeeper lock node's czxid
 	fairFence                         // stock.fair_fence: the fair Redis lock's counter
 )
+
+// fenceOf is the fence column of each lock strategy's tokens: redis,
+// reentrant and handoff share one, as their locks share one counter.
+var fenceOf = map[string]fenceColumn{
+	RedisLock: redisFence,
+	Reentrant: redisFence,
+	Handoff:   redisFence,
+	Fair:      fairFence,
+	Redlock:   redlockFence,
+	Etcd:      etcdFence,
+	ZooKeeper: zookeeperFence,
+	PgLock:    pglockFence,
+}
+
+// FenceFloor is the fence floor for the lock of the given lock strategy, for
+// a lock whose fencing counter can be lost (redislock's and redlock's
+// FenceFloor option): the highest token of that strategy's lock the
+// product's stock row was claimed with, so that a counter lost with Redis
+// never restarts below what Postgres has seen. Its key is the lock's name
+// (lock:{id}). nil for a strategy without a fence.
+func (s *Store) FenceFloor(strategy string) func(ctx context.Context, key string) (int64, error) {
+	col, ok := fenceOf[strategy]
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, key string) (int64, error) {
+		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
+		return s.fence(ctx, col, id)
+	}
+}
 
 // fenceColumns names each fenceColumn's column in stock.
 var fenceColumns = [...]string{

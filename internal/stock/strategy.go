@@ -7,9 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"inventory/internal/lock/etcdlock"
-	"inventory/internal/lock/redislock"
-	"inventory/internal/lock/zklock"
+	"inventory/internal/lock"
 )
 
 // Strategy names; the HTTP API, the load tester and external checks use them.
@@ -40,7 +38,7 @@ type Info struct {
 	Safe bool
 	// Needs names the setting (an environment variable) of the lock service
 	// the strategy needs besides Postgres and Redis; empty when none. New
-	// returns ErrNotConfigured when Deps lacks that service.
+	// returns ErrNotConfigured when Deps lacks the strategy's locker.
 	Needs string
 }
 
@@ -73,8 +71,11 @@ func Names() []string {
 	return names
 }
 
-// notConfigured is New's error for a strategy whose lock service Deps lacks.
+// notConfigured is New's error for a strategy whose locker Deps lacks.
 func notConfigured(info Info) error {
+	if info.Needs == "" {
+		return fmt.Errorf("%w: strategy %q needs its locker in Deps.Lockers", ErrNotConfigured, info.Name)
+	}
 	return fmt.Errorf("%w: strategy %q needs %s, which is not set", ErrNotConfigured, info.Name, info.Needs)
 }
 
@@ -94,27 +95,24 @@ type Deps struct {
 	Store    *Store
 	Redis    redis.UniversalClient
 	Instance string
-	// Lock configures the lock strategies (setnx, redis, reentrant, pglock:
-	// TTL, Wait and the backoff; Observer too, but for setnx); Lock.Wait is
-	// also the budget within which optimistic keeps retrying. Defaults are
-	// redislock.Options'.
-	Lock redislock.Options
-	// Redlock is the redlock strategy's independent Redis servers
-	// (INVENTORY_REDLOCK_URLS), three or more, not replicas of one another
-	// nor the Redis above; nil: not configured. Their clients should have
-	// ContextTimeoutEnabled (see package redlock).
-	Redlock []redis.UniversalClient
-	// Etcd is the etcd lock the etcd strategy takes (built from
-	// INVENTORY_ETCD_ENDPOINTS, with its own TTL and Wait); nil: not
-	// configured, and New(Etcd) returns ErrNotConfigured.
-	Etcd *etcdlock.Locker
+	// Lockers are the lock strategies' locks, by strategy name: setnx,
+	// redis, reentrant, fair, redlock, etcd, zookeeper, pglock and handoff
+	// each take a product's lock from their own, with the TTL, wait budget
+	// and renewal it was built with. A strategy without one is not
+	// available: New returns ErrNotConfigured. Each strategy's doc says
+	// which lock it expects; the fenced ones need tokens that only grow per
+	// strategy (redis, reentrant and handoff share one counter), their
+	// Redis counters restarted above Store.FenceFloor.
+	Lockers map[string]lock.Locker
+	// Wait is the budget within which optimistic and lua keep trying a
+	// sale that lost a race; default 10s.
+	Wait time.Duration
+	// MinBackoff and MaxBackoff bound optimistic's jittered backoff
+	// between attempts; defaults 1ms and 32ms.
+	MinBackoff, MaxBackoff time.Duration
 	// WorkDelay is simulated business work, slept between the read/check and
 	// the write wherever a strategy has that gap; it widens races for demos.
 	WorkDelay time.Duration
-	// ZooKeeper is the replica's ZooKeeper lock client (one session) for
-	// the zookeeper strategy; nil: not configured. Its own Options (TTL as
-	// session timeout, Wait) apply, not Lock's.
-	ZooKeeper *zklock.Locker
 	// OnConflict, when set, is called each time an optimistic attempt loses
 	// its compare-and-set, for metrics.
 	OnConflict func()
@@ -122,6 +120,27 @@ type Deps struct {
 	// lock (local, setnx and the safe lock strategies; one per batch for
 	// handoff), so overlapping holders can be measured; nil: not recorded.
 	Holds *HoldLog
+}
+
+// locker is lock strategy name's locker, or ErrNotConfigured.
+func (d Deps) locker(name string) (lock.Locker, error) {
+	if lk := d.Lockers[name]; lk != nil {
+		return lk, nil
+	}
+	info, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return nil, notConfigured(info)
+}
+
+// seller is s as a Seller, or nil and err: a nil *T in a Seller would not
+// be a nil Seller.
+func seller[S Seller](s S, err error) (Seller, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // New builds the strategy called name. Each call makes an independent seller:
@@ -136,33 +155,21 @@ func New(name string, d Deps) (Seller, error) {
 	case Local:
 		return newLocal(d), nil
 	case SetNX:
-		return newSetNX(d), nil
+		return seller(newSetNX(d))
 	case RedisLock:
-		return newRedisLock(d), nil
+		return seller(newRedisLock(d))
 	case Reentrant:
-		return newReentrant(d), nil
+		return seller(newReentrant(d))
 	case Fair:
-		return newFair(d), nil
+		return seller(newFair(d))
 	case Redlock:
-		if d.Redlock == nil {
-			info, _ := Lookup(name)
-			return nil, notConfigured(info)
-		}
-		return newRedlock(d), nil
+		return seller(newRedlock(d))
 	case Etcd:
-		if d.Etcd == nil {
-			info, _ := Lookup(Etcd)
-			return nil, notConfigured(info)
-		}
-		return newEtcdLock(d), nil
+		return seller(newEtcdLock(d))
 	case ZooKeeper:
-		if d.ZooKeeper == nil {
-			info, _ := Lookup(name)
-			return nil, notConfigured(info)
-		}
-		return newZooKeeper(d), nil
+		return seller(newZooKeeper(d))
 	case PgLock:
-		return newPgLock(d), nil
+		return seller(newPgLock(d))
 	case Optimistic:
 		return newOptimistic(d), nil
 	case Lua:
@@ -174,7 +181,7 @@ func New(name string, d Deps) (Seller, error) {
 	case Batch:
 		return newBatch(d), nil
 	case Handoff:
-		return newHandoff(d), nil
+		return seller(newHandoff(d))
 	}
 	_, err := Lookup(name)
 	return nil, err

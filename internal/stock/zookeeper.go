@@ -1,15 +1,12 @@
 package stock
 
 // newZooKeeper is the zookeeper strategy: read-check-update inside a
-// ZooKeeper lock (zklock: an ephemeral sequential node under
+// ZooKeeper lock (an ephemeral sequential node under
 // /inventory/locks/lock:{id}, waiters watching their predecessor) released
 // after the commit (see locked). Safe: the write is fenced with the lock
 // node's czxid (stock.zookeeper_fence) and guarded, so when the lock breaks
 // (the holder's session expired while it was paused or cut off) Postgres
 // refuses the stale write and the breach is reported instead of an
 // oversell; a lease lost while its sale runs (connection lost, session
-// expired) cancels the sale's transaction. Deps.ZooKeeper's own TTL
-// (session timeout) and Wait apply.
-func newZooKeeper(d Deps) *locked {
-	return &locked{d: d, name: ZooKeeper, lk: d.ZooKeeper, fence: zookeeperFence}
-}
+// expired) cancels the sale's transaction.
+func newZooKeeper(d Deps) (*locked, error) { return newLocked(d, ZooKeeper) }

@@ -16,9 +16,9 @@ import (
 )
 
 func init() {
-	backends = append(backends, func(t *testing.T, d *Deps) {
-		if d.ZooKeeper == nil {
-			d.ZooKeeper = newZKLocker(t, zklock.Options{Options: lock.Options{TTL: d.Lock.TTL, Wait: d.Lock.Wait, Observer: d.Lock.Observer}})
+	backends = append(backends, func(t *testing.T, d *testDeps) {
+		if d.Lockers[ZooKeeper] == nil {
+			d.Lockers[ZooKeeper] = newZKLocker(t, zklock.Options{Options: lock.Options{TTL: d.Lock.TTL, Wait: d.Lock.Wait, Observer: d.Lock.Observer}})
 		}
 	})
 }
@@ -104,12 +104,12 @@ func zkInspector(t *testing.T) *zk.Conn {
 	return c
 }
 
-// TestZooKeeperNotConfigured: without Deps.ZooKeeper the strategy is not
+// TestZooKeeperNotConfigured: without its locker the strategy is not
 // available.
 func TestZooKeeperNotConfigured(t *testing.T) {
 	e := newEnv(t)
-	if _, err := New(ZooKeeper, e.deps("replica-a")); !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("New(%q) without Deps.ZooKeeper = %v, want ErrNotConfigured", ZooKeeper, err)
+	if _, err := New(ZooKeeper, e.deps("replica-a").build(t)); !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", ZooKeeper, err)
 	}
 }
 
@@ -124,7 +124,7 @@ func TestZooKeeperSessionLostMidSale(t *testing.T) {
 	e.restock(t, id, 10)
 	var cut zkCutter
 	da := e.deps("replica-a")
-	da.ZooKeeper = newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 500 * time.Millisecond, Wait: 5 * time.Second}, Dialer: cut.dial})
+	da.Lockers = map[string]lock.Locker{ZooKeeper: newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 500 * time.Millisecond, Wait: 5 * time.Second}, Dialer: cut.dial})}
 	da.WorkDelay = 3 * time.Second
 	a := e.seller(t, ZooKeeper, da)
 	b := e.replica(t, ZooKeeper, "replica-b", 0)

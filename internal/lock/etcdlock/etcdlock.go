@@ -262,26 +262,13 @@ func (l *Locker) leave(name string, q *queue) {
 // waiting returns ErrSessionEnded; an etcd failure returns *lock.Error wrapping
 // it. A failed Lock leaves no key behind.
 func (l *Locker) Lock(ctx context.Context, name string) (lock.Lease, error) {
-	return l.acquire(ctx, name, "lock", true)
+	return lock.Acquire(ctx, l.opts.Observer, name, "lock", true, l.attempt)
 }
 
 // TryLock makes one attempt: *lock.Error wrapping lock.ErrNotAcquired if name is
 // held, by another process or by another goroutine of this one.
 func (l *Locker) TryLock(ctx context.Context, name string) (lock.Lease, error) {
-	return l.acquire(ctx, name, "trylock", false)
-}
-
-func (l *Locker) acquire(ctx context.Context, name, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
-	trips := 0
-	lease, err := l.attempt(ctx, name, op, wait, &trips)
-	if l.opts.Observer != nil {
-		l.opts.Observer.Acquired(name, err, time.Since(start), trips)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return lease, nil
+	return lock.Acquire(ctx, l.opts.Observer, name, "trylock", false, l.attempt)
 }
 
 func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips *int) (*Lease, error) {
@@ -561,15 +548,6 @@ func (l *Lease) Release(ctx context.Context) error {
 	if err != nil {
 		l.l.abandon(l.sess)
 	}
-	var rerr error
-	switch {
-	case lost != nil:
-		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("lease was lost before release: %w", lost)}
-	case err != nil:
-		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}
-	case resp.Deleted != 1:
-		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: lock.ErrNotHeld}
-	}
 	l.l.done(l.Key())
-	return l.EndRelease(rerr)
+	return l.EndRelease(l.ReleaseError(lost, err, err == nil && resp.Deleted == 1))
 }

@@ -99,35 +99,18 @@ const releaseSQL = `UPDATE locks SET token = NULL WHERE name = $1 AND token = $2
 // (context.DeadlineExceeded for the Wait budget); a database failure
 // returns *lock.Error wrapping it.
 func (l *Locker) Lock(ctx context.Context, name string) (lock.Lease, error) {
-	return l.acquire(ctx, name, "lock", true)
+	return lock.Acquire(ctx, l.opts.Observer, name, "lock", true, l.attempt)
 }
 
 // TryLock makes one attempt: *lock.Error wrapping lock.ErrNotAcquired if
 // name is held.
 func (l *Locker) TryLock(ctx context.Context, name string) (lock.Lease, error) {
-	return l.acquire(ctx, name, "trylock", false)
-}
-
-func (l *Locker) acquire(ctx context.Context, name, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
-	tries := 0
-	lease, err := l.attempt(ctx, name, op, wait, &tries)
-	if l.opts.Observer != nil {
-		l.opts.Observer.Acquired(name, err, time.Since(start), tries)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return lease, nil
+	return lock.Acquire(ctx, l.opts.Observer, name, "trylock", false, l.attempt)
 }
 
 func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, tries *int) (*Lease, error) {
-	wctx := ctx
-	if wait {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
-		defer cancel()
-	}
+	wctx, cancel := l.opts.WaitContext(ctx, wait)
+	defer cancel()
 	done := func() {}
 	if wait {
 		var err error
@@ -256,15 +239,6 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	tag, err := l.l.db.Exec(ctx, releaseSQL, l.Key(), l.token)
-	var rerr error
-	switch {
-	case lost != nil:
-		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("lease was lost before release: %w", lost)}
-	case err != nil:
-		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}
-	case tag.RowsAffected() != 1:
-		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: lock.ErrNotHeld}
-	}
 	l.endTurn()
-	return l.EndRelease(rerr)
+	return l.EndRelease(l.ReleaseError(lost, err, err == nil && tag.RowsAffected() == 1))
 }

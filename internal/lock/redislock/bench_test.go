@@ -47,7 +47,7 @@ var benchLockers = []benchLocker{
 		r := NewReentrant(rdb, opts)
 		b.Cleanup(r.Close)
 		return func(ctx context.Context, g int, key string) (lock.Lease, error) {
-			return r.Lock(WithOwner(ctx, fmt.Sprint("g", g)), key)
+			return r.Lock(lock.WithOwner(ctx, fmt.Sprint("g", g)), key)
 		}
 	}},
 }

@@ -68,9 +68,9 @@ func TestContract(t *testing.T) {
 type ownerPerCall struct{ *Reentrant }
 
 func (r ownerPerCall) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return r.Reentrant.Lock(WithOwner(ctx, newToken()), key)
+	return r.Reentrant.Lock(lock.WithOwner(ctx, newToken()), key)
 }
 
 func (r ownerPerCall) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return r.Reentrant.TryLock(WithOwner(ctx, newToken()), key)
+	return r.Reentrant.TryLock(lock.WithOwner(ctx, newToken()), key)
 }

@@ -44,7 +44,7 @@ func ExampleReentrant_Lock() {
 	r := redislock.NewReentrant(rdb, redislock.Options{MaxHold: time.Minute})
 	defer r.Close()
 
-	ctx := redislock.WithOwner(context.Background(), "request-42")
+	ctx := lock.WithOwner(context.Background(), "request-42")
 	outer, err := r.Lock(ctx, "lock:{sku-1}")
 	if err != nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // Fair is a first-come, first-served Redis lock: a waiter takes a place in
@@ -29,11 +30,7 @@ import (
 // (for "lock:{sku-1}": "lock:{sku-1}:fair" holder, ":fair:queue",
 // ":fair:lease", ":fair:fence"), so a Fair lock and a Mutex of one key do
 // not exclude each other.
-type Fair struct {
-	rdb    redis.UniversalClient
-	opts   Options
-	notify *notifier // nil when PollOnly
-}
+type Fair struct{ base }
 
 // NewFair returns a Fair lock over rdb; see Options for the defaults. Of
 // Options it uses TTL, Wait, Watchdog, MaxHold, FenceFloor, Observer,
@@ -42,19 +39,14 @@ type Fair struct {
 // re-check with backoff instead of waiting for their notice; they still
 // acquire in queue order).
 func NewFair(rdb redis.UniversalClient, opts Options) *Fair {
-	opts = opts.withDefaults()
-	return &Fair{rdb: rdb, opts: opts, notify: newNotifierUnless(rdb, opts.PollOnly)}
+	return &Fair{newBase(rdb, opts)}
 }
 
 // Close stops the subscription that wakes waiters, if one is running (it
 // also stops by itself a few seconds after the last waiter), and waits for
 // its goroutine to exit. The lock stays usable: held leases can be
 // released, and later waiters re-check with backoff.
-func (f *Fair) Close() {
-	if f.notify != nil {
-		f.notify.close()
-	}
-}
+func (f *Fair) Close() { f.notify.close() }
 
 // Lock acquires key in its turn: when the lock is free and nobody queues
 // for it, at once; else it queues behind the waiters already there and
@@ -63,13 +55,13 @@ func (f *Fair) Close() {
 // context.DeadlineExceeded for the Wait budget); a Redis failure returns
 // *lock.Error wrapping it.
 func (f *Fair) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return f.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, f.opts.Observer, key, "lock", true, f.attempt)
 }
 
 // TryLock acquires key only if it is free and nobody queues for it; it
 // never queues and never waits: *lock.Error wrapping lock.ErrNotAcquired otherwise.
 func (f *Fair) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return f.acquire(ctx, key, "trylock", false)
+	return lock.Acquire(ctx, f.opts.Observer, key, "trylock", false, f.attempt)
 }
 
 // fairKeys are a Fair lock's Redis keys, in the order of the scripts' KEYS,
@@ -98,17 +90,6 @@ func fairKeysFor(key string) (fairKeys, error) {
 // MaxBackoff when PollOnly) while alive.
 func (o Options) waiterLease() time.Duration { return 3 * max(o.PollInterval, o.MaxBackoff) }
 
-func (f *Fair) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
-	trips := 0
-	l, err := f.attempt(ctx, key, op, wait, &trips)
-	f.opts.Observer.Acquired(key, err, time.Since(start), trips)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
 func (f *Fair) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	k, err := fairKeysFor(key)
 	if err != nil {
@@ -119,7 +100,7 @@ func (f *Fair) attempt(ctx context.Context, key, op string, wait bool, trips *in
 	if f.opts.Watchdog {
 		renew = func(ctx context.Context) (bool, error) {
 			// The holder key is a string "<token>:<fence>", as a Mutex's.
-			v, _, err := run(ctx, f.rdb, mutexRenew, k.keys[:1], token, ms(f.opts.TTL))
+			v, _, err := redisscript.Run(ctx, f.rdb, mutexRenew, k.keys[:1], token, ms(f.opts.TTL))
 			return v == int64(1), err
 		}
 	}
@@ -130,7 +111,7 @@ func (f *Fair) attempt(ctx context.Context, key, op string, wait bool, trips *in
 	}
 	h.arm(sent, fence)
 	return h.addLease(ctx, func(ctx context.Context, l *Lease) error {
-		return f.release(ctx, l, k, token)
+		return f.release(ctx, l, fairRelease, k.keys, token, k.channel)
 	}), nil
 }
 
@@ -146,10 +127,7 @@ func (f *Fair) attempt(ctx context.Context, key, op string, wait bool, trips *in
 // the waiters behind it do not wait for it.
 func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wait bool, trips *int) (int64, time.Time, error) {
 	o := &f.opts
-	floor := ""
-	if o.FenceFloor == nil {
-		floor = "0"
-	}
+	floor := o.startFloor()
 	lease := "" // TryLock never queues
 	wctx := ctx
 	if wait {
@@ -168,50 +146,27 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 		}
 		if queued && !granted {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
-			_, n, _ := run(cctx, f.rdb, fairRelease, k.keys, token, k.channel)
+			_, n, _ := redisscript.Run(cctx, f.rdb, fairRelease, k.keys, token, k.channel)
 			cancel()
 			*trips += n
 		}
 	}()
 	bo := newBackoff(o.MinBackoff, o.MaxBackoff)
 	var timer *time.Timer
+	defer func() { stopTimer(timer) }()
 	for {
-		if wctx.Err() != nil {
-			return 0, time.Time{}, timeoutError(op, key, wctx)
-		}
-		sent := time.Now()
-		v, n, err := run(wctx, f.rdb, fairAcquire, k.keys, token, ms(o.TTL), floor, lease, k.channel)
-		*trips += n
+		r, sent, err := tryScript(wctx, o, op, key, &floor, trips,
+			func(ctx context.Context, floor string) (any, int, error) {
+				return redisscript.Run(ctx, f.rdb, fairAcquire, k.keys, token, ms(o.TTL), floor, lease, k.channel)
+			},
+			func() { queued = true })
 		if err != nil {
-			if !isServerReply(err) {
-				queued = true // the script may have run and its reply been lost
-			}
-			if wctx.Err() != nil {
-				return 0, time.Time{}, timeoutError(op, key, wctx)
-			}
-			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
-		}
-		r, err := replyInts(v)
-		if err != nil {
-			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+			return 0, time.Time{}, err
 		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
 			granted = true
 			return r[1], sent, nil
-		case r[0] == -1 && floor == "":
-			fl, err := o.FenceFloor(wctx, key)
-			if err != nil {
-				if wctx.Err() != nil {
-					return 0, time.Time{}, timeoutError(op, key, wctx)
-				}
-				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %w", err)}
-			}
-			if fl < 0 {
-				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", fl)}
-			}
-			floor = strconv.FormatInt(fl, 10)
-			continue
 		case r[0] != 0 || len(r) < 3:
 			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
 		}
@@ -235,38 +190,10 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 		} else {
 			d = bo.next()
 		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
-		var again bool
-		if w != nil {
-			again = w.park(wctx, timer)
-		} else {
-			again = sleep(wctx, timer)
-		}
-		if !again {
+		if !nap(wctx, w, &timer, d) {
 			return 0, time.Time{}, timeoutError(op, key, wctx)
 		}
 	}
-}
-
-func (f *Fair) release(ctx context.Context, l *Lease, k fairKeys, token string) error {
-	h := l.h
-	// The hold ends first, so that a loss the clock proves by now reaches
-	// the lease's context as a loss (end is idempotent: a second Release
-	// only finds it ended).
-	lost := h.end()
-	if _, err := l.BeginRelease(); err != nil {
-		return err
-	}
-	h.dropLease(l)
-	ctx, cancel := releaseContext(ctx)
-	defer cancel()
-	v, _, err := run(ctx, f.rdb, fairRelease, k.keys, token, k.channel)
-	return l.EndRelease(releaseResult(h.key, lost, v == int64(1), err))
 }
 
 var _ lock.Locker = (*Fair)(nil)

@@ -12,28 +12,18 @@
 -- queue (0 = next; -1 for TryLock, which does not queue). Reply {-1}: it is
 -- our turn but the fencing counter is missing and no floor was given: ask
 -- the caller for one and run again.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- Waiters whose lease ran out (their process died or stopped) leave the queue.
-for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
-  redis.call('ZREM', KEYS[2], w)
-  redis.call('ZREM', KEYS[3], w)
-end
+-- Runs after fair_expire.lua (now; expired waiters dropped) and
+-- redisscript's mint_fence.
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
   return {1, tonumber(string.sub(v, #ARGV[1] + 2))}
 end
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if not v and (not head or head == ARGV[1]) then
-  local n = redis.call('HGET', KEYS[4], 'n')
-  if ARGV[3] ~= '' then
-    if not n or tonumber(n) < tonumber(ARGV[3]) then
-      redis.call('HSET', KEYS[4], 'n', ARGV[3])
-    end
-  elseif not n then
+  local fence = mint_fence(KEYS[4], ARGV[3])
+  if not fence then
     return {-1}
   end
-  local fence = string.format('%d', redis.call('HINCRBY', KEYS[4], 'n', 1))
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[3], ARGV[1])

@@ -7,12 +7,7 @@
 -- KEYS as in fair_acquire.lua. ARGV[1] token, ARGV[2] wake channel.
 -- Reply 1: we held it and it is released (now or by an earlier send of this
 -- command). Reply 0: we did not hold it.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
-  redis.call('ZREM', KEYS[2], w)
-  redis.call('ZREM', KEYS[3], w)
-end
+-- Runs after fair_expire.lua (expired waiters dropped).
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 local released = 0

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 	"inventory/internal/testenv"
 )
 
@@ -226,7 +227,7 @@ func TestFairDeadWaiterIsDropped(t *testing.T) {
 	k := fairKeysT(t, key)
 	const dead = "DEAD-WAITER-TOKEN-XXXXXXXX"
 	enqueued := time.Now()
-	if _, _, err := run(bg, rdb, fairAcquire, k.keys, dead, 30000, "0", ms(lease), k.channel); err != nil {
+	if _, _, err := redisscript.Run(bg, rdb, fairAcquire, k.keys, dead, 30000, "0", ms(lease), k.channel); err != nil {
 		t.Fatalf("enqueue the dead waiter: %v", err)
 	}
 	next := lockAsync(bg, fairLock(f), "", key)
@@ -317,7 +318,7 @@ func TestFairReleaseTwice(t *testing.T) {
 		t.Errorf("second Release of the first lease = %v, want lock.ErrNotHeld", err)
 	}
 	k := fairKeysT(t, key)
-	if v, _, err := run(bg, rdb, fairRelease, k.keys, "STRANGER-TOKEN-XXXXXXXXXXX", k.channel); err != nil || v != int64(0) {
+	if v, _, err := redisscript.Run(bg, rdb, fairRelease, k.keys, "STRANGER-TOKEN-XXXXXXXXXXX", k.channel); err != nil || v != int64(0) {
 		t.Errorf("release by a stranger = %v, %v, want 0", v, err)
 	}
 	if err := l2.Err(); err != nil {

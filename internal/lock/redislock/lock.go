@@ -51,6 +51,6 @@ type Options struct {
 	FenceFloor func(ctx context.Context, key string) (int64, error)
 }
 
-// ErrNoOwner: a Reentrant lock was asked for without WithOwner in the
+// ErrNoOwner: a Reentrant lock was asked for without lock.WithOwner in the
 // context. The package's other errors are lock's, wrapped in *lock.Error.
 var ErrNoOwner = errors.New("no lock owner in context")

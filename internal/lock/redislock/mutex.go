@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // cleanupTimeout bounds the best-effort delete after an acquire whose
@@ -52,35 +53,34 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // Mutex is an exclusive Redis lock: SET key token NX PX ttl (in a script
 // that also mints the fencing token), released by compare-and-delete.
 // Create one per process and share it; it is safe for concurrent use.
-type Mutex struct {
+type Mutex struct{ base }
+
+// NewMutex returns a Mutex over rdb; see Options for the defaults.
+func NewMutex(rdb redis.UniversalClient, opts Options) *Mutex {
+	return &Mutex{newBase(rdb, opts)}
+}
+
+// base is what a Mutex, Reentrant and Fair lock are built on: the client,
+// the options with their defaults, and the subscription that wakes waiters.
+type base struct {
 	rdb    redis.UniversalClient
 	opts   Options
 	notify *notifier // nil when PollOnly
 }
 
-// NewMutex returns a Mutex over rdb; see Options for the defaults.
-func NewMutex(rdb redis.UniversalClient, opts Options) *Mutex {
-	opts = opts.withDefaults()
-	return &Mutex{rdb: rdb, opts: opts, notify: newNotifierUnless(rdb, opts.PollOnly)}
-}
-
-// newNotifierUnless is a notifier over rdb, or nil for a PollOnly lock.
-func newNotifierUnless(rdb redis.UniversalClient, pollOnly bool) *notifier {
-	if pollOnly {
-		return nil
+func newBase(rdb redis.UniversalClient, opts Options) base {
+	b := base{rdb: rdb, opts: opts.withDefaults()}
+	if !b.opts.PollOnly {
+		b.notify = newNotifier(rdb)
 	}
-	return newNotifier(rdb)
+	return b
 }
 
 // Close stops the subscription that wakes waiters, if one is running (it
 // also stops by itself a few seconds after the last waiter), and waits for
 // its goroutine to exit. The Mutex stays usable: held leases can be
 // released, and later waiters poll.
-func (m *Mutex) Close() {
-	if m.notify != nil {
-		m.notify.close()
-	}
-}
+func (m *Mutex) Close() { m.notify.close() }
 
 // Lock acquires key, waiting while it is held until a release notice (or,
 // when that is lost, a timed retry) lets it try again, for at most
@@ -88,24 +88,13 @@ func (m *Mutex) Close() {
 // *lock.Error wrapping lock.ErrTimeout and ctx.Err() (or context.DeadlineExceeded for
 // the Wait budget); a Redis failure returns *lock.Error wrapping it.
 func (m *Mutex) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return m.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, m.opts.Observer, key, "lock", true, m.attempt)
 }
 
 // TryLock makes one attempt and never waits: *lock.Error wrapping lock.ErrNotAcquired
 // if key is held (lock.ErrTimeout wrapping ctx.Err() if ctx is already done).
 func (m *Mutex) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return m.acquire(ctx, key, "trylock", false)
-}
-
-func (m *Mutex) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
-	trips := 0
-	l, err := m.attempt(ctx, key, op, wait, &trips)
-	m.opts.Observer.Acquired(key, err, time.Since(start), trips)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
+	return lock.Acquire(ctx, m.opts.Observer, key, "trylock", false, m.attempt)
 }
 
 func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
@@ -122,26 +111,28 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 	var renew func(context.Context) (bool, error)
 	if m.opts.Watchdog {
 		renew = func(ctx context.Context) (bool, error) {
-			v, _, err := run(ctx, m.rdb, mutexRenew, keys[:1], token, ms(m.opts.TTL))
+			v, _, err := redisscript.Run(ctx, m.rdb, mutexRenew, keys[:1], token, ms(m.opts.TTL))
 			return v == int64(1), err
 		}
 	}
 	h := newHold(Backend, key, token, &m.opts, renew)
 	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
-			return run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
+			return redisscript.Run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
 		},
-		func(ctx context.Context) { _, _, _ = run(ctx, m.rdb, mutexRelease, keys, token, ch) })
+		func(ctx context.Context) { _, _, _ = redisscript.Run(ctx, m.rdb, mutexRelease, keys, token, ch) })
 	if err != nil {
 		return nil, err
 	}
 	h.arm(sent, fence)
 	return h.addLease(ctx, func(ctx context.Context, l *Lease) error {
-		return m.release(ctx, l, keys, token, ch)
+		return m.release(ctx, l, mutexRelease, keys, token, ch)
 	}), nil
 }
 
-func (m *Mutex) release(ctx context.Context, l *Lease, keys []string, token, ch string) error {
+// release ends l's hold and frees the lock with script (which replies 1
+// when it did): a Mutex's or a Fair lock's Release.
+func (b *base) release(ctx context.Context, l *Lease, script *redis.Script, keys []string, args ...any) error {
 	h := l.h
 	// The hold ends first, so that a loss the clock proves by now reaches
 	// the lease's context as a loss (end is idempotent: a second Release
@@ -153,21 +144,8 @@ func (m *Mutex) release(ctx context.Context, l *Lease, keys []string, token, ch 
 	h.dropLease(l)
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
-	v, _, err := run(ctx, m.rdb, mutexRelease, keys, token, ch)
-	return l.EndRelease(releaseResult(h.key, lost, v == int64(1), err))
-}
-
-// releaseResult turns the outcome of a last release into the error Release returns.
-func releaseResult(key string, lost error, released bool, err error) error {
-	switch {
-	case lost != nil:
-		return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
-	case err != nil:
-		return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}
-	case !released:
-		return &lock.Error{Backend: Backend, Op: "release", Key: key, Err: lock.ErrNotHeld}
-	}
-	return nil
+	v, _, err := redisscript.Run(ctx, b.rdb, script, keys, args...)
+	return l.EndRelease(l.ReleaseError(lost, err, v == int64(1)))
 }
 
 // grant runs an acquire script until it grants the lock, waiting between
@@ -178,16 +156,9 @@ func releaseResult(key string, lost error, released bool, err error) error {
 // command was sent.
 func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int, notify *notifier, channel string,
 	try func(ctx context.Context, floor string) (any, int, error), cleanup func(context.Context)) (int64, time.Time, error) {
-	floor := ""
-	if o.FenceFloor == nil {
-		floor = "0"
-	}
-	wctx := ctx
-	if wait {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, o.Wait)
-		defer cancel()
-	}
+	floor := o.startFloor()
+	wctx, cancel := o.WaitContext(ctx, wait)
+	defer cancel()
 	bo := newBackoff(o.MinBackoff, o.MaxBackoff)
 	var w *waiter // joined after the first try that found the lock held
 	defer func() {
@@ -196,48 +167,22 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		}
 	}()
 	var timer *time.Timer
+	defer func() { stopTimer(timer) }()
 	lastTry := false
 	for {
-		if err := wctx.Err(); err != nil {
-			return 0, time.Time{}, timeoutError(op, key, wctx)
-		}
-		sent := time.Now()
-		v, n, err := try(wctx, floor)
-		*trips += n
+		r, sent, err := tryScript(wctx, o, op, key, &floor, trips, try, func() {
+			// Delete our key (by token) rather than leave it until its TTL.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
+			cleanup(cctx)
+			cancel()
+			*trips++
+		})
 		if err != nil {
-			if !isServerReply(err) {
-				// The script may have run and its reply been lost: delete our
-				// key (by token) rather than leave it until its TTL.
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
-				cleanup(cctx)
-				cancel()
-				*trips++
-			}
-			if wctx.Err() != nil {
-				return 0, time.Time{}, timeoutError(op, key, wctx)
-			}
-			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
-		}
-		r, err := replyInts(v)
-		if err != nil {
-			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+			return 0, time.Time{}, err
 		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
 			return r[1], sent, nil
-		case r[0] == -1 && floor == "":
-			f, err := o.FenceFloor(wctx, key)
-			if err != nil {
-				if wctx.Err() != nil {
-					return 0, time.Time{}, timeoutError(op, key, wctx)
-				}
-				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %w", err)}
-			}
-			if f < 0 {
-				return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", f)}
-			}
-			floor = strconv.FormatInt(f, 10)
-			continue
 		case r[0] != 0:
 			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, r)}
 		}
@@ -276,21 +221,96 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 				return 0, time.Time{}, timeoutError(op, key, wctx)
 			}
 		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d) // Go >= 1.23: no stale tick can be left in timer.C
-		}
-		var again bool
-		if w != nil {
-			again = w.park(wctx, timer)
-		} else {
-			again = sleep(wctx, timer)
-		}
-		if !again {
+		if !nap(wctx, w, &timer, d) {
 			return 0, time.Time{}, timeoutError(op, key, wctx)
 		}
+	}
+}
+
+// tryScript makes one try of an acquire script, run with the fence floor,
+// and returns its reply and when it was sent. It counts the round trips,
+// calls unknown when the outcome is unknown (the script may have run and
+// its reply been lost), and when the script asks for a floor (reply {-1}:
+// no fencing counter, and floor is "") asks FenceFloor for one and runs
+// the script again with it.
+func tryScript(wctx context.Context, o *Options, op, key string, floor *string, trips *int,
+	run func(ctx context.Context, floor string) (any, int, error), unknown func()) ([]int64, time.Time, error) {
+	for {
+		if wctx.Err() != nil {
+			return nil, time.Time{}, timeoutError(op, key, wctx)
+		}
+		sent := time.Now()
+		v, n, err := run(wctx, *floor)
+		*trips += n
+		if err != nil {
+			if !redisscript.IsServerReply(err) {
+				unknown()
+			}
+			return nil, time.Time{}, tryError(wctx, op, key, err)
+		}
+		r, err := redisscript.ReplyInts(v)
+		if err != nil {
+			return nil, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+		}
+		if r[0] != -1 || *floor != "" {
+			return r, sent, nil
+		}
+		if *floor, err = askFloor(wctx, o, op, key); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+}
+
+// startFloor is the acquire scripts' fence floor before the first try:
+// "" (ask FenceFloor once a script finds no fencing counter), or "0"
+// without a FenceFloor.
+func (o *Options) startFloor() string {
+	if o.FenceFloor == nil {
+		return "0"
+	}
+	return ""
+}
+
+// askFloor asks FenceFloor for key's floor, as an acquire script's
+// argument, once the script found no fencing counter.
+func askFloor(wctx context.Context, o *Options, op, key string) (string, error) {
+	f, err := o.FenceFloor(wctx, key)
+	if err != nil {
+		return "", tryError(wctx, op, key, fmt.Errorf("fence floor: %w", err))
+	}
+	if f < 0 {
+		return "", &lock.Error{Backend: Backend, Op: op, Key: key, Err: fmt.Errorf("fence floor: %d is negative", f)}
+	}
+	return strconv.FormatInt(f, 10), nil
+}
+
+// tryError is the error of a try that failed with err, or giving up when
+// the wait ran out meanwhile.
+func tryError(wctx context.Context, op, key string, err error) error {
+	if wctx.Err() != nil {
+		return timeoutError(op, key, wctx)
+	}
+	return &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+}
+
+// nap waits d between tries, on *timer (made at the first nap; stop it
+// with stopTimer), parked for a notice to w, or with no waiter for the
+// timer alone. It reports false once wctx ended first.
+func nap(wctx context.Context, w *waiter, timer **time.Timer, d time.Duration) bool {
+	if *timer == nil {
+		*timer = time.NewTimer(d)
+	} else {
+		(*timer).Reset(d) // Go >= 1.23: no stale tick can be left in timer.C
+	}
+	if w != nil {
+		return w.park(wctx, *timer)
+	}
+	return sleep(wctx, *timer)
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
 	}
 }
 

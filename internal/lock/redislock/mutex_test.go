@@ -90,7 +90,7 @@ func mutexAcquire2(m *Mutex, key string) acquireFunc {
 
 func reentrantAcquire2(r *Reentrant, key string) acquireFunc {
 	return func(ctx context.Context, g int) (func() error, error) {
-		ctx = WithOwner(ctx, fmt.Sprintf("goroutine-%d", g))
+		ctx = lock.WithOwner(ctx, fmt.Sprintf("goroutine-%d", g))
 		l, err := r.Lock(ctx, key)
 		if err != nil {
 			return nil, err
@@ -159,7 +159,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 		t.Fatalf("holder Mutex.Lock = %v", err)
 	}
 	defer mheld.Release(bg)
-	rheld, err := NewReentrant(rdb, Options{}).Lock(WithOwner(bg, "holder"), rkey)
+	rheld, err := NewReentrant(rdb, Options{}).Lock(lock.WithOwner(bg, "holder"), rkey)
 	if err != nil {
 		t.Fatalf("holder Reentrant.Lock = %v", err)
 	}
@@ -187,10 +187,10 @@ func TestTimeoutAndCancel(t *testing.T) {
 		{"Mutex ctx deadline", mkey, mheld, deadline, long.Lock, context.DeadlineExceeded},
 		{"Mutex ctx cancelled", mkey, mheld, cancelSoon, long.Lock, context.Canceled},
 		{"Reentrant Wait budget", rkey, rheld, none, func(ctx context.Context, key string) (lock.Lease, error) {
-			return re.Lock(WithOwner(ctx, "waiter"), key)
+			return re.Lock(lock.WithOwner(ctx, "waiter"), key)
 		}, context.DeadlineExceeded},
 		{"Reentrant ctx cancelled", rkey, rheld, cancelSoon, func(ctx context.Context, key string) (lock.Lease, error) {
-			return NewReentrant(rdb, Options{}).Lock(WithOwner(ctx, "waiter"), key)
+			return NewReentrant(rdb, Options{}).Lock(lock.WithOwner(ctx, "waiter"), key)
 		}, context.Canceled},
 	}
 	for _, tt := range tests {
@@ -250,7 +250,7 @@ func TestLostReplyLeavesNoOrphan(t *testing.T) {
 	}{
 		{"Mutex", NewMutex(lossy, Options{Watchdog: true}).Lock},
 		{"Reentrant", func(ctx context.Context, key string) (lock.Lease, error) {
-			return NewReentrant(lossy, Options{}).Lock(WithOwner(ctx, "o"), key)
+			return NewReentrant(lossy, Options{}).Lock(lock.WithOwner(ctx, "o"), key)
 		}},
 	}
 	for _, tt := range tests {
@@ -297,7 +297,7 @@ func TestResentScriptsAreIdempotent(t *testing.T) {
 
 	r := NewReentrant(twice, Options{})
 	const rkey = "lock:{twice-r}"
-	ctx := WithOwner(bg, "o")
+	ctx := lock.WithOwner(bg, "o")
 	var leases []lock.Lease
 	for i := range 3 {
 		l, err := r.Lock(ctx, rkey)

@@ -119,6 +119,9 @@ func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waite
 // close stops the subscriber and waits for it to exit. Waiters still parked
 // go on by their timed retries; later ones poll.
 func (n *notifier) close() {
+	if n == nil { // a PollOnly lock's
+		return
+	}
 	n.mu.Lock()
 	n.closed = true
 	ps := n.ps

@@ -60,7 +60,7 @@ var lockers = []struct {
 	{"Reentrant", func(t *testing.T, rdb *redis.Client, opts Options) func(context.Context, string, string) (lock.Lease, error) {
 		r := closing(t, NewReentrant(rdb, opts))
 		return func(ctx context.Context, owner, key string) (lock.Lease, error) {
-			return r.Lock(WithOwner(ctx, owner), key)
+			return r.Lock(lock.WithOwner(ctx, owner), key)
 		}
 	}},
 }

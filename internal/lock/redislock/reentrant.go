@@ -10,37 +10,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
-type ownerKey struct{}
-
-// WithOwner returns a context that carries owner as the Reentrant lock owner:
-// a Lock under it (or under any context derived from it) re-enters a lock
-// this owner already holds. Owners must be non-empty and must not start with
-// a NUL byte (those field names are the lock's own); OwnerFrom ignores such.
-func WithOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, owner)
-}
-
-// OwnerFrom returns the Reentrant lock owner carried by ctx.
-func OwnerFrom(ctx context.Context) (string, bool) {
-	o, ok := ctx.Value(ownerKey{}).(string)
-	if !ok || o == "" || o[0] == 0 {
-		return "", false
-	}
-	return o, true
-}
-
 // Reentrant is a re-entrant Redis lock: a hash {owner → hold count} whose
-// owner comes from the context (WithOwner), so nested code of one request
+// owner comes from the context (lock.WithOwner), so nested code of one request
 // re-enters instead of deadlocking. Each outermost hold has one watchdog
 // that renews it every TTL/3 while held. Create one per process and share
 // it; it is safe for concurrent use. Owners are scoped to it: the same owner
 // name used through two Reentrant values (or two processes) contends.
 type Reentrant struct {
-	rdb    redis.UniversalClient
-	opts   Options
-	notify *notifier // nil when PollOnly
+	base
 
 	mu      sync.Mutex
 	entries map[entryKey]*entry
@@ -64,16 +44,11 @@ type entry struct {
 // defaults. Options.Watchdog is implied.
 func NewReentrant(rdb redis.UniversalClient, opts Options) *Reentrant {
 	opts.Watchdog = true
-	opts = opts.withDefaults()
-	return &Reentrant{rdb: rdb, opts: opts, notify: newNotifierUnless(rdb, opts.PollOnly), entries: map[entryKey]*entry{}}
+	return &Reentrant{base: newBase(rdb, opts), entries: map[entryKey]*entry{}}
 }
 
 // Close stops the subscription that wakes waiters, as Mutex.Close does.
-func (r *Reentrant) Close() {
-	if r.notify != nil {
-		r.notify.close()
-	}
-}
+func (r *Reentrant) Close() { r.notify.close() }
 
 // Lock acquires key for the owner in ctx (ErrNoOwner without one), or
 // re-enters it if the owner holds it already, incrementing its count and
@@ -81,24 +56,13 @@ func (r *Reentrant) Close() {
 // into a hold that has been lost fails with lock.ErrLost until the owner has
 // released all its leases on it.
 func (r *Reentrant) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return r.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, r.opts.Observer, key, "lock", true, r.attempt)
 }
 
 // TryLock is Lock without waiting: lock.ErrNotAcquired if another owner holds
 // key, or if this owner is itself in the middle of acquiring it.
 func (r *Reentrant) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return r.acquire(ctx, key, "trylock", false)
-}
-
-func (r *Reentrant) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
-	trips := 0
-	l, err := r.attempt(ctx, key, op, wait, &trips)
-	r.opts.Observer.Acquired(key, err, time.Since(start), trips)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
+	return lock.Acquire(ctx, r.opts.Observer, key, "trylock", false, r.attempt)
 }
 
 func (r *Reentrant) use(k entryKey) *entry {
@@ -122,7 +86,7 @@ func (r *Reentrant) unuse(k entryKey, e *entry) {
 }
 
 func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
-	owner, ok := OwnerFrom(ctx)
+	owner, ok := lock.OwnerFrom(ctx)
 	if !ok {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: ErrNoOwner}
 	}
@@ -162,15 +126,15 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	keys := []string{key, fk}
 	token := newToken()
 	h := newHold(Backend, key, token, &r.opts, func(ctx context.Context) (bool, error) {
-		v, _, err := run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
+		v, _, err := redisscript.Run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
 		return v == int64(1), err
 	})
 	fence, sent, err := grant(ctx, &r.opts, op, key, wait, trips, r.notify, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
-			return run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
+			return redisscript.Run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
 		},
 		func(ctx context.Context) {
-			_, _, _ = run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1", ch)
+			_, _, _ = redisscript.Run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1", ch)
 		})
 	if err != nil {
 		return nil, err
@@ -195,7 +159,7 @@ func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry
 	}
 	e.seq++
 	sent := time.Now()
-	v, n, err := run(ctx, r.rdb, reentrantEnter, e.keys[:1], k.owner, h.token, ms(r.opts.TTL), strconv.FormatInt(e.seq, 10))
+	v, n, err := redisscript.Run(ctx, r.rdb, reentrantEnter, e.keys[:1], k.owner, h.token, ms(r.opts.TTL), strconv.FormatInt(e.seq, 10))
 	*trips += n
 	if err != nil {
 		// If it ran, Redis counts one more than we do; harmless, as the
@@ -215,7 +179,7 @@ func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry
 }
 
 func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry) error {
-	if o, ok := OwnerFrom(ctx); ok && o != l.owner {
+	if o, ok := lock.OwnerFrom(ctx); ok && o != l.owner {
 		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("%w: owner %q does not hold it", lock.ErrNotHeld, o)}
 	}
 	// Only brief operations hold e.sem while a lease exists (re-entries and
@@ -235,8 +199,8 @@ func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry)
 		err = r.releaseNested(ctx, k, e)
 	} else {
 		lost := h.end() // the watchdog has stopped when this returns
-		v, _, rerr := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1", e.ch)
-		err = releaseResult(k.key, lost, v == int64(0), rerr)
+		v, _, rerr := redisscript.Run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1", e.ch)
+		err = l.ReleaseError(lost, rerr, v == int64(0))
 		e.h = nil
 		r.unuse(k, e)
 	}
@@ -249,7 +213,7 @@ func (r *Reentrant) releaseNested(ctx context.Context, k entryKey, e *entry) err
 		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("lease was lost before release: %w", lost)}
 	}
 	e.seq++
-	v, _, err := run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0", e.ch)
+	v, _, err := redisscript.Run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, strconv.FormatInt(e.seq, 10), "0", e.ch)
 	switch {
 	case err != nil:
 		return &lock.Error{Backend: Backend, Op: "release", Key: k.key, Err: fmt.Errorf("%w: %w", lock.ErrReleaseUnknown, err)}

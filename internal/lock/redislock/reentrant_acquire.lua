@@ -16,15 +16,10 @@ if tok then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local n = redis.call('HGET', KEYS[2], 'n')
-if ARGV[4] ~= '' then
-  if not n or tonumber(n) < tonumber(ARGV[4]) then
-    redis.call('HSET', KEYS[2], 'n', ARGV[4])
-  end
-elseif not n then
+local fence = mint_fence(KEYS[2], ARGV[4])
+if not fence then
   return {-1}
 end
-local fence = string.format('%d', redis.call('HINCRBY', KEYS[2], 'n', 1))
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], ARGV[1], 1, '\0tok', ARGV[2], '\0fence', fence, '\0op', '0')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])

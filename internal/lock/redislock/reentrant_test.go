@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 )
 
 // TestReentrancy: three Locks in one owner context, two releases → still
@@ -18,8 +19,8 @@ func TestReentrancy(t *testing.T) {
 	other := NewReentrant(client(t, url), Options{})
 	bg := context.Background()
 	const key = "lock:{re}"
-	a := WithOwner(bg, "request-a")
-	b := WithOwner(bg, "request-b")
+	a := lock.WithOwner(bg, "request-a")
+	b := lock.WithOwner(bg, "request-b")
 
 	var leases []lock.Lease
 	for i := range 3 {
@@ -103,7 +104,7 @@ func TestReentrantNeedsOwner(t *testing.T) {
 	url := sharedRedis(t)
 	r := NewReentrant(client(t, url), Options{})
 	bg := context.Background()
-	for _, ctx := range []context.Context{bg, WithOwner(bg, ""), WithOwner(bg, "\x00x")} {
+	for _, ctx := range []context.Context{bg, lock.WithOwner(bg, ""), lock.WithOwner(bg, "\x00x")} {
 		if l, err := r.Lock(ctx, "lock:{no-owner}"); !errors.Is(err, ErrNoOwner) {
 			t.Errorf("Lock without a valid owner (%v) = %v, %v; want ErrNoOwner", ctx, l, err)
 		}
@@ -117,14 +118,14 @@ func TestReleaseScriptRefusesOtherHold(t *testing.T) {
 	rdb := client(t, url)
 	bg := context.Background()
 	const key = "lock:{script}"
-	a := WithOwner(bg, "a")
+	a := lock.WithOwner(bg, "a")
 	l, err := NewReentrant(rdb, Options{}).Lock(a, key)
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
 	}
 	defer l.Release(a)
 	for _, final := range []string{"0", "1"} {
-		v, _, err := run(bg, rdb, reentrantRelease, []string{key, key + ":fence"}, "b", newToken(), "7", final, key+":released")
+		v, _, err := redisscript.Run(bg, rdb, reentrantRelease, []string{key, key + ":fence"}, "b", newToken(), "7", final, key+":released")
 		if err != nil || v != int64(-1) {
 			t.Errorf("release script (final=%s) with a foreign token = %v, %v; want -1 (not held)", final, v, err)
 		}
@@ -153,7 +154,7 @@ func TestFencing(t *testing.T) {
 	}{
 		{"Mutex", "lock:{fence-m}", NewMutex(rdb, opts).Lock},
 		{"Reentrant", "lock:{fence-r}", func(ctx context.Context, key string) (lock.Lease, error) {
-			return NewReentrant(rdb, opts).Lock(WithOwner(ctx, "o"), key)
+			return NewReentrant(rdb, opts).Lock(lock.WithOwner(ctx, "o"), key)
 		}},
 	}
 	for _, tt := range tests {
@@ -222,7 +223,7 @@ func TestMaxHold(t *testing.T) {
 	url := sharedRedis(t)
 	rec := &recorder{}
 	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: 150 * time.Millisecond, Observer: rec}, MaxHold: 400 * time.Millisecond})
-	ctx := WithOwner(context.Background(), "runaway")
+	ctx := lock.WithOwner(context.Background(), "runaway")
 	l, err := r.Lock(ctx, "lock:{maxhold}")
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
@@ -256,7 +257,7 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	const key = "lock:{kinds}"
 	m := NewMutex(rdb, Options{Options: lock.Options{TTL: time.Second}, Watchdog: true})
 	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: time.Second}})
-	owner := WithOwner(bg, "o")
+	owner := lock.WithOwner(bg, "o")
 
 	ml, err := m.Lock(bg, key)
 	if err != nil {

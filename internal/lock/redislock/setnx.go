@@ -47,6 +47,52 @@ func NewSetNX(rdb redis.UniversalClient, opts Options) *SetNX {
 // then sets the TTL. It returns the function that deletes key, whoever
 // holds it by then.
 func (s *SetNX) Lock(ctx context.Context, key string) (unlock func(context.Context) error, err error) {
+	return s.acquire(ctx, key, "lock", true)
+}
+
+// Locker is s as a lock.Locker, for code that takes every lock through the
+// contract. It keeps every flaw of s: a lease has no fence (Token 0), is
+// never told of a loss (its Context ends only with the ctx it came from,
+// or at Release), and its Release is the unconditional DEL. Its TryLock
+// makes one SETNX: lock.ErrNotAcquired when key is set.
+func (s *SetNX) Locker() lock.Locker { return setNXLocker{s} }
+
+type setNXLocker struct{ s *SetNX }
+
+func (l setNXLocker) Lock(ctx context.Context, key string) (lock.Lease, error) {
+	return l.lease(ctx, key, "lock", true)
+}
+
+func (l setNXLocker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
+	return l.lease(ctx, key, "trylock", false)
+}
+
+func (l setNXLocker) lease(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
+	unlock, err := l.s.acquire(ctx, key, op, wait)
+	if err != nil {
+		return nil, err
+	}
+	lease := &setNXLease{unlock: unlock}
+	lease.Init(ctx, lock.Grant{Backend: Backend, Key: key})
+	return lease, nil
+}
+
+// setNXLease is a SetNX hold as a lock.Lease.
+type setNXLease struct {
+	lock.State
+	unlock func(context.Context) error
+}
+
+func (l *setNXLease) Release(ctx context.Context) error {
+	if _, err := l.BeginRelease(); err != nil {
+		return err
+	}
+	return l.EndRelease(l.unlock(ctx))
+}
+
+// acquire is Lock, or with wait false TryLock: one SETNX, and
+// lock.ErrNotAcquired when key is set. op names the call in errors.
+func (s *SetNX) acquire(ctx context.Context, key, op string, wait bool) (unlock func(context.Context) error, err error) {
 	wctx, cancel := context.WithTimeout(ctx, s.opts.Wait)
 	defer cancel()
 	bo := newBackoff(s.opts.MinBackoff, s.opts.MaxBackoff)
@@ -70,13 +116,13 @@ func (s *SetNX) Lock(ctx context.Context, key string) (unlock func(context.Conte
 			err := s.rdb.PExpire(ectx, key, s.opts.TTL).Err()
 			cancel()
 			if err != nil {
-				return nil, &lock.Error{Backend: Backend, Op: "lock", Key: key, Err: err}
+				return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 			}
 			if wctx.Err() != nil {
 				dctx, cancel := detached()
 				_ = unlock(dctx)
 				cancel()
-				return nil, timeoutError("lock", key, wctx)
+				return nil, timeoutError(op, key, wctx)
 			}
 			return unlock, nil
 		}
@@ -87,13 +133,15 @@ func (s *SetNX) Lock(ctx context.Context, key string) (unlock func(context.Conte
 		cancel()
 		switch {
 		case wctx.Err() != nil:
-			return nil, timeoutError("lock", key, wctx)
+			return nil, timeoutError(op, key, wctx)
 		case err != nil:
-			return nil, &lock.Error{Backend: Backend, Op: "lock", Key: key, Err: err}
+			return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
+		case !wait:
+			return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: lock.ErrNotAcquired}
 		}
 		t := time.NewTimer(bo.next())
 		if !sleep(wctx, t) {
-			return nil, timeoutError("lock", key, wctx)
+			return nil, timeoutError(op, key, wctx)
 		}
 	}
 }

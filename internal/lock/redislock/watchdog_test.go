@@ -34,8 +34,8 @@ var watchdogKinds = []kind{
 		}},
 	{"Reentrant",
 		func(ctx context.Context, rdb redis.UniversalClient, opts Options, key string) (lock.Lease, error) {
-			if _, ok := OwnerFrom(ctx); !ok {
-				ctx = WithOwner(ctx, "holder")
+			if _, ok := lock.OwnerFrom(ctx); !ok {
+				ctx = lock.WithOwner(ctx, "holder")
 			}
 			return NewReentrant(rdb, opts).Lock(ctx, key)
 		},
@@ -194,7 +194,7 @@ func TestLossCancelsLease(t *testing.T) {
 				// Someone else takes the free key at once; the old holder must
 				// neither renew it, nor take it back, nor release it.
 				time.Sleep(2 * time.Millisecond)
-				other, err := k.lock(WithOwner(bg, "other"), client(t, url), Options{Options: lock.Options{TTL: 10 * time.Second}}, key)
+				other, err := k.lock(lock.WithOwner(bg, "other"), client(t, url), Options{Options: lock.Options{TTL: 10 * time.Second}}, key)
 				if err != nil {
 					t.Fatalf("Lock by another holder after %s = %v", f.name, err)
 				}

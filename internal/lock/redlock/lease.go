@@ -95,7 +95,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	var rerr error
 	switch {
 	case lost != nil:
-		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("lease was lost before release: %w", lost)}
+		rerr = l.ReleaseError(lost, nil, false)
 	case done >= lk.quorum:
 	case len(errs) > 0:
 		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("%w: released on %d of %d servers: %w",

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/lock/internal/redisscript"
 	"inventory/internal/lock/turn"
 )
 
@@ -61,18 +62,15 @@ var (
 )
 
 var (
-	//go:embed acquire.lua
-	acquireSrc string
 	//go:embed catchup.lua
 	catchupSrc string
-	//go:embed release.lua
-	releaseSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
+	// On each server, the one-server lock of redislock's Mutex.
+	acquireScript = redisscript.Acquire
 	catchupScript = redis.NewScript(catchupSrc)
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = redisscript.Release
 
-	errUnexpectedReply = errors.New("unexpected script reply")
+	errUnexpectedReply = redisscript.ErrUnexpectedReply
 )
 
 // Locker takes and releases locks on a majority of its servers. Create one
@@ -138,29 +136,25 @@ func (l *Locker) Quorum() int { return l.quorum }
 // (context.DeadlineExceeded for the Wait budget) and the last try's error
 // (lock.ErrNotAcquired, ErrNoQuorum with the servers' errors, or ErrTooSlow).
 func (l *Locker) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, l.opts.Observer, key, "lock", true, l.attempt)
 }
 
 // TryLock makes one round and never waits: *lock.Error wrapping the round's
 // failure (lock.ErrNotAcquired, ErrNoQuorum or ErrTooSlow).
 func (l *Locker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "trylock", false)
+	return lock.Acquire(ctx, l.opts.Observer, key, "trylock", false, l.attempt)
 }
 
-func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
+// attempt is one Lock or TryLock; the commands its rounds send, to any
+// server and from any goroutine, count in trips.
+func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	var cmds atomic.Int64
-	lease, err := l.attempt(ctx, key, op, wait, &cmds)
-	if l.opts.Observer != nil {
-		l.opts.Observer.Acquired(key, err, time.Since(start), int(cmds.Load()))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return lease, nil
+	lease, err := l.rounds(ctx, key, op, wait, &cmds)
+	*trips = int(cmds.Load())
+	return lease, err
 }
 
-func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *atomic.Int64) (*Lease, error) {
+func (l *Locker) rounds(ctx context.Context, key, op string, wait bool, cmds *atomic.Int64) (*Lease, error) {
 	if len(l.servers) == 0 {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: ErrNoServers}
 	}
@@ -168,12 +162,8 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, cmds *a
 	if err != nil {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 	}
-	wctx := ctx
-	if wait {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
-		defer cancel()
-	}
+	wctx, cancel := l.opts.WaitContext(ctx, wait)
+	defer cancel()
 	// Only one Lock caller per key and process contends at a time: many
 	// contenders split the servers between them, each winning some and
 	// none a majority. The others wait for their turn here, in memory.
@@ -479,11 +469,11 @@ func (r *round) acquireOn(ctx context.Context, i int, token string) reply {
 	}
 	for {
 		r.cmds.Add(1)
-		v, err := run(ctx, r.l.servers[i], acquireScript, r.keys, token, ms(r.l.opts.TTL), floor)
+		v, _, err := redisscript.Run(ctx, r.l.servers[i], acquireScript, r.keys, token, ms(r.l.opts.TTL), floor)
 		if err != nil {
 			return reply{server: i, state: failed, err: err}
 		}
-		a, err := replyInts(v)
+		a, err := redisscript.ReplyInts(v)
 		switch {
 		case err != nil:
 			return reply{server: i, state: failed, err: err}
@@ -530,7 +520,7 @@ func (r *round) catchUp(ctx context.Context, token string, grants []reply, timer
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, r.l.opts.ServerTimeout)
 			defer cancel()
-			v, err := run(cctx, r.l.servers[i], catchupScript, r.keys, token, arg)
+			v, _, err := redisscript.Run(cctx, r.l.servers[i], catchupScript, r.keys, token, arg)
 			switch {
 			case err != nil:
 				replies <- reply{server: i, state: failed, err: err}
@@ -575,7 +565,7 @@ func (r *round) catchUp(ctx context.Context, token string, grants []reply, timer
 
 // releaseOn runs the compare-and-delete script on server i.
 func (l *Locker) releaseOn(ctx context.Context, i int, keys []string, token string) reply {
-	v, err := run(ctx, l.servers[i], releaseScript, keys, token)
+	v, _, err := redisscript.Run(ctx, l.servers[i], releaseScript, keys, token)
 	switch {
 	case err != nil:
 		return reply{server: i, state: failed, err: err}
@@ -610,33 +600,6 @@ func (f *floorSource) get(ctx context.Context) (string, error) {
 		f.v, f.have = strconv.FormatInt(v, 10), true
 	}
 	return f.v, nil
-}
-
-// run runs s by its digest and falls back to sending the source when the
-// server does not have it cached (first use, or after a restart).
-func run(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := s.EvalSha(ctx, rdb, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = s.Eval(ctx, rdb, keys, args...).Result()
-	}
-	return v, err
-}
-
-// replyInts reads a script reply that is an array of integers.
-func replyInts(v any) ([]int64, error) {
-	r, ok := v.([]any)
-	if !ok || len(r) == 0 {
-		return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
-	}
-	out := make([]int64, len(r))
-	for i, e := range r {
-		n, ok := e.(int64)
-		if !ok {
-			return nil, fmt.Errorf("%w: %v", errUnexpectedReply, v)
-		}
-		out[i] = n
-	}
-	return out, nil
 }
 
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }

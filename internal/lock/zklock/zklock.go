@@ -129,7 +129,7 @@ func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
 	}
 	l.conn, l.events = conn, events
 	for {
-		up := l.upChan()
+		up, _ := l.session()
 		if conn.State() == zk.StateHasSession {
 			return l, nil
 		}
@@ -218,16 +218,12 @@ func (l *Locker) loseAll(cause error) {
 	}
 }
 
-func (l *Locker) upChan() chan struct{} {
+// session is the channel closed when a session next comes up, and the
+// current session's epoch.
+func (l *Locker) session() (up chan struct{}, epoch uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.up
-}
-
-func (l *Locker) currentEpoch() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.epoch
+	return l.up, l.epoch
 }
 
 // spawn runs f in a goroutine Close waits for; false once closed.
@@ -316,7 +312,7 @@ func connErr(err error) bool {
 
 // awaitSession waits until the client has a session again, or ctx ends.
 func (l *Locker) awaitSession(ctx context.Context) error {
-	up := l.upChan() // before the state check, so a session that comes meanwhile wakes us
+	up, _ := l.session() // before the state check, so a session that comes meanwhile wakes us
 	var retry <-chan time.Time
 	if l.conn.State() == zk.StateHasSession {
 		// The session is back but the request still failed (it was sent
@@ -421,24 +417,20 @@ func sortNodes(children []string) []string {
 // (context.DeadlineExceeded for the Wait budget); a ZooKeeper failure
 // returns *lock.Error wrapping it. The lease's Context derives from ctx.
 func (l *Locker) Lock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "lock", true)
+	return lock.Acquire(ctx, l.opts.Observer, key, "lock", true, l.attempt)
 }
 
 // TryLock makes one attempt: *lock.Error wrapping lock.ErrNotAcquired if key is held
 // (by anyone else, this Locker included).
 func (l *Locker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
-	return l.acquire(ctx, key, "trylock", false)
+	return lock.Acquire(ctx, l.opts.Observer, key, "trylock", false, l.attempt)
 }
 
-func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.Lease, error) {
-	start := time.Now()
+func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
 	a := &acquisition{l: l, ctx: ctx, key: key, op: op, wait: wait, guid: newGUID()}
-	a.wctx = ctx
-	if wait {
-		var cancel context.CancelFunc
-		a.wctx, cancel = context.WithTimeout(ctx, l.opts.Wait)
-		defer cancel()
-	}
+	var cancel context.CancelFunc
+	a.wctx, cancel = l.opts.WaitContext(ctx, wait)
+	defer cancel()
 	var lease *Lease
 	var err error
 	if !wait {
@@ -453,13 +445,8 @@ func (l *Locker) acquire(ctx context.Context, key, op string, wait bool) (lock.L
 	} else {
 		lease.done = done
 	}
-	if l.opts.Observer != nil {
-		l.opts.Observer.Acquired(key, err, time.Since(start), a.trips)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return lease, nil
+	*trips = a.trips
+	return lease, err
 }
 
 // turn waits for this Locker's turn for key, or ctx, or Close.
@@ -538,7 +525,7 @@ func (a *acquisition) run() (*Lease, error) {
 				return a.stop(err)
 			}
 		}
-		epoch := a.l.currentEpoch()
+		_, epoch := a.l.session()
 		nodes, err := a.look()
 		switch {
 		case errors.Is(err, zk.ErrNoNode): // the parent is gone, and our node with it
@@ -780,7 +767,7 @@ func (l *Locker) cleanup(parent, guid string) {
 				return
 			}
 		}
-		up := l.upChan()
+		up, _ := l.session()
 		t := time.NewTimer(backoff)
 		select {
 		case <-l.quit:

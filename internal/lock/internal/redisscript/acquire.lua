@@ -1,10 +1,11 @@
--- Acquire on one server: SET key NX PX with a fence minted from this server's
--- counter in the same step.
+-- Acquire on one server: SET key NX PX with a fencing token minted from this
+-- server's counter in the same step.
 -- KEYS[1] lock key, KEYS[2] fence hash (same hash tag).
 -- ARGV[1] token (fixed length), ARGV[2] TTL in ms, ARGV[3] fence floor ('' = none given).
 -- Reply {1, fence}: set. A re-sent command (go-redis retries after a lost
 -- reply) finds its own token and returns the fence it already minted.
--- Reply {0, pttl}: held by someone else (any value, e.g. redsync's, or a hash).
+-- Reply {0, pttl}: held by someone else (any value, e.g. redsync's, or a
+-- hash: a redislock Reentrant hold excludes us too).
 -- Reply {-1}: the counter is missing (first use, or this server lost its data)
 -- and no floor was given: ask the caller for one and run again.
 local ty = redis.call('TYPE', KEYS[1]).ok
@@ -18,14 +19,9 @@ if v then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local n = redis.call('HGET', KEYS[2], 'n')
-if ARGV[3] ~= '' then
-  if not n or tonumber(n) < tonumber(ARGV[3]) then
-    redis.call('HSET', KEYS[2], 'n', ARGV[3])
-  end
-elseif not n then
+local fence = mint_fence(KEYS[2], ARGV[3])
+if not fence then
   return {-1}
 end
-local fence = string.format('%d', redis.call('HINCRBY', KEYS[2], 'n', 1))
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
 return {1, tonumber(fence)}
