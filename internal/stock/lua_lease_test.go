@@ -13,8 +13,8 @@ import (
 const shortLease = 300 * time.Millisecond
 
 // luaWithLease is a lua seller with the given reservation lease.
-func luaWithLease(e *env, instance string, lease time.Duration) *lua {
-	s := newLua(e.deps(instance))
+func luaWithLease(t *testing.T, e *env, instance string, lease time.Duration) *lua {
+	s := newLua(e.deps(instance).build(t))
 	s.lease = lease
 	return s
 }
@@ -30,7 +30,7 @@ func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
 	e := newEnv(t)
 	const id = "stranded"
 	e.restock(t, id, 1)
-	s := luaWithLease(e, "replica-b", shortLease)
+	s := luaWithLease(t, e, "replica-b", shortLease)
 	ctx := context.Background()
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatalf("load the counter: %v", err)
@@ -73,7 +73,7 @@ func TestLuaUnknownOutcomeDoesNotBlockItsKey(t *testing.T) {
 	e := newEnv(t)
 	const id = "unknown-outcome"
 	e.restock(t, id, 5)
-	s := luaWithLease(e, "replica-b", shortLease)
+	s := luaWithLease(t, e, "replica-b", shortLease)
 	ctx := context.Background()
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatalf("load the counter: %v", err)
@@ -107,9 +107,9 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 	e.restock(t, id, 1)
 	da := e.deps("replica-a")
 	da.WorkDelay = 4 * shortLease
-	a := newLua(da)
+	a := newLua(da.build(t))
 	a.lease = shortLease
-	b := luaWithLease(e, "replica-b", shortLease)
+	b := luaWithLease(t, e, "replica-b", shortLease)
 	ctx := context.Background()
 
 	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
