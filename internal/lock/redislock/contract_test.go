@@ -49,6 +49,11 @@ func TestContract(t *testing.T) {
 			o.Watchdog = true
 			return closing(t, NewFair(rdb, o))
 		}, del(fairHolder)},
+		// The write side of a read-write lock is an exclusive lock like any.
+		{"RWMutex+Watchdog", func(t *testing.T, rdb *redis.Client, o Options) lock.Locker {
+			o.Watchdog = true
+			return closing(t, NewRWMutex(rdb, o))
+		}, del(same)},
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
