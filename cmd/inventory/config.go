@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/stock"
+	"inventory/internal/tracing"
 )
 
 // config is the whole configuration, read from the environment. The
@@ -61,6 +62,10 @@ type config struct {
 	// ZooKeeperServers is the ZooKeeper ensemble (comma-separated
 	// host:port) of the zookeeper strategy; empty: that strategy is unavailable.
 	ZooKeeperServers string `env:"INVENTORY_ZOOKEEPER_SERVERS"`
+	// Tracing is whether the standard OTEL_* variables ask for traces
+	// (tracing.Enabled): OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set.
+	Tracing bool
 }
 
 // loadConfig reads and checks the configuration. Its errors are one line
@@ -85,6 +90,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return cfg, fmt.Errorf("config: INVENTORY_INSTANCE is unset and the hostname is unknown")
 		}
 	}
+	cfg.Tracing = tracing.Enabled(getenv)
 	return cfg, cfg.validate()
 }
 

@@ -26,6 +26,7 @@ import (
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
+	"inventory/internal/tracing"
 	"inventory/internal/watchdog"
 	"inventory/migrations"
 )
@@ -92,6 +93,23 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err := applyMigrations(ctx, pool); err != nil {
 			return err
 		}
+	}
+
+	if cfg.Tracing {
+		shutdown, err := tracing.Setup(ctx, cfg.Instance)
+		if err != nil {
+			return err
+		}
+		// Deferred first, so run last: after the drain, the spans it made
+		// are flushed too.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := shutdown(sctx); err != nil {
+				log.Warn("tracing: flushing spans", "err", err)
+			}
+		}()
+		log.Info("tracing on: spans go over OTLP (OTEL_EXPORTER_OTLP_* settings)")
 	}
 
 	reg := prometheus.NewRegistry()
@@ -215,7 +233,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	handler, err := api.NewServer(api.Config{
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
-		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits,
+		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits, Tracing: cfg.Tracing,
 	})
 	if err != nil {
 		return err

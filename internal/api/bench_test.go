@@ -1,13 +1,19 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"inventory/internal/stock"
+	"inventory/internal/tracing"
 )
 
 // BenchmarkSoldOut is a sold-out buyer's request through the whole handler
@@ -56,5 +62,33 @@ func BenchmarkHealthz(b *testing.B) {
 		if rec.Code != http.StatusOK {
 			b.Fatalf("healthz: %d", rec.Code)
 		}
+	}
+}
+
+// BenchmarkSale sells one unit of a large stock with the redis strategy
+// (lock, fenced transaction, commit), tracing off and on (every span
+// batched to an exporter that drops them): what tracing costs a sale.
+func BenchmarkSale(b *testing.B) {
+	for _, traced := range []bool{false, true} {
+		b.Run(map[bool]string{false: "untraced", true: "traced"}[traced], func(b *testing.B) {
+			if traced {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				tracing.Install(tp)
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()); tracing.Install(noop.NewTracerProvider()) })
+			}
+			f := newFixture(b, adminToken, func(c *Config) { c.Tracing = traced })
+			f.restock("bench-sale", 1_000_000_000)
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/sale?strategy=redis", strings.NewReader(`{"product_id":"bench-sale","quantity":1}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+adminToken)
+				rec := httptest.NewRecorder()
+				f.handler.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("sale: %d %s", rec.Code, rec.Body)
+				}
+			}
+		})
 	}
 }

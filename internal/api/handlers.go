@@ -13,8 +13,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"inventory/internal/stock"
+	"inventory/internal/tracing"
 )
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
@@ -68,14 +71,29 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		s.writeProblem(w, r, err, "strategy", strategy)
 		return
 	}
+	ctx, span := tracing.Span(r.Context(), "sale")
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("inventory.strategy", strategy), attribute.String("inventory.product_id", order.ProductID),
+			attribute.Int64("inventory.quantity", order.Quantity))
+	}
 	if c, open := s.Circuits.Open(order.ProductID); open {
 		err := c.Err()
 		s.Metrics.Sale(strategy, classify(err).slug, time.Since(start))
 		s.writeProblem(w, r, err, "strategy", strategy, "product_id", order.ProductID)
 		return
 	}
-	sale, err := seller.Sell(r.Context(), order)
+	sale, err := seller.Sell(ctx, order)
 	k := classify(err)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("inventory.outcome", k.slug))
+		if err != nil {
+			span.SetStatus(codes.Error, k.slug)
+		} else {
+			span.SetAttributes(attribute.Int64("inventory.sale_id", sale.ID), attribute.Int64("inventory.remaining", sale.Remaining),
+				attribute.Int("inventory.round", sale.Round), attribute.Int64("inventory.fence", sale.Fence), attribute.Bool("inventory.replayed", sale.Replayed))
+		}
+	}
 	result := k.slug
 	if err == nil && sale.Replayed {
 		result = "replayed"

@@ -17,6 +17,9 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
@@ -56,6 +59,10 @@ type Config struct {
 	// a product whose circuit is open gets 503 circuit-open, and
 	// POST /products/{id}/circuit closes it. nil: no circuits.
 	Circuits *watchdog.Circuits
+	// Tracing makes every request a server span (OpenTelemetry's global
+	// provider, W3C trace context read from the request) with a "sale"
+	// span under each sale; false: no tracing work at all.
+	Tracing bool
 }
 
 type server struct {
@@ -100,6 +107,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 		s.writeProblem(w, r, fmt.Errorf("%w: %s %s (allowed: %s)", errMethodNotAllowed, r.Method, r.URL.Path, strings.Join(allowed, ", ")))
 	})
 	s.routes(r)
+	if cfg.Tracing {
+		return otelhttp.NewHandler(r, "inventory"), nil
+	}
 	return r, nil
 }
 
@@ -164,6 +174,10 @@ func (s *server) observe(next http.Handler) http.Handler {
 			route = "unmatched" // keeps label values bounded: never the raw path
 		}
 		s.Metrics.HTTPRequest(route, r.Method, ww.Status(), time.Since(start))
+		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
 	})
 }
 

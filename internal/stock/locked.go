@@ -3,7 +3,10 @@ package stock
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"inventory/internal/lock"
+	"inventory/internal/tracing"
 )
 
 // locked is the one sale of every safe lock strategy: the product's lock
@@ -45,7 +48,18 @@ func (s *locked) sell(ctx context.Context, o Order) (Sale, error) {
 	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
 		return Sale{}, err
 	}
+	// The lock wait's span ends with the wait; the sale's transaction is
+	// the sale span's child, not the lock's.
+	_, span := tracing.Span(ctx, "lock.acquire")
 	lease, err := s.lk.Lock(ctx, lockKey(o.ProductID))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("inventory.lock.key", lockKey(o.ProductID)))
+		if err == nil {
+			f := lease.Fence()
+			span.SetAttributes(attribute.String("inventory.fence.backend", f.Backend), attribute.Int64("inventory.fence", f.Token))
+		}
+	}
+	tracing.End(span, err)
 	if err != nil {
 		return Sale{}, lockErr(err)
 	}

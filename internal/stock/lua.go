@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/tracing"
 )
 
 // lua reserves units with a Lua check-and-decrement on a Redis counter, then
@@ -87,7 +89,10 @@ var errTwinInFlight = errors.New("an order with the same idempotency key is in f
 // that is over: the sale is tried again in the new one.
 func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
+	tries := 0
+	defer func() { tracing.Attempts(ctx, tries) }()
 	for attempt := 0; ; attempt++ {
+		tries = attempt + 1
 		sale, err := s.sellOnce(ctx, o, uuid.NewString())
 		switch {
 		case errors.Is(err, errTwinInFlight):

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"inventory/internal/tracing"
 )
 
 // optimistic reads stock and version, then decrements only if the version is
@@ -27,7 +29,10 @@ func (s *optimistic) Sell(ctx context.Context, o Order) (Sale, error) {
 // than being turned away after a fixed few losses.
 func (s *optimistic) sell(ctx context.Context, o Order) (Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
+	tries := 0
+	defer func() { tracing.Attempts(ctx, tries) }()
 	for attempt := 0; ; attempt++ {
+		tries = attempt + 1
 		sale, err := s.d.Store.record(ctx, o, Optimistic, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
 			q, v, err := t.read(ctx)
 			if err != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/tracing"
 )
 
 // Store is the Postgres side of stock: products, the sales ledger and every
@@ -531,7 +533,9 @@ func (t *saleTx) claimFence(ctx context.Context, col fenceColumn, fence int64) (
 // only when it cannot does it return an error wrapping ErrOutcomeUnknown.
 // Every other error means nothing was committed.
 func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
-	body func(ctx context.Context, t *saleTx) (decrement, error)) (Sale, error) {
+	body func(ctx context.Context, t *saleTx) (decrement, error)) (sale Sale, err error) {
+	ctx, span := tracing.Span(ctx, "postgres.transaction")
+	defer func() { tracing.End(span, err) }()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
 	if err != nil {
 		return Sale{}, dbErr("begin", err)
@@ -542,7 +546,7 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	if err != nil {
 		return Sale{}, err
 	}
-	sale := Sale{
+	sale = Sale{
 		ProductID: o.ProductID,
 		Quantity:  o.Quantity,
 		Remaining: d.remaining,
@@ -583,7 +587,10 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	if err := tx.Commit(cctx); err != nil {
+	_, commit := tracing.Span(ctx, "postgres.commit")
+	err = tx.Commit(cctx)
+	tracing.End(commit, err)
+	if err != nil {
 		if cerr := commitErr(err); !errors.Is(cerr, ErrOutcomeUnknown) {
 			return Sale{}, cerr
 		}
