@@ -101,39 +101,35 @@ func rwKeys(op, key string) ([]string, string, error) {
 	return nil, "", &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 }
 
+// side is what differs between taking the read and the write side.
+type side struct {
+	backend string        // the lease's Fence.Backend
+	acquire *redis.Script // one try
+	renew   *redis.Script // the watchdog's renewal: keys[:renewKeys]
+	// release frees the hold (keys[:releaseKeys]); withdraw, if set, runs
+	// after a wait that gave up.
+	release, withdraw      *redis.Script
+	renewKeys, releaseKeys int
+}
+
+var (
+	writeSide = side{backend: Backend, acquire: rwWriteAcquire, renew: mutexRenew, renewKeys: 1,
+		release: mutexRelease, releaseKeys: 2, withdraw: rwWriteWithdraw}
+	readSide = side{backend: ReadBackend, acquire: rwReadAcquire, renew: rwReadRenew, renewKeys: 4,
+		release: rwReadRelease, releaseKeys: 4}
+)
+
 func (m *RWMutex) write(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
-	keys, ch, err := rwKeys(op, key)
-	if err != nil {
-		return nil, err
-	}
-	token := newToken()
-	var renew func(context.Context) (bool, error)
-	if m.opts.Watchdog {
-		renew = func(ctx context.Context) (bool, error) {
-			v, _, err := redisscript.Run(ctx, m.rdb, mutexRenew, keys[:1], token, ms(m.opts.TTL))
-			return v == int64(1), err
-		}
-	}
-	h := newHold(Backend, key, token, &m.opts, renew)
-	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
-		func(ctx context.Context, floor string) (any, int, error) {
-			return redisscript.Run(ctx, m.rdb, rwWriteAcquire, keys, token, ms(m.opts.TTL), floor)
-		},
-		func(ctx context.Context) { _, _, _ = redisscript.Run(ctx, m.rdb, mutexRelease, keys[:2], token, ch) })
-	if err != nil {
-		// Waiting no more: stop keeping readers out now, not at the TTL.
-		wctx, cancel := releaseContext(ctx)
-		_, _, _ = redisscript.Run(wctx, m.rdb, rwWriteWithdraw, keys, token, ch)
-		cancel()
-		return nil, err
-	}
-	h.arm(sent, fence)
-	return h.addLease(ctx, func(ctx context.Context, l *Lease) error {
-		return m.release(ctx, l, mutexRelease, keys[:2], token, ch)
-	}), nil
+	return m.take(ctx, writeSide, key, op, wait, trips)
 }
 
 func (m *RWMutex) read(ctx context.Context, key, op string, wait bool, trips *int) (*Lease, error) {
+	return m.take(ctx, readSide, key, op, wait, trips)
+}
+
+// take acquires one side of key: the same waiting, leases and release as a
+// Mutex, with that side's scripts.
+func (m *RWMutex) take(ctx context.Context, sd side, key, op string, wait bool, trips *int) (*Lease, error) {
 	keys, ch, err := rwKeys(op, key)
 	if err != nil {
 		return nil, err
@@ -142,22 +138,30 @@ func (m *RWMutex) read(ctx context.Context, key, op string, wait bool, trips *in
 	var renew func(context.Context) (bool, error)
 	if m.opts.Watchdog {
 		renew = func(ctx context.Context) (bool, error) {
-			v, _, err := redisscript.Run(ctx, m.rdb, rwReadRenew, keys, token, ms(m.opts.TTL))
+			v, _, err := redisscript.Run(ctx, m.rdb, sd.renew, keys[:sd.renewKeys], token, ms(m.opts.TTL))
 			return v == int64(1), err
 		}
 	}
-	h := newHold(ReadBackend, key, token, &m.opts, renew)
+	h := newHold(sd.backend, key, token, &m.opts, renew)
 	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
-		func(ctx context.Context, _ string) (any, int, error) {
-			return redisscript.Run(ctx, m.rdb, rwReadAcquire, keys, token, ms(m.opts.TTL))
+		func(ctx context.Context, floor string) (any, int, error) {
+			return redisscript.Run(ctx, m.rdb, sd.acquire, keys, token, ms(m.opts.TTL), floor)
 		},
-		func(ctx context.Context) { _, _, _ = redisscript.Run(ctx, m.rdb, rwReadRelease, keys, token, ch) })
+		func(ctx context.Context) {
+			_, _, _ = redisscript.Run(ctx, m.rdb, sd.release, keys[:sd.releaseKeys], token, ch)
+		})
 	if err != nil {
+		if sd.withdraw != nil {
+			// Waiting no more: stop keeping readers out now, not at the TTL.
+			wctx, cancel := releaseContext(ctx)
+			_, _, _ = redisscript.Run(wctx, m.rdb, sd.withdraw, keys, token, ch)
+			cancel()
+		}
 		return nil, err
 	}
 	h.arm(sent, fence)
 	return h.addLease(ctx, func(ctx context.Context, l *Lease) error {
-		return m.release(ctx, l, rwReadRelease, keys, token, ch)
+		return m.release(ctx, l, sd.release, keys[:sd.releaseKeys], token, ch)
 	}), nil
 }
 
