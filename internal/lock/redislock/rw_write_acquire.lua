@@ -26,10 +26,8 @@ if last[2] then
   redis.call('PEXPIRE', KEYS[4], ARGV[2])
   return {0, math.max(tonumber(last[2]) - now, 1)}
 end
-local fence = mint_fence(KEYS[2], ARGV[3])
-if not fence then
-  return {-1}
+local r = set_fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+if r[1] == 1 then
+  redis.call('ZREM', KEYS[4], ARGV[1])
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
-redis.call('ZREM', KEYS[4], ARGV[1])
-return {1, tonumber(fence)}
+return r

@@ -19,9 +19,4 @@ if v then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local fence = mint_fence(KEYS[2], ARGV[3])
-if not fence then
-  return {-1}
-end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
-return {1, tonumber(fence)}
+return set_fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])

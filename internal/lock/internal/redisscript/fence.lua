@@ -13,3 +13,14 @@ local function mint_fence(hash, floor)
   end
   return string.format('%d', redis.call('HINCRBY', hash, 'n', 1))
 end
+-- set_fenced(key, hash, token, ttl, floor) takes key for token (SET key
+-- "token:fence" PX ttl) with a fence minted from hash: the acquire reply
+-- {1, fence}, or {-1} when the counter is missing and no floor was given.
+local function set_fenced(key, hash, token, ttl, floor)
+  local fence = mint_fence(hash, floor)
+  if not fence then
+    return {-1}
+  end
+  redis.call('SET', key, token .. ':' .. fence, 'PX', ttl)
+  return {1, tonumber(fence)}
+end

@@ -30,8 +30,9 @@ var (
 	Release = redis.NewScript(releaseSrc)
 )
 
-// WithFence is script src after the Lua function it calls to mint a
-// fencing token, mint_fence(hash, floor) (fence.lua).
+// WithFence is script src after the Lua functions it calls to mint a
+// fencing token, mint_fence(hash, floor), and to take a key with one,
+// set_fenced(key, hash, token, ttl, floor) (fence.lua).
 func WithFence(src string) string { return fenceSrc + src }
 
 // Run runs s by its digest and falls back to sending the source when Redis
