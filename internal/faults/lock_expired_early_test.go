@@ -297,9 +297,10 @@ func TestLockExpiredEarlyExpiresPgLockRow(t *testing.T) {
 	}
 }
 
-// TestLockExpiredEarlyNotApplicable: with no lock of the product in Redis,
-// etcd, ZooKeeper or the locks table, Inject reports ErrNotApplicable.
-func TestLockExpiredEarlyNotApplicable(t *testing.T) {
+// TestLockExpiredEarlyNotStruck: with no lock of the product in Redis,
+// etcd, ZooKeeper or the locks table, Inject reports ErrNotStruck (a miss,
+// tried again), not ErrNotApplicable (which would skip the cell).
+func TestLockExpiredEarlyNotStruck(t *testing.T) {
 	f := &fleet.Fleet{
 		RedisURL:    testenv.RedisURL(t),
 		PostgresURL: migratedDB(t),
@@ -307,8 +308,8 @@ func TestLockExpiredEarlyNotApplicable(t *testing.T) {
 		ZooKeeper:   &localstack.ZooKeeper{Addr: testenv.ZooKeeperServers(t)[0]},
 	}
 	err := next(t, inject(f, "expire-nobody"), "Inject to return")
-	if !errors.Is(err, ErrNotApplicable) {
-		t.Fatalf("Inject on a product nobody locks = %v, want ErrNotApplicable", err)
+	if !errors.Is(err, ErrNotStruck) || errors.Is(err, ErrNotApplicable) {
+		t.Fatalf("Inject on a product nobody locks = %v, want ErrNotStruck (and not ErrNotApplicable)", err)
 	}
 	for _, place := range []string{"Redis", "etcd", "ZooKeeper", "locks table"} {
 		if !strings.Contains(err.Error(), place) {
