@@ -221,9 +221,14 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 	if err != nil {
 		return report.Matrix{}, err
 	}
+	soldOut, err := startSoldOutLog(f.URL)
+	if err != nil {
+		return report.Matrix{}, err
+	}
+	defer soldOut.Close()
 	mr := &matrixRun{
-		c: load.NewClient(f.URL, f.AdminToken, o.Concurrency*len(strategies)), o: o, fleet: f,
-		stamp: time.Now().Unix() % 1_000_000, spread: o.Spread, log: log,
+		c: load.NewClient(soldOut.URL, f.AdminToken, o.Concurrency*len(strategies)), o: o, fleet: f,
+		stamp: time.Now().Unix() % 1_000_000, spread: o.Spread, log: log, soldOut: soldOut,
 	}
 	defer mr.c.Close()
 	for _, s := range strategies {
@@ -301,6 +306,9 @@ type matrixRun struct {
 	// defaultTurn counts side-by-side rounds across faults: round n's
 	// default lane is the (n mod k)th of its k safe lanes.
 	defaultTurn int
+	// soldOut notes when the buyers' sales answered 409 were sent, so that
+	// a sold-out after the fault healed fails the run.
+	soldOut *soldOutLog
 }
 
 // maxScale bounds matrixRun.scale.
@@ -506,6 +514,15 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 	}
 }
 
+// takeSoldOut is when product's sales answered 409 were sent (none
+// without a soldOutLog).
+func (mr *matrixRun) takeSoldOut(product string) []time.Time {
+	if mr.soldOut == nil {
+		return nil
+	}
+	return mr.soldOut.take(product)
+}
+
 // strikeAt is how many buyers of a run have their answer when its fault
 // strikes: a fifth.
 func strikeAt(o Options) int64 { return int64(max(1, o.Buyers/5)) }
@@ -553,13 +570,30 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 	if err != nil {
 		return report.FaultRun{}, err
 	}
+	var healed time.Time // when disturb returned: the fault had struck and healed
 	cfg := load.Config{
 		Product: product, Stock: o.Stock, Buyers: o.Buyers, Concurrency: o.Concurrency,
-		Keys: product, Retries: o.Retries, Disturb: disturb, Spread: spread,
+		Keys: product, Retries: o.Retries, Spread: spread,
+		Disturb: func(ctx context.Context, answered func() int64, selling <-chan struct{}) error {
+			err := disturb(ctx, answered, selling)
+			healed = time.Now()
+			return err
+		},
 	}
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
+	soldOutSent := mr.takeSoldOut(product)
 	if err != nil {
 		return report.FaultRun{}, err
+	}
+	if s.Safe && !healed.IsZero() {
+		during, _, why := verdict.SoldOutAfterHeal(res.FinalStock, healed, soldOutSent)
+		if during > 0 {
+			fmt.Fprintf(mr.log, "  %s (%s): %d sold-out answers while stock remained, sent while the fault was active (allowed)\n", product, s.Name, during)
+		}
+		if why != "" {
+			res.Reasons = append(res.Reasons, why)
+			res.Verdict = verdict.Broken
+		}
 	}
 	pgURL := mr.fleet.PostgresURL
 	byKey, err := verdict.ReadKeys(ctx, pgURL, product, res.Rounds[0].Round)
