@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -42,6 +43,9 @@ func startSoldOutLog(target string) (*soldOutLog, error) {
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
+	// A buyer that gives up cancels its request: the proxy answers it 502,
+	// which nobody reads; it need not say so on stderr.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	l := &soldOutLog{URL: "http://" + ln.Addr().String(), sent: map[string][]time.Time{}}
 	l.srv = &http.Server{Handler: l.handler(rp), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = l.srv.Serve(ln) }()

@@ -87,7 +87,7 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 // runs is short in runs (one per cell) and buyers, not in faults.
 func TestShortFaultMatrix(t *testing.T) {
 	testenv.InTier(t, testenv.TierFaults)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	// `loadtest faults --runs 1 --stock 40 --buyers 80`: every fault.
 	o := Defaults()
