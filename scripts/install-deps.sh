@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers that the tests and the demo start as local processes
 # (postgres, redis-server, nginx, etcd and ZooKeeper; prometheus for the
-# dashboards test and chromium for the live page's browser test) when they
+# dashboards test, chromium for the live page's browser test, libfaketime
+# for the clock-jump fault) when they
 # are missing. Debian/Ubuntu only;
 # elsewhere it prints what to install.
 #
@@ -42,6 +43,8 @@ have etcd || missing+=(etcd-server)
 if ! $demo; then
   have prometheus || missing+=(prometheus)
   have chromium || missing+=(chromium)
+  # The clock-jump fault runs Redis under libfaketime.
+  compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime libfaketime)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if $check; then
@@ -50,7 +53,7 @@ if $check; then
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "missing: ${missing[*]} — install PostgreSQL >= 15, Redis >= 7, nginx, etcd, ZooKeeper, Prometheus and Chromium with your package manager" >&2
+  echo "missing: ${missing[*]} — install PostgreSQL >= 15, Redis >= 7, nginx, etcd, ZooKeeper, Prometheus, Chromium and libfaketime with your package manager" >&2
   exit 1
 fi
 sudo=""

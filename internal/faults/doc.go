@@ -4,7 +4,8 @@
 // network to Postgres and Redis slowed or cut (through proxies), a COMMIT's
 // reply lost after Postgres committed, a lock key
 // removed under its holder, a restock or a strategy switch racing the
-// buyers) into a running local fleet, one file per fault.
+// buyers, a lock server's clock jumping forward) into a running local
+// fleet, one file per fault.
 //
 // A fault's Scope says how far it reaches: a fault that strikes the whole
 // fleet (ScopeFleet) is injected once while every strategy sells its own
@@ -13,8 +14,15 @@
 //
 // A fault that needs the fleet started a way of its own says so
 // (FleetNeeds): redis-failover needs the replicas to reach Redis through a
-// Sentinel, which the network faults' proxy links cannot stand between, so
-// whoever runs the faults starts one fleet per set of needs.
+// Sentinel, which the network faults' proxy links cannot stand between,
+// and clock-jump Redis servers under libfaketime, so whoever runs the
+// faults starts one fleet per set of needs.
+//
+// A fault that acts on some strategies only says which, before any run
+// (Applicable), from a static list: a fault that applies but finds nothing
+// to strike when its moment comes reports a miss (ErrMissed, ErrNotStruck),
+// never "not applicable", so that its run is tried again rather than its
+// cell skipped.
 //
 // A fault only injects and heals; it never judges. Whoever runs it (the
 // load tester's fault matrix) checks the invariants from the database and

@@ -3,7 +3,9 @@ package faults
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"inventory/internal/fleet"
@@ -78,6 +80,31 @@ func FleetOptions(f Fault, base fleet.Options) fleet.Options {
 	return opts
 }
 
+// Applicable is implemented by faults that act on some strategies only:
+// AppliesTo returns nil, or why the fault has nothing to act on with
+// t.Strategy (wrapping ErrNotApplicable). It is decided from the strategy
+// alone (and the strategies offered), before the run, never from what the
+// fault found when it struck: a fault that applies but found nothing to
+// strike is a miss (ErrMissed, ErrNotStruck), and its run is tried again.
+type Applicable interface{ AppliesTo(t Target) error }
+
+// AppliesTo returns nil if f applies to t.Strategy, else why not.
+func AppliesTo(f Fault, t Target) error {
+	if a, ok := f.(Applicable); ok {
+		return a.AppliesTo(t)
+	}
+	return nil
+}
+
+// appliesTo is AppliesTo for a fault that applies to the strategies named
+// in list (a strategy not in the list does not apply, for why).
+func appliesTo(strategy string, list []string, why string) error {
+	if slices.Contains(list, strategy) {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: %w", strategy, why, ErrNotApplicable)
+}
+
 // Target is one faulted run: the fleet, the product the buyers are
 // buying and the strategy they buy with. A ScopeFleet fault striking
 // several runs at once gets neither.
@@ -105,9 +132,13 @@ type Strategy struct {
 
 var (
 	// ErrNotApplicable: the fault has nothing to act on with this strategy
-	// (no lock of the product for lock-expired-early, no other strategy to
-	// switch to).
+	// (no lock for lock-expired-early, no other strategy to switch to):
+	// see Applicable.
 	ErrNotApplicable = errors.New("fault does not apply to this strategy")
+	// ErrNotStruck: the fault applies, but found nothing to strike when
+	// its moment came (no lock held in its look window, say): the run was
+	// not faulted, and is tried again like a missed one.
+	ErrNotStruck = errors.New("the fault found nothing to strike")
 	// ErrMissed: the buyers were all answered before the fault's moment
 	// came, so the run was not faulted mid-sale.
 	ErrMissed = errors.New("the buyers finished before the fault could strike")
@@ -119,7 +150,7 @@ func All() []Fault {
 	return []Fault{
 		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &RedisFailover{}, &PGRestart{},
 		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
-		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{},
+		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{}, &ClockJump{},
 	}
 }
 

@@ -35,8 +35,10 @@ import (
 //     row was taken over, and the fence orders its write before the next
 //     holder's.
 //
-// name is the lock's name, lockName(product). Strategies whose product has
-// no lock in any of these places within lookFor are not applicable.
+// name is the lock's name, lockName(product). The strategies that take no
+// lock (lockExpiredEarlyApplies says which do) are not applicable; one that
+// does but whose lock Inject cannot find within lookFor was not struck
+// (ErrNotStruck), and its run is tried again.
 type LockExpiredEarly struct {
 	// Settle, when positive, is how long an etcd or ZooKeeper holder must
 	// have been the oldest before it is struck, instead of 10ms: a test
@@ -57,6 +59,15 @@ func (*LockExpiredEarly) Name() string { return "lock-expired-early" }
 
 // Scope implements Scoped.
 func (*LockExpiredEarly) Scope() Scope { return ScopeProduct }
+
+// AppliesTo implements Applicable: the strategies that take a lock.
+func (*LockExpiredEarly) AppliesTo(t Target) error {
+	return appliesTo(t.Strategy, lockExpiredEarlyApplies, "its sale takes no lock")
+}
+
+// lockExpiredEarlyApplies is the strategies that sell under a lock kept in
+// Redis, etcd, ZooKeeper or the locks table.
+var lockExpiredEarlyApplies = []string{"setnx", "redis", "reentrant", "fair", "redlock", "etcd", "zookeeper", "pglock", "handoff"}
 
 // Inject implements Fault.
 func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
@@ -99,7 +110,7 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 		switch {
 		case (lookedLongEnough || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMissed)) && ctx.Err() == nil && len(struck) == 0:
 			return fmt.Errorf("no lock of %s in Redis, etcd, ZooKeeper or the locks table for %v or until the buyers finished: %w",
-				t.Product, lookFor, ErrNotApplicable)
+				t.Product, lookFor, ErrNotStruck)
 		case len(struck) > 0 && err != nil && ctx.Err() == nil:
 			return nil // the buyers are done, or no new holder came: the holders seen lost their locks
 		case err != nil:

@@ -202,14 +202,15 @@ return 0`)
 
 // redisLockKey finds the product's lock key in Redis, "lock:{id}" or any
 // key starting with "lock" and carrying the product's hash tag, except the
-// fencing counters (":fence", ":fair:fence", ":redlock-fence"), and returns
-// it with its holder: a string's value, or a hash's first field. It
-// returns "" when there is none.
+// fencing counters (":fence", ":fair:fence", ":redlock-fence"), or setnx's
+// "setnx:{id}", and returns it with its holder: a string's value, or a
+// hash's first field. It returns "" when there is none. (setnx's value is
+// always 1, so its holders look alike: one of them loses its lock per run.)
 func redisLockKey(ctx context.Context, rdb *redis.Client, product string) (key, val string, err error) {
 	iter := rdb.Scan(ctx, 0, "*{"+product+"}*", 100).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
-		if !strings.HasPrefix(k, "lock") || strings.HasSuffix(k, "fence") {
+		if !(strings.HasPrefix(k, "lock") || strings.HasPrefix(k, "setnx:")) || strings.HasSuffix(k, "fence") {
 			continue
 		}
 		switch typ, err := rdb.Type(ctx, k).Result(); {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
@@ -297,9 +298,10 @@ func TestLockExpiredEarlyExpiresPgLockRow(t *testing.T) {
 	}
 }
 
-// TestLockExpiredEarlyNotApplicable: with no lock of the product in Redis,
-// etcd, ZooKeeper or the locks table, Inject reports ErrNotApplicable.
-func TestLockExpiredEarlyNotApplicable(t *testing.T) {
+// TestLockExpiredEarlyNotStruck: with no lock of the product in Redis,
+// etcd, ZooKeeper or the locks table, Inject reports ErrNotStruck (a miss,
+// tried again), not ErrNotApplicable (which would skip the cell).
+func TestLockExpiredEarlyNotStruck(t *testing.T) {
 	f := &fleet.Fleet{
 		RedisURL:    testenv.RedisURL(t),
 		PostgresURL: migratedDB(t),
@@ -307,12 +309,33 @@ func TestLockExpiredEarlyNotApplicable(t *testing.T) {
 		ZooKeeper:   &localstack.ZooKeeper{Addr: testenv.ZooKeeperServers(t)[0]},
 	}
 	err := next(t, inject(f, "expire-nobody"), "Inject to return")
-	if !errors.Is(err, ErrNotApplicable) {
-		t.Fatalf("Inject on a product nobody locks = %v, want ErrNotApplicable", err)
+	if !errors.Is(err, ErrNotStruck) || errors.Is(err, ErrNotApplicable) {
+		t.Fatalf("Inject on a product nobody locks = %v, want ErrNotStruck (and not ErrNotApplicable)", err)
 	}
 	for _, place := range []string{"Redis", "etcd", "ZooKeeper", "locks table"} {
 		if !strings.Contains(err.Error(), place) {
 			t.Errorf("Inject = %q, want it to name %s", err, place)
 		}
+	}
+}
+
+// TestLockExpiredEarlyFindsSetNXsKey: setnx keeps its naive lock under
+// "setnx:{id}", not "lock:{id}"; lock-expired-early must find it there, or
+// it never strikes setnx (which the matrix showed as DID NOT STRIKE).
+func TestLockExpiredEarlyFindsSetNXsKey(t *testing.T) {
+	ctx := context.Background()
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	product := fmt.Sprintf("setnx-key-%d", time.Now().UnixNano())
+	if err := rdb.SetNX(ctx, "setnx:{"+product+"}", 1, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	key, val, err := redisLockKey(ctx, rdb, product)
+	if key != "setnx:{"+product+"}" || val != "1" || err != nil {
+		t.Errorf("redisLockKey(%s) = %q, %q, %v; want setnx:{%s}, 1", product, key, val, err, product)
 	}
 }

@@ -22,12 +22,21 @@ func (*StrategySwitch) Name() string { return "strategy-switch" }
 // ChangesDefault implements DefaultChanger.
 func (*StrategySwitch) ChangesDefault() bool { return true }
 
-// Inject implements Fault.
-func (f *StrategySwitch) Inject(ctx context.Context, t Target) error {
-	other := otherOfKind(t.Strategies, t.Strategy)
-	if other == "" {
+// AppliesTo implements Applicable: there must be another strategy of the
+// same kind to switch to.
+func (*StrategySwitch) AppliesTo(t Target) error {
+	if otherOfKind(t.Strategies, t.Strategy) == "" {
 		return fmt.Errorf("no other strategy of %s's kind (safe or unsafe) to switch to: %w", t.Strategy, ErrNotApplicable)
 	}
+	return nil
+}
+
+// Inject implements Fault.
+func (f *StrategySwitch) Inject(ctx context.Context, t Target) error {
+	if err := f.AppliesTo(t); err != nil {
+		return err
+	}
+	other := otherOfKind(t.Strategies, t.Strategy)
 	if err := saleInFlight(ctx, t); err != nil {
 		return err
 	}

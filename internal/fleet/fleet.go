@@ -71,6 +71,11 @@ type Options struct {
 	// bypasses NetLinks, so Replica.RedisLink stays nil (their Postgres
 	// links are still made). Default false.
 	RedisSentinel bool
+	// FakeClock starts the fleet's Redis and the first Redlock server under
+	// libfaketime (localstack.RedisOptions.FakeClock), so that their wall
+	// clocks can be moved while they run (Redis.SetClock: the clock-jump
+	// fault). Default false: real clocks, nothing preloaded.
+	FakeClock bool
 	// NoLockServices leaves out the lock services of the redlock, etcd and
 	// zookeeper strategies (three more Redis servers, etcd, ZooKeeper),
 	// which are then unavailable. Default false: they are started too.
@@ -224,9 +229,11 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	wg.Go(func() {
 		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: opts.NoFsync})
 	})
-	wg.Go(func() { f.Redis, rdErr = localstack.StartRedis(ctx) })
+	wg.Go(func() {
+		f.Redis, rdErr = localstack.StartRedisWith(ctx, localstack.RedisOptions{FakeClock: opts.FakeClock})
+	})
 	if !opts.NoLockServices {
-		wg.Go(func() { lockErr = f.startLockServices(ctx) })
+		wg.Go(func() { lockErr = f.startLockServices(ctx, opts.FakeClock) })
 	}
 	wg.Wait()
 	if err := errors.Join(pgErr, rdErr, lockErr); err != nil {
@@ -351,14 +358,16 @@ func (f *Fleet) writeLogs() {
 	}
 }
 
-// startLockServices starts the redlock strategy's three Redis servers,
-// etcd and ZooKeeper, in parallel.
-func (f *Fleet) startLockServices(ctx context.Context) error {
+// startLockServices starts the redlock strategy's three Redis servers
+// (the first under libfaketime with fakeClock), etcd and ZooKeeper, in
+// parallel.
+func (f *Fleet) startLockServices(ctx context.Context, fakeClock bool) error {
 	f.RedlockServers = make([]*localstack.Redis, 3)
 	errs := make([]error, len(f.RedlockServers)+2)
 	var wg sync.WaitGroup
 	for i := range f.RedlockServers {
-		wg.Go(func() { f.RedlockServers[i], errs[i] = localstack.StartRedis(ctx) })
+		o := localstack.RedisOptions{FakeClock: fakeClock && i == 0}
+		wg.Go(func() { f.RedlockServers[i], errs[i] = localstack.StartRedisWith(ctx, o) })
 	}
 	wg.Go(func() { f.Etcd, errs[len(errs)-2] = localstack.StartEtcd(ctx) })
 	wg.Go(func() {

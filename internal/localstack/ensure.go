@@ -18,6 +18,9 @@ var debianPackage = map[string]string{
 	"redis-server": "redis-server",
 	"nginx":        "nginx",
 	"etcd":         "etcd-server",
+	// The fake clock of RedisOptions.FakeClock is the library; the
+	// faketime command stands for the pair.
+	"faketime": "faketime libfaketime",
 	// StartZooKeeper runs ZooKeeper's jar on a headless Java; Debian's
 	// zookeeper package would add only scripts and a desktop Java.
 	"java": "libzookeeper-java default-jre-headless",

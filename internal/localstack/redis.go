@@ -30,14 +30,38 @@ type Redis struct {
 	mu       sync.Mutex
 	proc     *Process
 	primary  string // host:port this server replicates, "" for none
+	// clockFile is libfaketime's timestamp file when the server runs under
+	// it (RedisOptions.FakeClock), else ""; preload the libraries it needs.
+	clockFile, preload string
+}
+
+// RedisOptions are StartRedisWith's settings; the zero value is StartRedis.
+type RedisOptions struct {
+	// FakeClock runs redis-server under libfaketime (Debian's faketime and
+	// libfaketime, installed if missing), so that SetClock can move its
+	// wall clock while it runs: Redis expires keys by the wall clock, so a
+	// jump forward expires a lock early (the clock-jump fault). Default
+	// false: the real clock, and nothing preloaded.
+	FakeClock bool
 }
 
 // StartRedis starts redis-server on a free loopback port in a fresh temporary
 // directory that Stop removes.
 func StartRedis(ctx context.Context) (*Redis, error) {
+	return StartRedisWith(ctx, RedisOptions{})
+}
+
+// StartRedisWith is StartRedis with options.
+func StartRedisWith(ctx context.Context, o RedisOptions) (*Redis, error) {
 	paths, err := Ensure(ctx, "redis-server")
 	if err != nil {
 		return nil, err
+	}
+	var preload string
+	if o.FakeClock {
+		if preload, err = fakeClockLibs(ctx); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "inventory-redis-")
 	if err != nil {
@@ -53,6 +77,14 @@ func StartRedis(ctx context.Context) (*Redis, error) {
 		bin:  paths[0],
 		dir:  dir,
 		port: port,
+	}
+	if o.FakeClock {
+		r.preload = preload
+		r.clockFile = filepath.Join(dir, "faketime.rc")
+		if err := writeClock(r.clockFile, 0); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	if err := r.launch(ctx); err != nil {
 		_ = os.RemoveAll(dir)
@@ -82,6 +114,9 @@ func (r *Redis) launch(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	cmd := exec.Command(r.bin, args...)
+	if r.clockFile != "" {
+		cmd.Env = append(os.Environ(), fakeClockEnv(r.preload, r.clockFile)...)
+	}
 	p, err := StartProcess("redis-server", cmd, syscall.SIGTERM)
 	if err != nil {
 		return err

@@ -147,6 +147,9 @@ func describeFleet(opts fleet.Options) string {
 	case opts.RedisReplica:
 		redis = "Redis with a replica"
 	}
+	if opts.FakeClock {
+		redis += " (it and the first Redlock server under libfaketime)"
+	}
 	links := ""
 	switch {
 	case opts.NetLinks && opts.RedisSentinel:
@@ -218,9 +221,14 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 	if err != nil {
 		return report.Matrix{}, err
 	}
+	soldOut, err := startSoldOutLog(f.URL)
+	if err != nil {
+		return report.Matrix{}, err
+	}
+	defer soldOut.Close()
 	mr := &matrixRun{
-		c: load.NewClient(f.URL, f.AdminToken, o.Concurrency*len(strategies)), o: o, fleet: f,
-		stamp: time.Now().Unix() % 1_000_000, spread: o.Spread, log: log,
+		c: load.NewClient(soldOut.URL, f.AdminToken, o.Concurrency*len(strategies)), o: o, fleet: f,
+		stamp: time.Now().Unix() % 1_000_000, spread: o.Spread, log: log, soldOut: soldOut,
 	}
 	defer mr.c.Close()
 	for _, s := range strategies {
@@ -246,6 +254,9 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 		lanes := make([]*lane, len(strategies))
 		for i, s := range strategies {
 			lanes[i] = &lane{s: s, cell: report.Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}}
+			if err := faults.AppliesTo(fault, faults.Target{Strategy: s.Name, Strategies: mr.all}); err != nil {
+				lanes[i].cell.NotApplicable = err.Error()
+			}
 		}
 		if faults.ScopeOf(fault) == faults.ScopeRun {
 			for _, l := range lanes {
@@ -264,7 +275,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 		}
 		for _, l := range lanes {
 			byCell[[2]string{l.s.Name, fault.Name()}] = l.cell
-			m.Failed = m.Failed || l.cell.SafeBroke
+			m.Failed = m.Failed || l.cell.SafeBroke || l.notStruck
 		}
 		took := time.Since(began).Round(100 * time.Millisecond)
 		m.FaultSeconds = append(m.FaultSeconds, took.Seconds())
@@ -295,6 +306,9 @@ type matrixRun struct {
 	// defaultTurn counts side-by-side rounds across faults: round n's
 	// default lane is the (n mod k)th of its k safe lanes.
 	defaultTurn int
+	// soldOut notes when the buyers' sales answered 409 were sent, so that
+	// a sold-out after the fault healed fails the run.
+	soldOut *soldOutLog
 }
 
 // maxScale bounds matrixRun.scale.
@@ -305,15 +319,47 @@ type lane struct {
 	s     load.StrategyInfo
 	cell  report.Cell
 	tries int // runs started, missed ones included
+	// missedInARow is the runs missed since the last judged one; misses
+	// says why each missed run was not struck.
+	missedInARow int
+	misses       []string
+	// notStruck is set by finish when a run of the cell never struck in
+	// triesPerRun tries: the cell failed.
+	notStruck bool
 }
+
+// triesPerRun is how often the matrix tries a run whose fault did not
+// strike (its buyers finished first, or it found nothing to act on) before
+// the cell fails as DID NOT STRIKE.
+const triesPerRun = 3
+
+// NotStruck is the verdict of the run a cell fails with when its fault,
+// applicable to the strategy, never struck in triesPerRun tries: a cell
+// that proved nothing must not pass.
+const NotStruck = "DID NOT STRIKE"
 
 // grow is the scale after a missed run.
 func grow(scale int64) int64 { return min(4*max(scale, 1), maxScale) }
 
-// open reports whether the cell wants another run: fewer than o.Runs
-// judged, and not more than two missed.
+// open reports whether the cell wants another run: the fault applies,
+// fewer than o.Runs are judged, and the run at hand has not missed
+// triesPerRun times in a row.
 func (l *lane) open(o Options) bool {
-	return l.cell.NotApplicable == "" && l.cell.Runs < o.Runs && l.tries < o.Runs+2
+	return l.cell.NotApplicable == "" && l.cell.Runs < o.Runs && l.missedInARow < triesPerRun
+}
+
+// finish closes the lane's cell: a cell the fault applies to with fewer
+// than o.Runs runs judged did not strike, and gets a failing run saying
+// what was tried.
+func (l *lane) finish(o Options) {
+	if l.cell.NotApplicable == "" && l.cell.Runs < o.Runs {
+		l.notStruck = true
+		res := load.Result{Run: l.tries, Strategy: l.s.Name, Safe: l.s.Safe, Verdict: NotStruck,
+			Reasons: []string{fmt.Sprintf("%s: %d of %d runs struck; the last %d tries did not: %s",
+				NotStruck, l.cell.Runs, o.Runs, l.missedInARow, strings.Join(l.misses[max(0, len(l.misses)-l.missedInARow):], "; "))}}
+		l.cell.Add(report.FaultRun{Result: res})
+	}
+	l.cell.Finish()
 }
 
 // next starts the lane's next run: its product, and o's stock and buyers
@@ -331,23 +377,32 @@ func (mr *matrixRun) next(l *lane, fault faults.Fault, scale int64) (product str
 // missed (the fault found its buyers all answered).
 func (mr *matrixRun) record(l *lane, fault faults.Fault, res report.FaultRun, err error) (missed bool, _ error) {
 	switch {
-	case errors.Is(err, faults.ErrNotApplicable):
-		l.cell.NotApplicable = err.Error()
-	case errors.Is(err, faults.ErrMissed):
+	// A fault that applies (faults.AppliesTo) yet finds nothing to act on
+	// when it strikes was not struck, whatever it calls it: the run is
+	// tried again, never the cell skipped.
+	case errors.Is(err, faults.ErrMissed), errors.Is(err, faults.ErrNotStruck), errors.Is(err, faults.ErrNotApplicable):
 		l.cell.Missed++
+		l.missedInARow++
+		l.misses = append(l.misses, fmt.Sprintf("try %d: %v", l.tries, err))
+		fmt.Fprintf(mr.log, "  %s × %s try %d did not strike (%d of %d for this run): %v\n",
+			l.s.Name, fault.Name(), l.tries, l.missedInARow, triesPerRun, err)
 		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("%s × %s run %d: %w", l.s.Name, fault.Name(), l.tries, err)
 	default:
 		res.Run = l.tries
+		l.missedInARow = 0
 		l.cell.Add(res)
 	}
 	return false, nil
 }
 
 func (mr *matrixRun) report(log io.Writer, l *lane) {
-	l.cell.Finish()
+	l.finish(mr.o)
 	fmt.Fprintf(log, "%-10s × %-18s %s\n", l.s.Name, l.cell.Fault, l.cell.Summary())
+	if l.notStruck {
+		fmt.Fprintf(log, "%-10s × %-18s %s: the cell fails (%d tries)\n", l.s.Name, l.cell.Fault, NotStruck, l.tries)
+	}
 }
 
 func (mr *matrixRun) target(l *lane, product string) faults.Target {
@@ -459,6 +514,15 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 	}
 }
 
+// takeSoldOut is when product's sales answered 409 were sent (none
+// without a soldOutLog).
+func (mr *matrixRun) takeSoldOut(product string) []time.Time {
+	if mr.soldOut == nil {
+		return nil
+	}
+	return mr.soldOut.take(product)
+}
+
 // strikeAt is how many buyers of a run have their answer when its fault
 // strikes: a fifth.
 func strikeAt(o Options) int64 { return int64(max(1, o.Buyers/5)) }
@@ -506,13 +570,30 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 	if err != nil {
 		return report.FaultRun{}, err
 	}
+	var healed time.Time // when disturb returned: the fault had struck and healed
 	cfg := load.Config{
 		Product: product, Stock: o.Stock, Buyers: o.Buyers, Concurrency: o.Concurrency,
-		Keys: product, Retries: o.Retries, Disturb: disturb, Spread: spread,
+		Keys: product, Retries: o.Retries, Spread: spread,
+		Disturb: func(ctx context.Context, answered func() int64, selling <-chan struct{}) error {
+			err := disturb(ctx, answered, selling)
+			healed = time.Now()
+			return err
+		},
 	}
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
+	soldOutSent := mr.takeSoldOut(product)
 	if err != nil {
 		return report.FaultRun{}, err
+	}
+	if s.Safe && !healed.IsZero() {
+		during, _, why := verdict.SoldOutAfterHeal(res.FinalStock, healed, soldOutSent)
+		if during > 0 {
+			fmt.Fprintf(mr.log, "  %s (%s): %d sold-out answers while stock remained, sent while the fault was active (allowed)\n", product, s.Name, during)
+		}
+		if why != "" {
+			res.Reasons = append(res.Reasons, why)
+			res.Verdict = verdict.Broken
+		}
 	}
 	pgURL := mr.fleet.PostgresURL
 	byKey, err := verdict.ReadKeys(ctx, pgURL, product, res.Rounds[0].Round)

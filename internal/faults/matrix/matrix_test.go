@@ -13,9 +13,10 @@ import (
 	"time"
 )
 
-// TestFaultsRunOnTheFleetTheyNeed: redis-failover asks for a Sentinel, so
-// it gets a fleet of its own; the other faults share the plain one, and
-// the merged matrix keeps the vocabulary's order.
+// TestFaultsRunOnTheFleetTheyNeed: redis-failover asks for a Sentinel and
+// clock-jump for Redis servers under libfaketime, so each gets a fleet of
+// its own; the other faults share the plain one, and the merged matrix
+// keeps the vocabulary's order.
 func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 	base := matrixFleet(Options{WorkDelay: time.Millisecond, LockTTL: time.Second}, "/bin/inventory")
 	groups := groupByFleet(base, faults.All())
@@ -25,14 +26,15 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 		for _, f := range g.faults {
 			names = append(names, f.Name())
 		}
-		got = append(got, fmt.Sprintf("sentinel=%v links=%v: %s", g.opts.RedisSentinel, g.opts.NetLinks, strings.Join(names, ",")))
+		got = append(got, fmt.Sprintf("sentinel=%v fakeclock=%v links=%v: %s", g.opts.RedisSentinel, g.opts.FakeClock, g.opts.NetLinks, strings.Join(names, ",")))
 	}
-	plain := slices.DeleteFunc(faults.Names(), func(n string) bool { return n == "redis-failover" })
-	want := []string{"sentinel=false links=true: " + strings.Join(plain, ","), "sentinel=true links=true: redis-failover"}
+	plain := slices.DeleteFunc(faults.Names(), func(n string) bool { return n == "redis-failover" || n == "clock-jump" })
+	want := []string{"sentinel=false fakeclock=false links=true: " + strings.Join(plain, ","),
+		"sentinel=true fakeclock=false links=true: redis-failover", "sentinel=false fakeclock=true links=true: clock-jump"}
 	if !slices.Equal(got, want) {
 		t.Errorf("groupByFleet(all faults) = %q, want %q", got, want)
 	}
-	if base.RedisSentinel || base.Env["INVENTORY_LOCK_TTL"] != "1s" {
+	if base.RedisSentinel || base.FakeClock || base.Env["INVENTORY_LOCK_TTL"] != "1s" {
 		t.Errorf("grouping changed the base options: %+v", base)
 	}
 
@@ -85,7 +87,7 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 // runs is short in runs (one per cell) and buyers, not in faults.
 func TestShortFaultMatrix(t *testing.T) {
 	testenv.InTier(t, testenv.TierFaults)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	// `loadtest faults --runs 1 --stock 40 --buyers 80`: every fault.
 	o := Defaults()
@@ -106,15 +108,31 @@ func TestShortFaultMatrix(t *testing.T) {
 		if c.SafeBroke {
 			t.Errorf("%s (safe) × %s: %s kept every invariant\n%s", c.Strategy, c.Fault, c.Short(), reasons(c))
 		}
-		if c.Safe && c.NotApplicable == "" && c.Runs == 0 {
+		for _, r := range c.Results {
+			if r.Verdict == NotStruck {
+				t.Errorf("%s × %s: %s", c.Strategy, c.Fault, strings.Join(r.Reasons, "; "))
+			}
+		}
+		if c.NotApplicable == "" && c.Runs == 0 {
 			t.Errorf("%s × %s: no run was struck mid-sale (%d missed)", c.Strategy, c.Fault, c.Missed)
 		}
 	}
 	if got, want := strings.Join(m.Faults, ","), strings.Join(faults.Names(), ","); got != want {
 		t.Errorf("faults %s, want %s (every fault, in the vocabulary's order)", got, want)
 	}
-	if m.Failed != anySafeBroke(m) {
-		t.Errorf("Matrix.Failed = %v, want %v", m.Failed, !m.Failed)
+	if want := anySafeBroke(m) || anyNotStruck(m); m.Failed != want {
+		t.Errorf("Matrix.Failed = %v, want %v", m.Failed, want)
+	}
+	// clock-jump breaks the Redis locks it reaches: the lock strategies
+	// whose lock lives on the fleet's Redis show it as overlapping
+	// holders or breaches caught, and none of them oversold.
+	for _, c := range m.Cells {
+		if c.Fault != (&faults.ClockJump{}).Name() || c.NotApplicable != "" || !c.Safe {
+			continue
+		}
+		if c.Oversold > 0 {
+			t.Errorf("%s × clock-jump oversold %d", c.Strategy, c.Oversold)
+		}
 	}
 	// A lock strategy keeps its lock in Redis: lock-expired-early must act on it.
 	for _, c := range m.Cells {
@@ -131,6 +149,17 @@ func reasons(c report.Cell) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+func anyNotStruck(m report.Matrix) bool {
+	for _, c := range m.Cells {
+		for _, r := range c.Results {
+			if r.Verdict == NotStruck {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func anySafeBroke(m report.Matrix) bool {

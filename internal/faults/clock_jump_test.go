@@ -1,0 +1,122 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/fleet"
+	"inventory/internal/localstack"
+	"inventory/internal/stock"
+)
+
+// TestClockJumpExpiresALockAtOnceAndHealBringsTheClockBack starts a real
+// redis-server under libfaketime, as a fleet with FakeClock does, sets a
+// lock key with PX 30000, and jumps the clock the way clock-jump does: the
+// key is gone at once, though its 30 s are far from over on any true
+// clock, and TIME reads a minute ahead; Heal puts TIME back to the true
+// time, and a key set then lives its full TTL again.
+func TestClockJumpExpiresALockAtOnceAndHealBringsTheClockBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := localstack.StartRedisWith(ctx, localstack.RedisOptions{FakeClock: true})
+	if err != nil {
+		t.Fatalf("StartRedisWith(FakeClock): %v", err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rdb.Close()
+
+	skew := func() time.Duration {
+		t.Helper()
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatalf("TIME: %v", err)
+		}
+		return now.Sub(time.Now())
+	}
+	if d := skew(); d.Abs() > 2*time.Second {
+		t.Fatalf("before the jump, Redis's clock is %v off the true time, want ≈ 0", d)
+	}
+	if err := rdb.Set(ctx, "lock:{sku-1}", "holder-1", 30*time.Second).Err(); err != nil {
+		t.Fatalf("SET lock:{sku-1} holder-1 PX 30000: %v", err)
+	}
+
+	f := &ClockJump{By: 60 * time.Second}
+	if err := f.jump([]*localstack.Redis{r}, f.By); err != nil {
+		t.Fatalf("jump: %v", err)
+	}
+	if d := skew(); d < 58*time.Second || d > 62*time.Second {
+		t.Errorf("after a jump of +60s, Redis's clock is %v ahead, want ≈ 60s", d)
+	}
+	if err := rdb.Get(ctx, "lock:{sku-1}").Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("GET lock:{sku-1} right after the jump = %v, want redis.Nil (expired at once)", err)
+	}
+
+	if err := f.Heal(ctx); err != nil {
+		t.Fatalf("Heal: %v", err)
+	}
+	if d := skew(); d.Abs() > 2*time.Second {
+		t.Errorf("after Heal, Redis's clock is %v off the true time, want ≈ 0", d)
+	}
+	if err := rdb.Set(ctx, "lock:{sku-1}", "holder-2", 30*time.Second).Err(); err != nil {
+		t.Fatalf("SET lock:{sku-1} holder-2 PX 30000: %v", err)
+	}
+	if ttl, err := rdb.PTTL(ctx, "lock:{sku-1}").Result(); err != nil || ttl < 28*time.Second {
+		t.Errorf("PTTL of a key set after Heal = %v, %v; want ≈ 30s", ttl, err)
+	}
+}
+
+// TestClockJumpNeedsAFakeClock: on a fleet whose Redis runs on the real
+// clock, clock-jump says how to start one instead of striking nothing.
+func TestClockJumpNeedsAFakeClock(t *testing.T) {
+	var opts fleet.Options
+	(&ClockJump{}).Needs(&opts)
+	if !opts.FakeClock {
+		t.Errorf("ClockJump.Needs left FakeClock off")
+	}
+	_, err := clockServers(&fleet.Fleet{Redis: &localstack.Redis{Addr: "127.0.0.1:1"}})
+	if err == nil {
+		t.Errorf("clockServers(a Redis on the real clock) = nil error, want one naming FakeClock")
+	}
+}
+
+// TestApplicabilityNamesRealStrategies: every strategy a fault's static
+// applicability list names is one the service offers, and every strategy
+// the service offers is either in a fault's list or said not to apply, so
+// a strategy added later is struck (and fails loudly if the fault finds
+// nothing), never skipped by a typo.
+func TestApplicabilityNamesRealStrategies(t *testing.T) {
+	names := stock.Names()
+	for fault, list := range map[string][]string{
+		"clock-jump":         clockJumpApplies,
+		"lock-expired-early": lockExpiredEarlyApplies,
+	} {
+		for _, s := range list {
+			if !slices.Contains(names, s) {
+				t.Errorf("%s applies to %q, which is no strategy (want one of %v)", fault, s, names)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		f        Fault
+		strategy string
+		applies  bool
+	}{
+		{&ClockJump{}, "redis", true}, {&ClockJump{}, "redlock", true}, {&ClockJump{}, "setnx", true},
+		{&ClockJump{}, "lua", true}, {&ClockJump{}, "handoff", true},
+		{&ClockJump{}, "atomic", false}, {&ClockJump{}, "etcd", false}, {&ClockJump{}, "batch", false},
+		{&LockExpiredEarly{}, "zookeeper", true}, {&LockExpiredEarly{}, "pglock", true},
+		{&LockExpiredEarly{}, "optimistic", false}, {&LockExpiredEarly{}, "lua", false},
+		{&RedisRestart{}, "atomic", true}, // no list: every strategy
+	} {
+		err := AppliesTo(tt.f, Target{Strategy: tt.strategy})
+		if got := err == nil; got != tt.applies || (err != nil && !errors.Is(err, ErrNotApplicable)) {
+			t.Errorf("AppliesTo(%s, %s) = %v, want applies=%v", tt.f.Name(), tt.strategy, err, tt.applies)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package matrix
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"inventory/internal/faults"
+	"inventory/internal/load"
+	"inventory/internal/report"
+	"inventory/internal/verdict"
+)
+
+// TestAFaultThatDidNotStrikeIsTriedAgainThenFailsItsCell: a run whose
+// fault applies to the strategy but did not strike (its buyers finished
+// first, it found no lock, or it said "not applicable" only once it looked)
+// is tried again, triesPerRun times in a row at most; a cell left short of
+// its runs then fails, DID NOT STRIKE, for a safe and an unsafe strategy
+// alike, instead of passing as n/a or with fewer runs.
+func TestAFaultThatDidNotStrikeIsTriedAgainThenFailsItsCell(t *testing.T) {
+	o := Options{Runs: 3}
+	fault := &faults.LockExpiredEarly{}
+	judged := report.FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe}}
+	for _, miss := range []error{
+		fmt.Errorf("no lock of p in Redis: %w", faults.ErrNotStruck),
+		fmt.Errorf("found nothing: %w", faults.ErrNotApplicable),
+		faults.ErrMissed,
+	} {
+		for _, safe := range []bool{true, false} {
+			var log bytes.Buffer
+			mr := &matrixRun{o: o, log: &log}
+			l := &lane{s: load.StrategyInfo{Name: "redis", Safe: safe}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: safe}}
+			for l.open(o) && l.tries < 20 {
+				mr.next(l, fault, 1)
+				err := miss
+				if l.tries == 1 { // the first run strikes, every later one misses
+					err = nil
+				}
+				if _, err := mr.record(l, fault, judged, err); err != nil {
+					t.Fatalf("record(%v) = %v, want a miss", miss, err)
+				}
+			}
+			mr.report(&log, l)
+			c := l.cell
+			name := fmt.Sprintf("safe=%v, misses %q", safe, miss)
+			if l.tries != 1+triesPerRun {
+				t.Errorf("%s: %d tries, want %d (one struck, then %d misses in a row)", name, l.tries, 1+triesPerRun, triesPerRun)
+			}
+			if c.NotApplicable != "" {
+				t.Errorf("%s: cell n/a (%s), want it run", name, c.NotApplicable)
+			}
+			if !l.notStruck || c.SafeBroke != safe {
+				t.Errorf("%s: notStruck %v, SafeBroke %v; want true, %v", name, l.notStruck, c.SafeBroke, safe)
+			}
+			last := c.Results[len(c.Results)-1]
+			if last.Verdict != NotStruck || !strings.Contains(strings.Join(last.Reasons, ";"), "try 4") {
+				t.Errorf("%s: last run %s %q, want %s naming what was tried", name, last.Verdict, last.Reasons, NotStruck)
+			}
+			if !strings.Contains(log.String(), NotStruck) {
+				t.Errorf("%s: progress says nothing of %s:\n%s", name, NotStruck, log.String())
+			}
+		}
+	}
+}
+
+// TestAMissThenAStrikeKeepsTheCell: misses between runs that struck are
+// tried again and cost nothing once every run has struck; a fault that
+// does not apply (faults.AppliesTo, decided before any run) leaves the
+// cell n/a without a try, and does not fail it.
+func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
+	o := Options{Runs: 3}
+	var log bytes.Buffer
+	mr := &matrixRun{o: o, log: &log}
+	fault := &faults.LockExpiredEarly{}
+	judged := report.FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe}}
+	l := &lane{s: load.StrategyInfo{Name: "redis", Safe: true}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: true}}
+	for l.open(o) && l.tries < 20 {
+		mr.next(l, fault, 1)
+		var err error
+		if l.tries%3 != 0 { // two misses before each strike
+			err = faults.ErrNotStruck
+		}
+		if _, err := mr.record(l, fault, judged, err); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mr.report(&log, l)
+	if l.notStruck || l.cell.SafeBroke || l.cell.Runs != 3 || l.cell.Kept != 3 || l.cell.Missed != 6 {
+		t.Errorf("two misses before each of 3 strikes: notStruck %v, SafeBroke %v, %d/%d kept, %d missed; want a kept 3/3 cell, 6 missed",
+			l.notStruck, l.cell.SafeBroke, l.cell.Kept, l.cell.Runs, l.cell.Missed)
+	}
+
+	n := &lane{s: load.StrategyInfo{Name: "atomic", Safe: true}, cell: report.Cell{Strategy: "atomic", Fault: fault.Name(), Safe: true}}
+	if err := faults.AppliesTo(fault, faults.Target{Strategy: "atomic"}); err != nil {
+		n.cell.NotApplicable = err.Error()
+	}
+	if n.open(o) {
+		t.Fatalf("lock-expired-early × atomic (takes no lock) wants a run")
+	}
+	mr.report(&log, n)
+	if n.notStruck || n.cell.SafeBroke || n.cell.Short() != "n/a" {
+		t.Errorf("lock-expired-early × atomic: notStruck %v, SafeBroke %v, %s; want an n/a cell that does not fail", n.notStruck, n.cell.SafeBroke, n.cell.Short())
+	}
+}
