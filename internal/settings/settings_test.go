@@ -81,18 +81,6 @@ func follow(t *testing.T, s *Strategy) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestInitDoesNotOverwriteAStoredDefault(t *testing.T) {
 	ctx := context.Background()
 	pool := connect(t, database(t))
@@ -288,7 +276,7 @@ func TestWithPostgresGoneTheLeaseRunsOutAndGetSaysSo(t *testing.T) {
 	}
 	follow(t, s)
 	pool.Close() // Postgres unreachable from here on
-	waitFor(t, "Get failing once the lease ran out", 10*time.Second, func() bool {
+	testenv.WaitFor(t, "Get failing once the lease ran out", 10*time.Second, func() bool {
 		got, err := s.Get(ctx)
 		if err == nil && got != "b" {
 			t.Fatalf("Get with Postgres gone = %q, nil; want b while the lease runs", got)

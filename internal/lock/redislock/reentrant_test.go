@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/testenv"
 )
 
 // TestReentrancy: three Locks in one owner context, two releases → still
@@ -227,9 +228,9 @@ func TestMaxHold(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
 	}
-	took, done := waitDone(l.Context(), 2*time.Second)
+	took, done := waitDone(l.Context(), 10*time.Second)
 	if !done {
-		t.Fatalf("lease context still live 2s into a 400ms MaxHold")
+		t.Fatalf("lease context still live 10s into a 400ms MaxHold")
 	}
 	cause := context.Cause(l.Context())
 	if !errors.Is(cause, lock.ErrMaxHold) || LostReason(cause) != "max_hold" {
@@ -254,8 +255,9 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	rdb := client(t, url)
 	bg := context.Background()
 	const key = "lock:{kinds}"
+	rec := &recorder{}
 	m := NewMutex(rdb, Options{Options: lock.Options{TTL: time.Second}, Watchdog: true})
-	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: time.Second}})
+	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: time.Second, Observer: rec}})
 	owner := WithOwner(bg, "o")
 
 	ml, err := m.Lock(bg, key)
@@ -265,11 +267,12 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	if l, err := r.TryLock(owner, key); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Errorf("Reentrant.TryLock while a Mutex holds %s = %v, %v; want lock.ErrNotAcquired", key, l, err)
 	}
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = ml.Release(bg)
-	}()
-	rl, err := r.Lock(owner, key)
+	wait := lockAsync(owner, func(ctx context.Context, _, key string) (lock.Lease, error) { return r.Lock(ctx, key) }, "o", key)
+	subscribed(t, rdb, key) // the Reentrant waits for the Mutex's release
+	if err := ml.Release(bg); err != nil {
+		t.Fatalf("Mutex Release = %v", err)
+	}
+	rl, _, err := wait()
 	if err != nil {
 		t.Fatalf("Reentrant.Lock waiting for a Mutex holder = %v, want it to wait and acquire", err)
 	}
@@ -284,7 +287,13 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	if err := ml.Release(bg); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("second Release of the Mutex lease = %v, want lock.ErrNotHeld", err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	testenv.WaitFor(t, "two renewals of the Reentrant hold", 10*time.Second, func() bool {
+		ok, failed := rec.renewals()
+		if failed != 0 {
+			t.Fatalf("Reentrant renewals next to a Mutex: %d ok, %d failed; want none failed", ok, failed)
+		}
+		return ok >= 2
+	})
 	if err := rl.Err(); err != nil {
 		t.Errorf("Reentrant lease after renewals next to a Mutex = %v, want held", err)
 	}
