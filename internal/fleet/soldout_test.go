@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"inventory/internal/client"
 
@@ -57,7 +58,7 @@ func TestSoldOutIsForgottenOnEveryReplicaWhenRestocked(t *testing.T) {
 	}
 	// The other hears of it over pub/sub: its 409s stop within moments.
 	var last error
-	waitUntil(t, two.Instance+" to sell after the restock announcement", func() bool {
+	testenv.WaitFor(t, two.Instance+" to sell after the restock announcement", 15*time.Second, func() bool {
 		last = buy(two)
 		return last == nil
 	})
