@@ -48,7 +48,8 @@ var watchdogKinds = []kind{
 }
 
 // TestUnrenewedLockExpires: without a watchdog the key is gone after its
-// TTL, and the lease context was cancelled before that.
+// TTL; the lease's deadline comes no later than Redis can expire the key,
+// and the lease context is cancelled as expired.
 func TestUnrenewedLockExpires(t *testing.T) {
 	url := sharedRedis(t)
 	rdb := client(t, url)
@@ -61,8 +62,11 @@ func TestUnrenewedLockExpires(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
 	}
-	if d := time.Until(l.(*Lease).Deadline()); d <= 0 || d > ttl {
-		t.Errorf("Deadline() is %v away, want within the %v TTL", d, ttl)
+	// The key's TTL starts when Redis runs the SET, after start: a
+	// deadline within the TTL from start ends the lease no later than the
+	// key (that the context is then cancelled in time is the scheduler's).
+	if dl := l.(*Lease).Deadline(); !dl.After(start) || dl.After(start.Add(ttl)) {
+		t.Errorf("Deadline() is %v after the Lock call began, want within its %v TTL", dl.Sub(start), ttl)
 	}
 	var gone time.Duration
 	testenv.WaitFor(t, key+" to expire", 5*time.Second, func() bool {
@@ -74,8 +78,8 @@ func TestUnrenewedLockExpires(t *testing.T) {
 	if gone < ttl-20*time.Millisecond {
 		t.Errorf("key gone %v after Lock, before its %v TTL", gone, ttl)
 	}
-	if l.Context().Err() == nil {
-		t.Errorf("key expired but the lease context is still live")
+	if _, done := waitDone(l.Context(), 10*time.Second); !done {
+		t.Fatalf("key expired but the lease context is still live 10s later")
 	}
 	if cause := context.Cause(l.Context()); LostReason(cause) != "expired" {
 		t.Errorf("lease cancelled with %v (reason %q), want lock.ErrLost+lock.ErrExpired", cause, LostReason(cause))
@@ -101,15 +105,17 @@ func TestUnrenewedLockExpires(t *testing.T) {
 	}
 }
 
-// TestWatchdogKeepsAliveThenStops: while held the key outlives 3×TTL (it
-// is renewed every TTL/3: nine renewals in a row with the key never gone);
+// TestWatchdogKeepsAliveThenStops: while held the key outlives 2×TTL (it
+// is renewed every TTL/3: six renewals in a row with the key never gone);
 // after release nothing renews it any more, even a key forged with our
-// token.
+// token. The TTL leaves a renewal TTL×2/3 of slack, which a loaded machine
+// running the race detector needs (at 150ms, 8 test binaries at once lost
+// leases to late renewals).
 func TestWatchdogKeepsAliveThenStops(t *testing.T) {
 	url := sharedRedis(t)
 	rdb := client(t, url)
 	bg := context.Background()
-	const ttl = 150 * time.Millisecond
+	const ttl = time.Second
 	for _, k := range watchdogKinds {
 		t.Run(k.name, func(t *testing.T) {
 			rec := &recorder{}
@@ -119,7 +125,7 @@ func TestWatchdogKeepsAliveThenStops(t *testing.T) {
 				t.Fatalf("Lock = %v", err)
 			}
 			first := l.(*Lease).Deadline()
-			testenv.WaitFor(t, "nine renewals (3×TTL)", 30*time.Second, func() bool {
+			testenv.WaitFor(t, "six renewals (2×TTL)", 30*time.Second, func() bool {
 				if pttl := rdb.PTTL(bg, key).Val(); pttl <= 0 {
 					t.Fatalf("PTTL = %v during a hold with TTL %v, want the watchdog to keep it", pttl, ttl)
 				}
@@ -130,22 +136,23 @@ func TestWatchdogKeepsAliveThenStops(t *testing.T) {
 				if failed != 0 {
 					t.Fatalf("renewals: %d ok, %d failed; want none failed", ok, failed)
 				}
-				return ok >= 9
+				return ok >= 6
 			})
-			if !l.(*Lease).Deadline().After(first.Add(2 * ttl)) {
-				t.Errorf("Deadline() %v after the first after nine renewals, want renewals to advance it past 2×TTL", l.(*Lease).Deadline().Sub(first))
+			if !l.(*Lease).Deadline().After(first.Add(ttl)) {
+				t.Errorf("Deadline() %v after the first after six renewals, want renewals to advance it past a TTL", l.(*Lease).Deadline().Sub(first))
 			}
 			if err := l.Release(bg); err != nil {
 				t.Fatalf("Release = %v", err)
 			}
 			okAtRelease, failedAtRelease := rec.renewals()
 
-			// Forge the key back with our token: a watchdog still running would renew it.
-			if err := k.forge(bg, rdb, l, 2*ttl); err != nil {
+			// Forge the key back with our token for half a TTL: a watchdog
+			// still running (renewing every TTL/3) would renew it.
+			if err := k.forge(bg, rdb, l, ttl/2); err != nil {
 				t.Fatalf("forge: %v", err)
 			}
 			// Its TTL runs out on Redis's clock; a renewal would push it up.
-			prev := 2 * ttl
+			prev := ttl / 2
 			testenv.WaitFor(t, "the forged key to expire", 30*time.Second, func() bool {
 				pttl := rdb.PTTL(bg, key).Val()
 				if pttl > prev {
@@ -168,7 +175,7 @@ func TestLossCancelsLease(t *testing.T) {
 	url := sharedRedis(t)
 	rdb := client(t, url)
 	bg := context.Background()
-	const ttl = 300 * time.Millisecond
+	const ttl = time.Second // a renewal's slack (2/3 of it) outlasts a loaded machine's delays
 	faults := []struct {
 		name string
 		do   func(key string) error
@@ -233,7 +240,7 @@ func TestRedisRestartWhileHeld(t *testing.T) {
 	srv := testenv.RedisServer(t)
 	rdb := client(t, srv.URL)
 	bg := context.Background()
-	const ttl = 600 * time.Millisecond
+	const ttl = 2 * time.Second // slack for the new hold's renewals (at 600ms, one was late under load)
 	for _, k := range watchdogKinds {
 		t.Run(k.name, func(t *testing.T) {
 			key := "lock:{restart-" + k.name + "}"
@@ -244,8 +251,8 @@ func TestRedisRestartWhileHeld(t *testing.T) {
 			if err := srv.Restart(bg); err != nil {
 				t.Fatalf("restart redis-server: %v", err)
 			}
-			if _, done := waitDone(l.Context(), 3*time.Second); !done {
-				t.Fatalf("3s after a Redis restart the lease context is still live")
+			if _, done := waitDone(l.Context(), 10*time.Second); !done {
+				t.Fatalf("10s after a Redis restart the lease context is still live")
 			}
 			if cause := context.Cause(l.Context()); !errors.Is(cause, lock.ErrLost) {
 				t.Errorf("cause after restart = %v, want lock.ErrLost", cause)
@@ -258,16 +265,16 @@ func TestRedisRestartWhileHeld(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Lock after restart = %v", err)
 			}
-			// Renewed every TTL/3: ten renewals keep it past 3×TTL.
-			testenv.WaitFor(t, "ten renewals of the new hold", 30*time.Second, func() bool {
+			// Renewed every TTL/3: four renewals keep it past its TTL.
+			testenv.WaitFor(t, "four renewals of the new hold", 30*time.Second, func() bool {
 				if err := l2.Err(); err != nil {
 					t.Fatalf("new hold: Err() = %v", err)
 				}
 				ok, _ := rec.renewals()
-				return ok >= 10
+				return ok >= 4
 			})
 			if pttl := rdb.PTTL(bg, key).Val(); pttl <= 0 {
-				t.Errorf("new hold after ten renewals: PTTL = %v, want renewed", pttl)
+				t.Errorf("new hold after four renewals: PTTL = %v, want renewed", pttl)
 			}
 			if err := l2.Release(bg); err != nil {
 				t.Errorf("Release of the new hold = %v", err)
