@@ -163,10 +163,14 @@ func TestEveryReplicaFollowsTheMomentASwitchReturns(t *testing.T) {
 	if err := replicas[0].Init(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range replicas[1:] {
-		if got, err := r.Get(ctx); got != "a" || err != nil {
-			t.Fatalf("Get before any switch = %q, %v; want a", got, err)
-		}
+	// Init waits for no other replica (each replica's own Init is what
+	// brings it along at start): the others follow its notification when
+	// it arrives. Once they have, every Set must find them following.
+	for i, r := range replicas[1:] {
+		testenv.WaitFor(t, fmt.Sprintf("replica %d to follow Init's default a", i+1), 10*time.Second, func() bool {
+			got, err := r.Get(ctx)
+			return got == "a" && err == nil
+		})
 	}
 	names := []string{"b", "c", "a"}
 	for i := range 30 {
