@@ -22,9 +22,15 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# Runs what follows with one Postgres, etcd and ZooKeeper started for all the
+# test binaries (named to them in INVENTORY_TEST_* variables) and stopped when
+# it ends, pass, fail or Ctrl-C; each binary still starts its own Redis (why:
+# internal/testenv's shared). Plain `go test` starts them per binary.
+WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && bin/testservers --
+
 ## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run. What CI runs.
 test: deps lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(WITH_SERVERS) $(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-k8s fuzz-short
 
 ## test-k8s: render the Kubernetes manifests and decode them strictly, offline (deploy/k8s is a module of its own)
@@ -37,15 +43,15 @@ TIER_PACKAGES = $(addprefix ./,$(sort $(dir $(shell git grep -l 'testenv.InTier(
 
 ## test-unit: the fast tier: pure logic and single-backend tests (the fleets, browsers and the fault matrix skip)
 test-unit: deps
-	INVENTORY_TEST_TIER=unit $(GO) test -race -count=1 -timeout 20m ./...
+	$(WITH_SERVERS) env INVENTORY_TEST_TIER=unit $(GO) test -race -count=1 -timeout 20m ./...
 
 ## test-e2e: the fleet and browser tests (two replicas behind nginx, Prometheus, Chromium), with the unit tests of their packages
 test-e2e: deps
-	INVENTORY_TEST_TIER=e2e $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,E2E)
+	$(WITH_SERVERS) env INVENTORY_TEST_TIER=e2e $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,E2E)
 
 ## test-faults: the short fault matrix (every fault, one run per cell, on both fleets), with the unit tests of its package
 test-faults: deps
-	INVENTORY_TEST_TIER=faults $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,Faults)
+	$(WITH_SERVERS) env INVENTORY_TEST_TIER=faults $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,Faults)
 
 # Every fuzz target as package:Name. `go test -fuzz` takes one package and
 # one target at a time.

@@ -163,7 +163,10 @@ func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
 			default:
 			}
 			_, _ = f.Client().Sell(ctx, client.SaleRequest{ProductID: "sku-dash", Quantity: 1}, client.SaleOptions{Strategy: "redis"})
-			time.Sleep(20 * time.Millisecond) // a steady trickle, not a load test
+			// Pacing, not a wait for a state: a steady trickle makes the
+			// 1000 units last through many scrapes, and the panels' rate()
+			// queries need sales between two of them.
+			time.Sleep(20 * time.Millisecond)
 		}
 	}()
 	t.Cleanup(func() { close(stop); <-sold })

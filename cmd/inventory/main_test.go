@@ -241,8 +241,7 @@ func waitIdleInTransaction(t *testing.T, pgURL string) {
 		t.Fatalf("connect to %s: %v", pgURL, err)
 	}
 	defer conn.Close(ctx)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.WaitFor(t, "a sale's transaction to be open", 15*time.Second, func() bool {
 		var n int
 		err := conn.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
@@ -251,14 +250,8 @@ func waitIdleInTransaction(t *testing.T, pgURL string) {
 		if err != nil {
 			t.Fatalf("read pg_stat_activity: %v", err)
 		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sale transaction was open within 15s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n > 0
+	})
 }
 
 func TestADefaultSwitchSurvivesRedisLosingItAndARestart(t *testing.T) {

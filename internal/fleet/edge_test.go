@@ -220,7 +220,7 @@ func TestEdge(t *testing.T) {
 				t.Fatalf("SIGKILL %s: %v", r.Instance, err)
 			}
 		}
-		waitUntil(t, "both replicas to exit", func() bool { return f.Replicas[0].Exited() && f.Replicas[1].Exited() })
+		testenv.WaitFor(t, "both replicas to exit", 15*time.Second, func() bool { return f.Replicas[0].Exited() && f.Replicas[1].Exited() })
 		a := edgeDo(t, "POST", f.URL+"/sale", "", strings.NewReader(`{"product_id":"sku-edge","quantity":1}`), "Idempotency-Key", "gone-1")
 		checkProblem(t, "POST /sale through nginx with no replica up", a, 502, "bad-gateway")
 		if a.header.Get("Retry-After") != "" || !strings.Contains(string(a.raw), "Idempotency-Key") {

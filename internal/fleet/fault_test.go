@@ -41,7 +41,7 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	go func() { stale <- sell(t, paused) }()
 	// It holds the lock, has claimed the row with its fence and read 1 unit
 	// left, and is working: its sale's transaction sits idle in Postgres.
-	waitUntil(t, "the sale to be inside its work, transaction open", func() bool {
+	testenv.WaitFor(t, "the sale to be inside its work, transaction open", 15*time.Second, func() bool {
 		return idleTransactions(t, f.PostgresURL) > 0
 	})
 	if err := syscall.Kill(paused.Pid(), syscall.SIGSTOP); err != nil {
@@ -50,7 +50,7 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	// Its watchdog is paused too, so the lease runs out in Redis.
 	rdb := redis.NewClient(mustParseRedisURL(t, f.RedisURL))
 	defer rdb.Close()
-	waitUntil(t, "the paused replica's lock to expire in Redis", func() bool {
+	testenv.WaitFor(t, "the paused replica's lock to expire in Redis", 15*time.Second, func() bool {
 		n, err := rdb.Exists(context.Background(), "lock:{sku-pause}").Result()
 		return err == nil && n == 0
 	})
@@ -82,19 +82,6 @@ func sell(t *testing.T, r *Replica) int {
 		t.Errorf("POST %s/sale: %v", r.URL, err)
 	}
 	return client.StatusOf(err)
-}
-
-// waitUntil polls cond every 10ms and fails the test when it has not held
-// within 15s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 15s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // idleTransactions counts the sessions of the database at pgURL, other than

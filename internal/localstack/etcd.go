@@ -115,14 +115,10 @@ func (e *Etcd) Restart(ctx context.Context) error {
 	p := e.proc
 	e.mu.Unlock()
 	_ = p.Stop(5 * time.Second)
-	var err error
-	for range 50 { // the ports may linger briefly after the old process exits
-		if err = e.launch(ctx); err == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := relaunch(ctx, e.launch); err != nil {
+		return fmt.Errorf("restart etcd on %s: %w", e.Endpoint, err)
 	}
-	return fmt.Errorf("restart etcd on %s: %w", e.Endpoint, err)
+	return nil
 }
 
 // Pid is the current etcd process id, e.g. for SIGSTOP.

@@ -150,14 +150,7 @@ func (pg *Postgres) RestartImmediate(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("postgres immediate shutdown: %w", ctx.Err())
 	}
-	var err error
-	for range 50 { // the port may linger briefly after the old process exits
-		if err = pg.launch(ctx); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
+	if err := relaunch(ctx, pg.launch); err != nil {
 		return fmt.Errorf("restart postgres on port %d: %w", pg.Port, err)
 	}
 	return nil

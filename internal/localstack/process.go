@@ -113,27 +113,53 @@ func (p *Process) failure(err error) error {
 	return fmt.Errorf("%s not ready: %w\n%s", p.name, err, tail)
 }
 
-// waitReady polls ready until it succeeds, the process exits, or ctx ends.
+// waitReady polls ready until it succeeds, the process exits, or timeout
+// or ctx ends.
 func (p *Process) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
+	if err := poll(ctx, timeout, p.done, ready); err != nil {
+		return p.failure(err)
+	}
+	return nil
+}
+
+// relaunch calls launch until it succeeds, up to 50 times 100ms apart, or
+// until ctx ends: a restarted server's port may linger for a moment after
+// the old process exits.
+func relaunch(ctx context.Context, launch func(context.Context) error) error {
+	var err error
+	for range 50 {
+		if err = launch(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// poll calls check until it returns nil, for at most timeout, or until
+// stop is closed (a nil stop never is); the error then says what check saw
+// last.
+func poll(ctx context.Context, timeout time.Duration, stop <-chan struct{}, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	delay := 5 * time.Millisecond
 	for {
-		err := ready(ctx)
+		err := check(ctx)
 		if err == nil {
 			return nil
 		}
-		if p.Exited() {
-			return p.failure(err)
-		}
 		select {
 		case <-ctx.Done():
-			return p.failure(fmt.Errorf("%w (last check: %v)", ctx.Err(), err))
-		case <-p.done:
-			return p.failure(err)
+			return fmt.Errorf("%w within %v: %v", ctx.Err(), timeout, err)
+		case <-stop:
+			return err
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 200*time.Millisecond)
+		delay = min(2*delay, 100*time.Millisecond)
 	}
 }
 

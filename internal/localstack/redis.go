@@ -143,14 +143,10 @@ func (r *Redis) Restart(ctx context.Context) error {
 	p := r.proc
 	r.mu.Unlock()
 	_ = p.Stop(5 * time.Second)
-	var err error
-	for range 50 { // the port may linger briefly after the old process exits
-		if err = r.launch(ctx); err == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := relaunch(ctx, r.launch); err != nil {
+		return fmt.Errorf("restart redis on %s: %w", r.Addr, err)
 	}
-	return fmt.Errorf("restart redis on %s: %w", r.Addr, err)
+	return nil
 }
 
 // ReplicaOf makes this server replicate primary (host:port), or stop

@@ -101,7 +101,7 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 func (s *Sentinel) WaitMaster(ctx context.Context, addr string, timeout time.Duration) error {
 	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	return poll(ctx, timeout, func(ctx context.Context) error {
+	return poll(ctx, timeout, nil, func(ctx context.Context) error {
 		m, err := c.Master(ctx, s.Master).Result()
 		if err != nil {
 			return fmt.Errorf("sentinel %s: master %s: %w", s.Addr, s.Master, err)
@@ -119,7 +119,7 @@ func (s *Sentinel) WaitMaster(ctx context.Context, addr string, timeout time.Dur
 func (s *Sentinel) WaitReplica(ctx context.Context, addr string, timeout time.Duration) error {
 	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	return poll(ctx, timeout, func(ctx context.Context) error {
+	return poll(ctx, timeout, nil, func(ctx context.Context) error {
 		replicas, err := c.Replicas(ctx, s.Master).Result()
 		if err != nil {
 			return fmt.Errorf("sentinel %s: replicas of %s: %w", s.Addr, s.Master, err)
@@ -152,7 +152,7 @@ func WaitReplicating(ctx context.Context, addr, primary string, timeout time.Dur
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	want := []string{"role:slave", "master_host:" + host, "master_port:" + port, "master_link_status:up"}
-	return poll(ctx, timeout, func(ctx context.Context) error {
+	return poll(ctx, timeout, nil, func(ctx context.Context) error {
 		info, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			return fmt.Errorf("redis %s: INFO replication: %w", addr, err)
@@ -181,26 +181,6 @@ func QuickSyncs(ctx context.Context, servers ...*Redis) error {
 		}
 	}
 	return nil
-}
-
-// poll calls check until it returns nil, for at most timeout; the error
-// then says what check saw last.
-func poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	delay := 5 * time.Millisecond
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w within %v: %v", ctx.Err(), timeout, err)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 100*time.Millisecond)
-	}
 }
 
 // Stop ends the Sentinel and removes its directory.

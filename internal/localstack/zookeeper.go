@@ -142,14 +142,10 @@ func (z *ZooKeeper) Restart(ctx context.Context) error {
 	p := z.proc
 	z.mu.Unlock()
 	_ = p.Stop(10 * time.Second)
-	var err error
-	for range 50 { // the port may linger briefly after the old process exits
-		if err = z.launch(ctx); err == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := relaunch(ctx, z.launch); err != nil {
+		return fmt.Errorf("restart zookeeper on %s: %w", z.Addr, err)
 	}
-	return fmt.Errorf("restart zookeeper on %s: %w", z.Addr, err)
+	return nil
 }
 
 // Pid is the current server process id (the JVM itself), e.g. for SIGSTOP.

@@ -81,18 +81,6 @@ func follow(t *testing.T, s *Strategy) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestInitDoesNotOverwriteAStoredDefault(t *testing.T) {
 	ctx := context.Background()
 	pool := connect(t, database(t))
@@ -175,10 +163,14 @@ func TestEveryReplicaFollowsTheMomentASwitchReturns(t *testing.T) {
 	if err := replicas[0].Init(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range replicas[1:] {
-		if got, err := r.Get(ctx); got != "a" || err != nil {
-			t.Fatalf("Get before any switch = %q, %v; want a", got, err)
-		}
+	// Init waits for no other replica (each replica's own Init is what
+	// brings it along at start): the others follow its notification when
+	// it arrives. Once they have, every Set must find them following.
+	for i, r := range replicas[1:] {
+		testenv.WaitFor(t, fmt.Sprintf("replica %d to follow Init's default a", i+1), 10*time.Second, func() bool {
+			got, err := r.Get(ctx)
+			return got == "a" && err == nil
+		})
 	}
 	names := []string{"b", "c", "a"}
 	for i := range 30 {
@@ -288,7 +280,7 @@ func TestWithPostgresGoneTheLeaseRunsOutAndGetSaysSo(t *testing.T) {
 	}
 	follow(t, s)
 	pool.Close() // Postgres unreachable from here on
-	waitFor(t, "Get failing once the lease ran out", 10*time.Second, func() bool {
+	testenv.WaitFor(t, "Get failing once the lease ran out", 10*time.Second, func() bool {
 		got, err := s.Get(ctx)
 		if err == nil && got != "b" {
 			t.Fatalf("Get with Postgres gone = %q, nil; want b while the lease runs", got)

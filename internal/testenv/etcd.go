@@ -2,9 +2,6 @@ package testenv
 
 import (
 	"context"
-	"os"
-	"strings"
-	"sync"
 	"testing"
 
 	"inventory/internal/localstack"
@@ -14,23 +11,16 @@ import (
 // host:port client endpoints.
 const EtcdEnv = "INVENTORY_TEST_ETCD_ENDPOINTS"
 
-var (
-	etcdOnce      sync.Once
-	etcdEndpoints []string
-	etcdErr       error
-)
+var etcdServer = &server{env: EtcdEnv, what: "etcd", start: startEtcd,
+	hint: "set " + EtcdEnv + " to host:port of one you run, or install etcd-server: apt-get install -y etcd-server"}
 
 // EtcdEndpoints returns the client endpoints of the etcd the tests share:
 // EtcdEnv's when set, else one local etcd process started on first use and
-// stopped when the test binary ends (see Main). Tests sharing it must use
-// keys of their own.
+// stopped when the test binary ends (see Main). Tests sharing it (other
+// test binaries' too: see shared) must use keys of their own.
 func EtcdEndpoints(t testing.TB) []string {
 	t.Helper()
-	etcdOnce.Do(func() { etcdEndpoints, etcdErr = startEtcd() })
-	if etcdErr != nil {
-		t.Fatalf("no etcd for the tests: %v\n(set %s to host:port of one you run, or install etcd-server: apt-get install -y etcd-server)", etcdErr, EtcdEnv)
-	}
-	return etcdEndpoints
+	return splitList(etcdServer.get(t))
 }
 
 // EtcdServer starts a private etcd process for this test, for tests that
@@ -45,20 +35,10 @@ func EtcdServer(t testing.TB) *localstack.Etcd {
 	return e
 }
 
-func startEtcd() ([]string, error) {
-	if v := os.Getenv(EtcdEnv); v != "" {
-		var eps []string
-		for _, ep := range strings.Split(v, ",") {
-			if ep = strings.TrimSpace(ep); ep != "" {
-				eps = append(eps, ep)
-			}
-		}
-		return eps, nil
-	}
-	e, err := localstack.StartEtcd(context.Background())
+func startEtcd(ctx context.Context) (string, func(), error) {
+	e, err := localstack.StartEtcd(ctx)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	onExit(func() { _ = e.Stop() })
-	return []string{e.Endpoint}, nil
+	return e.Endpoint, func() { _ = e.Stop() }, nil
 }

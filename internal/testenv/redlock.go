@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,11 +20,8 @@ const RedlockEnv = "INVENTORY_TEST_REDLOCK_URLS"
 // RedlockN is how many servers the Redlock tests get by default.
 const RedlockN = 3
 
-var (
-	rlOnce sync.Once
-	rlURLs []string
-	rlErr  error
-)
+var redlockServers = &server{env: RedlockEnv, what: "Redlock servers", start: startRedlock,
+	hint: fmt.Sprintf("set %s to %d or more redis:// URLs, or install redis-server: apt-get install -y redis-server", RedlockEnv, RedlockN)}
 
 // RedlockURLs returns the URLs of this test binary's shared Redlock
 // servers: RedlockEnv's when set, else RedlockN throw-away redis-server
@@ -34,12 +30,11 @@ var (
 // their product ids, and a lock left behind expires by its TTL).
 func RedlockURLs(t testing.TB) []string {
 	t.Helper()
-	rlOnce.Do(func() { rlURLs, rlErr = startRedlock() })
-	if rlErr != nil {
-		t.Fatalf("no Redlock servers for the tests: %v\n(set %s to %d or more redis:// URLs, or install redis-server: apt-get install -y redis-server)",
-			rlErr, RedlockEnv, RedlockN)
+	urls := splitList(redlockServers.get(t))
+	if len(urls) < 3 {
+		t.Fatalf("%s has %d URLs, want at least 3", RedlockEnv, len(urls))
 	}
-	return rlURLs
+	return urls
 }
 
 // FlushRedlock empties the shared Redlock servers and returns their URLs.
@@ -85,27 +80,23 @@ func RedlockServers(t testing.TB, n int) []*localstack.Redis {
 	return servers
 }
 
-func startRedlock() ([]string, error) {
-	if v := os.Getenv(RedlockEnv); v != "" {
-		var urls []string
-		for u := range strings.SplitSeq(v, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				urls = append(urls, u)
+func startRedlock(ctx context.Context) (string, func(), error) {
+	servers := make([]*localstack.Redis, RedlockN)
+	stop := func() {
+		for _, r := range servers {
+			if r != nil {
+				_ = r.Stop()
 			}
 		}
-		if len(urls) < 3 {
-			return nil, fmt.Errorf("%s has %d URLs, want at least 3", RedlockEnv, len(urls))
-		}
-		return urls, nil
 	}
 	urls := make([]string, RedlockN)
-	for i := range urls {
-		r, err := localstack.StartRedis(context.Background())
+	for i := range servers {
+		r, err := localstack.StartRedis(ctx)
 		if err != nil {
-			return nil, err
+			stop()
+			return "", nil, err
 		}
-		onExit(func() { _ = r.Stop() })
-		urls[i] = r.URL
+		servers[i], urls[i] = r, r.URL
 	}
-	return urls, nil
+	return strings.Join(urls, ","), stop, nil
 }

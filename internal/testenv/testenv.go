@@ -6,6 +6,9 @@
 //
 // A test binary shares one server of each kind; call Main from TestMain so
 // they are stopped at the end. Each PostgresURL call gets a fresh database.
+// `make test` starts one Postgres, etcd and ZooKeeper for all the test
+// binaries (StartShared, through ./internal/testenv/cmd/testservers) and
+// names them in these variables; each binary still starts its own Redis.
 package testenv
 
 import (
@@ -39,13 +42,11 @@ const howToProvide = "set " + PostgresEnv + " and " + RedisEnv + " to servers yo
 var (
 	mu       sync.Mutex
 	stops    []func()
-	pgOnce   sync.Once
-	pgBase   string // URL of the shared server's maintenance database
-	pgErr    error
-	rdOnce   sync.Once
-	rdURL    string
-	rdErr    error
 	dbSerial atomic.Int64
+
+	// pgServer's value is the URL of the server's maintenance database.
+	pgServer    = &server{env: PostgresEnv, what: "Postgres", hint: howToProvide, start: startPostgres}
+	redisServer = &server{env: RedisEnv, what: "Redis", hint: howToProvide, start: startRedis}
 )
 
 // Main runs the tests and then stops the servers this binary started.
@@ -72,10 +73,7 @@ func onExit(f func()) {
 // PostgresURL returns the URL of a new, empty database for this test.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
-	pgOnce.Do(func() { pgBase, pgErr = startPostgres() })
-	if pgErr != nil {
-		t.Fatalf("no Postgres for the tests: %v\n(%s)", pgErr, howToProvide)
-	}
+	pgBase := pgServer.get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := fmt.Sprintf("test_%d_%d", os.Getpid(), dbSerial.Add(1))
@@ -92,14 +90,12 @@ func PostgresURL(t testing.TB) string {
 	return u.String()
 }
 
-// RedisURL returns the URL of the shared Redis, flushed for this test. Tests
-// that share it must not run in parallel with each other.
+// RedisURL returns the URL of the binary's Redis, flushed for this test.
+// Tests that share it must not run in parallel with each other (nor may
+// test binaries: see shared).
 func RedisURL(t testing.TB) string {
 	t.Helper()
-	rdOnce.Do(func() { rdURL, rdErr = startRedis() })
-	if rdErr != nil {
-		t.Fatalf("no Redis for the tests: %v\n(%s)", rdErr, howToProvide)
-	}
+	rdURL := redisServer.get(t)
 	opts, err := redis.ParseURL(rdURL)
 	if err != nil {
 		t.Fatalf("parse %s: %v", RedisEnv, err)
@@ -124,48 +120,50 @@ func RedisServer(t testing.TB) *localstack.Redis {
 	return r
 }
 
-func startPostgres() (string, error) {
-	if u := os.Getenv(PostgresEnv); u != "" {
-		return u, nil
-	}
-	ctx := context.Background()
+func startPostgres(ctx context.Context) (string, func(), error) {
 	if dockerAnswers(ctx) {
 		c, err := tcpostgres.Run(ctx, "postgres:16-alpine",
 			tcpostgres.WithDatabase("inventory"), tcpostgres.WithUsername("postgres"), tcpostgres.WithPassword("postgres"),
 			tcpostgres.BasicWaitStrategies())
 		if err != nil {
-			return "", fmt.Errorf("postgres container: %w", err)
+			return "", nil, fmt.Errorf("postgres container: %w", err)
 		}
-		onExit(func() { _ = testcontainers.TerminateContainer(c) })
-		return c.ConnectionString(ctx, "sslmode=disable")
+		stop := func() { _ = testcontainers.TerminateContainer(c) }
+		u, err := c.ConnectionString(ctx, "sslmode=disable")
+		if err != nil {
+			stop()
+			return "", nil, err
+		}
+		return u, stop, nil
 	}
-	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true})
+	// Room for the pools of the test binaries that share it (go test runs
+	// GOMAXPROCS of them at once), each of which had 300 to itself.
+	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true, MaxConnections: 1000})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	onExit(func() { _ = pg.Stop() })
-	return strings.Replace(pg.URL, "/inventory?", "/postgres?", 1), nil
+	return strings.Replace(pg.URL, "/inventory?", "/postgres?", 1), func() { _ = pg.Stop() }, nil
 }
 
-func startRedis() (string, error) {
-	if u := os.Getenv(RedisEnv); u != "" {
-		return u, nil
-	}
-	ctx := context.Background()
+func startRedis(ctx context.Context) (string, func(), error) {
 	if dockerAnswers(ctx) {
 		c, err := tcredis.Run(ctx, "redis:7-alpine")
 		if err != nil {
-			return "", fmt.Errorf("redis container: %w", err)
+			return "", nil, fmt.Errorf("redis container: %w", err)
 		}
-		onExit(func() { _ = testcontainers.TerminateContainer(c) })
-		return c.ConnectionString(ctx)
+		stop := func() { _ = testcontainers.TerminateContainer(c) }
+		u, err := c.ConnectionString(ctx)
+		if err != nil {
+			stop()
+			return "", nil, err
+		}
+		return u, stop, nil
 	}
 	r, err := localstack.StartRedis(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	onExit(func() { _ = r.Stop() })
-	return r.URL, nil
+	return r.URL, func() { _ = r.Stop() }, nil
 }
 
 // dockerAnswers reports whether a Docker engine is reachable. The docker

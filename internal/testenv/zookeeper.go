@@ -2,9 +2,6 @@ package testenv
 
 import (
 	"context"
-	"os"
-	"strings"
-	"sync"
 	"testing"
 
 	"inventory/internal/localstack"
@@ -14,23 +11,19 @@ import (
 // (comma-separated host:port, like INVENTORY_ZOOKEEPER_SERVERS).
 const ZooKeeperEnv = "INVENTORY_TEST_ZOOKEEPER_SERVERS"
 
-var (
-	zkOnce    sync.Once
-	zkServers []string
-	zkErr     error
-)
+const zkInstall = "apt-get install -y --no-install-recommends libzookeeper-java default-jre-headless"
+
+var zkServer = &server{env: ZooKeeperEnv, what: "ZooKeeper", start: startZooKeeper,
+	hint: "set " + ZooKeeperEnv + " to servers you run, or install it: " + zkInstall}
 
 // ZooKeeperServers returns the addresses of the shared ZooKeeper: from
 // INVENTORY_TEST_ZOOKEEPER_SERVERS, else one local server (without fsync)
 // started on first use and stopped when the binary's tests end. Tests share
-// it: keep their znodes apart (a root or key of their own).
+// it (other test binaries' too: see shared): keep their znodes apart (a
+// root or key of their own).
 func ZooKeeperServers(t testing.TB) []string {
 	t.Helper()
-	zkOnce.Do(func() { zkServers, zkErr = startZooKeeper() })
-	if zkErr != nil {
-		t.Fatalf("no ZooKeeper for the tests: %v\n(set %s to servers you run, or install it: apt-get install -y --no-install-recommends libzookeeper-java default-jre-headless)", zkErr, ZooKeeperEnv)
-	}
-	return zkServers
+	return splitList(zkServer.get(t))
 }
 
 // ZooKeeperServer starts a private ZooKeeper for this test, for tests that
@@ -39,20 +32,16 @@ func ZooKeeperServer(t testing.TB) *localstack.ZooKeeper {
 	t.Helper()
 	z, err := localstack.StartZooKeeper(context.Background(), localstack.ZooKeeperOptions{NoFsync: true})
 	if err != nil {
-		t.Fatalf("start a private ZooKeeper: %v\n(install it: apt-get install -y --no-install-recommends libzookeeper-java default-jre-headless)", err)
+		t.Fatalf("start a private ZooKeeper: %v\n(install it: %s)", err, zkInstall)
 	}
 	t.Cleanup(func() { _ = z.Stop() })
 	return z
 }
 
-func startZooKeeper() ([]string, error) {
-	if s := os.Getenv(ZooKeeperEnv); s != "" {
-		return strings.Split(s, ","), nil
-	}
-	z, err := localstack.StartZooKeeper(context.Background(), localstack.ZooKeeperOptions{NoFsync: true})
+func startZooKeeper(ctx context.Context) (string, func(), error) {
+	z, err := localstack.StartZooKeeper(ctx, localstack.ZooKeeperOptions{NoFsync: true})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	onExit(func() { _ = z.Stop() })
-	return []string{z.Addr}, nil
+	return z.Addr, func() { _ = z.Stop() }, nil
 }

@@ -237,12 +237,7 @@ func TestWaiting(t *testing.T) {
 		got <- err
 	}()
 	// B's key must be in place before the release, so that B waits rather than finds it free.
-	for deadline := time.Now().Add(5 * time.Second); len(keys(t, c, "w")) < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("B's key never appeared")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.WaitFor(t, "B's key", 5*time.Second, func() bool { return len(keys(t, c, "w")) >= 2 })
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("A: Release = %v", err)
 	}
@@ -344,12 +339,7 @@ func TestSessionEndsWhileWaiting(t *testing.T) {
 		_, err := b.Lock(ctx, "s")
 		got <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); len(keys(t, c, "s")) < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("B's key never appeared")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.WaitFor(t, "B's key", 5*time.Second, func() bool { return len(keys(t, c, "s")) >= 2 })
 	t0 := time.Now()
 	if _, err := c.Revoke(ctx, lease); err != nil {
 		t.Fatalf("revoke B's lease: %v", err)

@@ -46,18 +46,6 @@ func newPool(t testing.TB, url string) *pgxpool.Pool {
 	return pool
 }
 
-// waitFor polls cond every millisecond until it holds, failing after d.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestExpiryTakeOverAndFence: a lease ends at its TTL (its Context is
 // cancelled with lock.ErrExpired), another locker then takes the row over with a
 // larger fence, the expired holder's release frees nothing, and fences keep
@@ -98,7 +86,7 @@ func TestExpiryTakeOverAndFence(t *testing.T) {
 	}
 	// Postgres' expiry is no earlier than a's local deadline: poll until it passes.
 	var b lock.Lease
-	waitFor(t, "b to take the expired lock over", 5*time.Second, func() bool {
+	testenv.WaitFor(t, "b to take the expired lock over", 5*time.Second, func() bool {
 		b, err = other.TryLock(ctx, "expiry")
 		if err != nil && !errors.Is(err, lock.ErrNotAcquired) {
 			t.Fatalf("b: TryLock = %v", err)
@@ -195,7 +183,7 @@ func TestWaiting(t *testing.T) {
 			_, err := New(db, Options{Options: lock.Options{Wait: 10 * time.Second}}).Lock(cctx, "wait")
 			done <- err
 		}()
-		waitFor(t, "the waiter to try twice", 5*time.Second, func() bool { return db.queries.Load() >= 2 })
+		testenv.WaitFor(t, "the waiter to try twice", 5*time.Second, func() bool { return db.queries.Load() >= 2 })
 		cancel()
 		select {
 		case err := <-done:

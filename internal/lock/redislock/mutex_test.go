@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock"
+	"inventory/internal/testenv"
 )
 
 // acquireFunc takes the lock (or, for the control run, does nothing) and
@@ -116,32 +117,36 @@ func TestLockWaitsWithoutSpinning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
-			holder := closing(t, NewMutex(client(t, url), Options{}))
+			check := client(t, url)
+			holder := closing(t, NewMutex(check, Options{}))
 			tt.opts.Observer = rec
-			waiter := closing(t, NewMutex(client(t, url), tt.opts))
+			var tries atomic.Int64
+			waiter := closing(t, NewMutex(client(t, url, acquireCounter(&tries)), tt.opts))
 			ctx := context.Background()
 			key := "lock:{wait-" + tt.name + "}"
 			held, err := holder.Lock(ctx, key)
 			if err != nil {
 				t.Fatalf("holder Lock(%q) = %v", key, err)
 			}
-			const hold = 300 * time.Millisecond
-			releasedAt := make(chan time.Time, 1)
-			go func() {
-				time.Sleep(hold) // the holder's work
-				releasedAt <- time.Now()
-				_ = held.Release(ctx)
-			}()
-			l, err := waiter.Lock(ctx, key)
+			wait := lockAsync(ctx, func(ctx context.Context, _, key string) (lock.Lease, error) { return waiter.Lock(ctx, key) }, "", key)
+			// The holder releases once the waiter is seen waiting: its first
+			// tries made and, when notified, parked on the release channel.
+			testenv.WaitFor(t, fmt.Sprintf("the waiter's first %d tries", tt.minTrips), 10*time.Second, func() bool { return tries.Load() >= int64(tt.minTrips) })
+			if !tt.opts.PollOnly {
+				subscribed(t, check, key)
+			}
+			if err := held.Release(ctx); err != nil {
+				t.Fatalf("holder Release = %v", err)
+			}
+			l, _, err := wait()
 			if err != nil {
 				t.Fatalf("waiter Lock(%q) = %v, want it to wait for the release", key, err)
 			}
 			defer l.Release(ctx)
 			// Acquired after the release, in a bounded number of tries:
 			// how soon is the machine's business, not the lock's.
-			<-releasedAt
 			if trips := rec.acquired[0].trips; trips < tt.minTrips || trips > tt.maxTrips {
-				t.Errorf("waiting %v made %d round trips, want %d to %d", hold, trips, tt.minTrips, tt.maxTrips)
+				t.Errorf("waiting made %d round trips, want %d to %d", trips, tt.minTrips, tt.maxTrips)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/internal/redisscript"
+	"inventory/internal/testenv"
 )
 
 // TestReentrancy: three Locks in one owner context, two releases → still
@@ -222,22 +223,25 @@ func TestFencing(t *testing.T) {
 func TestMaxHold(t *testing.T) {
 	url := sharedRedis(t)
 	rec := &recorder{}
-	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: 150 * time.Millisecond, Observer: rec}, MaxHold: 400 * time.Millisecond})
+	// Renewals every TTL/3 with 2/3 of a second's slack: a loaded machine
+	// delays one less than that (at a 150ms TTL the lease could expire
+	// before MaxHold ended it).
+	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: time.Second, Observer: rec}, MaxHold: 1500 * time.Millisecond})
 	ctx := lock.WithOwner(context.Background(), "runaway")
 	l, err := r.Lock(ctx, "lock:{maxhold}")
 	if err != nil {
 		t.Fatalf("Lock = %v", err)
 	}
-	took, done := waitDone(l.Context(), 2*time.Second)
+	took, done := waitDone(l.Context(), 10*time.Second)
 	if !done {
-		t.Fatalf("lease context still live 2s into a 400ms MaxHold")
+		t.Fatalf("lease context still live 10s into a 1.5s MaxHold")
 	}
 	cause := context.Cause(l.Context())
 	if !errors.Is(cause, lock.ErrMaxHold) || LostReason(cause) != "max_hold" {
 		t.Errorf("lease cancelled with cause %v (reason %q), want lock.ErrMaxHold", cause, LostReason(cause))
 	}
-	if took < 350*time.Millisecond {
-		t.Errorf("MaxHold 400ms ended the lease after %v, before it", took)
+	if took < 1450*time.Millisecond {
+		t.Errorf("MaxHold 1.5s ended the lease after %v, before it", took)
 	}
 	if ok, _ := rec.renewals(); ok < 2 {
 		t.Errorf("%d successful renewals before MaxHold, want the watchdog to have renewed (≥ 2)", ok)
@@ -255,8 +259,9 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	rdb := client(t, url)
 	bg := context.Background()
 	const key = "lock:{kinds}"
+	rec := &recorder{}
 	m := NewMutex(rdb, Options{Options: lock.Options{TTL: time.Second}, Watchdog: true})
-	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: time.Second}})
+	r := NewReentrant(client(t, url), Options{Options: lock.Options{TTL: time.Second, Observer: rec}})
 	owner := lock.WithOwner(bg, "o")
 
 	ml, err := m.Lock(bg, key)
@@ -266,11 +271,12 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	if l, err := r.TryLock(owner, key); !errors.Is(err, lock.ErrNotAcquired) {
 		t.Errorf("Reentrant.TryLock while a Mutex holds %s = %v, %v; want lock.ErrNotAcquired", key, l, err)
 	}
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = ml.Release(bg)
-	}()
-	rl, err := r.Lock(owner, key)
+	wait := lockAsync(owner, func(ctx context.Context, _, key string) (lock.Lease, error) { return r.Lock(ctx, key) }, "o", key)
+	subscribed(t, rdb, key) // the Reentrant waits for the Mutex's release
+	if err := ml.Release(bg); err != nil {
+		t.Fatalf("Mutex Release = %v", err)
+	}
+	rl, _, err := wait()
 	if err != nil {
 		t.Fatalf("Reentrant.Lock waiting for a Mutex holder = %v, want it to wait and acquire", err)
 	}
@@ -285,7 +291,13 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	if err := ml.Release(bg); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("second Release of the Mutex lease = %v, want lock.ErrNotHeld", err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	testenv.WaitFor(t, "two renewals of the Reentrant hold", 10*time.Second, func() bool {
+		ok, failed := rec.renewals()
+		if failed != 0 {
+			t.Fatalf("Reentrant renewals next to a Mutex: %d ok, %d failed; want none failed", ok, failed)
+		}
+		return ok >= 2
+	})
 	if err := rl.Err(); err != nil {
 		t.Errorf("Reentrant lease after renewals next to a Mutex = %v, want held", err)
 	}

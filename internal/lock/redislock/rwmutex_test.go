@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/testenv"
 )
 
 func newRW(t *testing.T, url string, o Options) *RWMutex {
@@ -89,7 +90,7 @@ func TestRWWriterWaitsForReadersAndIsNotStarved(t *testing.T) {
 		writerIn <- w
 	})
 	admin := client(t, url)
-	waitFor(t, "the writer to be waiting", 5*time.Second, func() bool {
+	testenv.WaitFor(t, "the writer to be waiting", 5*time.Second, func() bool {
 		n, err := admin.ZCard(ctx, "rw:{starve}:writers").Result()
 		return err == nil && n == 1
 	})
@@ -203,7 +204,7 @@ func TestRWReaderLeaseRunsOut(t *testing.T) {
 	}
 	admin := client(t, url)
 	var start float64
-	waitFor(t, "the live reader's entry", 5*time.Second, func() bool {
+	testenv.WaitFor(t, "the live reader's entry", 5*time.Second, func() bool {
 		z, err := admin.ZRangeWithScores(ctx, "rw:{lease}:readers", 0, -1).Result()
 		if err != nil || len(z) != 1 {
 			return false
@@ -211,7 +212,7 @@ func TestRWReaderLeaseRunsOut(t *testing.T) {
 		start = z[0].Score
 		return true
 	})
-	waitFor(t, "the watchdog to renew the reader past its first expiry", 10*time.Second, func() bool {
+	testenv.WaitFor(t, "the watchdog to renew the reader past its first expiry", 10*time.Second, func() bool {
 		z, err := admin.ZRangeWithScores(ctx, "rw:{lease}:readers", 0, -1).Result()
 		return err == nil && len(z) == 1 && z[0].Score > start+300
 	})

@@ -130,20 +130,8 @@ func scriptCalls(t *testing.T, c redis.UniversalClient) int64 {
 // the majority, and of a lost try, finish in the background.
 func noKeys(t *testing.T, direct []redis.UniversalClient, key string) {
 	t.Helper()
-	waitFor(t, "no server to hold "+key, 5*time.Second, func() bool {
+	testenv.WaitFor(t, "no server to hold "+key, 5*time.Second, func() bool {
 		h := holders(t, direct, key)
 		return strings.Join(h, "") == ""
 	})
-}
-
-// waitFor polls cond every millisecond until it holds, failing after d.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

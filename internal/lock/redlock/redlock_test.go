@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"inventory/internal/lock"
+	"inventory/internal/testenv"
 )
 
 // overlapRun has goroutines take key from lockers (round robin) iters times
@@ -190,7 +191,7 @@ func TestSplitVoteCleansUp(t *testing.T) {
 		t.Errorf("Lock with 2 of 3 servers held by others = %v, want lock.ErrTimeout wrapping lock.ErrNotAcquired", err)
 	}
 	// Its deletes run in the background, each bounded by ServerTimeout.
-	waitFor(t, "server 2 to be free after the waiter gave up", 5*time.Second, func() bool { return holders(t, direct, key)[2] == "" })
+	testenv.WaitFor(t, "server 2 to be free after the waiter gave up", 5*time.Second, func() bool { return holders(t, direct, key)[2] == "" })
 }
 
 // TestRelease: a second release is harmless (lock.ErrNotHeld), and a release
@@ -214,14 +215,14 @@ func TestRelease(t *testing.T) {
 	if !errors.Is(a.Err(), lock.ErrLost) || !errors.Is(context.Cause(a.Context()), lock.ErrExpired) {
 		t.Errorf("A after its validity: Err = %v, cause %v; want lock.ErrLost, lock.ErrExpired", a.Err(), context.Cause(a.Context()))
 	}
-	waitFor(t, "A's keys to expire", 5*time.Second, func() bool { h := holders(t, direct, key); return h[0]+h[1]+h[2] == "" })
+	testenv.WaitFor(t, "A's keys to expire", 5*time.Second, func() bool { h := holders(t, direct, key); return h[0]+h[1]+h[2] == "" })
 	b, err := newLocker(t, urls, Options{Options: lock.Options{TTL: 10 * time.Second}}).Lock(ctx, key)
 	if err != nil {
 		t.Fatalf("B: Lock = %v", err)
 	}
 	// Lock returns once a majority granted; the third set may still be on
 	// its way.
-	waitFor(t, "B's key on all three servers", 5*time.Second, func() bool { return ours(t, direct, b) == 3 })
+	testenv.WaitFor(t, "B's key on all three servers", 5*time.Second, func() bool { return ours(t, direct, b) == 3 })
 	if err := a.Release(ctx); !errors.Is(err, lock.ErrLost) {
 		t.Errorf("A (expired, B holds): Release = %v, want lock.ErrLost", err)
 	}
@@ -342,7 +343,7 @@ func TestRestartedServerWhileHeld(t *testing.T) {
 			defer func() { _ = a.Release(ctx) }()
 			// Lock returns with a majority; A's try on server 2 may still be
 			// on its way, and would win there once the key is deleted below.
-			waitFor(t, "server 2 to answer A's try", 5*time.Second, func() bool { return scriptCalls(t, direct[2]) > before })
+			testenv.WaitFor(t, "server 2 to answer A's try", 5*time.Second, func() bool { return scriptCalls(t, direct[2]) > before })
 			if n := ours(t, direct, a); n != 2 {
 				t.Fatalf("A holds %d servers, want exactly 2", n)
 			}
@@ -392,7 +393,7 @@ func TestValidity(t *testing.T) {
 		t.Errorf("Deadline %v, want between %v and now+TTL−drift", deadline.Sub(start), want.Sub(start))
 	}
 	// Lock returns with a majority; the third SET may still be on its way.
-	waitFor(t, "the key on all three servers", 5*time.Second, func() bool { return ours(t, direct, lease) == 3 })
+	testenv.WaitFor(t, "the key on all three servers", 5*time.Second, func() bool { return ours(t, direct, lease) == 3 })
 	for i, c := range direct {
 		pttl, err := c.PTTL(ctx, "lock:{validity}").Result()
 		if err != nil {
