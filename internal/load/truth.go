@@ -32,7 +32,9 @@ type truth interface {
 // apiTruth reads through the service.
 type apiTruth struct{ c *Client }
 
-func (a apiTruth) product(ctx context.Context, id string) (product, error) { return a.c.product(ctx, id) }
+func (a apiTruth) product(ctx context.Context, id string) (product, error) {
+	return a.c.product(ctx, id)
+}
 func (a apiTruth) round(ctx context.Context, id string, n int64) (round, error) {
 	return a.c.round(ctx, id, n)
 }
