@@ -102,6 +102,27 @@ func WriteHistoryPages(base string, rep *Report) ([]string, error) {
 	return out, nil
 }
 
+// WriteMatrixHistoryPages is WriteHistoryPages for the fault matrix: one
+// page per product NOT LINEARIZABLE, "<base>-<strategy>-<fault>-run<N>-<product>.html".
+func WriteMatrixHistoryPages(base string, m *Matrix) ([]string, error) {
+	var out []string
+	for _, c := range m.Cells {
+		for _, r := range c.Results {
+			if r.History == nil {
+				continue
+			}
+			paths, err := r.History.WriteVisualizations(func(product string) string {
+				return fmt.Sprintf("%s-%s-%s-run%d-%s.html", base, safeName(c.Strategy), safeName(c.Fault), r.Run, safeName(product))
+			}, 3)
+			out = append(out, paths...)
+			if err != nil {
+				return out, fmt.Errorf("history visualization: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+
 // HistoryBase is where WriteHistoryPages writes beside a report: the
 // --html or --json file without its extension, else dir/loadtest.
 func HistoryBase(htmlOut, jsonOut, dir string) string {

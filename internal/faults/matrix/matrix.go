@@ -509,6 +509,7 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 	cfg := load.Config{
 		Product: product, Stock: o.Stock, Buyers: o.Buyers, Concurrency: o.Concurrency,
 		Keys: product, Retries: o.Retries, Disturb: disturb, Spread: spread,
+		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger and a fault's restocks
 	}
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	if err != nil {
