@@ -193,9 +193,6 @@ func checkProduct(id string, init State, final map[string]State, ops []Op, timeo
 // negative. It returns the violation and its evidence, or "" when none of
 // these shows one (which proves nothing either way).
 func refute(init State, final *State, ops []Op) (violation, evidence string) {
-	if final != nil && final.Stock < 0 {
-		return "final stock", fmt.Sprintf("the database holds %d units: no order of sales takes stock below 0", final.Stock)
-	}
 	initial := map[int]int64{init.Round: init.Stock} // each round's first stock, where known
 	for _, op := range ops {
 		if op.Kind == Restock && op.Outcome == Sold && op.Round > 0 {
@@ -225,10 +222,20 @@ func refute(init State, final *State, ops []Op) (violation, evidence string) {
 		}
 		sold[op.Round] += op.Quantity
 	}
-	for round, units := range sold {
-		if first, ok := initial[round]; ok && units > first {
+	rounds := make([]int, 0, len(sold))
+	for round := range sold {
+		rounds = append(rounds, round)
+	}
+	sort.Ints(rounds)
+	for _, round := range rounds {
+		if first, ok := initial[round]; ok && sold[round] > first {
+			units := sold[round]
 			return "phantom sale", fmt.Sprintf("%d units answered sold in round %d, which began with %d", units, round, first)
 		}
+	}
+	// Last: what buyers were told names the untrue answer better.
+	if final != nil && final.Stock < 0 {
+		return "final stock", fmt.Sprintf("the database holds %d units: no order of sales takes stock below 0", final.Stock)
 	}
 	return "", ""
 }
