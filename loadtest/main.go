@@ -19,9 +19,16 @@
 // fault of internal/faults, N faulted runs per cell, against a local fleet
 // (internal/faults/matrix; `loadtest faults -h` lists its flags).
 //
+// Every run's history of answers is checked, product by product, against
+// one sequential stock (internal/history): a safe strategy whose answers no
+// order of events explains is NOT LINEARIZABLE, and porcupine's page of it
+// is written beside the report. The state each run is checked against is
+// read from Postgres (the local fleet's, or --postgres-url's).
+//
 // Exit status: 0 when every safe strategy kept its invariants, 1 when one
 // was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
-// requests), 2 for bad flags. UNDERSOLD (503s while stock remained) is
+// requests) or NOT LINEARIZABLE (an answer that cannot be true), 2 for bad
+// flags. UNDERSOLD (503s while stock remained) is
 // reported but does not fail the run: it is a capacity limit, not oversell.
 // Lock breaches (the lock broke and the database refused the write) are
 // counted but do not fail the run either: the invariants held.
@@ -78,7 +85,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 var (
 	errUsage = load.ErrUsage // exit status 2
 	// errBroken is returned after the table is printed when a safe strategy was BROKEN.
-	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN above)")
+	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN or NOT LINEARIZABLE above)")
 )
 
 type options struct {
