@@ -153,23 +153,24 @@ func checkProduct(id string, init State, final map[string]State, ops []Op, timeo
 	if f, ok := final[id]; ok {
 		fin = &f
 	}
-	violation, evidence := refute(init, fin, ops)
-	budget := timeout
-	if violation != "" {
-		// Already refuted: porcupine only draws the page, in what time it
-		// takes to find the orders that come closest.
-		budget = time.Second
-		if timeout > 0 {
-			budget = min(timeout, budget)
+	if violation, evidence := refute(init, fin, ops); violation != "" {
+		// Refuted without a search: porcupine only draws the page, when it
+		// is asked for, from the orders that come closest within a second.
+		pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began),
+			Verdict: NotLinearizable, Violation: violation, Evidence: evidence}
+		pr.viz = func(path string) error {
+			budget := time.Second
+			if timeout > 0 {
+				budget = min(timeout, budget)
+			}
+			_, info := porcupine.CheckOperationsVerbose(pm, history, budget)
+			return porcupine.VisualizePath(pm, info, path)
 		}
-	}
-	result, info := porcupine.CheckOperationsVerbose(pm, history, budget)
-	pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began)}
-	pr.viz = func(path string) error { return porcupine.VisualizePath(pm, info, path) }
-	if violation != "" && result != porcupine.Ok {
-		pr.Verdict, pr.Violation, pr.Evidence = NotLinearizable, violation, evidence
 		return pr
 	}
+	result, info := porcupine.CheckOperationsVerbose(pm, history, timeout)
+	pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began)}
+	pr.viz = func(path string) error { return porcupine.VisualizePath(pm, info, path) }
 	switch result {
 	case porcupine.Ok:
 		pr.Verdict = Linearizable
