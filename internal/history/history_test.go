@@ -253,7 +253,7 @@ func TestCheckFailsAnOversoldLoadAtOnce(t *testing.T) {
 		{"two told the same remaining", func(ops []Op, _ *State) []Op {
 			ops[101].Remaining = ops[100].Remaining
 			return ops
-		}, "phantom sale"},
+		}, "wrong remaining"},
 		{"more sold than the round had", func(ops []Op, final *State) []Op {
 			for i := range ops {
 				if ops[i].Outcome == SoldOut {

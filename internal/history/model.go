@@ -206,6 +206,7 @@ func refute(init State, final *State, ops []Op) (violation, evidence string) {
 	}
 	seen := map[left]Op{}
 	sold := map[int]int64{}
+	var twice string // the first two sales told the same remaining
 	for _, op := range ops {
 		if op.Kind != Sale || op.Outcome != Sold || op.Round <= 0 {
 			continue
@@ -215,9 +216,9 @@ func refute(init State, final *State, ops []Op) (violation, evidence string) {
 		}
 		if op.Remaining >= 0 {
 			k := left{op.Round, op.Remaining}
-			if other, ok := seen[k]; ok {
-				return "phantom sale", fmt.Sprintf("clients %d and %d were both told %d left in round %d: two sales cannot leave the same stock (a lost update)",
-					other.Client, op.Client, op.Remaining, op.Round)
+			if other, ok := seen[k]; ok && twice == "" {
+				twice = fmt.Sprintf("clients %d and %d were both told %d left in round %d: two sales cannot leave the same stock "+
+					"(a lost update, or an answer that reports the stock of another moment)", other.Client, op.Client, op.Remaining, op.Round)
 			}
 			seen[k] = op
 		}
@@ -233,6 +234,9 @@ func refute(init State, final *State, ops []Op) (violation, evidence string) {
 			units := sold[round]
 			return "phantom sale", fmt.Sprintf("%d units answered sold in round %d, which began with %d", units, round, first)
 		}
+	}
+	if twice != "" {
+		return "wrong remaining", twice
 	}
 	// Last: what buyers were told names the untrue answer better.
 	if final != nil && final.Stock < 0 {
