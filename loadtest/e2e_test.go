@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"inventory/internal/fleet"
+	"inventory/internal/history"
 	"inventory/internal/load"
 	"inventory/internal/localstack"
 	"inventory/internal/report"
@@ -77,7 +78,7 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	loadtest := func(strategies string) report.Report {
 		t.Helper()
 		jsonPath := filepath.Join(t.TempDir(), "report.json")
-		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", "sku-e2e", "--strategies", strategies,
+		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--postgres-url", f.PostgresURL, "--product", "sku-e2e", "--strategies", strategies,
 			"--stock", strconv.Itoa(e2eStock), "--buyers", strconv.Itoa(e2eBuyers), "--concurrency", "32", "--json", jsonPath}
 		var stdout, stderr bytes.Buffer
 		if err := run(ctx, args, &stdout, &stderr); err != nil {
@@ -148,6 +149,16 @@ func TestEveryStrategyAgainstATwoReplicaFleet(t *testing.T) {
 	for _, r := range results {
 		db := fromDB[r.Round]
 		runs[r.Strategy]++
+		// The history of answers: every safe strategy's is explained by one
+		// order of its sales; an unsafe one that oversold is not.
+		switch {
+		case r.History == nil || r.StateFrom != load.FromPostgres:
+			t.Errorf("%s: history %+v, state read from %q; want a history checked against Postgres", r.Strategy, r.History, r.StateFrom)
+		case r.Safe && r.History.Verdict != string(history.Linearizable):
+			t.Errorf("%s: history %s %+v, want %s", r.Strategy, r.History.Verdict, r.History.Products, history.Linearizable)
+		case !r.Safe && r.Oversold > 0 && r.History.Verdict != string(history.NotLinearizable):
+			t.Errorf("%s (unsafe) oversold %d but its history is %s, want %s", r.Strategy, r.Oversold, r.History.Verdict, history.NotLinearizable)
+		}
 		safe, known := contractStrategies[r.Strategy]
 		switch {
 		case !known:

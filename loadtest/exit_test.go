@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"inventory/internal/history"
 	"inventory/internal/load"
 	"inventory/internal/report"
 	"inventory/internal/verdict"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,7 +39,10 @@ import (
 //   - stale is honest, but its first sale after a restock lands in the
 //     previous round, as a lock that missed the restock would;
 //   - counter sells from its own per-round counter (like a Redis counter)
-//     and writes unguarded: consistent alone, oversells mixed with others.
+//     and writes unguarded: consistent alone, oversells mixed with others;
+//   - laggard is honest, but its first sale after a restock is refused 409
+//     sold-out from its memory of the old round, as a replica that has not
+//     heard of the restock did (issue 23, item 1).
 type fakeFleet struct {
 	mu                sync.Mutex
 	qty, round        int64
@@ -44,6 +50,7 @@ type fakeFleet struct {
 	counter           int64            // counter's units left this round
 	attempts          map[string]int64 // sale attempts per strategy
 	staleRound        int64            // the round stale still believes in
+	laggardRound      int64            // the round laggard last heard of
 	def               string           // the fleet default
 	defaults          []string         // every PUT /strategy, in order
 	namedWithoutToken int              // ?strategy= sales without the admin token
@@ -54,7 +61,7 @@ type fakeRound struct{ initial, sold, sales int64 }
 
 const fakeStrategies = `[{"name":"honest","safe":true},{"name":"oversells","safe":true},{"name":"busy","safe":true},{"name":"racy","safe":false},` +
 	`{"name":"breaching","safe":true},{"name":"unsure","safe":true},{"name":"phantom","safe":true},{"name":"ghost","safe":true},` +
-	`{"name":"stale","safe":true},{"name":"counter","safe":true}]`
+	`{"name":"stale","safe":true},{"name":"counter","safe":true},{"name":"laggard","safe":true}]`
 
 func newFakeFleet(def string) *fakeFleet {
 	return &fakeFleet{rounds: map[int64]*fakeRound{}, attempts: map[string]int64{}, def: def}
@@ -213,6 +220,19 @@ func (f *fakeFleet) sell(w http.ResponseWriter, s string) {
 			record(f.round)
 			ok(f.round)
 		}
+	case "laggard":
+		if f.laggardRound != 0 && f.laggardRound != f.round {
+			f.laggardRound = f.round
+			problem(w, http.StatusConflict, "sold-out", false)
+			return
+		}
+		f.laggardRound = f.round
+		if f.qty < 1 {
+			problem(w, http.StatusConflict, "sold-out", false)
+			return
+		}
+		record(f.round)
+		ok(f.round)
 	case "counter":
 		if f.counter < 1 {
 			problem(w, http.StatusConflict, "sold-out", false)
@@ -266,16 +286,19 @@ func TestRunVerdictsAndExitStatus(t *testing.T) {
 		wantVerdict  string
 		wantBreaches int64
 		wantUnknown  int64
+		wantHistory  history.Verdict
 	}{
-		{"honest", nil, verdict.Safe, 0, 0},
-		{"oversells", errBroken, verdict.Broken, 0, 0},
-		{"busy", nil, verdict.Undersold, 0, 0}, // reported, but a capacity limit does not fail the run
-		{"racy", nil, verdict.Oversold, 0, 0},  // unsafe strategies are expected to oversell
+		{"honest", nil, verdict.Safe, 0, 0, history.Linearizable},
+		{"oversells", errBroken, verdict.Broken, 0, 0, history.NotLinearizable},
+		{"busy", nil, verdict.Undersold, 0, 0, history.Linearizable},   // reported, but a capacity limit does not fail the run
+		{"racy", nil, verdict.Oversold, 0, 0, history.NotLinearizable}, // unsafe strategies are expected to oversell
 		// 9 attempts for 5 units: #4 a breach 503, #7–9 breach 409s.
-		{"breaching", nil, verdict.Safe, 4, 0},       // the lock broke, the database held: still SAFE
-		{"unsure", nil, verdict.Safe, 0, 3},          // #3, #5, #6 unknown; #3 and #6 did sell
-		{"phantom", errBroken, verdict.Broken, 0, 0}, // a 2xx without its ledger row
-		{"ghost", errBroken, verdict.Broken, 0, 0},   // a ledger row nobody got a 2xx for
+		{"breaching", nil, verdict.Safe, 4, 0, history.Linearizable}, // the lock broke, the database held: still SAFE
+		{"unsure", nil, verdict.Safe, 0, 3, history.Linearizable},    // #3, #5, #6 unknown; #3 and #6 did sell
+		// A 2xx without its ledger row: the stock fell, so its answers are
+		// consistent; the ledger check catches it.
+		{"phantom", errBroken, verdict.Broken, 0, 0, history.Linearizable},
+		{"ghost", errBroken, verdict.Broken, 0, 0, history.NotLinearizable}, // sold, but answered sold out
 	}
 	for _, tt := range tests {
 		fake := newFakeFleet("honest")
@@ -296,6 +319,9 @@ func TestRunVerdictsAndExitStatus(t *testing.T) {
 		}
 		if rep.Failed != (tt.wantErr != nil) {
 			t.Errorf("run(%q) report.failed = %v, want %v", args, rep.Failed, tt.wantErr != nil)
+		}
+		if res.History == nil || res.History.Verdict != string(tt.wantHistory) || res.StateFrom != load.FromAPI {
+			t.Errorf("run(%q) history %+v read from %q, want %s read from the API", args, res.History, res.StateFrom, tt.wantHistory)
 		}
 		if fake.namedWithoutToken > 0 {
 			t.Errorf("run(%q) sent %d sales naming ?strategy= without the admin token", args, fake.namedWithoutToken)
@@ -410,6 +436,57 @@ func TestRestockDuringChecksEveryRound(t *testing.T) {
 		if tt.wantBroken != nil && !strings.Contains(table, "round 1: oversold 1 unit") {
 			t.Errorf("run(%q): the table does not say which round broke:\n%s", args, table)
 		}
+	}
+}
+
+// TestHistoryCatchesAStaleSoldOut: a safe strategy whose first sale after
+// a restock is refused sold-out from memory of the old round (issue 23,
+// item 1) keeps every invariant the ledger shows — the next buyers sell
+// the round out — but no order of events explains that answer: the run is
+// NOT LINEARIZABLE, fails, names the false sold-out and writes porcupine's
+// page beside the report.
+func TestHistoryCatchesAStaleSoldOut(t *testing.T) {
+	srv := httptest.NewServer(newFakeFleet("honest"))
+	defer srv.Close()
+	dir := t.TempDir()
+	args := []string{"--url", srv.URL, "--admin-token", "t", "--json", filepath.Join(dir, "report.json"),
+		"--stock", "5", "--buyers", "15", "--concurrency", "1", "--restock-during", "--strategies", "laggard,honest"}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, &stdout, &stderr)
+	if !errors.Is(err, errBroken) {
+		t.Errorf("run(%q) = %v, want %v\n%s", args, err, errBroken, stderr.String())
+	}
+	b, rerr := os.ReadFile(filepath.Join(dir, "report.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("run(%q): %d results, want 2", args, len(rep.Results))
+	}
+	lag, honest := rep.Results[0], rep.Results[1]
+	if lag.Verdict != verdict.NotLinearizable || !rep.Failed || !strings.Contains(stdout.String(), verdict.NotLinearizable) {
+		t.Errorf("run(%q) laggard verdict %s (%q), failed %v; want %s in the JSON and the table:\n%s",
+			args, lag.Verdict, lag.Reasons, rep.Failed, verdict.NotLinearizable, stdout.String())
+	}
+	if lag.History == nil || len(lag.History.Products) != 1 || lag.History.Products[0].Violation != "false sold-out" {
+		t.Fatalf("run(%q) laggard history %+v, want one product with a false sold-out", args, lag.History)
+	}
+	page := lag.History.Products[0].Visualization
+	if want := filepath.Join(dir, "report-laggard-sku-loadtest.html"); page != want {
+		t.Errorf("visualization at %q, want %q", page, want)
+	}
+	if fi, err := os.Stat(page); err != nil || fi.Size() == 0 {
+		t.Errorf("visualization %s: %v", page, err)
+	}
+	if !strings.Contains(stdout.String(), page) || !strings.Contains(stderr.String(), page) {
+		t.Errorf("the table and the log do not name the visualization %s:\n%s\n%s", page, stdout.String(), stderr.String())
+	}
+	if honest.Verdict != verdict.Safe || honest.History.Verdict != string(history.Linearizable) {
+		t.Errorf("honest: %s, history %+v; want SAFE and LINEARIZABLE", honest.Verdict, honest.History)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"inventory/internal/faults"
 	"inventory/internal/faults/matrix"
+	"inventory/internal/history"
 	"inventory/internal/report"
 )
 
@@ -86,6 +87,9 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := writeMatrixHistoryPages(&m, o.htmlOut, o.jsonOut, stderr); err != nil {
+		return err
+	}
 	tableOut := stdout
 	if o.jsonOut == "-" {
 		tableOut = stderr
@@ -106,6 +110,33 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errSafeBroke
 	}
 	return nil
+}
+
+// writeMatrixHistoryPages writes porcupine's page of every faulted run's
+// product whose history was NOT LINEARIZABLE beside --html or --json (else
+// in a new temporary directory) and prints each path.
+func writeMatrixHistoryPages(m *report.Matrix, htmlOut, jsonOut string, stderr io.Writer) error {
+	failed := false
+	for _, c := range m.Cells {
+		for _, r := range c.Results {
+			failed = failed || r.History != nil && r.History.Verdict == string(history.NotLinearizable)
+		}
+	}
+	if !failed {
+		return nil
+	}
+	dir := ""
+	if htmlOut == "" && (jsonOut == "" || jsonOut == "-") {
+		var err error
+		if dir, err = os.MkdirTemp("", "loadtest-history-"); err != nil {
+			return err
+		}
+	}
+	paths, err := report.WriteMatrixHistoryPages(report.HistoryBase(htmlOut, jsonOut, dir), m)
+	for _, p := range paths {
+		fmt.Fprintf(stderr, "history not linearizable, visualized: %s\n", report.AbsPath(p))
+	}
+	return err
 }
 
 // errSafeBroke is returned after the matrix is printed when a safe strategy broke an invariant under a fault.

@@ -19,9 +19,16 @@
 // fault of internal/faults, N faulted runs per cell, against a local fleet
 // (internal/faults/matrix; `loadtest faults -h` lists its flags).
 //
+// Every run's history of answers is checked, product by product, against
+// one sequential stock (internal/history): a safe strategy whose answers no
+// order of events explains is NOT LINEARIZABLE, and porcupine's page of it
+// is written beside the report. The state each run is checked against is
+// read from Postgres (the local fleet's, or --postgres-url's).
+//
 // Exit status: 0 when every safe strategy kept its invariants, 1 when one
 // was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
-// requests), 2 for bad flags. UNDERSOLD (503s while stock remained) is
+// requests) or NOT LINEARIZABLE (an answer that cannot be true), 2 for bad
+// flags. UNDERSOLD (503s while stock remained) is
 // reported but does not fail the run: it is a capacity limit, not oversell.
 // Lock breaches (the lock broke and the database refused the write) are
 // counted but do not fail the run either: the invariants held.
@@ -45,6 +52,7 @@ import (
 	"golang.org/x/term"
 
 	"inventory/internal/fleet"
+	"inventory/internal/history"
 	"inventory/internal/load"
 	"inventory/internal/report"
 	"inventory/internal/verdict"
@@ -77,7 +85,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 var (
 	errUsage = load.ErrUsage // exit status 2
 	// errBroken is returned after the table is printed when a safe strategy was BROKEN.
-	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN above)")
+	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN or NOT LINEARIZABLE above)")
 )
 
 type options struct {
@@ -87,7 +95,7 @@ type options struct {
 	buyers, concurrency, runs                     int
 	workDelay, lockWait, lockTTL                  time.Duration
 	mix, restockDuring, byProduct, ceilings       bool
-	ceilingTime                                   time.Duration
+	ceilingTime, historyTimeout                   time.Duration
 	postgresURL, redisURL                         string
 	switchEvery                                   int
 	products                                      int
@@ -127,7 +135,8 @@ Flags:
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
 	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
 	fs.DurationVar(&o.ceilingTime, "ceiling-time", 5*time.Second, "how long --ceilings measures each figure")
-	fs.StringVar(&o.postgresURL, "postgres-url", "", "with --url and --ceilings: the fleet's Postgres, for the hot-row ceiling (the local fleet's is known)")
+	fs.StringVar(&o.postgresURL, "postgres-url", "", "with --url: the fleet's Postgres, to read the state each run is checked against (stock, rounds, ledger) from the database instead of the service's API, and for --ceilings' hot-row ceiling (the local fleet's is known)")
+	fs.DurationVar(&o.historyTimeout, "history-timeout", load.DefaultHistoryTimeout, "bound on checking one product's history of answers (porcupine); past it the product is INCONCLUSIVE, reported and never a pass")
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
@@ -165,6 +174,8 @@ Flags:
 		return o, fmt.Errorf("%w: --lock-ttl must be at least 10ms and above --work-delay (%s)", errUsage, o.workDelay)
 	case o.ceilingTime <= 0:
 		return o, fmt.Errorf("%w: --ceiling-time must be positive", errUsage)
+	case o.historyTimeout <= 0:
+		return o, fmt.Errorf("%w: --history-timeout must be positive", errUsage)
 	case o.url != "" && o.binary != "":
 		return o, fmt.Errorf("%w: --binary is for the local fleet; a running fleet at --url has its own", errUsage)
 	case o.url == "" && (o.postgresURL != "" || o.redisURL != ""):
@@ -274,7 +285,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	cfg := load.Config{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
-		Products: o.products, Zipf: o.zipf}
+		Products: o.products, Zipf: o.zipf, PostgresURL: o.postgresURL, HistoryTimeout: o.historyTimeout}
 	results, err := load.RunTable(ctx, c, cfg, rows, load.TableOptions{
 		Runs: o.runs, Ceilings: o.ceilings, CeilingTime: o.ceilingTime, PostgresURL: o.postgresURL, Progress: &bars{w: stderr, buyers: o.buyers},
 	})
@@ -286,6 +297,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rep.Failed = rep.Failed || verdict.Failing(res.Verdict)
 	}
 
+	if err := writeHistoryPages(&rep, o, stderr); err != nil {
+		return err
+	}
 	tableOut := stdout
 	if o.jsonOut == "-" {
 		tableOut = stderr
@@ -313,6 +327,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errBroken
 	}
 	return nil
+}
+
+// writeHistoryPages writes porcupine's page of every product whose history
+// was NOT LINEARIZABLE beside --html or --json (else in a new temporary
+// directory) and prints each path.
+func writeHistoryPages(rep *report.Report, o options, stderr io.Writer) error {
+	failed := false
+	for _, r := range rep.Results {
+		failed = failed || r.History != nil && r.History.Verdict == string(history.NotLinearizable)
+	}
+	if !failed {
+		return nil
+	}
+	dir := ""
+	if o.htmlOut == "" && (o.jsonOut == "" || o.jsonOut == "-") {
+		var err error
+		if dir, err = os.MkdirTemp("", "loadtest-history-"); err != nil {
+			return err
+		}
+	}
+	paths, err := report.WriteHistoryPages(report.HistoryBase(o.htmlOut, o.jsonOut, dir), rep)
+	for _, p := range paths {
+		fmt.Fprintf(stderr, "history not linearizable, visualized: %s\n", report.AbsPath(p))
+	}
+	return err
 }
 
 // scenarios is the table's rows: one per strategy, then mix and switch

@@ -124,8 +124,10 @@ type ProductResult struct {
 	// nothing, are left out).
 	Ops int
 	// Violation names what no order explains, for a NotLinearizable
-	// product: "false sold-out", "phantom sale", "lost sale" (the final
-	// stock is below what the answers account for) or "wrong remaining".
+	// product: "false sold-out" (sold out while stock remained), "phantom
+	// sale" (sold what no stock could give), "wrong remaining" (two sales of
+	// a round told the same stock left), "final stock" (the database's
+	// stock is not where the answers lead), "restock" or "unexplained".
 	Violation string
 	// Evidence is the first op no order could place, described.
 	Evidence string

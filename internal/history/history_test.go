@@ -227,3 +227,63 @@ func TestCheckFindsAnOversellInALoad(t *testing.T) {
 		t.Errorf("Check with one sale too many = %s, want %s", res.Verdict, NotLinearizable)
 	}
 }
+
+// TestCheckFailsAnOversoldLoadAtOnce: a load like the unsafe strategies'
+// — 64 buyers at once, lost updates (several told the same remaining),
+// more told "sold" than the round had, the stock below zero — is NOT
+// LINEARIZABLE within a second, with a page to show, instead of running
+// porcupine out of time; the same load without the oversell still passes.
+func TestCheckFailsAnOversoldLoadAtOnce(t *testing.T) {
+	inRound := func(ops []Op) []Op {
+		for i := range ops {
+			ops[i].Round = 1
+		}
+		return ops
+	}
+	ok, final := simulated(400, 250, 64, 3)
+	if res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, inRound(ok), time.Minute); res.Verdict != Linearizable {
+		t.Fatalf("the load without an oversell = %s %+v, want %s", res.Verdict, res.Failed(), Linearizable)
+	}
+
+	cases := []struct {
+		name  string
+		spoil func(ops []Op, final *State) []Op
+		want  string
+	}{
+		{"two told the same remaining", func(ops []Op, _ *State) []Op {
+			ops[101].Remaining = ops[100].Remaining
+			return ops
+		}, "wrong remaining"},
+		{"more sold than the round had", func(ops []Op, final *State) []Op {
+			for i := range ops {
+				if ops[i].Outcome == SoldOut {
+					ops[i].Outcome, ops[i].Remaining = Sold, -1
+				}
+			}
+			final.Stock = 0
+			return ops
+		}, "phantom sale"},
+		{"told a remaining below zero", func(ops []Op, _ *State) []Op {
+			ops[300].Outcome, ops[300].Remaining = Sold, -7
+			return ops
+		}, "phantom sale"},
+		{"the database below zero", func(ops []Op, final *State) []Op {
+			final.Stock = -31
+			return ops
+		}, "final stock"},
+	}
+	for _, c := range cases {
+		ops, final := simulated(400, 250, 64, 3)
+		ops = c.spoil(inRound(ops), &final)
+		began := time.Now()
+		res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, ops, time.Minute)
+		took := time.Since(began)
+		if res.Verdict != NotLinearizable || res.Products[0].Violation != c.want || took > 5*time.Second {
+			t.Errorf("%s: Check = %s %+v in %v, want %s (%s) within 5s", c.name, res.Verdict, res.Failed(), took, NotLinearizable, c.want)
+			continue
+		}
+		if err := res.Products[0].WriteHTML(filepath.Join(t.TempDir(), "p.html")); err != nil {
+			t.Errorf("%s: WriteHTML: %v", c.name, err)
+		}
+	}
+}

@@ -149,6 +149,25 @@ func checkProduct(id string, init State, final map[string]State, ops []Op, timeo
 	m := model
 	m.Init = func() []any { return []any{init} }
 	pm := m.ToModel()
+	var fin *State
+	if f, ok := final[id]; ok {
+		fin = &f
+	}
+	if violation, evidence := refute(init, fin, ops); violation != "" {
+		// Refuted without a search: porcupine only draws the page, when it
+		// is asked for, from the orders that come closest within a second.
+		pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began),
+			Verdict: NotLinearizable, Violation: violation, Evidence: evidence}
+		pr.viz = func(path string) error {
+			budget := time.Second
+			if timeout > 0 {
+				budget = min(timeout, budget)
+			}
+			_, info := porcupine.CheckOperationsVerbose(pm, history, budget)
+			return porcupine.VisualizePath(pm, info, path)
+		}
+		return pr
+	}
 	result, info := porcupine.CheckOperationsVerbose(pm, history, timeout)
 	pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began)}
 	pr.viz = func(path string) error { return porcupine.VisualizePath(pm, info, path) }
@@ -163,6 +182,67 @@ func checkProduct(id string, init State, final map[string]State, ops []Op, timeo
 		pr.Violation, pr.Evidence = explain(history, info)
 	}
 	return pr
+}
+
+// refute looks for what no order of ops can explain without searching
+// orders at all, so that a history that oversold is failed at once instead
+// of after porcupine has tried every order of thousands of overlapping
+// sales. Within a round stock only falls, each sale by at least one unit,
+// and never below zero: so no two sales of one round leave the same
+// remaining, none leaves less than zero, a round's sales answered "sold"
+// add up to at most its initial stock, and the final stock is not
+// negative. It returns the violation and its evidence, or "" when none of
+// these shows one (which proves nothing either way).
+func refute(init State, final *State, ops []Op) (violation, evidence string) {
+	initial := map[int]int64{init.Round: init.Stock} // each round's first stock, where known
+	for _, op := range ops {
+		if op.Kind == Restock && op.Outcome == Sold && op.Round > 0 {
+			initial[op.Round] = op.Quantity
+		}
+	}
+	type left struct {
+		round     int
+		remaining int64
+	}
+	seen := map[left]Op{}
+	sold := map[int]int64{}
+	var twice string // the first two sales told the same remaining
+	for _, op := range ops {
+		if op.Kind != Sale || op.Outcome != Sold || op.Round <= 0 {
+			continue
+		}
+		if op.Remaining < -1 {
+			return "phantom sale", fmt.Sprintf("client %d: sell %d → sold, %d left in round %d: stock never goes below 0", op.Client, op.Quantity, op.Remaining, op.Round)
+		}
+		if op.Remaining >= 0 {
+			k := left{op.Round, op.Remaining}
+			if other, ok := seen[k]; ok && twice == "" {
+				twice = fmt.Sprintf("clients %d and %d were both told %d left in round %d: two sales cannot leave the same stock "+
+					"(a lost update, or an answer that reports the stock of another moment)", other.Client, op.Client, op.Remaining, op.Round)
+			}
+			seen[k] = op
+		}
+		sold[op.Round] += op.Quantity
+	}
+	rounds := make([]int, 0, len(sold))
+	for round := range sold {
+		rounds = append(rounds, round)
+	}
+	sort.Ints(rounds)
+	for _, round := range rounds {
+		if first, ok := initial[round]; ok && sold[round] > first {
+			units := sold[round]
+			return "phantom sale", fmt.Sprintf("%d units answered sold in round %d, which began with %d", units, round, first)
+		}
+	}
+	if twice != "" {
+		return "wrong remaining", twice
+	}
+	// Last: what buyers were told names the untrue answer better.
+	if final != nil && final.Stock < 0 {
+		return "final stock", fmt.Sprintf("the database holds %d units: no order of sales takes stock below 0", final.Stock)
+	}
+	return "", ""
 }
 
 // explain names the first op (by call time) that the longest order found

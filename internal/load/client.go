@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apiclient "inventory/internal/client"
+	"inventory/internal/history"
 )
 
 // ErrUsage marks an error in what the caller asked for, such as a strategy
@@ -143,10 +144,19 @@ type outcome struct {
 	saleID   int64
 	round    int64
 	strategy string
+	// Also from a 2xx: the units it said remained (when remainingKnown:
+	// the answer parsed), and whether it replayed an earlier sale of the
+	// same Idempotency-Key (its remaining is then today's, not the sale's).
+	remaining      int64
+	remainingKnown bool
+	replayed       bool
 	// From a 409 or 503 problem: the lock broke and the database refused
 	// the write (lock_breach), or the service could not tell whether the
 	// sale committed (type outcome-unknown).
 	breach, unknown bool
+	// maybe says an earlier attempt of a retried sale had an answer that
+	// may have sold (see historyOutcome).
+	maybe bool
 }
 
 // definite reports whether the answer says for certain whether the buyer
@@ -170,10 +180,17 @@ func (c *Client) buyRetrying(ctx context.Context, product, strategy, key string,
 	if key == "" || retries <= 0 {
 		return c.buy(ctx, product, strategy, key), 0
 	}
+	maybe := false
 	sale, n, err := apiclient.Retry{Max: retries}.Do(ctx, func(ctx context.Context) (apiclient.Sale, error) {
-		return c.sell(ctx, product, strategy, key)
+		sale, err := c.sell(ctx, product, strategy, key)
+		if err != nil && outcomeOf(sale, err).historyOutcome() == history.Unknown {
+			maybe = true
+		}
+		return sale, err
 	})
-	return outcomeOf(sale, err), n
+	o := outcomeOf(sale, err)
+	o.maybe = maybe
+	return o, n
 }
 
 func (c *Client) sell(ctx context.Context, product, strategy, key string) (apiclient.Sale, error) {
@@ -188,7 +205,10 @@ func (c *Client) sell(ctx context.Context, product, strategy, key string) (apicl
 func outcomeOf(sale apiclient.Sale, err error) outcome {
 	var p *apiclient.Problem
 	switch {
-	case err == nil, errors.Is(err, apiclient.ErrMalformedAnswer):
+	case err == nil:
+		return outcome{status: http.StatusOK, instance: sale.Instance, saleID: sale.SaleID, round: sale.Round, strategy: sale.Strategy,
+			remaining: sale.Remaining, remainingKnown: true, replayed: sale.Replayed}
+	case errors.Is(err, apiclient.ErrMalformedAnswer):
 		// An answer that does not parse still sold: the ledger has the last word.
 		return outcome{status: http.StatusOK, instance: sale.Instance, saleID: sale.SaleID, round: sale.Round, strategy: sale.Strategy}
 	case errors.As(err, &p):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"inventory/internal/history"
 	"inventory/internal/verdict"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,14 @@ type Config struct {
 	Products int
 	Zipf     float64 // the Zipf exponent, above 1 (0: DefaultZipf)
 	Seed     uint64  // seeds the buyers' product choices
+	// PostgresURL is the fleet's Postgres: when set, every product's state
+	// before and after the buyers (stock, rounds, ledger) is read from it,
+	// not from the service's API, and so are restocks made by others
+	// during the run (a fault's).
+	PostgresURL string
+	// HistoryTimeout bounds the history check of each product (0:
+	// DefaultHistoryTimeout); past it the product is INCONCLUSIVE.
+	HistoryTimeout time.Duration
 }
 
 // Scenario is one row of the table: who sells and how buyers pick the strategy.
@@ -146,6 +155,14 @@ type Result struct {
 	// the buyers' product choices were seeded with.
 	Products []ProductResult `json:"products,omitempty"`
 	Seed     uint64          `json:"seed,omitempty"`
+
+	// StateFrom says where the product's state before and after the run
+	// was read: FromPostgres, or FromAPI when the load tester was not
+	// given the fleet's database.
+	StateFrom string `json:"state_from"`
+	// History is the check of every answer against a sequential model of
+	// each product (see History).
+	History *History `json:"history,omitempty"`
 
 	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
 	// it out.
@@ -327,9 +344,14 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, DefaultZipf), cfg.Seed)
 	}
 	parallel := adminParallel(cfg.Concurrency)
+	tr, err := openTruth(ctx, c, cfg.PostgresURL, parallel)
+	if err != nil {
+		return Result{}, err
+	}
+	defer tr.close()
 	before := make([]product, len(ids))
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
-		p, err := restockChecked(ctx, c, id, cfg.Stock)
+		p, err := restockChecked(ctx, c, tr, id, cfg.Stock)
 		before[i] = p
 		return err
 	}); err != nil {
@@ -380,13 +402,21 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	// unchecked. afterRestock >= restockAt, so the restock always comes.
 	afterRestock := max(restockAt, int64(2*cfg.Buyers/3))
 	restocked := make(chan struct{})
+	// Every buyer's sale is one op of the history, its client the worker
+	// that sent it (a worker's sales never overlap); restocks are the
+	// clients after the workers, one per product.
+	var rec history.Recorder
+	workers := min(cfg.Concurrency, cfg.Buyers)
 	afterAnswer := func(n int64) {
 		if cfg.RestockDuring && n == restockAt {
 			err := forEachProduct(runCtx, ids, parallel, func(ctx context.Context, i int, id string) error {
+				t0 := time.Now()
 				p, err := c.restock(ctx, id, cfg.Stock)
 				if err != nil {
 					return err
 				}
+				rec.Add(history.Op{Client: workers + i, Product: id, Kind: history.Restock, Quantity: cfg.Stock,
+					Outcome: history.Sold, Remaining: -1, Round: int(p.Round), Start: t0, End: time.Now()})
 				restockedRound[i].Store(p.Round)
 				return nil
 			})
@@ -418,6 +448,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	var wg sync.WaitGroup
 	selling := make(chan struct{})
 	disturbed := make(chan error, 1)
+	disturbedFrom := time.Now()
 	if cfg.Disturb != nil {
 		go func() { disturbed <- cfg.Disturb(ctx, answered.Load, selling) }()
 	}
@@ -426,7 +457,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		pace = waves(runCtx, cfg.Spread, cfg.Buyers, cfg.Concurrency)
 	}
 	start := time.Now()
-	for range min(cfg.Concurrency, cfg.Buyers) {
+	for w := range workers {
 		wg.Go(func() {
 			hist, cnt := newHistogram(), newCounts()
 			for runCtx.Err() == nil {
@@ -464,6 +495,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 				}
 				t0 := time.Now()
 				o, retries := c.buyRetrying(runCtx, ids[p], strategy, key, cfg.Retries)
+				rec.Add(o.op(w, ids[p], t0, time.Now()))
 				t.retries.Add(int64(retries))
 				// Latency is the buyer's, retries included. Above the 60 s
 				// ceiling is recorded as the ceiling.
@@ -491,6 +523,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 			return Result{}, fmt.Errorf("fault: %w", err)
 		}
 	}
+	disturbedUntil := time.Now()
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("interrupted: %w", err)
 	}
@@ -511,9 +544,10 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		figs      = make([]verdict.Figures, len(ids))
 		judged    = make([]verdict.Judgement, len(ids))
 		okByRound = t.okByRound()
+		others    = make([][]history.Op, len(ids)) // restocks made by someone else: a fault
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
-		a, err := c.product(ctx, id)
+		a, err := tr.product(ctx, id)
 		if err != nil {
 			return fmt.Errorf("final state: %w", err)
 		}
@@ -526,8 +560,13 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		}
 		f := t.products[i].figures(sc.Safe, cfg.Disturb != nil, buyersOf[i])
 		f.Final = a.Quantity
-		if f.Rounds, f.Unattributed, err = readRounds(ctx, c, id, before[i].Round, a, okByRound[i]); err != nil {
+		if f.Rounds, f.Unattributed, err = readRounds(ctx, tr, id, before[i].Round, a, okByRound[i]); err != nil {
 			return err
+		}
+		if cfg.Disturb != nil {
+			if others[i], err = restocksByOthers(ctx, tr, id, before[i].Round, a.Round, restockedRound[i].Load(), f.Rounds, workers+len(ids), disturbedFrom, disturbedUntil); err != nil {
+				return err
+			}
 		}
 		after[i], figs[i], judged[i] = a, f, verdict.Judge(f)
 		return nil
@@ -588,16 +627,91 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	if len(sc.Sell) != 1 && len(t.perStrategy) > 0 {
 		res.PerStrategy = t.perStrategy
 	}
+
+	initial, final := map[string]history.State{}, map[string]history.State{}
+	ops := rec.Ops()
+	for i, id := range ids {
+		initial[id] = history.State{Stock: before[i].Quantity, Round: int(before[i].Round)}
+		final[id] = history.State{Stock: after[i].Quantity, Round: int(after[i].Round)}
+		ops = append(ops, others[i]...)
+	}
+	res.StateFrom = tr.from()
+	res.History = checkHistory(initial, final, ops, cmp.Or(cfg.HistoryTimeout, DefaultHistoryTimeout))
+	judgeHistory(&res)
 	return res, nil
 }
 
-// restockChecked restocks product id to stock and reads it back: a fresh
+// judgeHistory adds the history's verdict to res: a safe row whose answers
+// no order explains is NOT LINEARIZABLE (unless it already broke another
+// invariant, which stays its verdict), and every row gets a reason per
+// product that failed. An INCONCLUSIVE check changes no verdict: the
+// checker ran out of time, which says nothing either way about the
+// strategy, and the table and JSON say it was not a pass.
+func judgeHistory(res *Result) {
+	h := res.History
+	if h.Verdict != string(history.NotLinearizable) {
+		return
+	}
+	listed := 0
+	for _, p := range h.Products {
+		if p.Verdict != string(history.NotLinearizable) {
+			continue
+		}
+		if listed == verdict.MaxProductReasons {
+			res.Reasons = append(res.Reasons, "… and more products whose history no order explains")
+			break
+		}
+		listed++
+		res.Reasons = append(res.Reasons, fmt.Sprintf("history of %s not linearizable (%s): %s", p.Product, p.Violation, p.Evidence))
+	}
+	if res.Safe && res.Verdict != verdict.Broken {
+		res.Verdict = verdict.NotLinearizable
+	}
+}
+
+// restocksByOthers is the restocks of product id that the run did not make
+// itself (ours is round, 0 for none) but found in the rounds after first up to
+// current: a fault's. Each becomes a restock op (client from clientBase on)
+// that took effect at some moment while the fault was active (from–until),
+// not before the database says its round began (less a second for clock
+// skew); its stock is the round's initial.
+func restocksByOthers(ctx context.Context, tr truth, id string, first, current, ours int64, rounds []verdict.RoundFigures,
+	clientBase int, from, until time.Time) ([]history.Op, error) {
+	var out []history.Op
+	for n := first + 1; n <= current; n++ {
+		if n == ours {
+			continue
+		}
+		var initial int64 = -1
+		for _, r := range rounds {
+			if r.Round == n {
+				initial = r.Initial
+			}
+		}
+		if initial < 0 {
+			return nil, fmt.Errorf("round %d of %s: not read back", n, id)
+		}
+		start := from
+		began, err := tr.started(ctx, id, n)
+		if err != nil {
+			return nil, err
+		}
+		if at := began.Add(-time.Second); at.After(start) && at.Before(until) {
+			start = at
+		}
+		out = append(out, history.Op{Client: clientBase + int(n-first), Product: id, Kind: history.Restock, Quantity: initial,
+			Outcome: history.Sold, Remaining: -1, Round: int(n), Start: start, End: until})
+	}
+	return out, nil
+}
+
+// restockChecked restocks product id to stock and reads it back from tr: a fresh
 // round with stock units and no sales, or an error.
-func restockChecked(ctx context.Context, c *Client, id string, stock int64) (product, error) {
+func restockChecked(ctx context.Context, c *Client, tr truth, id string, stock int64) (product, error) {
 	if _, err := c.restock(ctx, id, stock); err != nil {
 		return product{}, err
 	}
-	p, err := c.product(ctx, id)
+	p, err := tr.product(ctx, id)
 	if err != nil {
 		return product{}, fmt.Errorf("after restock: %w", err)
 	}
@@ -625,11 +739,11 @@ func productResult(id string, after product, f verdict.Figures, j verdict.Judgem
 }
 
 // readRounds reads every round from first to the current one (after) back
-// from the server and pairs each with the 2xx answers that named it
+// from c (Postgres, or the server) and pairs each with the 2xx answers that named it
 // (okByRound; round 0 is answers that named none, which belong to first
 // when the run sold in one round only). It also returns how many 2xx named
 // no round of the run.
-func readRounds(ctx context.Context, c *Client, id string, first int64, after product, okByRound map[int64]int64) ([]verdict.RoundFigures, int64, error) {
+func readRounds(ctx context.Context, c truth, id string, first int64, after product, okByRound map[int64]int64) ([]verdict.RoundFigures, int64, error) {
 	var out []verdict.RoundFigures
 	for n := first; n <= after.Round; n++ {
 		rf := verdict.RoundFigures{Round: n, OK: okByRound[n]}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"inventory/internal/history"
 	"inventory/internal/load"
 	"inventory/internal/verdict"
 	"io"
@@ -62,6 +63,10 @@ type Cell struct {
 	// same time (two holders each believing the lock theirs), summed over
 	// runs, from the replicas' GET /products/{id}/holds.
 	Overlaps int64 `json:"overlapping_holders"`
+	// Linearizable is the runs whose history of answers one order
+	// explains (see load.History); the others are NOT LINEARIZABLE or
+	// INCONCLUSIVE, as each run's History says.
+	Linearizable int `json:"linearizable"`
 	// P50 and P99 are the worst run's buyer latency percentiles, retries included.
 	P50 float64 `json:"p50_ms"`
 	P99 float64 `json:"p99_ms"`
@@ -96,6 +101,9 @@ func (c *Cell) Add(r FaultRun) {
 	c.Definite += r.OK + r.SoldOut
 	c.Indefinite += r.Unavailable + r.Errors
 	c.Retries += r.Retries
+	if r.History != nil && r.History.Verdict == string(history.Linearizable) {
+		c.Linearizable++
+	}
 	c.P50 = max(c.P50, r.LatencyMs.P50)
 	c.P99 = max(c.P99, r.LatencyMs.P99)
 	c.Results = append(c.Results, r)
@@ -169,13 +177,13 @@ func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 	d.SetOutputMirror(w)
 	d.SetStyle(table.StyleLight)
 	d.Style().Format.Header = text.FormatDefault
-	d.AppendHeader(table.Row{"strategy", "fault", "kept", "oversold", "breaches (answers/metric)", "overlapping holders", "definite", "5xx", "retries", "p50 ms", "p99 ms"})
+	d.AppendHeader(table.Row{"strategy", "fault", "kept", "oversold", "breaches (answers/metric)", "overlapping holders", "definite", "5xx", "retries", "history", "p50 ms", "p99 ms"})
 	for _, c := range m.Cells {
 		if c.NotApplicable != "" {
 			continue
 		}
 		d.AppendRow(table.Row{c.Strategy, c.Fault, c.Short(), c.Oversold, fmt.Sprintf("%d/%d", c.Breaches, c.BreachMetric),
-			c.Overlaps, c.Definite, c.Indefinite, c.Retries, fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P99)})
+			c.Overlaps, c.Definite, c.Indefinite, c.Retries, fmt.Sprintf("%d/%d lin", c.Linearizable, c.Runs), fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P99)})
 	}
 	d.Render()
 	for _, c := range m.Cells {

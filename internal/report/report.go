@@ -41,7 +41,8 @@ type Report struct {
 	// Ceilings are the comparison figures measured in this run (--ceilings).
 	Ceilings *load.Ceilings `json:"ceilings,omitempty"`
 	Results  []load.Result  `json:"results"`
-	// Failed is true when some safe strategy was BROKEN; the exit code is then 1.
+	// Failed is true when some safe strategy was BROKEN or NOT
+	// LINEARIZABLE; the exit code is then 1.
 	Failed bool `json:"failed"`
 }
 
@@ -66,7 +67,7 @@ func PrintTable(w io.Writer, r Report) {
 	}
 	// max against p99 is the fairness figure: a lock that lets a waiter
 	// starve shows a max far above its p99.
-	header = append(header, "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per replica", "verdict")
+	header = append(header, "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per replica", "history", "verdict")
 	t.AppendHeader(header)
 	for _, res := range r.Results {
 		row := table.Row{}
@@ -88,7 +89,7 @@ func PrintTable(w io.Writer, r Report) {
 		}
 		row = append(row, fmt.Sprintf("%.0f", res.Throughput),
 			fmt.Sprintf("%.1f", res.LatencyMs.P50), fmt.Sprintf("%.1f", res.LatencyMs.P95), fmt.Sprintf("%.1f", res.LatencyMs.P99),
-			fmt.Sprintf("%.1f", res.LatencyMs.Max), perReplica(res.PerReplica), res.Verdict)
+			fmt.Sprintf("%.1f", res.LatencyMs.Max), perReplica(res.PerReplica), historyCell(res.History), res.Verdict)
 		t.AppendRow(row)
 	}
 	t.Render()
@@ -121,6 +122,12 @@ func PrintTable(w io.Writer, r Report) {
 		for _, e := range res.FirstErrors {
 			fmt.Fprintf(w, "  %s error: %s\n", res.Strategy, e)
 		}
+		for _, line := range historyLines(res.History) {
+			fmt.Fprintf(w, "  %s history: %s\n", prefix, line)
+		}
+	}
+	if line := historyNote(r.Results); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	if multiRun {
 		for _, line := range summary(r.Results) {
@@ -146,7 +153,7 @@ func summary(results []load.Result) []string {
 	var lines []string
 	for _, s := range order {
 		var parts []string
-		for _, v := range []string{verdict.Safe, verdict.Undersold, verdict.Broken, verdict.Oversold, verdict.LostUpdates, verdict.NoOversell} {
+		for _, v := range []string{verdict.Safe, verdict.Undersold, verdict.Broken, verdict.NotLinearizable, verdict.Oversold, verdict.LostUpdates, verdict.NoOversell} {
 			if n := counts[s][v]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s in %d of %d runs", v, n, runs[s]))
 			}

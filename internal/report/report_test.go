@@ -153,3 +153,33 @@ func TestHTMLShowsTheHottestProducts(t *testing.T) {
 		t.Errorf("the report of a one-product run has the per-product chart")
 	}
 }
+
+// TestTableShowsTheHistory: the history column, its inconclusive and
+// failed products under the table, and where the state came from.
+func TestTableShowsTheHistory(t *testing.T) {
+	rep := Report{Runs: 1, Results: []load.Result{
+		{Strategy: "atomic", Safe: true, Verdict: verdict.Safe, StateFrom: load.FromPostgres,
+			History: &load.History{Verdict: "LINEARIZABLE", Ops: 301, Seconds: 0.004}},
+		{Strategy: "lua", Safe: true, Verdict: verdict.NotLinearizable, StateFrom: load.FromPostgres,
+			Reasons: []string{"history of sku-1 not linearizable (false sold-out): client 3: sell 1 → sold out"},
+			History: &load.History{Verdict: "NOT LINEARIZABLE", Ops: 301, Seconds: 1.25, Products: []load.HistoryProduct{
+				{Product: "sku-1", Verdict: "NOT LINEARIZABLE", Violation: "false sold-out", Visualization: "/tmp/r-lua-sku-1.html"}}}},
+		{Strategy: "redis", Safe: true, Verdict: verdict.Safe, StateFrom: load.FromPostgres,
+			History: &load.History{Verdict: "INCONCLUSIVE", Ops: 2001, Seconds: 30, Products: []load.HistoryProduct{
+				{Product: "sku-1", Verdict: "INCONCLUSIVE", Ops: 2001, Seconds: 30}}}},
+	}}
+	var buf bytes.Buffer
+	PrintTable(&buf, rep)
+	out := buf.String()
+	for _, want := range []string{
+		"history", "LIN 0.00s", "NOT LIN 1.2s", "INCONCL 30s", "NOT LINEARIZABLE",
+		"lua NOT LINEARIZABLE: history of sku-1 not linearizable (false sold-out)",
+		"lua history: sku-1 NOT LINEARIZABLE (false sold-out), see /tmp/r-lua-sku-1.html",
+		"redis history: sku-1 INCONCLUSIVE after 30s (2001 ops): not a pass",
+		"read from Postgres",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("PrintTable output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -28,6 +28,12 @@ const (
 	// NoOversell: an unsafe strategy happened not to oversell this
 	// run. It is still unsafe; the race simply did not hit.
 	NoOversell = "NO OVERSELL"
+	// NotLinearizable: a safe strategy's answers cannot all be true: no
+	// order of its sales and restocks explains every answer buyers got (a
+	// sold-out while stock remained, a sale the stock never saw, a final
+	// stock the answers do not lead to). Checked on the history of answers
+	// (internal/history); the load tester exits 1.
+	NotLinearizable = "NOT LINEARIZABLE"
 )
 
 // Figures is what one run measured: the answers buyers got, and the
@@ -318,7 +324,7 @@ func Kept(safe bool, verdict string, reasons []string) bool {
 }
 
 // Failing reports whether a verdict makes the load tester exit non-zero.
-func Failing(verdict string) bool { return verdict == Broken }
+func Failing(verdict string) bool { return verdict == Broken || verdict == NotLinearizable }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

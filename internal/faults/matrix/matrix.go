@@ -579,6 +579,7 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 			healed = time.Now()
 			return err
 		},
+		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger and a fault's restocks
 	}
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	soldOutSent := mr.takeSoldOut(product)

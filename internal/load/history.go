@@ -1,0 +1,117 @@
+package load
+
+import (
+	"net/http"
+	"time"
+
+	"inventory/internal/history"
+)
+
+// DefaultHistoryTimeout bounds the history check of one product: a busy
+// product near sell-out whose answers do not say what remained can take
+// porcupine minutes; past this it is INCONCLUSIVE, never a pass.
+const DefaultHistoryTimeout = 30 * time.Second
+
+// History is the check of a run's history of answers, product by product,
+// against a sequential model of the product (internal/history): whether one
+// order of events explains every answer the buyers got.
+type History struct {
+	// Verdict is LINEARIZABLE, NOT LINEARIZABLE or INCONCLUSIVE (the check
+	// ran out of time: not a pass).
+	Verdict string `json:"verdict"`
+	// Ops is the operations checked (sales with a definite failure, which
+	// constrain nothing, left out), the database's final readings included.
+	Ops     int     `json:"ops"`
+	Seconds float64 `json:"seconds"` // how long the check took, every product
+	// Products is every product whose verdict is not LINEARIZABLE.
+	Products []HistoryProduct `json:"products,omitempty"`
+
+	failed []history.ProductResult // the same, for their visualizations
+}
+
+// HistoryProduct is one product whose history no order explained, or whose
+// check ran out of time.
+type HistoryProduct struct {
+	Product   string  `json:"product"`
+	Verdict   string  `json:"verdict"`
+	Violation string  `json:"violation,omitempty"` // false sold-out, phantom sale, final stock, restock, …
+	Evidence  string  `json:"evidence,omitempty"`
+	Ops       int     `json:"ops"`
+	Seconds   float64 `json:"seconds"`
+	// Visualization is the path of porcupine's HTML page for it, once
+	// written (WriteVisualizations).
+	Visualization string `json:"visualization,omitempty"`
+}
+
+// WriteVisualizations writes porcupine's HTML page of every product of h
+// that was NOT LINEARIZABLE, to path(product), at most limit of them, and
+// records each path.
+func (h *History) WriteVisualizations(path func(product string) string, limit int) ([]string, error) {
+	var out []string
+	for i, p := range h.failed {
+		if len(out) >= limit || p.Verdict != history.NotLinearizable {
+			continue
+		}
+		file := path(p.Product)
+		if err := p.WriteHTML(file); err != nil {
+			return out, err
+		}
+		h.Products[i].Visualization = file
+		out = append(out, file)
+	}
+	return out, nil
+}
+
+// checkHistory checks ops, bounded by timeout per product.
+func checkHistory(initial, final map[string]history.State, ops []history.Op, timeout time.Duration) *History {
+	began := time.Now()
+	res := history.Check(initial, final, ops, timeout)
+	h := &History{Verdict: string(res.Verdict)}
+	for _, p := range res.Products {
+		h.Ops += p.Ops
+		if p.Verdict == history.Linearizable {
+			continue
+		}
+		h.failed = append(h.failed, p)
+		h.Products = append(h.Products, HistoryProduct{
+			Product: p.Product, Verdict: string(p.Verdict), Violation: p.Violation, Evidence: p.Evidence,
+			Ops: p.Ops, Seconds: p.Took.Seconds(),
+		})
+	}
+	h.Seconds = time.Since(began).Seconds()
+	return h
+}
+
+// historyOutcome is what an answer says happened, for the history: a 2xx
+// sold; a 409 is sold out; an answer that may have sold is unknown (503
+// outcome-unknown, 5xx other than 503, no answer at all — a timeout or a
+// lost connection — or, for a buyer who retried, any attempt that was
+// unknown before a definite failure); any other 4xx or 503 is a definite
+// failure that sold nothing.
+func (o outcome) historyOutcome() history.Outcome {
+	switch {
+	case o.status/100 == 2:
+		return history.Sold
+	case o.status == http.StatusConflict:
+		return history.SoldOut
+	case o.unknown, o.status == 0, o.maybe:
+		return history.Unknown
+	case o.status == http.StatusServiceUnavailable, o.status/100 == 4:
+		return history.Failed
+	}
+	return history.Unknown // 500, 502, 504: the sale may have committed
+}
+
+// op is o as one operation of client's history: a sale of one unit of
+// product, sent at start (its first attempt) and answered at end (its last).
+func (o outcome) op(client int, product string, start, end time.Time) history.Op {
+	op := history.Op{Client: client, Product: product, Kind: history.Sale, Quantity: 1, Outcome: o.historyOutcome(),
+		Remaining: -1, Start: start, End: end}
+	if op.Outcome == history.Sold {
+		op.Round = int(o.round)
+		if o.remainingKnown && !o.replayed {
+			op.Remaining = o.remaining
+		}
+	}
+	return op
+}
