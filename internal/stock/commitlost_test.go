@@ -199,3 +199,34 @@ func (e *env) commitCutterPool(t *testing.T) (*commitCutter, *pgxpool.Pool) {
 	t.Cleanup(pool.Close)
 	return proxy, pool
 }
+
+// TestFoundSaleTellsWhatItLeft: a sale found in the ledger after its COMMIT
+// reply was lost is answered with the stock it left, not the stock of the
+// moment it is found, once other sales have followed it (the history
+// checker caught "wrong remaining" answers of atomic, forupdate and lua
+// under commit-reply-lost).
+func TestFoundSaleTellsWhatItLeft(t *testing.T) {
+	e := newEnv(t)
+	const id = "found-later"
+	e.restock(t, id, 10)
+	s := e.seller(t, Atomic, e.deps("replica-a"))
+	ctx := context.Background()
+	first, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var saleKey string
+	if err := e.pool.QueryRow(ctx, `SELECT sale_key FROM sales WHERE id = $1`, first.ID).Scan(&saleKey); err != nil {
+		t.Fatal(err)
+	}
+	found := Sale{ProductID: id}
+	ok, err := e.store.lookup(ctx, "BEGIN", saleKey, &found)
+	if err != nil || !ok || found.ID != first.ID || found.Remaining != 7 {
+		t.Errorf("lookup of the first sale after two more = %+v, %v, %v; want sale %d with the 7 it left (not the 5 left now)", found, ok, err, first.ID)
+	}
+}

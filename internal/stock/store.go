@@ -564,9 +564,9 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	}
 	saleKey := uuid.NewString()
 	err = tx.QueryRow(ctx, `
-		INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence, sale_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, created_at`,
-		o.ProductID, d.round, o.Quantity, strategy, instance, key, fence, saleKey).Scan(&sale.ID, &sale.CreatedAt)
+		INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence, sale_key, remaining)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, created_at`,
+		o.ProductID, d.round, o.Quantity, strategy, instance, key, fence, saleKey, d.remaining).Scan(&sale.ID, &sale.CreatedAt)
 	if isUniqueViolation(err, uniqueKeyConstraint) {
 		// A concurrent sale with the same key won; Postgres reports the
 		// violation only once that sale has committed, so it can be read.
@@ -629,7 +629,8 @@ func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, cause er
 }
 
 // lookup reads the sale recorded under saleKey into sale once the product's
-// row lock is free (see resolve), with Remaining the stock now.
+// row lock is free (see resolve), with Remaining the stock the sale left
+// (recorded with it; the stock now for a row without it).
 func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *Sale) (found bool, err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	if err != nil {
@@ -641,8 +642,9 @@ func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *Sale) (
 	if err != nil {
 		return false, dbErr("wait for the product's row", err)
 	}
-	err = tx.QueryRow(ctx, `SELECT id, round, created_at FROM sales WHERE sale_key = $1`, saleKey).
-		Scan(&sale.ID, &sale.Round, &sale.CreatedAt)
+	var left *int64
+	err = tx.QueryRow(ctx, `SELECT id, round, created_at, remaining FROM sales WHERE sale_key = $1`, saleKey).
+		Scan(&sale.ID, &sale.Round, &sale.CreatedAt, &left)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -650,6 +652,9 @@ func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *Sale) (
 		return false, dbErr("look up sale", err)
 	}
 	sale.Remaining = q
+	if left != nil {
+		sale.Remaining = *left
+	}
 	return true, nil
 }
 
