@@ -77,7 +77,7 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		span.SetAttributes(attribute.String("inventory.strategy", strategy), attribute.String("inventory.product_id", order.ProductID),
 			attribute.Int64("inventory.quantity", order.Quantity))
 	}
-	if c, open := s.Circuits.Open(order.ProductID); open {
+	if c, open := s.Circuits.Refuses(ctx, order.ProductID); open {
 		err := c.Err()
 		s.Metrics.Sale(strategy, classify(err).slug, time.Since(start))
 		s.writeProblem(w, r, err, "strategy", strategy, "product_id", order.ProductID)

@@ -42,13 +42,35 @@ func NewCircuits(pool *pgxpool.Pool) *Circuits {
 	return c
 }
 
-// Open reports whether product's circuit is open here, and why.
+// Open reports whether product's circuit is open in this replica's copy,
+// and why (the sale path asks Refuses).
 func (c *Circuits) Open(product string) (Circuit, bool) {
 	if c == nil {
 		return Circuit{}, false
 	}
 	oc, ok := (*c.opened.Load())[product]
 	return oc, ok
+}
+
+// Refuses reports whether product's sales are to be refused, and why: its
+// circuit is open here and still covers the product's current round. A
+// restock through another replica starts a round no circuit covers; this
+// replica learns it from Postgres here, at every refused sale (only while a
+// circuit is open: an indexed read), not at its next Refresh, so once a
+// restock is answered no replica refuses its new round. When Postgres
+// cannot be asked, the circuit stays open: refusing is safe.
+func (c *Circuits) Refuses(ctx context.Context, product string) (Circuit, bool) {
+	oc, open := c.Open(product)
+	if !open {
+		return Circuit{}, false
+	}
+	var round int
+	err := c.pool.QueryRow(ctx, `SELECT round FROM stock WHERE product_id = $1`, product).Scan(&round)
+	if err == nil && round != oc.Round {
+		c.set(product, nil)
+		return Circuit{}, false
+	}
+	return oc, true
 }
 
 // Refresh reloads the open circuits of the products' current rounds and

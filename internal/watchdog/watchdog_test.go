@@ -161,7 +161,21 @@ func TestWatchdog(t *testing.T) {
 		t.Errorf("Open(hot) after another oversold unit = %+v, %v; want open again with stock -2, 12 sold", oc, open)
 	}
 
+	if _, err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, refuses := b.Refuses(ctx, "hot"); !refuses {
+		t.Errorf("Refuses(hot) on another replica after its refresh = false, want its sales refused")
+	}
 	product(t, pool, "hot", 2, 10, 10, 0) // a restock starts round 2
+	// The other replica has not refreshed since: its copy still has the
+	// circuit, but the sale path finds the round moved on and sells.
+	if _, open := b.Open("hot"); !open {
+		t.Fatalf("Open(hot) on the other replica's stale copy = closed; the test needs it open")
+	}
+	if _, refuses := b.Refuses(ctx, "hot"); refuses {
+		t.Errorf("Refuses(hot) on another replica right after the restock = true, want false: round 2 has no circuit")
+	}
 	if found := check(t, w); len(found) != 0 {
 		t.Errorf("Check after the restock = %v, want none", found)
 	}
