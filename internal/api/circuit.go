@@ -31,9 +31,9 @@ type closedCircuit struct {
 	OpenedBy string `json:"opened_by"`
 }
 
-// handleCloseCircuit closes the product's sale circuit for the fleet: this
-// replica sells it again at once, the others at their watchdog's next
-// refresh. The evidence stays recorded, so only new evidence opens it again.
+// handleCloseCircuit closes the product's sale circuit for the fleet: every
+// replica sells it again at once (the others find it closed at their next
+// refused sale). The evidence stays recorded, so only new evidence opens it again.
 func (s *server) handleCloseCircuit(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if err := stock.ValidateProductID(id); err != nil {

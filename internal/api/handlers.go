@@ -374,8 +374,8 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	// The new round is one no circuit covers; the other replicas see that
-	// at their next refresh.
+	// The new round is one no circuit covers; the other replicas find that
+	// out before they refuse a sale (Circuits.Refuses).
 	s.Circuits.Forget(id)
 	if s.SoldOut != nil {
 		// Answered only once no replica answers sold-out for an older round.

@@ -53,20 +53,23 @@ func (c *Circuits) Open(product string) (Circuit, bool) {
 }
 
 // Refuses reports whether product's sales are to be refused, and why: its
-// circuit is open here and still covers the product's current round. A
-// restock through another replica starts a round no circuit covers; this
-// replica learns it from Postgres here, at every refused sale (only while a
-// circuit is open: an indexed read), not at its next Refresh, so once a
-// restock is answered no replica refuses its new round. When Postgres
-// cannot be asked, the circuit stays open: refusing is safe.
+// circuit is open here and, in Postgres, still open and covering the
+// product's current round. A restock or an admin's close through another
+// replica is learnt here, at every refused sale (only while a circuit is
+// open: one indexed read), not at the next Refresh, so once either is
+// answered no replica refuses the product. When Postgres cannot be asked,
+// the circuit stays open: refusing is safe.
 func (c *Circuits) Refuses(ctx context.Context, product string) (Circuit, bool) {
 	oc, open := c.Open(product)
 	if !open {
 		return Circuit{}, false
 	}
-	var round int
-	err := c.pool.QueryRow(ctx, `SELECT round FROM stock WHERE product_id = $1`, product).Scan(&round)
-	if err == nil && round != oc.Round {
+	var stillOpen bool
+	err := c.pool.QueryRow(ctx, `
+		SELECT coalesce(c.open AND c.round = s.round, false)
+		FROM stock s LEFT JOIN circuits c ON c.product_id = s.product_id
+		WHERE s.product_id = $1`, product).Scan(&stillOpen)
+	if err == nil && !stillOpen {
 		c.set(product, nil)
 		return Circuit{}, false
 	}
