@@ -79,14 +79,23 @@ func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
 // reservation whose sale has not finished.
 var errTwinInFlight = errors.New("an order with the same idempotency key is in flight")
 
+// errUnitsInFlight: too few units are left in the counter, but live
+// reservations hold enough that, given back, the order could be sold: "sold
+// out" is not yet true.
+var errUnitsInFlight = errors.New("the units this order needs are reserved by sales in flight")
+
 // sell sells o by sellOnce, trying again, within the Deps.Wait budget,
-// in two cases. The Redis counter answers before Postgres commits, so an
+// in three cases. The Redis counter answers before Postgres commits, so an
 // order racing its twin (a retry with the same idempotency key) could be
 // told "sold out" with the twin's own units; instead it waits for the twin's
 // outcome: the twin's sale (a replay), its give-back, or its lease running
-// out (its holder died, or its outcome is unknown). And a restock
-// between the reservation and the write leaves the reservation in a round
-// that is over: the sale is tried again in the new one.
+// out (its holder died, or its outcome is unknown). Likewise an order that
+// finds too few units in the counter while live reservations hold enough
+// waits for those sales, so that "sold out" is said only once it is true
+// (were they to fail and give their units back, it would not have been).
+// And a restock between the reservation and the write leaves the
+// reservation in a round that is over: the sale is tried again in the new
+// one.
 func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
 	tries := 0
@@ -99,6 +108,9 @@ func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 			if twin, found, err := s.d.Store.replay(ctx, o); err != nil || found {
 				return twin, err
 			}
+		case errors.Is(err, errUnitsInFlight):
+			// Wait for those sales: they commit (then sold out is true) or
+			// give their units back (then this order may have them).
 		case errors.Is(err, errRoundChanged):
 			if attempt >= 3 {
 				return Sale{}, fmt.Errorf("%w: %q was restocked during each of %d tries: %w", ErrContention, o.ProductID, attempt+1, err)
@@ -121,6 +133,7 @@ type reservation struct {
 	id           string
 	round, gen   int64
 	unitsLeftNow int64
+	pending      int64 // with tooFew: units live reservations hold
 }
 
 // sellOnce reserves the units in Redis under reservation id res (loading a
@@ -192,7 +205,10 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 		case reserved:
 			return r, nil
 		case tooFew:
-			return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter: %w", n, id, r.unitsLeftNow, ErrSoldOut)
+			if r.unitsLeftNow+r.pending >= n {
+				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter, %d reserved in flight: %w", n, id, r.unitsLeftNow, r.pending, errUnitsInFlight)
+			}
+			return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter and %d in flight: %w", n, id, r.unitsLeftNow, r.pending, ErrSoldOut)
 		case returned:
 			return r, fmt.Errorf("reservation %s of %q was already given back: %w", res, id, ErrUnavailable)
 		case twinInFlight:
@@ -300,10 +316,14 @@ func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res str
 	if err != nil {
 		return 0, reservation{}, redisErr("reserve from "+counterKey(id), err)
 	}
-	if len(out) != 4 {
-		return 0, reservation{}, fmt.Errorf("redis: reserve from %s: got %v, want {status, left, round, generation}", counterKey(id), out)
+	if len(out) != 4 && len(out) != 5 {
+		return 0, reservation{}, fmt.Errorf("redis: reserve from %s: got %v, want {status, left, round, generation[, pending]}", counterKey(id), out)
 	}
-	return out[0], reservation{id: res, unitsLeftNow: out[1], round: out[2], gen: out[3]}, nil
+	r := reservation{id: res, unitsLeftNow: out[1], round: out[2], gen: out[3]}
+	if len(out) == 5 {
+		r.pending = out[4]
+	}
+	return out[0], r, nil
 }
 
 // scriptKeys are the keys reserve.lua and giveback.lua touch for o's

@@ -3,6 +3,9 @@ package stock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"inventory/internal/testenv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,11 +24,10 @@ func luaWithLease(t *testing.T, e *env, instance string, lease time.Duration) *l
 
 // TestLuaDeadBuyerStrandsNothing: a replica reserves the last unit and dies
 // before its Postgres write (its reservation is left in Redis, nobody gives
-// it back). The unit is in flight, so a buyer at another replica is told
-// sold out at first; once the dead reservation's lease has run out, the
-// next buyer gets it. Before leases, the unit stayed taken until the
-// counter's TTL (a minute) reloaded it, answering "sold out" with stock in
-// Postgres all along.
+// it back). A buyer at another replica waits for that reservation, and gets
+// the unit once its lease has run out. Before leases, the unit stayed taken
+// until the counter's TTL (a minute) reloaded it, answering "sold out" with
+// stock in Postgres all along.
 func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
 	e := newEnv(t)
 	const id = "stranded"
@@ -39,20 +41,15 @@ func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
 	if status, _, err := runReserve(ctx, e.rdb, dead, "dead-replica", shortLease); err != nil || status != reserved {
 		t.Fatalf("reserve the last unit as the replica that dies = status %d, %v; want reserved", status, err)
 	}
-	if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
-		t.Fatalf("Sell(%q, 1) while the dead replica's lease runs = %v, want ErrSoldOut (its unit is in flight)", id, err)
+	// The unit is in flight, so "sold out" would not be true yet: the buyer
+	// waits for the reservation's outcome, and once its lease has run out
+	// the unit is given back and sold to this buyer.
+	sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	if err != nil || sale.Remaining != 0 {
+		t.Fatalf("Sell(%q, 1) while the dead replica's lease runs = %+v, %v; want the unit once its lease ran out", id, sale, err)
 	}
-	var sale Sale
-	waitFor(t, "the dead replica's unit to be sold again", 10*time.Second, func() bool {
-		var err error
-		sale, err = s.Sell(ctx, Order{ProductID: id, Quantity: 1})
-		if err != nil && !errors.Is(err, ErrSoldOut) {
-			t.Fatalf("Sell(%q, 1) = %v, want a sale or ErrSoldOut", id, err)
-		}
-		return err == nil
-	})
-	if sale.Remaining != 0 {
-		t.Errorf("Sell(%q, 1) of the returned unit = %d remaining, want 0", id, sale.Remaining)
+	if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+		t.Errorf("Sell(%q, 1) after that = %v, want ErrSoldOut", id, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
 		t.Errorf("stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
@@ -98,9 +95,9 @@ func TestLuaUnknownOutcomeDoesNotBlockItsKey(t *testing.T) {
 }
 
 // TestLuaLiveBuyerKeepsItsLease: a sale that takes several leases' time
-// (its work) renews its reservation, so a buyer at another replica is told
-// sold out all along instead of being handed the unit in flight, and the
-// counter ends at what Postgres holds, not one above it.
+// (its work) renews its reservation, so a buyer at another replica is not
+// handed the unit in flight (it waits, and is told sold out once the sale
+// commits), and the counter ends at what Postgres holds, not one above it.
 func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 	e := newEnv(t)
 	const id = "slow-buyer"
@@ -126,8 +123,10 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
 		return err == nil && len(z) == 1 && z[0].Score > first+float64(shortLease.Milliseconds())
 	})
+	// b waits for a's outcome rather than say "sold out" while the unit is
+	// in flight; a commits, so b's answer is sold out (true by then).
 	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
-		t.Errorf("Sell(%q, 1) at b while a's renewed reservation holds the unit = %v, want ErrSoldOut", id, err)
+		t.Errorf("Sell(%q, 1) at b while a's renewed reservation holds the unit = %v, want ErrSoldOut once a sold it", id, err)
 	}
 	if _, err := waitA(); err != nil {
 		t.Fatalf("Sell(%q, 1) at a = %v, want the sale", id, err)
@@ -140,5 +139,46 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 	}
 	if n, err := e.rdb.ZCard(ctx, leasesKey(id)).Result(); err != nil || n != 0 {
 		t.Errorf("ZCARD %s after a's commit = %d, %v; want 0 (the lease settled)", leasesKey(id), n, err)
+	}
+}
+
+// TestLuaSoldOutOnlyWhenTrue: the last unit is reserved by a sale in flight
+// whose Postgres write then fails (its units go back). A buyer who asked
+// meanwhile must not have been told "sold out": Postgres had the unit all
+// along. It waits for the reservation's outcome and gets the unit. (The
+// history checker found lua's false sold-outs under strategy-switch.)
+func TestLuaSoldOutOnlyWhenTrue(t *testing.T) {
+	e := newEnv(t)
+	const id = "in-flight"
+	e.restock(t, id, 1)
+	s := luaWithLease(t, e, "replica-b", reservationLease)
+	ctx := context.Background()
+	if err := s.seed(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	other := Order{ProductID: id, Quantity: 1}
+	if status, _, err := runReserve(ctx, e.rdb, other, "failing-sale", reservationLease); err != nil || status != reserved {
+		t.Fatalf("reserve the last unit for a sale in flight = %d, %v", status, err)
+	}
+	calls := func() int64 {
+		info, _ := e.rdb.Info(ctx, "commandstats").Result()
+		for _, line := range strings.Split(info, "\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha:") {
+				var n int64
+				fmt.Sscanf(strings.TrimPrefix(line, "cmdstat_evalsha:"), "calls=%d", &n)
+				return n
+			}
+		}
+		return 0
+	}
+	before := calls()
+	buyer := sellAsync(s, Order{ProductID: id, Quantity: 1})
+	testenv.WaitFor(t, "the buyer to have tried the counter", 10*time.Second, func() bool { return calls() > before })
+	// The sale in flight fails: its unit goes back.
+	if err := s.giveBack(ctx, other, "failing-sale"); err != nil {
+		t.Fatal(err)
+	}
+	if sale, err := buyer(); err != nil || sale.Remaining != 0 {
+		t.Errorf("Sell(%q, 1) asked while the unit was reserved by a sale that then failed = %+v, %v; want the unit (it was never sold out)", id, sale, err)
 	}
 }

@@ -8,8 +8,10 @@
 -- All in the same hash slot. ARGV[1]: units; ARGV[2]: TTL in ms of the
 -- reservation and the marker; ARGV[3]: this reservation's id; ARGV[4]: the
 -- lease in ms.
--- Returns {status, left, round, generation}: status 1 reserved (left = units
--- left after it), 0 too few units (counter unchanged), -1 counter missing
+-- Returns {status, left, round, generation[, pending]}: status 1 reserved
+-- (left = units left after it), 0 too few units (counter unchanged; pending
+-- = the units live reservations of this counter hold, which may yet come
+-- back), -1 counter missing
 -- (load it and run again), -2 this reservation was already given back, -3
 -- another order with the same idempotency key holds a live reservation
 -- (nothing reserved: its outcome decides this one's).
@@ -58,7 +60,14 @@ end
 local left = tonumber(c[3])
 local n = tonumber(ARGV[1])
 if left < n then
-  return {0, left, tonumber(c[1]), tonumber(c[2])}
+  local pending = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], now, '+inf')) do
+    local r, g, u = string.match(m, '^%S+ (%d+) (%d+) (%d+)$')
+    if r == c[1] and g == c[2] then
+      pending = pending + tonumber(u)
+    end
+  end
+  return {0, left, tonumber(c[1]), tonumber(c[2]), pending}
 end
 left = redis.call('HINCRBY', KEYS[1], 'n', -n)
 redis.call('SET', KEYS[2], c[1] .. ' ' .. c[2] .. ' ' .. left, 'PX', ARGV[2])
