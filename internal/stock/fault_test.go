@@ -176,7 +176,13 @@ func TestReentrantFenceCollisionAfterRedisLoss(t *testing.T) {
 	const id = "collide"
 	e.restock(t, id, 10)
 	ctx := context.Background()
-	a := e.replica(t, Reentrant, "replica-a", 800*time.Millisecond) // TTL 5s: first renewal after ~1.7s
+	// A's TTL is long enough that no renewal falls inside the test, however
+	// slow the machine: at 5s (a renewal due after ~1.7s) a loaded machine
+	// stretched A's 800ms of work past it, the renewal found the key
+	// flushed and A lost its lease, so B's claim went first (1 run in 30).
+	long := testLock
+	long.TTL = time.Minute
+	a := e.replicaWith(t, Reentrant, "replica-a", long, 800*time.Millisecond)
 	b := e.replica(t, Reentrant, "replica-b", 0)
 	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Fatalf("first sale: %v", err)
