@@ -102,4 +102,3 @@ func attrString(s sdktrace.ReadOnlySpan) string {
 	}
 	return b.String()
 }
-
