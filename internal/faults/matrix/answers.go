@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
 )
 
 // soldOutLog stands between the matrix's buyers and nginx and notes when
@@ -60,9 +62,9 @@ func (l *soldOutLog) handler(next http.Handler) http.Handler {
 			return
 		}
 		sent := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(sw, r)
-		if sw.status == http.StatusConflict {
+		if sw.Status() == http.StatusConflict {
 			l.mu.Lock()
 			l.sent[product] = append(l.sent[product], sent)
 			l.mu.Unlock()
@@ -114,23 +116,4 @@ func (l *soldOutLog) Close() error {
 		return err
 	}
 	return nil
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }
