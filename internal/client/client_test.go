@@ -252,9 +252,9 @@ var problemStatus = map[string]int{
 	"malformed-request": 400, "bad-product-id": 400, "bad-quantity": 400, "unknown-strategy": 400,
 	"unauthorized": 401, "admin-disabled": 403, "product-not-found": 404, "not-found": 404,
 	"method-not-allowed": 405, "request-timeout": 408, "sold-out": 409, "body-too-large": 413,
-	"uri-too-long": 414, "unsupported-media-type": 415, "idempotency-key-reused": 422, "internal": 500,
+	"uri-too-long": 414, "unsupported-media-type": 415, "idempotency-key-reused": 422, "too-many-requests": 429, "internal": 500,
 	"not-implemented": 501, "bad-gateway": 502, "lock-timeout": 503, "contention": 503,
-	"overloaded": 503, "lock-lost": 503, "unavailable": 503, "canceled": 503,
+	"overloaded": 503, "lock-lost": 503, "circuit-open": 503, "unavailable": 503, "canceled": 503,
 	"outcome-unknown": 503, "strategy-unavailable": 503, "gateway-timeout": 504, "http-version-not-supported": 505,
 }
 
@@ -329,7 +329,7 @@ func TestEveryProblemTypeIsDecoded(t *testing.T) {
 			if got := client.StatusOf(err); got != status {
 				t.Errorf("%s: StatusOf = %d, want %d", what, got, status)
 			}
-			if got, want := client.Retryable(err), status >= 500 || status == 408; got != want {
+			if got, want := client.Retryable(err), status >= 500 || status == 408 || status == 429; got != want {
 				t.Errorf("%s: Retryable = %v, want %v", what, got, want)
 			}
 		}
