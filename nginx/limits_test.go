@@ -1,8 +1,6 @@
 package nginx
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"inventory/internal/localstack"
 )
 
 func TestWithLimitsTurnsOnOnlyWhatItSets(t *testing.T) {
@@ -51,29 +47,6 @@ func TestWithLimitsTurnsOnOnlyWhatItSets(t *testing.T) {
 	if _, err := WithLimits(map[string]string{"nginx.conf": "events {}"}, Limits{ClientRate: 1}); err == nil {
 		t.Error("WithLimits on a config without the limit lines = nil error, want ErrConfig")
 	}
-}
-
-// startLimitedNginx runs nginx.conf with limits in front of addrs.
-func startLimitedNginx(t *testing.T, limits Limits, addrs ...string) string {
-	t.Helper()
-	port, err := localstack.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	files, err := LocalFiles(listen, addrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files, err = WithLimits(files, limits); err != nil {
-		t.Fatal(err)
-	}
-	n, err := localstack.StartNginx(context.Background(), listen, files)
-	if err != nil {
-		t.Fatalf("StartNginx with limits %+v: %v", limits, err)
-	}
-	t.Cleanup(func() { _ = n.Stop() })
-	return "http://" + listen
 }
 
 // TestClientRateLimit: with the per-client limit on, a client past its

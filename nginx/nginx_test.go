@@ -147,6 +147,12 @@ func startNginx(t *testing.T, ups ...*upstream) string {
 // which need not answer.
 func startNginxAt(t *testing.T, addrs ...string) string {
 	t.Helper()
+	return startLimitedNginx(t, Limits{}, addrs...)
+}
+
+// startLimitedNginx is startNginxAt with the gateway limits l turned on.
+func startLimitedNginx(t *testing.T, l Limits, addrs ...string) string {
+	t.Helper()
 	port, err := localstack.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +161,9 @@ func startNginxAt(t *testing.T, addrs ...string) string {
 	files, err := LocalFiles(listen, addrs)
 	if err != nil {
 		t.Fatalf("LocalFiles: %v", err)
+	}
+	if files, err = WithLimits(files, l); err != nil {
+		t.Fatalf("WithLimits(%+v): %v", l, err)
 	}
 	n, err := localstack.StartNginx(context.Background(), listen, files)
 	if err != nil {

@@ -73,18 +73,7 @@ func TestTwinsRaceForTheLastUnits(t *testing.T) {
 			e.restock(t, id, 3)
 			replicas := []Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
 			o := Order{ProductID: id, Quantity: 3, IdempotencyKey: "last-units-" + name}
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			sales := make([]Sale, 8)
-			errs := make([]error, len(sales))
-			for i := range sales {
-				wg.Go(func() {
-					<-start
-					sales[i], errs[i] = replicas[i%2].Sell(context.Background(), o)
-				})
-			}
-			close(start)
-			wg.Wait()
+			sales, errs := sellCopies(replicas, o, 8)
 			for i := range sales {
 				if errs[i] != nil {
 					t.Errorf("copy #%d: Sell(%s) = %v, want the one sale", i, formatOrder(o), errs[i])
@@ -97,4 +86,22 @@ func TestTwinsRaceForTheLastUnits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sellCopies sends n copies of o at once, behind a start gate, alternately
+// to each of replicas, and returns every copy's answer.
+func sellCopies(replicas []Seller, o Order, n int) ([]Sale, []error) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	sales := make([]Sale, n)
+	errs := make([]error, n)
+	for i := range sales {
+		wg.Go(func() {
+			<-start
+			sales[i], errs[i] = replicas[i%len(replicas)].Sell(context.Background(), o)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return sales, errs
 }

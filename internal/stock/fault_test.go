@@ -468,18 +468,7 @@ func TestConcurrentIdempotencyKey(t *testing.T) {
 			e.restock(t, id, 10)
 			replicas := []Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
 			o := Order{ProductID: id, Quantity: 2, IdempotencyKey: "same-" + name}
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			sales := make([]Sale, 12)
-			errs := make([]error, len(sales))
-			for i := range sales {
-				wg.Go(func() {
-					<-start
-					sales[i], errs[i] = replicas[i%2].Sell(context.Background(), o)
-				})
-			}
-			close(start)
-			wg.Wait()
+			sales, errs := sellCopies(replicas, o, 12)
 			fresh := 0
 			for i := range sales {
 				if errs[i] != nil {
