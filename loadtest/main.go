@@ -100,6 +100,8 @@ type options struct {
 	switchEvery                                   int
 	products                                      int
 	zipf                                          float64
+	readers                                       int
+	seedLedger                                    int64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -140,6 +142,8 @@ Flags:
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
+	fs.IntVar(&o.readers, "readers", 0, "keep `N` anonymous readers asking GET /live?since=0 and GET /products/{id} while the buyers buy (reads must not starve sales: compare p99 and 503s with --readers 0)")
+	fs.Int64Var(&o.seedLedger, "seed-ledger", 0, "before the runs, write `N` sales of product <--product>-ledger straight into the fleet's ledger (restocked to N, then sold out), to measure --readers against a large ledger; needs the fleet's Postgres (--postgres-url with --url)")
 	if err := parse(fs, args); err != nil {
 		return o, err
 	}
@@ -165,6 +169,14 @@ Flags:
 	case o.products > 1 && len(fmt.Sprintf("%s-%d", o.product, o.products)) > load.MaxProductID:
 		return o, fmt.Errorf("%w: --product %q is too long for --products %d: %s-%d would pass the service's %d-character limit on product ids",
 			errUsage, o.product, o.products, o.product, o.products, load.MaxProductID)
+	case o.readers < 0 || o.readers > 1000:
+		return o, fmt.Errorf("%w: --readers must be from 0 to 1000, got %d", errUsage, o.readers)
+	case o.seedLedger < 0 || o.seedLedger > 100_000_000:
+		return o, fmt.Errorf("%w: --seed-ledger must be from 0 to 100000000, got %d", errUsage, o.seedLedger)
+	case o.seedLedger > 0 && o.url != "" && o.postgresURL == "":
+		return o, fmt.Errorf("%w: --seed-ledger writes to the fleet's Postgres: with --url it needs --postgres-url", errUsage)
+	case o.seedLedger > 0 && len(o.product)+len("-ledger") > load.MaxProductID:
+		return o, fmt.Errorf("%w: --product %q is too long for --seed-ledger: %s-ledger would pass the service's %d-character limit on product ids", errUsage, o.product, o.product, load.MaxProductID)
 	case o.switchEvery < 0:
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0, o.lockWait < 0:
@@ -284,8 +296,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rep.Ceilings = &ceil
 	}
 
+	if o.seedLedger > 0 {
+		id := o.product + "-ledger"
+		fmt.Fprintf(stderr, "seeding the ledger with %d sales of %s …\n", o.seedLedger, id)
+		n, err := load.SeedLedger(ctx, c, o.postgresURL, id, o.seedLedger)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "the ledger has %d rows\n", n)
+	}
 	cfg := load.Config{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
-		Products: o.products, Zipf: o.zipf, PostgresURL: o.postgresURL, HistoryTimeout: o.historyTimeout}
+		Products: o.products, Zipf: o.zipf, PostgresURL: o.postgresURL, HistoryTimeout: o.historyTimeout, Readers: o.readers}
 	results, err := load.RunTable(ctx, c, cfg, rows, load.TableOptions{
 		Runs: o.runs, Ceilings: o.ceilings, CeilingTime: o.ceilingTime, PostgresURL: o.postgresURL, Progress: &bars{w: stderr, buyers: o.buyers},
 	})
@@ -309,6 +330,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	report.PrintTable(tableOut, rep)
 	report.PrintCeilings(tableOut, rep)
+	report.PrintReads(tableOut, rep)
 	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}

@@ -30,6 +30,11 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--mix", "--restock-during", "--switch-during", "25"}, nil},
 		{[]string{"--switch-during", "-1"}, errUsage},
 		{[]string{"--switch-during"}, errUsage},
+		{[]string{"--readers", "32", "--seed-ledger", "1000000"}, nil},
+		{[]string{"--readers", "-1"}, errUsage},
+		{[]string{"--seed-ledger", "-5"}, errUsage},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--seed-ledger", "10"}, errUsage},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--postgres-url", "postgres://x", "--seed-ledger", "10"}, nil},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")
