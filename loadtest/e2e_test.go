@@ -235,7 +235,8 @@ func (w *signalWriter) String() string {
 }
 
 // TestCeilingsOfEveryLock: against a real fleet, the ceilings include the
-// serial rate of the strategies on a lock service of their own.
+// serial rate of the strategies on a lock service of their own, and the
+// many-row rate with several products.
 func TestCeilingsOfEveryLock(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -243,12 +244,16 @@ func TestCeilingsOfEveryLock(t *testing.T) {
 	f := startE2EFleet(ctx, t)
 	c := load.NewClient(f.URL, f.AdminToken, 4)
 	defer c.Close()
-	ceil, err := load.MeasureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 300*time.Millisecond)
+	ceil, err := load.MeasureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 20, 300*time.Millisecond)
 	if err != nil {
 		t.Fatalf("load.MeasureCeilings: %v", err)
 	}
-	if ceil.HotRow <= 0 || ceil.Redis <= 0 || ceil.Healthz <= 0 {
-		t.Errorf("ceilings = %+v, want hot row, Redis and /healthz measured", ceil)
+	if ceil.HotRow <= 0 || ceil.Redis <= 0 || ceil.Healthz <= 0 || ceil.ManyRows <= 0 || ceil.ManyRowsProducts != 20 || ceil.ManyRowsClients != 4 {
+		t.Errorf("ceilings = %+v, want hot row, many rows (20 products, 4 clients), Redis and /healthz measured", ceil)
+	}
+	var sold int64
+	if err := pgxConnQueryInt(ctx, f.PostgresURL, `SELECT count(*) FROM sales WHERE product_id LIKE 'ceiling-many-%'`, &sold); err != nil || sold == 0 {
+		t.Errorf("the many-row ceiling sold %d units of ceiling-many-*, %v; want its sales in the ledger", sold, err)
 	}
 	for _, name := range []string{"redis", "redlock", "etcd", "zookeeper", "pglock"} {
 		sps, err := load.SerialRate(ctx, c, name, 300*time.Millisecond)
@@ -595,4 +600,14 @@ func TestReadersBesideTheSales(t *testing.T) {
 	if rows != seeded || units != seeded || initial != seeded || quantity != 0 {
 		t.Errorf("seeded product: %d rows, %d units, stock %d of %d; want %d sold out of %d", rows, units, quantity, initial, seeded, seeded)
 	}
+}
+
+// pgxConnQueryInt reads one number from the Postgres at url.
+func pgxConnQueryInt(ctx context.Context, url, sql string, out *int64) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.QueryRow(ctx, sql).Scan(out)
 }

@@ -289,7 +289,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if o.ceilings {
 		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
-		ceil, err := load.MeasureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
+		ceil, err := load.MeasureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.products, o.ceilingTime)
 		if err != nil {
 			return err
 		}

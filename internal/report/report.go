@@ -306,6 +306,9 @@ func PrintCeilings(w io.Writer, r Report) {
 	if c.Redis > 0 {
 		fmt.Fprintf(w, "Redis %.0f round trips/s · ", c.Redis)
 	}
+	if c.ManyRows > 0 {
+		fmt.Fprintf(w, "many rows %.0f one-sale transactions/s (%d products drawn uniformly, %d clients, straight to Postgres) · ", c.ManyRows, c.ManyRowsProducts, c.ManyRowsClients)
+	}
 	fmt.Fprintf(w, "GET /healthz %.0f/s through the target; and just before each run, the hot row again and the strategy's serial ceiling\n", c.Healthz)
 	header := fmt.Sprintf("%-10s %4s %9s %9s %10s %9s %9s %14s %12s\n", "strategy", "run", "sales/s", "hot row/s", "× hot row", "serial/s", "% serial", "sold-out 409/s", "% of healthz")
 	fmt.Fprint(w, header)
@@ -322,6 +325,7 @@ func PrintCeilings(w io.Writer, r Report) {
 		}
 		byStrategy[res.Strategy] = append(byStrategy[res.Strategy], f)
 	}
+	printManyRows(w, r)
 	if len(r.Results) == len(order) {
 		return // one run each: nothing to take a median of
 	}
