@@ -9,7 +9,7 @@ all: build
 build:
 	$(GO) build -o bin/inventory ./cmd/inventory
 
-## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, etcd, zookeeper, prometheus, chromium (apt, Debian/Ubuntu)
+## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, etcd, zookeeper, prometheus, chromium, libfaketime, patroni (apt, Debian/Ubuntu)
 deps:
 	./scripts/install-deps.sh
 
