@@ -303,7 +303,7 @@ func (c *Patroni) Primary(ctx context.Context) (*PatroniMember, error) {
 func (m *PatroniMember) writable(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, m.url("postgres"))
+	conn, err := pgx.Connect(ctx, m.URL("postgres"))
 	if err != nil {
 		return err
 	}
@@ -318,8 +318,8 @@ func (m *PatroniMember) writable(ctx context.Context) error {
 	return nil
 }
 
-// url is the URL of database db on m alone.
-func (m *PatroniMember) url(db string) string {
+// URL is the URL of database db on m alone.
+func (m *PatroniMember) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(m.Port), db)
 }
 
@@ -329,7 +329,7 @@ func (m *PatroniMember) url(db string) string {
 func (c *Patroni) awaitDatabase(ctx context.Context, db string) error {
 	return c.poll(ctx, patroniWait, func(ctx context.Context) error {
 		for _, m := range c.Members {
-			if err := exec1(ctx, m.url(db), "SELECT 1"); err != nil {
+			if err := exec1(ctx, m.URL(db), "SELECT 1"); err != nil {
 				return fmt.Errorf("%s: %w", m.Name, err)
 			}
 		}
@@ -466,7 +466,7 @@ func (m *PatroniMember) Crash() error {
 // asynchronous replication commits go on being acknowledged that the
 // standby does not have. release continues them (Crash kills them too).
 func (m *PatroniMember) HoldBackReplication(ctx context.Context) (release func(), err error) {
-	conn, err := pgx.Connect(ctx, m.url("postgres"))
+	conn, err := pgx.Connect(ctx, m.URL("postgres"))
 	if err != nil {
 		return nil, fmt.Errorf("hold back %s's replication: %w", m.Name, err)
 	}

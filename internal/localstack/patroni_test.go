@@ -82,7 +82,7 @@ func failover(t *testing.T, etcd string, async bool) {
 			t.Fatalf("INSERT %d with replication held back, asynchronous: %v, want it acknowledged", acked, heldErr)
 		}
 	} else {
-		watch, err := pgx.Connect(ctx, primary.url("postgres"))
+		watch, err := pgx.Connect(ctx, primary.URL("postgres"))
 		if err != nil {
 			t.Fatal(err)
 		}
