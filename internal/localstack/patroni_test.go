@@ -18,8 +18,9 @@ import (
 // acknowledged row is on the new primary; asynchronously it is
 // acknowledged, and the failover loses it: the demonstration of why the
 // stack's default is synchronous. Either way the URL alone leads a new
-// connection to the new primary, and the crashed primary comes back as
-// the new one's standby.
+// connection to the new primary. (The crashed primary's return as the new
+// one's standby, pg_rewind and all, is pg-failover's Heal, which the fault
+// matrix runs: waiting for it here would double this test's time.)
 func TestPatroniFailoverKeepsOrLosesAcknowledgedCommits(t *testing.T) {
 	etcd, err := StartEtcd(context.Background())
 	if err != nil {
@@ -134,13 +135,8 @@ func failover(t *testing.T, etcd string, async bool) {
 		t.Logf("synchronous: the commit in flight failed (%v) and is not on the new primary; nothing acknowledged was lost", heldErr)
 	}
 
-	began = time.Now()
-	if p, err := c.WaitHealthy(ctx, patroniWait); err != nil || p != standby {
-		t.Fatalf("after the failover: WaitHealthy = %v, %v; want %s primary and %s its standby again", p, err, standby.Name, primary.Name)
-	}
-	t.Logf("%s back as a standby %v after the promotion", primary.Name, time.Since(began).Round(time.Millisecond))
 	if _, err := after.Exec(ctx, "INSERT INTO ledger VALUES ($1)", acked+1); err != nil {
-		t.Errorf("INSERT on the new primary once healthy: %v", err)
+		t.Errorf("INSERT on the new primary: %v", err)
 	}
 	var pids []int
 	for _, m := range c.Members {
