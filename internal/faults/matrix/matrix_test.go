@@ -81,7 +81,8 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 
 // TestShortFaultMatrix runs one faulted run of every strategy the fleet
 // offers under every fault, against real two-replica fleets (one for the
-// faults that need nothing more, one with a Sentinel for redis-failover),
+// faults that need nothing more, one with a Sentinel for redis-failover,
+// one on Patroni for pg-failover, one under libfaketime for clock-jump),
 // and fails when a safe strategy breaks an invariant. Unsafe strategies may
 // break: that is what they are for. Side by side, a fault that strikes the
 // whole fleet costs one round for all strategies, so the matrix `make test`
