@@ -157,8 +157,15 @@ func describeFleet(opts fleet.Options) string {
 	case opts.NetLinks:
 		links = ", each through proxy links of its own"
 	}
-	return fmt.Sprintf("Postgres (durable), %s, %d replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s%s), nginx",
-		redis, opts.Replicas, opts.Env["INVENTORY_WORK_DELAY"], opts.Env["INVENTORY_LOCK_TTL"], links)
+	postgres := "Postgres (durable)"
+	switch {
+	case opts.PostgresAsync:
+		postgres = "Postgres (durable) as a primary and an asynchronous standby under Patroni"
+	case opts.PostgresHA:
+		postgres = "Postgres (durable) as a primary and a synchronous standby under Patroni"
+	}
+	return fmt.Sprintf("%s, %s, %d replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s%s), nginx",
+		postgres, redis, opts.Replicas, opts.Env["INVENTORY_WORK_DELAY"], opts.Env["INVENTORY_LOCK_TTL"], links)
 }
 
 // mergeMatrices makes one matrix of the matrices of fl's faults run on
