@@ -46,8 +46,96 @@ type Report struct {
 	Failed bool `json:"failed"`
 }
 
-// PrintTable writes the verdict table, then one line per non-SAFE reason.
-func PrintTable(w io.Writer, r Report) {
+// PrintTable writes the verdict table, then one line per non-SAFE reason
+// and per figure worth a note. The table fits 100 columns (strategy,
+// verdict, sold of initial, 2xx, 409, 503, final stock, oversold, req/s,
+// p99); wide adds every other figure (errors, breaches, ledger, lost and
+// undersold units, rounds, p50 to max, the answers per replica, the
+// history check), about 200 columns.
+func PrintTable(w io.Writer, r Report, wide bool) {
+	if wide {
+		wideTable(w, r)
+	} else {
+		compactTable(w, r)
+	}
+	printNotes(w, r)
+}
+
+// compactTable is the table of at most 100 columns: no borders, two
+// spaces between columns.
+func compactTable(w io.Writer, r Report) {
+	t := table.NewWriter()
+	style := table.StyleLight
+	style.Format.Header = text.FormatDefault
+	style.Options = table.Options{SeparateHeader: true}
+	style.Box.PaddingLeft, style.Box.PaddingRight = "", "  "
+	t.SetStyle(style)
+	multiRun := r.Runs > 1
+	header := table.Row{}
+	if multiRun {
+		header = append(header, "run")
+	}
+	header = append(header, "strategy", "verdict", "sold", "2xx", "409", "503", "final", "oversold", "req/s", "p99 ms")
+	t.AppendHeader(header)
+	for _, res := range r.Results {
+		row := table.Row{}
+		if multiRun {
+			row = append(row, res.Run)
+		}
+		sold, of := SoldOf(res)
+		row = append(row, res.Strategy, res.Verdict, fmt.Sprintf("%d/%d", sold, of), res.OK, res.SoldOut, res.Unavailable,
+			res.FinalStock, res.Oversold, fmt.Sprintf("%.0f", res.Throughput), fmt.Sprintf("%.1f", res.LatencyMs.P99))
+		t.AppendRow(row)
+	}
+	var cols []table.ColumnConfig
+	for i, h := range header { // the figures right-aligned, their headers too
+		if h != "strategy" && h != "verdict" {
+			cols = append(cols, table.ColumnConfig{Number: i + 1, Align: text.AlignRight, AlignHeader: text.AlignRight})
+		}
+	}
+	t.SetColumnConfigs(cols)
+	// The last column's right padding would end every line in spaces, and
+	// the header's rule two columns past the table.
+	lines := strings.Split(t.Render(), "\n")
+	width := 0
+	for i, line := range lines {
+		lines[i] = strings.TrimRight(line, " ")
+		if strings.Trim(lines[i], "─") != "" {
+			width = max(width, text.StringWidthWithoutEscSequences(lines[i]))
+		}
+	}
+	for _, line := range lines {
+		if strings.Trim(line, "─") == "" {
+			line = strings.Repeat("─", width)
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// SoldOf is the units a row sold (its ledger) and the stock it had to
+// sell: the initial stock of every round it sold in, of every product.
+func SoldOf(res load.Result) (sold, of int64) {
+	initial := func(initial int64, rounds []verdict.RoundResult) int64 {
+		if len(rounds) == 0 {
+			return initial
+		}
+		var n int64
+		for _, r := range rounds {
+			n += r.Initial
+		}
+		return n
+	}
+	if len(res.Products) == 0 {
+		return res.LedgerUnits, initial(res.Initial, res.Rounds)
+	}
+	for _, p := range res.Products {
+		of += initial(p.Initial, p.Rounds)
+	}
+	return res.LedgerUnits, of
+}
+
+// wideTable is every figure of every row, in a bordered table.
+func wideTable(w io.Writer, r Report) {
 	t := table.NewWriter()
 	t.SetOutputMirror(w)
 	t.SetStyle(table.StyleLight)
@@ -93,6 +181,12 @@ func PrintTable(w io.Writer, r Report) {
 		t.AppendRow(row)
 	}
 	t.Render()
+}
+
+// printNotes writes, under the table, each row's reasons and the figures
+// worth a line of their own.
+func printNotes(w io.Writer, r Report) {
+	multiRun := r.Runs > 1
 	for _, res := range r.Results {
 		prefix := res.Strategy
 		if multiRun {
