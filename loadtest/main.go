@@ -42,7 +42,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -227,7 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Target: o.url, LocalFleet: o.url == "", Product: o.product, Stock: o.stock,
 		Buyers: o.buyers, Concurrency: o.concurrency, Runs: o.runs,
 		Mix: o.mix, RestockDuring: o.restockDuring, SwitchEvery: o.switchEvery,
-		StartedAt: time.Now().UTC().Format(time.RFC3339),
+		StartedAt: time.Now().UTC().Format(time.RFC3339), Commit: commit(ctx),
 		WorkDelay: "set by the running fleet",
 	}
 	if o.products > 1 {
@@ -437,6 +439,35 @@ func newBar(w io.Writer, n int, desc string) *progressbar.ProgressBar {
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionSetWidth(30),
 	)
+}
+
+// commit is the revision the load tester was built from (go build stamps
+// it), else the working tree's (go run does not), "-dirty" when it had
+// changes; empty when neither is known. The report names it.
+func commit(ctx context.Context) string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			rev = rev[:min(12, len(rev))]
+			if dirty {
+				rev += "-dirty"
+			}
+			return rev
+		}
+	}
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func replicaURLs(f *fleet.Fleet) string {

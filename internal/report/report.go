@@ -38,6 +38,9 @@ type Report struct {
 	Products  int     `json:"products,omitempty"`
 	Zipf      float64 `json:"zipf,omitempty"`
 	StartedAt string  `json:"started_at"`
+	// Commit is the load tester's source revision (its build's, else the
+	// working tree's), "-dirty" when it had changes; empty when unknown.
+	Commit string `json:"commit,omitempty"`
 	// Ceilings are the comparison figures measured in this run (--ceilings).
 	Ceilings *load.Ceilings `json:"ceilings,omitempty"`
 	Results  []load.Result  `json:"results"`
