@@ -74,7 +74,7 @@ type chart struct {
 }
 
 func renderHTML(w io.Writer, rep *Report, m *Matrix) error {
-	d := pageData{Title: "inventory load test", ECharts: template.JS(echartsJS)}
+	d := pageData{Title: "inventory load test", ECharts: template.JS(echartsJS), Charts: []chart{}}
 	if rep != nil && len(rep.Results) > 0 {
 		d.Verdicts, d.Notes = verdictRows(rep)
 		d.Settings = settings(rep)

@@ -5,6 +5,7 @@ import (
 	"inventory/internal/testenv"
 	"inventory/internal/verdict"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,6 +67,33 @@ func TestHTMLReportInABrowser(t *testing.T) {
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the report logged problems: %q", p)
+	}
+
+	// The fault matrix's page (loadtest faults --html) has no charts: a
+	// table whose every cell is labelled, and a clean console too.
+	m := &Matrix{Runs: 1, Strategies: []StrategyInfo{{"none", false}, {"redis", true}}, Faults: []string{"replica-kill", "lock-expired-early"},
+		Cells: []Cell{
+			{Strategy: "none", Fault: "replica-kill", Runs: 1},
+			{Strategy: "none", Fault: "lock-expired-early", NotStruck: "DID NOT STRIKE: 0 of 1 runs struck"},
+			{Strategy: "redis", Fault: "replica-kill", Safe: true, Runs: 1, Kept: 1},
+			{Strategy: "redis", Fault: "lock-expired-early", Safe: true, NotApplicable: "no lock"},
+		}}
+	path = filepath.Join(t.TempDir(), "faults.html")
+	if err := WriteHTML(path, nil, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+path), chromedp.WaitVisible(chromedp.ID("matrix"))); err != nil {
+		t.Fatalf("open the matrix page: %v (console: %q)", err, problems())
+	}
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#matrix tbody td:not(:first-child)")].map(td => td.className + " " + td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"expected 0/1", "notstruck DID NOT STRIKE", "safe 1/1", "na n/a"}; !slices.Equal(cells, want) {
+		t.Errorf("matrix cells = %q, want %q", cells, want)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the matrix page logged problems: %q", p)
 	}
 }
 
