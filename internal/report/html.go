@@ -132,10 +132,9 @@ func verdictRows(rep *Report) ([]verdictRow, []string) {
 		if r.Safe {
 			safe = "yes"
 		}
-		sold, of := SoldOf(r)
 		rows = append(rows, verdictRow{
 			Label: rowLabel(rep, r), Safe: safe, Verdict: r.Verdict, Class: verdictClass(r),
-			Sold: fmt.Sprint(sold), Of: fmt.Sprint(of), Oversold: fmt.Sprint(r.Oversold),
+			Sold: fmt.Sprint(r.LedgerUnits), Of: fmt.Sprint(r.Initial), Oversold: fmt.Sprint(r.Oversold),
 			OK: fmt.Sprint(r.OK), SoldOut: fmt.Sprint(r.SoldOut), Unavailable: fmt.Sprint(r.Unavailable),
 			ReqPerS: fmt.Sprintf("%.0f", r.Throughput), P99: fmt.Sprintf("%.1f", r.LatencyMs.P99),
 		})

@@ -61,7 +61,7 @@ func PrintTable(w io.Writer, r Report, wide bool) {
 	} else {
 		compactTable(w, r)
 	}
-	printNotes(w, r)
+	printNotes(w, r, !wide)
 }
 
 // compactTable is the table of at most 100 columns: no borders, two
@@ -85,8 +85,7 @@ func compactTable(w io.Writer, r Report) {
 		if multiRun {
 			row = append(row, res.Run)
 		}
-		sold, of := SoldOf(res)
-		row = append(row, res.Strategy, res.Verdict, fmt.Sprintf("%d/%d", sold, of), res.OK, res.SoldOut, res.Unavailable,
+		row = append(row, res.Strategy, res.Verdict, fmt.Sprintf("%d/%d", res.LedgerUnits, res.Initial), res.OK, res.SoldOut, res.Unavailable,
 			res.FinalStock, res.Oversold, fmt.Sprintf("%.0f", res.Throughput), fmt.Sprintf("%.1f", res.LatencyMs.P99))
 		t.AppendRow(row)
 	}
@@ -113,28 +112,6 @@ func compactTable(w io.Writer, r Report) {
 		}
 		fmt.Fprintln(w, line)
 	}
-}
-
-// SoldOf is the units a row sold (its ledger) and the stock it had to
-// sell: the initial stock of every round it sold in, of every product.
-func SoldOf(res load.Result) (sold, of int64) {
-	initial := func(initial int64, rounds []verdict.RoundResult) int64 {
-		if len(rounds) == 0 {
-			return initial
-		}
-		var n int64
-		for _, r := range rounds {
-			n += r.Initial
-		}
-		return n
-	}
-	if len(res.Products) == 0 {
-		return res.LedgerUnits, initial(res.Initial, res.Rounds)
-	}
-	for _, p := range res.Products {
-		of += initial(p.Initial, p.Rounds)
-	}
-	return res.LedgerUnits, of
 }
 
 // wideTable is every figure of every row, in a bordered table.
@@ -187,8 +164,9 @@ func wideTable(w io.Writer, r Report) {
 }
 
 // printNotes writes, under the table, each row's reasons and the figures
-// worth a line of their own.
-func printNotes(w io.Writer, r Report) {
+// worth a line of their own; rounds too when the table has no column for
+// them.
+func printNotes(w io.Writer, r Report, rounds bool) {
 	multiRun := r.Runs > 1
 	for _, res := range r.Results {
 		prefix := res.Strategy
@@ -205,6 +183,11 @@ func printNotes(w io.Writer, r Report) {
 		if res.Unknown > 0 {
 			fmt.Fprintf(w, "  %s: %d answer%s outcome-unknown (503): reconciled as 2xx ≤ ledger rows ≤ 2xx + unknown\n",
 				prefix, res.Unknown, plural(int(res.Unknown), "", "s"))
+		}
+		if rounds {
+			if line := roundsLine(res); line != "" {
+				fmt.Fprintf(w, "  %s: %s\n", prefix, line)
+			}
 		}
 		if line := spread(res); line != "" {
 			fmt.Fprintf(w, "  %s: %s\n", prefix, line)
@@ -258,6 +241,18 @@ func summary(results []load.Result) []string {
 		lines = append(lines, fmt.Sprintf("%s: %s", s, strings.Join(parts, ", ")))
 	}
 	return lines
+}
+
+// roundsLine is the rounds a row sold in, when more than one, e.g.
+// "rounds 7 8 (broken: 7)" or "rounds: 1–2 per product".
+func roundsLine(res load.Result) string {
+	switch {
+	case slices.ContainsFunc(res.Products, func(p load.ProductResult) bool { return len(p.Rounds) > 1 }):
+		return "rounds: " + productRounds(res.Products)
+	case len(res.Rounds) > 1:
+		return "rounds " + rounds(res.Rounds)
+	}
+	return ""
 }
 
 // rounds lists a run's rounds, marking those that broke an invariant, e.g. "7 8 (broken: 7)".
