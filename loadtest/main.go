@@ -42,7 +42,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -88,13 +90,22 @@ var (
 	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN or NOT LINEARIZABLE above)")
 )
 
+// subcommands are the load tester's other commands, `loadtest <name>`;
+// -h lists them.
+var subcommands = []struct {
+	name, does string
+	run        func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}{
+	{"faults", "run the fault matrix: every strategy × fault, N faulted runs per cell", runFaults},
+}
+
 type options struct {
 	url, adminToken, product, strategies, jsonOut string
 	htmlOut, binary                               string
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay, lockWait, lockTTL                  time.Duration
-	mix, restockDuring, byProduct, ceilings       bool
+	mix, restockDuring, byProduct, ceilings, wide bool
 	ceilingTime, historyTimeout                   time.Duration
 	postgresURL, redisURL                         string
 	switchEvery                                   int
@@ -109,12 +120,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage:
-  loadtest [flags]         fire buyers at a fleet, a row per strategy, and print the verdict table
-  loadtest faults [flags]  run the fault matrix: every strategy × fault (loadtest faults -h lists its flags)
-
-Flags:
-`)
+		fmt.Fprintf(fs.Output(), "Usage:\n  %-24s fire buyers at a fleet, a row per strategy, and print the verdict table\n", "loadtest [flags]")
+		for _, c := range subcommands {
+			fmt.Fprintf(fs.Output(), "  %-24s %s (loadtest %s -h lists its flags)\n", "loadtest "+c.name+" [flags]", c.does, c.name)
+		}
+		fmt.Fprint(fs.Output(), "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.url, "url", "", "base URL of a running fleet (e.g. http://localhost:8080); empty starts a local fleet")
@@ -128,6 +138,7 @@ Flags:
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
 	fs.StringVar(&o.binary, "binary", "", "a built inventory binary for the local fleet (default: go build it first)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report (charts, no internet needed) to this file")
+	fs.BoolVar(&o.wide, "wide", false, "print every figure in the table (errors, breaches, ledger, lost, undersold, rounds, p50 to max, per replica, history; about 200 columns) instead of the 100-column one")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
 	fs.DurationVar(&o.workDelay, "work-delay", load.DefaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
@@ -214,8 +225,12 @@ func parse(fs *flag.FlagSet, args []string) error {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(args) > 0 && args[0] == "faults" {
-		return runFaults(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		for _, c := range subcommands {
+			if args[0] == c.name {
+				return c.run(ctx, args[1:], stdout, stderr)
+			}
+		}
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -226,7 +241,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Target: o.url, LocalFleet: o.url == "", Product: o.product, Stock: o.stock,
 		Buyers: o.buyers, Concurrency: o.concurrency, Runs: o.runs,
 		Mix: o.mix, RestockDuring: o.restockDuring, SwitchEvery: o.switchEvery,
-		StartedAt: time.Now().UTC().Format(time.RFC3339),
+		StartedAt: time.Now().UTC().Format(time.RFC3339), Commit: commit(ctx),
 		WorkDelay: "set by the running fleet",
 	}
 	if o.products > 1 {
@@ -328,7 +343,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if rep.Ceilings != nil {
 		rep.Ceilings.Serial = report.MedianSerial(rep.Results)
 	}
-	report.PrintTable(tableOut, rep)
+	report.PrintTable(tableOut, rep, o.wide)
 	report.PrintCeilings(tableOut, rep)
 	report.PrintReads(tableOut, rep)
 	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
@@ -446,6 +461,35 @@ func newBar(w io.Writer, n int, desc string) *progressbar.ProgressBar {
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionSetWidth(30),
 	)
+}
+
+// commit is the revision the load tester was built from (go build stamps
+// it), else the working tree's (go run does not), "-dirty" when it had
+// changes; empty when neither is known. The report names it.
+func commit(ctx context.Context) string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			rev = rev[:min(12, len(rev))]
+			if dirty {
+				rev += "-dirty"
+			}
+			return rev
+		}
+	}
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func replicaURLs(f *fleet.Fleet) string {
