@@ -99,6 +99,7 @@ type options struct {
 	postgresURL, redisURL                         string
 	switchEvery                                   int
 	products                                      int
+	clientIPs                                     int
 	zipf                                          float64
 }
 
@@ -139,6 +140,7 @@ Flags:
 	fs.DurationVar(&o.historyTimeout, "history-timeout", load.DefaultHistoryTimeout, "bound on checking one product's history of answers (porcupine); past it the product is INCONCLUSIVE, reported and never a pass")
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
+	fs.IntVar(&o.clientIPs, "client-ips", 0, "send from `N` loopback source addresses, 127.0.0.2 up, one connection after another in turn, so that a gateway limiting each client address (the fleet's nginx limit_req) sees N clients; for a fleet on this machine (0: from the one address the system picks)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
 	if err := parse(fs, args); err != nil {
 		return o, err
@@ -180,6 +182,9 @@ Flags:
 		return o, fmt.Errorf("%w: --binary is for the local fleet; a running fleet at --url has its own", errUsage)
 	case o.url == "" && (o.postgresURL != "" || o.redisURL != ""):
 		return o, fmt.Errorf("%w: --postgres-url and --redis-url are for a fleet given by --url; the local fleet's are known", errUsage)
+	}
+	if _, err := load.ClientSources(o.clientIPs, o.url); err != nil {
+		return o, fmt.Errorf("%w: --client-ips: %w", errUsage, err)
 	}
 	return o, nil
 }
@@ -250,7 +255,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
 
-	c := load.NewClient(rep.Target, o.adminToken, o.concurrency)
+	sources, err := load.ClientSources(o.clientIPs, rep.Target)
+	if err != nil {
+		return err
+	}
+	c := load.NewClient(rep.Target, o.adminToken, o.concurrency, sources)
 	c.ByProduct = o.byProduct
 	defer c.Close()
 	strategies, err := load.PickStrategies(ctx, c, o.strategies, stderr)

@@ -30,6 +30,12 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--mix", "--restock-during", "--switch-during", "25"}, nil},
 		{[]string{"--switch-during", "-1"}, errUsage},
 		{[]string{"--switch-during"}, errUsage},
+		{[]string{"--client-ips", "50"}, nil},
+		{[]string{"--url", "http://127.0.0.1:8080", "--admin-token", "t", "--client-ips", "65534"}, nil},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--client-ips", "2"}, nil},
+		{[]string{"--url", "http://shop.example:8080", "--admin-token", "t", "--client-ips", "2"}, errUsage},
+		{[]string{"--client-ips", "-1"}, errUsage},
+		{[]string{"--client-ips", "65535"}, errUsage},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")

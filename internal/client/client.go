@@ -9,10 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +34,13 @@ type Options struct {
 	// load tester's buyers): it sizes the pool of the default HTTPClient.
 	// Default 50.
 	Concurrency int
+	// LocalAddrs, when set, are the source addresses the default
+	// HTTPClient dials from, one connection after another in turn (see
+	// LoopbackSources): to a gateway that limits each client address
+	// (nginx's limit_req on $binary_remote_addr) the caller looks like
+	// len(LocalAddrs) clients. Default nil: the system picks, as for any
+	// dial, and the caller is one client.
+	LocalAddrs []netip.Addr
 }
 
 // Client calls one base URL: nginx in front of the fleet, or one replica.
@@ -58,7 +67,7 @@ func New(baseURL string, opts Options) *Client {
 		// replaced it with a RoundTripper of its own.
 		tr := &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           dialFrom(opts.LocalAddrs),
 			ForceAttemptHTTP2:     true,
 			MaxIdleConns:          2 * conns,
 			MaxIdleConnsPerHost:   2 * conns,
@@ -71,6 +80,45 @@ func New(baseURL string, opts Options) *Client {
 	}
 	return c
 }
+
+// dialFrom dials like http.DefaultTransport, from each of addrs in turn
+// (none: from whatever address the system picks).
+func dialFrom(addrs []netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dialers := []*net.Dialer{{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
+	if len(addrs) > 0 {
+		dialers = dialers[:0]
+		for _, a := range addrs {
+			dialers = append(dialers, &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+				LocalAddr: &net.TCPAddr{IP: a.AsSlice()}})
+		}
+	}
+	var next atomic.Uint64
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := dialers[(next.Add(1)-1)%uint64(len(dialers))]
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// LoopbackSources returns n loopback addresses from 127.0.0.2 up
+// (127.0.0.2, 127.0.0.3, …, 127.0.1.0, …), for Options.LocalAddrs: on
+// Linux the whole of 127.0.0.0/8 answers on the loopback interface, so a
+// client on the same machine as the gateway can be n clients to it
+// without configuring any address. n is at most 65534.
+func LoopbackSources(n int) ([]netip.Addr, error) {
+	if n < 1 || n > MaxLoopbackSources {
+		return nil, fmt.Errorf("want from 1 to %d loopback source addresses, got %d", MaxLoopbackSources, n)
+	}
+	addrs := make([]netip.Addr, 0, n)
+	a := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	for range n {
+		a = a.Next()
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+// MaxLoopbackSources is the most addresses LoopbackSources hands out.
+const MaxLoopbackSources = 65534
 
 // BaseURL is the URL the client calls.
 func (c *Client) BaseURL() string { return c.base }

@@ -215,7 +215,7 @@ func lastBytes(s string, n int) string {
 // its own strategy; under the others, one run at a time with the strategy
 // as the fleet default.
 func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fault, log io.Writer) (report.Matrix, error) {
-	probe := load.NewClient(f.URL, f.AdminToken, 1)
+	probe := load.NewClient(f.URL, f.AdminToken, 1, nil)
 	strategies, err := load.PickStrategies(ctx, probe, o.Strategies, log)
 	probe.Close()
 	if err != nil {
@@ -227,7 +227,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 	}
 	defer soldOut.Close()
 	mr := &matrixRun{
-		c: load.NewClient(soldOut.URL, f.AdminToken, o.Concurrency*len(strategies)), o: o, fleet: f,
+		c: load.NewClient(soldOut.URL, f.AdminToken, o.Concurrency*len(strategies), nil), o: o, fleet: f,
 		stamp: time.Now().Unix() % 1_000_000, spread: o.Spread, log: log, soldOut: soldOut,
 	}
 	defer mr.c.Close()
