@@ -36,6 +36,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--url", "http://shop.example:8080", "--admin-token", "t", "--client-ips", "2"}, errUsage},
 		{[]string{"--client-ips", "-1"}, errUsage},
 		{[]string{"--client-ips", "65535"}, errUsage},
+		{[]string{"--watchdog-interval", "0"}, nil},
+		{[]string{"--watchdog-interval", "-1s"}, errUsage},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--watchdog-interval", "0"}, errUsage},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")
