@@ -328,6 +328,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	report.PrintTable(tableOut, rep)
 	report.PrintCeilings(tableOut, rep)
+	for _, note := range load.CircuitNotes(rep.Results, rep.Target) {
+		fmt.Fprintln(tableOut, note)
+	}
 	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}

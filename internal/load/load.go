@@ -163,6 +163,10 @@ type Result struct {
 	// History is the check of every answer against a sequential model of
 	// each product (see History).
 	History *History `json:"history,omitempty"`
+	// Circuit is the circuit the invariant watchdog opened on the product's
+	// round during the run (an unsafe strategy oversold), read from the
+	// fleet's Postgres; nil when none opened or the database is not known.
+	Circuit *Circuit `json:"circuit,omitempty"`
 
 	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
 	// it out.
