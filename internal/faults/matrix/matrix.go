@@ -609,6 +609,21 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 		}
 		why = append(why, others...)
 	}
+	if s.Safe {
+		// A safe strategy never trips the breaker, fault or not: an open
+		// circuit is the watchdog seeing a broken invariant (or misreading
+		// a sound one), and the product's sales stopped either way.
+		for _, r := range res.Rounds {
+			c, err := load.ReadCircuit(ctx, pgURL, product, r.Round)
+			if err != nil {
+				return report.FaultRun{}, err
+			}
+			if c != nil {
+				why = append(why, fmt.Sprintf("the watchdog of %s opened %s's circuit in round %d (%s: stock %d, %d sold of %d): a safe strategy must never trip it",
+					c.OpenedBy, product, r.Round, c.Kind, c.Quantity, c.Sold, c.Initial))
+			}
+		}
+	}
 	if len(why) > 0 {
 		res.Reasons = append(res.Reasons, why...)
 		if s.Safe {
