@@ -142,7 +142,7 @@ Flags:
 	fs.DurationVar(&o.historyTimeout, "history-timeout", load.DefaultHistoryTimeout, "bound on checking one product's history of answers (porcupine); past it the product is INCONCLUSIVE, reported and never a pass")
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
-	fs.IntVar(&o.clientIPs, "client-ips", 0, "send from `N` loopback source addresses, 127.0.0.2 up, one connection after another in turn, so that a gateway limiting each client address (the fleet's nginx limit_req) sees N clients; for a fleet on this machine (0: from the one address the system picks)")
+	fs.IntVar(&o.clientIPs, "client-ips", 0, "send from `N` loopback source addresses, 127.0.0.2 up, each request from the next in turn, so that a gateway limiting each client address (the fleet's nginx limit_req) sees N clients; for a fleet on this machine (0: from the one address the system picks)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
 	if err := parse(fs, args); err != nil {
 		return o, err

@@ -35,11 +35,12 @@ type Options struct {
 	// Default 50.
 	Concurrency int
 	// LocalAddrs, when set, are the source addresses the default
-	// HTTPClient dials from, one connection after another in turn (see
-	// LoopbackSources): to a gateway that limits each client address
-	// (nginx's limit_req on $binary_remote_addr) the caller looks like
-	// len(LocalAddrs) clients. Default nil: the system picks, as for any
-	// dial, and the caller is one client.
+	// HTTPClient sends from, each request from the next in turn, over
+	// connections of its own (see LoopbackSources): to a gateway that
+	// limits each client address (nginx's limit_req on
+	// $binary_remote_addr) the caller looks like len(LocalAddrs) clients
+	// sharing its requests evenly. Default nil: the system picks, as for
+	// any dial, and the caller is one client.
 	LocalAddrs []netip.Addr
 }
 
@@ -65,37 +66,51 @@ func New(baseURL string, opts Options) *Client {
 		}
 		// http.DefaultTransport's settings, but not it: a test may have
 		// replaced it with a RoundTripper of its own.
-		tr := &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialFrom(opts.LocalAddrs),
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          2 * conns,
-			MaxIdleConnsPerHost:   2 * conns,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			DisableCompression:    true,
+		transport := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+			return &http.Transport{
+				Proxy:                 http.ProxyFromEnvironment,
+				DialContext:           dial,
+				ForceAttemptHTTP2:     true,
+				MaxIdleConns:          2 * conns,
+				MaxIdleConnsPerHost:   2 * conns,
+				IdleConnTimeout:       90 * time.Second,
+				TLSHandshakeTimeout:   10 * time.Second,
+				ExpectContinueTimeout: time.Second,
+				DisableCompression:    true,
+			}
 		}
-		c.http = &http.Client{Transport: tr, Timeout: 60 * time.Second}
+		var rt http.RoundTripper = transport((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+		if len(opts.LocalAddrs) > 0 {
+			var each rotating
+			for _, a := range opts.LocalAddrs {
+				d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: a.AsSlice()}}
+				each.transports = append(each.transports, transport(d.DialContext))
+			}
+			rt = &each
+		}
+		c.http = &http.Client{Transport: rt, Timeout: 60 * time.Second}
 	}
 	return c
 }
 
-// dialFrom dials like http.DefaultTransport, from each of addrs in turn
-// (none: from whatever address the system picks).
-func dialFrom(addrs []netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	dialers := []*net.Dialer{{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
-	if len(addrs) > 0 {
-		dialers = dialers[:0]
-		for _, a := range addrs {
-			dialers = append(dialers, &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
-				LocalAddr: &net.TCPAddr{IP: a.AsSlice()}})
-		}
-	}
-	var next atomic.Uint64
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d := dialers[(next.Add(1)-1)%uint64(len(dialers))]
-		return d.DialContext(ctx, network, addr)
+// rotating sends each request through the next of its transports in
+// turn, each dialling from its own local address: one client per address,
+// each with its share of the requests (one transport's pool reuses its
+// most recent idle connection first, which would put most requests on a
+// few addresses).
+type rotating struct {
+	transports []*http.Transport
+	next       atomic.Uint64
+}
+
+func (r *rotating) RoundTrip(req *http.Request) (*http.Response, error) {
+	return r.transports[(r.next.Add(1)-1)%uint64(len(r.transports))].RoundTrip(req)
+}
+
+// CloseIdleConnections closes every transport's idle connections.
+func (r *rotating) CloseIdleConnections() {
+	for _, t := range r.transports {
+		t.CloseIdleConnections()
 	}
 }
 

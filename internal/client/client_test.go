@@ -602,9 +602,10 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// With LocalAddrs, each new connection comes from the next source address,
-// so a gateway that limits per client address sees that many clients.
-func TestConnectionsComeFromEachLocalAddrInTurn(t *testing.T) {
+// With LocalAddrs, each request comes from the next source address, also
+// over kept-alive connections, so a gateway that limits per client address
+// sees that many clients, each with its share.
+func TestRequestsComeFromEachLocalAddrInTurn(t *testing.T) {
 	var mu sync.Mutex
 	var from []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -620,13 +621,16 @@ func TestConnectionsComeFromEachLocalAddrInTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := client.New(srv.URL, client.Options{LocalAddrs: addrs})
-	for range 4 {
+	for range 7 {
 		if _, err := c.Healthz(context.Background()); err != nil {
 			t.Fatalf("Healthz from %v: %v", addrs, err)
 		}
-		c.CloseIdleConnections() // the next call dials again
 	}
-	want := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2"}
+	c.CloseIdleConnections()
+	if _, err := c.Healthz(context.Background()); err != nil {
+		t.Fatalf("Healthz after CloseIdleConnections: %v", err)
+	}
+	want := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2", "127.0.0.3"}
 	if !slices.Equal(from, want) {
 		t.Errorf("connections came from %v, want %v", from, want)
 	}

@@ -32,10 +32,10 @@ type Client struct {
 }
 
 // NewClient is a Client of the fleet at base, with its admin token, for
-// concurrency buyers at once. Its connections come from the local
-// addresses sources in turn (apiclient.LoopbackSources), so that a gateway
-// limiting each client address sees as many clients; nil: from the one
-// address the system picks.
+// concurrency buyers at once. Its requests come from the local addresses
+// sources in turn (apiclient.LoopbackSources), so that a gateway limiting
+// each client address sees as many clients, each with its share; nil: from
+// the one address the system picks.
 func NewClient(base, adminToken string, concurrency int, sources []netip.Addr) *Client {
 	return &Client{api: apiclient.New(base, apiclient.Options{AdminToken: adminToken, Concurrency: concurrency, LocalAddrs: sources})}
 }

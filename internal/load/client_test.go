@@ -35,7 +35,6 @@ func TestBuyersComeFromTheClientSources(t *testing.T) {
 		if o := c.buy(context.Background(), "p", "", ""); o.status != http.StatusOK {
 			t.Fatalf("buy = %+v, want 200", o)
 		}
-		c.Close() // the next buyer dials again
 	}
 	for _, want := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"} {
 		if !from[want] {
