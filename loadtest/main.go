@@ -133,7 +133,7 @@ Flags:
 	fs.DurationVar(&o.workDelay, "work-delay", load.DefaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
 	fs.DurationVar(&o.lockWait, "lock-wait", 0, "INVENTORY_LOCK_WAIT for the local fleet's replicas (0: the service's default)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "INVENTORY_LOCK_TTL for the local fleet's replicas (0: the service's default, 30s); once a sale spends longer than this inside its lock, setnx oversells and the safe lock strategies turn buyers away (at least 10ms, above --work-delay)")
-	fs.DurationVar(&o.watchdogInterval, "watchdog-interval", -1, "INVENTORY_WATCHDOG_INTERVAL for the local fleet's replicas: how often the invariant watchdog checks the stock and opens circuits; 0 turns it off, to measure its cost (default: the service's, 1s)")
+	fs.DurationVar(&o.watchdogInterval, "watchdog-interval", time.Second, "INVENTORY_WATCHDOG_INTERVAL for the local fleet's replicas (the service's default): how often the invariant watchdog checks the stock and opens circuits; 0 turns it off, to measure its cost")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
 	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
@@ -158,7 +158,7 @@ Flags:
 		return o, fmt.Errorf("%w: --lock-ttl only applies to the local fleet; a running fleet has its own INVENTORY_LOCK_TTL", errUsage)
 	case o.url != "" && set["watchdog-interval"]:
 		return o, fmt.Errorf("%w: --watchdog-interval only applies to the local fleet; a running fleet has its own INVENTORY_WATCHDOG_INTERVAL", errUsage)
-	case set["watchdog-interval"] && o.watchdogInterval < 0:
+	case o.watchdogInterval < 0:
 		return o, fmt.Errorf("%w: --watchdog-interval must be 0 (off) or more", errUsage)
 	case o.url != "" && o.adminToken == "":
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
@@ -240,10 +240,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			env["INVENTORY_LOCK_TTL"] = rep.LockTTL
 			settings += ", INVENTORY_LOCK_TTL=" + rep.LockTTL
 		}
-		if o.watchdogInterval >= 0 {
-			env["INVENTORY_WATCHDOG_INTERVAL"] = o.watchdogInterval.String()
-			settings += ", INVENTORY_WATCHDOG_INTERVAL=" + o.watchdogInterval.String()
-		}
+		env["INVENTORY_WATCHDOG_INTERVAL"] = o.watchdogInterval.String()
+		settings += ", INVENTORY_WATCHDOG_INTERVAL=" + o.watchdogInterval.String()
 		if o.lockWait > 0 {
 			env["INVENTORY_LOCK_WAIT"] = o.lockWait.String()
 			settings += ", INVENTORY_LOCK_WAIT=" + o.lockWait.String()
