@@ -7,16 +7,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
 	"inventory/internal/client"
@@ -88,24 +92,291 @@ func TestProvisioningFitsTogether(t *testing.T) {
 	}
 }
 
-// TestPrometheusScrapesTheFleetAndEveryPanelHasData starts the local fleet
+// TestPrometheusScrapesTheFleetAndEveryPanelMoves starts the local fleet
 // and Debian's prometheus with prometheus.yml (its targets replaced by the
-// replicas' addresses, its interval shortened), sells with a lock strategy,
-// and checks that every target is up and every panel's query returns
-// series.
-func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
+// replicas' addresses, its interval shortened) and alerts.yml, waits until
+// every target is up and every rule evaluates, reads each panel's query
+// over the scrapes before any sale, then makes traffic and the conditions
+// the panels are about, and requires each panel's query to show a value it
+// did not show before: finite, not zero, above anything it showed without
+// traffic (see moved). Without it a panel passes on its own: counters the
+// service creates at zero, gauges scraped from the start, "or vector(0)".
+func TestPrometheusScrapesTheFleetAndEveryPanelMoves(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("no prometheus binary: %v (make deps installs Debian's prometheus)", err)
 	}
 	ctx := context.Background()
-	f, err := fleet.Start(ctx, fleet.Options{NoFsync: true, AdminToken: "tok"})
+	// The work delay widens none's race between its check and its write, so
+	// that a handful of buyers at once oversell it.
+	f, err := fleet.Start(ctx, fleet.Options{NoFsync: true, AdminToken: "tok", NoLockServices: true,
+		Env: map[string]string{"INVENTORY_WORK_DELAY": "2ms"}})
 	if err != nil {
 		t.Fatalf("fleet.Start: %v", err)
 	}
 	t.Cleanup(func() { _ = f.Stop() })
+	prom, api := startPrometheus(t, bin, f)
 
+	waitFor(t, "prometheus to see every replica up", func() (bool, string) {
+		var r struct {
+			Data struct {
+				ActiveTargets []struct {
+					ScrapeURL string `json:"scrapeUrl"`
+					Health    string `json:"health"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		if err := getJSON(api+"targets", &r); err != nil {
+			return false, err.Error()
+		}
+		up := 0
+		for _, tg := range r.Data.ActiveTargets {
+			if tg.Health == "up" {
+				up++
+			}
+		}
+		return up == len(f.Replicas) && len(r.Data.ActiveTargets) == len(f.Replicas), fmt.Sprintf("%+v", r.Data.ActiveTargets)
+	}, prom)
+
+	var ruleFile struct {
+		Groups []struct {
+			Rules []any `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "alerts.yml", &ruleFile)
+	want := 0
+	for _, g := range ruleFile.Groups {
+		want += len(g.Rules)
+	}
+	waitFor(t, "prometheus to evaluate every alert rule against the fleet", func() (bool, string) {
+		var r struct {
+			Data struct {
+				Groups []struct {
+					Rules []struct {
+						Name   string `json:"name"`
+						Health string `json:"health"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		if err := getJSON(api+"rules", &r); err != nil {
+			return false, err.Error()
+		}
+		ok, n := 0, 0
+		for _, g := range r.Data.Groups {
+			for _, rule := range g.Rules {
+				n++
+				if rule.Health == "ok" {
+					ok++
+				}
+			}
+		}
+		return n == want && ok == n, fmt.Sprintf("%d rules of %d, %d healthy: %+v", n, want, ok, r.Data.Groups)
+	}, prom)
+
+	// What the panels show with no traffic: every scrape so far (the rules
+	// were evaluated, so there were some) of every panel's query.
+	panels := readDashboard(t).Panels
+	waitFor(t, "two scrapes of every replica before any sale", func() (bool, string) {
+		var r struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if err := getJSON(api+"query?query="+url.QueryEscape(`count_over_time(up{job="inventory"}[1m])`), &r); err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, s := range r.Data.Result {
+			text, _ := s.Value[1].(string)
+			if v, err := strconv.ParseFloat(text, 64); err == nil && v >= 2 {
+				n++
+			}
+		}
+		return n == len(f.Replicas), fmt.Sprintf("%+v", r.Data.Result)
+	}, prom)
+	quiet := time.Now()
+	baseline := map[string]map[string][]float64{}
+	for _, p := range panels {
+		for _, target := range p.Targets {
+			series, err := queryRange(api, target.Expr, quiet.Add(-time.Minute), quiet)
+			if err != nil {
+				t.Fatalf("panel %q's query %s before traffic: %v", p.Title, target.Expr, err)
+			}
+			baseline[target.Expr] = series
+		}
+	}
+
+	makeTraffic(t, f)
+
+	for _, p := range panels {
+		for _, target := range p.Targets {
+			what := fmt.Sprintf("panel %q's query %s to move under traffic (before it: %v)", p.Title, target.Expr, baseline[target.Expr])
+			waitFor(t, what, func() (bool, string) {
+				now, err := queryRange(api, target.Expr, quiet, time.Now())
+				if err != nil {
+					return false, err.Error()
+				}
+				if reason, ok := live[p.Title]; ok {
+					return changed(now), fmt.Sprintf("%v (%s)", now, reason)
+				}
+				return moved(baseline[target.Expr], now), fmt.Sprintf("%v", now)
+			}, prom)
+		}
+	}
+}
+
+// live are the panels that no traffic moves, by title, and why: the test
+// requires of them only that they are live, some series taking two
+// different values since the traffic began (see changed).
+var live = map[string]string{
+	// A replica pings Postgres and Redis when it is scraped, outside any
+	// sale: the round trip is the backends' and the network's, and sales
+	// on two cores move it up or down by chance. A backend that does not
+	// answer drops its series (inventory_backend_up says so, and the
+	// InventoryBackendDown rule, tested with promtool, alerts on it).
+	"Postgres and Redis round trip": "pinged at each scrape, whatever the traffic",
+}
+
+// moved reports whether a series of now shows a value the panel did not
+// show before: finite, not zero, and above the series' largest value in
+// before (if it had one). A rate, a quantile or an increase shows nothing,
+// zero or NaN without traffic; a gauge of connections in use shows what
+// the scrapes themselves hold.
+func moved(before, now map[string][]float64) bool {
+	for labels, values := range now {
+		top := math.Inf(-1)
+		for _, v := range before[labels] {
+			if !math.IsNaN(v) {
+				top = max(top, v)
+			}
+		}
+		for _, v := range values {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) && v != 0 && v > top {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// changed reports whether some series of now took two different finite
+// values, the first of them not zero.
+func changed(now map[string][]float64) bool {
+	for _, values := range now {
+		for _, v := range values {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) && v != 0 && values[0] != v {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// makeTraffic starts what moves the panels, stopped when t ends:
+//   - redis sales of sku-dash, paced, for the sales, latency and lock
+//     panels; a sale of the sold-out sku-dash-gone after each, for the
+//     refused panel;
+//   - three buyers of sku-dash-conns with forupdate, unpaced: each holds a
+//     Postgres connection through its row lock and work delay, so that the
+//     connections panel shows them at any scrape;
+//   - a lock breach: sku-dash's fence in Postgres raised past the tokens
+//     Redis hands out, as a holder whose lock was taken over would find it,
+//     so that Postgres refuses the next holders' writes;
+//   - an oversell: none sells sku-dash-none-N (3 units) to 16 buyers at
+//     once until one round goes below zero (a few tries at most), which the
+//     watchdog reports as a violation and answers by opening the product's
+//     circuit.
+func makeTraffic(t *testing.T, f *fleet.Fleet) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	c := f.Client()
+	for id, units := range map[string]int64{"sku-dash": 1000, "sku-dash-gone": 1, "sku-dash-conns": 1_000_000} {
+		if _, err := c.Restock(ctx, id, client.RestockRequest{Quantity: units}); err != nil {
+			t.Fatalf("PUT /products/%s: %v", id, err)
+		}
+	}
+	if _, err := c.Sell(ctx, client.SaleRequest{ProductID: "sku-dash-gone", Quantity: 1}, client.SaleOptions{}); err != nil {
+		t.Fatalf("the one sale of sku-dash-gone: %v", err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Pacing, not a wait for a state: a steady trickle makes the 1000
+		// units last through many scrapes, and the panels' rate() queries
+		// need sales between two of them.
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			_, _ = c.Sell(ctx, client.SaleRequest{ProductID: "sku-dash", Quantity: 1}, client.SaleOptions{Strategy: "redis"})
+			_, _ = c.Sell(ctx, client.SaleRequest{ProductID: "sku-dash-gone", Quantity: 1}, client.SaleOptions{})
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_, _ = c.Sell(ctx, client.SaleRequest{ProductID: "sku-dash-conns", Quantity: 1}, client.SaleOptions{Strategy: "forupdate"})
+			}
+		}()
+	}
+
+	pool, err := pgxpool.New(ctx, f.PostgresURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	testenv.WaitFor(t, "a redis sale of sku-dash", time.Minute, func() bool {
+		p, err := c.Product(ctx, "sku-dash")
+		return err == nil && p.Sold > 0
+	})
+	if _, err := pool.Exec(ctx, `UPDATE stock SET fence = fence + 20 WHERE product_id = 'sku-dash'`); err != nil {
+		t.Fatalf("raise sku-dash's fence: %v", err)
+	}
+
+	tries := 0
+	testenv.WaitFor(t, "none to oversell a product", time.Minute, func() bool {
+		tries++
+		id := fmt.Sprintf("sku-dash-none-%d", tries)
+		if _, err := c.Restock(ctx, id, client.RestockRequest{Quantity: 3}); err != nil {
+			t.Fatalf("PUT /products/%s: %v", id, err)
+		}
+		gate := make(chan struct{})
+		var buyers sync.WaitGroup
+		for range 16 {
+			buyers.Add(1)
+			go func() {
+				defer buyers.Done()
+				<-gate
+				_, _ = c.Sell(ctx, client.SaleRequest{ProductID: id, Quantity: 1}, client.SaleOptions{Strategy: "none"})
+			}()
+		}
+		close(gate)
+		buyers.Wait()
+		p, err := c.Product(ctx, id)
+		if err != nil {
+			t.Fatalf("GET /products/%s: %v", id, err)
+		}
+		return p.Quantity < 0
+	})
+}
+
+// startPrometheus runs prometheus with prometheus.yml scraping f's replicas
+// every second and alerts.yml evaluated every second; it returns the
+// process and its API's base URL.
+func startPrometheus(t *testing.T, bin string, f *fleet.Fleet) (*localstack.Process, string) {
+	t.Helper()
 	var cfg map[string]any
 	readYAML(t, "prometheus.yml", &cfg)
 	var targets []string
@@ -146,105 +417,46 @@ func TestPrometheusScrapesTheFleetAndEveryPanelHasData(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = prom.Stop(10 * time.Second) })
-	api := "http://" + addr + "/api/v1/"
+	return prom, "http://" + addr + "/api/v1/"
+}
 
-	// Sales with a lock strategy, so the lock panels have data too.
-	if _, err := f.Client().Restock(ctx, "sku-dash", client.RestockRequest{Quantity: 1000}); err != nil {
-		t.Fatalf("PUT /products/sku-dash: %v", err)
+// queryRange evaluates expr at every second from start to end: each
+// series' values by its labels.
+func queryRange(api, expr string, start, end time.Time) (map[string][]float64, error) {
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
 	}
-	stop := make(chan struct{})
-	sold := make(chan struct{})
-	go func() {
-		defer close(sold)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	q := url.Values{"query": {expr}, "start": {promTime(start)}, "end": {promTime(end)}, "step": {"1"}}
+	if err := getJSON(api+"query_range?"+q.Encode(), &r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("status %s: %s", r.Status, r.Error)
+	}
+	out := map[string][]float64{}
+	for _, s := range r.Data.Result {
+		key := fmt.Sprint(s.Metric)
+		for _, v := range s.Values {
+			text, _ := v[1].(string)
+			f, err := strconv.ParseFloat(text, 64) // "NaN", "+Inf" included
+			if err != nil {
+				return nil, fmt.Errorf("series %s: value %q: %w", key, text, err)
 			}
-			_, _ = f.Client().Sell(ctx, client.SaleRequest{ProductID: "sku-dash", Quantity: 1}, client.SaleOptions{Strategy: "redis"})
-			// Pacing, not a wait for a state: a steady trickle makes the
-			// 1000 units last through many scrapes, and the panels' rate()
-			// queries need sales between two of them.
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-sold })
-
-	waitFor(t, "prometheus to see every replica up", func() (bool, string) {
-		var r struct {
-			Data struct {
-				ActiveTargets []struct {
-					ScrapeURL string `json:"scrapeUrl"`
-					Health    string `json:"health"`
-				} `json:"activeTargets"`
-			} `json:"data"`
-		}
-		if err := getJSON(api+"targets", &r); err != nil {
-			return false, err.Error()
-		}
-		up := 0
-		for _, tg := range r.Data.ActiveTargets {
-			if tg.Health == "up" {
-				up++
-			}
-		}
-		return up == len(targets) && len(r.Data.ActiveTargets) == len(targets), fmt.Sprintf("%+v", r.Data.ActiveTargets)
-	}, prom)
-
-	var ruleFile struct {
-		Groups []struct {
-			Rules []any `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	readYAML(t, "alerts.yml", &ruleFile)
-	want := 0
-	for _, g := range ruleFile.Groups {
-		want += len(g.Rules)
-	}
-	waitFor(t, "prometheus to evaluate every alert rule against the fleet", func() (bool, string) {
-		var r struct {
-			Data struct {
-				Groups []struct {
-					Rules []struct {
-						Name   string `json:"name"`
-						Health string `json:"health"`
-					} `json:"rules"`
-				} `json:"groups"`
-			} `json:"data"`
-		}
-		if err := getJSON(api+"rules", &r); err != nil {
-			return false, err.Error()
-		}
-		ok, n := 0, 0
-		for _, g := range r.Data.Groups {
-			for _, rule := range g.Rules {
-				n++
-				if rule.Health == "ok" {
-					ok++
-				}
-			}
-		}
-		return n == want && ok == n, fmt.Sprintf("%d rules of %d, %d healthy: %+v", n, want, ok, r.Data.Groups)
-	}, prom)
-
-	for _, p := range readDashboard(t).Panels {
-		for _, target := range p.Targets {
-			waitFor(t, fmt.Sprintf("panel %q's query %s to return series", p.Title, target.Expr), func() (bool, string) {
-				var r struct {
-					Status string `json:"status"`
-					Error  string `json:"error"`
-					Data   struct {
-						Result []json.RawMessage `json:"result"`
-					} `json:"data"`
-				}
-				if err := getJSON(api+"query?query="+url.QueryEscape(target.Expr), &r); err != nil {
-					return false, err.Error()
-				}
-				return r.Status == "success" && len(r.Data.Result) > 0, fmt.Sprintf("status %s %s, %d series", r.Status, r.Error, len(r.Data.Result))
-			}, prom)
+			out[key] = append(out[key], f)
 		}
 	}
+	return out, nil
+}
+
+func promTime(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64)
 }
 
 // waitFor polls cond every 200ms for up to 60s; on failure it reports

@@ -242,7 +242,7 @@ func TestCeilingsOfEveryLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := startE2EFleet(ctx, t)
-	c := load.NewClient(f.URL, f.AdminToken, 4)
+	c := load.NewClient(f.URL, f.AdminToken, 4, nil)
 	defer c.Close()
 	ceil, err := load.MeasureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 20, 300*time.Millisecond)
 	if err != nil {
@@ -362,7 +362,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 		}
 	}
 	slices.Sort(safe)
-	c := load.NewClient(f.URL, f.AdminToken, 1)
+	c := load.NewClient(f.URL, f.AdminToken, 1, nil)
 	defer c.Close()
 	// An unsafe default before the switch row: the row must never sell with
 	// it, and must put it back afterwards.

@@ -105,11 +105,13 @@ type options struct {
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay, lockWait, lockTTL                  time.Duration
+	watchdogInterval                              time.Duration
 	mix, restockDuring, byProduct, ceilings, wide bool
 	ceilingTime, historyTimeout                   time.Duration
 	postgresURL, redisURL                         string
 	switchEvery                                   int
 	products                                      int
+	clientIPs                                     int
 	zipf                                          float64
 	readers                                       int
 	seedLedger                                    int64
@@ -144,6 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.workDelay, "work-delay", load.DefaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
 	fs.DurationVar(&o.lockWait, "lock-wait", 0, "INVENTORY_LOCK_WAIT for the local fleet's replicas (0: the service's default)")
 	fs.DurationVar(&o.lockTTL, "lock-ttl", 0, "INVENTORY_LOCK_TTL for the local fleet's replicas (0: the service's default, 30s); once a sale spends longer than this inside its lock, setnx oversells and the safe lock strategies turn buyers away (at least 10ms, above --work-delay)")
+	fs.DurationVar(&o.watchdogInterval, "watchdog-interval", time.Second, "INVENTORY_WATCHDOG_INTERVAL for the local fleet's replicas (the service's default): how often the invariant watchdog checks the stock and opens circuits; 0 turns it off, to measure its cost")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
 	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
@@ -152,6 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.historyTimeout, "history-timeout", load.DefaultHistoryTimeout, "bound on checking one product's history of answers (porcupine); past it the product is INCONCLUSIVE, reported and never a pass")
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
+	fs.IntVar(&o.clientIPs, "client-ips", 0, "send from `N` loopback source addresses, 127.0.0.2 up, each request from the next in turn, so that a gateway limiting each client address (the fleet's nginx limit_req) sees N clients; for a fleet on this machine (0: from the one address the system picks)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
 	fs.IntVar(&o.readers, "readers", 0, "keep `N` anonymous readers asking GET /live?since=0 and GET /products/{id} while the buyers buy (reads must not starve sales: compare p99 and 503s with --readers 0)")
 	fs.Int64Var(&o.seedLedger, "seed-ledger", 0, "before the runs, write `N` sales of product <--product>-ledger straight into the fleet's ledger (restocked to N, then sold out), to measure --readers against a large ledger; needs the fleet's Postgres (--postgres-url with --url)")
@@ -167,6 +171,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --lock-wait only applies to the local fleet; a running fleet has its own INVENTORY_LOCK_WAIT", errUsage)
 	case o.url != "" && set["lock-ttl"]:
 		return o, fmt.Errorf("%w: --lock-ttl only applies to the local fleet; a running fleet has its own INVENTORY_LOCK_TTL", errUsage)
+	case o.url != "" && set["watchdog-interval"]:
+		return o, fmt.Errorf("%w: --watchdog-interval only applies to the local fleet; a running fleet has its own INVENTORY_WATCHDOG_INTERVAL", errUsage)
+	case o.watchdogInterval < 0:
+		return o, fmt.Errorf("%w: --watchdog-interval must be 0 (off) or more", errUsage)
 	case o.url != "" && o.adminToken == "":
 		return o, fmt.Errorf("%w: --url needs --admin-token (or INVENTORY_ADMIN_TOKEN) to restock the product", errUsage)
 	case o.stock < 1, o.buyers < 1, o.concurrency < 1, o.runs < 1:
@@ -203,6 +211,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --binary is for the local fleet; a running fleet at --url has its own", errUsage)
 	case o.url == "" && (o.postgresURL != "" || o.redisURL != ""):
 		return o, fmt.Errorf("%w: --postgres-url and --redis-url are for a fleet given by --url; the local fleet's are known", errUsage)
+	}
+	if _, err := load.ClientSources(o.clientIPs, o.url); err != nil {
+		return o, fmt.Errorf("%w: --client-ips: %w", errUsage, err)
 	}
 	return o, nil
 }
@@ -256,6 +267,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			env["INVENTORY_LOCK_TTL"] = rep.LockTTL
 			settings += ", INVENTORY_LOCK_TTL=" + rep.LockTTL
 		}
+		env["INVENTORY_WATCHDOG_INTERVAL"] = o.watchdogInterval.String()
+		settings += ", INVENTORY_WATCHDOG_INTERVAL=" + o.watchdogInterval.String()
 		if o.lockWait > 0 {
 			env["INVENTORY_LOCK_WAIT"] = o.lockWait.String()
 			settings += ", INVENTORY_LOCK_WAIT=" + o.lockWait.String()
@@ -277,7 +290,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
 
-	c := load.NewClient(rep.Target, o.adminToken, o.concurrency)
+	sources, err := load.ClientSources(o.clientIPs, rep.Target)
+	if err != nil {
+		return err
+	}
+	c := load.NewClient(rep.Target, o.adminToken, o.concurrency, sources)
 	c.ByProduct = o.byProduct
 	defer c.Close()
 	strategies, err := load.PickStrategies(ctx, c, o.strategies, stderr)
@@ -346,6 +363,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	report.PrintTable(tableOut, rep, o.wide)
 	report.PrintCeilings(tableOut, rep)
 	report.PrintReads(tableOut, rep)
+	for _, note := range load.CircuitNotes(rep.Results, rep.Target) {
+		fmt.Fprintln(tableOut, note)
+	}
 	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}

@@ -38,6 +38,15 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--seed-ledger", "-5"}, errUsage},
 		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--seed-ledger", "10"}, errUsage},
 		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--postgres-url", "postgres://x", "--seed-ledger", "10"}, nil},
+		{[]string{"--client-ips", "50"}, nil},
+		{[]string{"--url", "http://127.0.0.1:8080", "--admin-token", "t", "--client-ips", "65534"}, nil},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--client-ips", "2"}, nil},
+		{[]string{"--url", "http://shop.example:8080", "--admin-token", "t", "--client-ips", "2"}, errUsage},
+		{[]string{"--client-ips", "-1"}, errUsage},
+		{[]string{"--client-ips", "65535"}, errUsage},
+		{[]string{"--watchdog-interval", "0"}, nil},
+		{[]string{"--watchdog-interval", "-1s"}, errUsage},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--watchdog-interval", "0"}, errUsage},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")

@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 2, "inventory replicas behind nginx")
 	token := fs.String("admin-token", "demo-admin-token", "INVENTORY_ADMIN_TOKEN of the replicas")
 	workDelay := fs.Duration("work-delay", 2*time.Millisecond, "INVENTORY_WORK_DELAY of the replicas (widens races; 0 in production)")
+	watchdog := fs.Duration("watchdog-interval", time.Second, "INVENTORY_WATCHDOG_INTERVAL of the replicas: how often the invariant watchdog checks the stock and opens circuits (0: off)")
 	clientRate := fs.Int("limit-client-rate", 0, "nginx: requests per second one client address may send, 429 beyond (0: off)")
 	clientBurst := fs.Int("limit-client-burst", 100, "nginx: requests over -limit-client-rate let through at once")
 	productSales := fs.Int("limit-product-sales", 0, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
@@ -52,8 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if *replicas < 1 || *workDelay < 0 {
-		return fmt.Errorf("want --replicas >= 1 and --work-delay >= 0, got %d and %s", *replicas, *workDelay)
+	if *replicas < 1 || *workDelay < 0 || *watchdog < 0 {
+		return fmt.Errorf("want --replicas >= 1, --work-delay >= 0 and --watchdog-interval >= 0, got %d, %s and %s", *replicas, *workDelay, *watchdog)
 	}
 	// Before anything slow: a busy address would fail only after the build
 	// and every server had started.
@@ -76,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	say("logs: " + *logDir)
 	f, err := fleet.Start(ctx, fleet.Options{
 		Replicas:      *replicas,
-		Env:           map[string]string{"INVENTORY_WORK_DELAY": workDelay.String()},
+		Env:           map[string]string{"INVENTORY_WORK_DELAY": workDelay.String(), "INVENTORY_WATCHDOG_INTERVAL": watchdog.String()},
 		AdminToken:    *token,
 		Listen:        *listen,
 		Limits:        nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},

@@ -88,7 +88,7 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 }
 
 func TestRunRefusesBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--replicas", "0"}, {"--work-delay", "-1s"}, {"extra"}, {"--nope"}} {
+	for _, args := range [][]string{{"--replicas", "0"}, {"--work-delay", "-1s"}, {"--watchdog-interval", "-1s"}, {"extra"}, {"--nope"}} {
 		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}

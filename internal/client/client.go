@@ -9,10 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +34,14 @@ type Options struct {
 	// load tester's buyers): it sizes the pool of the default HTTPClient.
 	// Default 50.
 	Concurrency int
+	// LocalAddrs, when set, are the source addresses the default
+	// HTTPClient sends from, each request from the next in turn, over
+	// connections of its own (see LoopbackSources): to a gateway that
+	// limits each client address (nginx's limit_req on
+	// $binary_remote_addr) the caller looks like len(LocalAddrs) clients
+	// sharing its requests evenly. Default nil: the system picks, as for
+	// any dial, and the caller is one client.
+	LocalAddrs []netip.Addr
 }
 
 // Client calls one base URL: nginx in front of the fleet, or one replica.
@@ -56,21 +66,74 @@ func New(baseURL string, opts Options) *Client {
 		}
 		// http.DefaultTransport's settings, but not it: a test may have
 		// replaced it with a RoundTripper of its own.
-		tr := &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          2 * conns,
-			MaxIdleConnsPerHost:   2 * conns,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			DisableCompression:    true,
+		transport := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+			return &http.Transport{
+				Proxy:                 http.ProxyFromEnvironment,
+				DialContext:           dial,
+				ForceAttemptHTTP2:     true,
+				MaxIdleConns:          2 * conns,
+				MaxIdleConnsPerHost:   2 * conns,
+				IdleConnTimeout:       90 * time.Second,
+				TLSHandshakeTimeout:   10 * time.Second,
+				ExpectContinueTimeout: time.Second,
+				DisableCompression:    true,
+			}
 		}
-		c.http = &http.Client{Transport: tr, Timeout: 60 * time.Second}
+		var rt http.RoundTripper = transport((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+		if len(opts.LocalAddrs) > 0 {
+			var each rotating
+			for _, a := range opts.LocalAddrs {
+				d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: a.AsSlice()}}
+				each.transports = append(each.transports, transport(d.DialContext))
+			}
+			rt = &each
+		}
+		c.http = &http.Client{Transport: rt, Timeout: 60 * time.Second}
 	}
 	return c
 }
+
+// rotating sends each request through the next of its transports in
+// turn, each dialling from its own local address: one client per address,
+// each with its share of the requests (one transport's pool reuses its
+// most recent idle connection first, which would put most requests on a
+// few addresses).
+type rotating struct {
+	transports []*http.Transport
+	next       atomic.Uint64
+}
+
+func (r *rotating) RoundTrip(req *http.Request) (*http.Response, error) {
+	return r.transports[(r.next.Add(1)-1)%uint64(len(r.transports))].RoundTrip(req)
+}
+
+// CloseIdleConnections closes every transport's idle connections.
+func (r *rotating) CloseIdleConnections() {
+	for _, t := range r.transports {
+		t.CloseIdleConnections()
+	}
+}
+
+// LoopbackSources returns n loopback addresses from 127.0.0.2 up
+// (127.0.0.2, 127.0.0.3, …, 127.0.1.0, …), for Options.LocalAddrs: on
+// Linux the whole of 127.0.0.0/8 answers on the loopback interface, so a
+// client on the same machine as the gateway can be n clients to it
+// without configuring any address. n is at most 65534.
+func LoopbackSources(n int) ([]netip.Addr, error) {
+	if n < 1 || n > MaxLoopbackSources {
+		return nil, fmt.Errorf("want from 1 to %d loopback source addresses, got %d", MaxLoopbackSources, n)
+	}
+	addrs := make([]netip.Addr, 0, n)
+	a := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	for range n {
+		a = a.Next()
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+// MaxLoopbackSources is the most addresses LoopbackSources hands out.
+const MaxLoopbackSources = 65534
 
 // BaseURL is the URL the client calls.
 func (c *Client) BaseURL() string { return c.base }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -600,3 +601,73 @@ func TestNewWithDefaultTransportReplaced(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// With LocalAddrs, each request comes from the next source address, also
+// over kept-alive connections, so a gateway that limits per client address
+// sees that many clients, each with its share.
+func TestRequestsComeFromEachLocalAddrInTurn(t *testing.T) {
+	var mu sync.Mutex
+	var from []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := strings.Cut(r.RemoteAddr, ":")
+		mu.Lock()
+		from = append(from, host)
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	}))
+	defer srv.Close()
+	addrs, err := client.LoopbackSources(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(srv.URL, client.Options{LocalAddrs: addrs})
+	for range 7 {
+		if _, err := c.Healthz(context.Background()); err != nil {
+			t.Fatalf("Healthz from %v: %v", addrs, err)
+		}
+	}
+	c.CloseIdleConnections()
+	if _, err := c.Healthz(context.Background()); err != nil {
+		t.Fatalf("Healthz after CloseIdleConnections: %v", err)
+	}
+	want := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2", "127.0.0.3"}
+	if !slices.Equal(from, want) {
+		t.Errorf("connections came from %v, want %v", from, want)
+	}
+}
+
+func TestLoopbackSources(t *testing.T) {
+	for _, tc := range []struct {
+		n           int
+		first, last string
+	}{
+		{1, "127.0.0.2", "127.0.0.2"},
+		{254, "127.0.0.2", "127.0.0.255"},
+		{255, "127.0.0.2", "127.0.1.0"},
+		{client.MaxLoopbackSources, "127.0.0.2", "127.0.255.255"},
+	} {
+		got, err := client.LoopbackSources(tc.n)
+		if err != nil || len(got) != tc.n || got[0].String() != tc.first || got[tc.n-1].String() != tc.last {
+			t.Errorf("LoopbackSources(%d) = %d addresses from %v to %v, %v; want %d from %s to %s", tc.n, len(got), first(got), last(got), err, tc.n, tc.first, tc.last)
+		}
+	}
+	for _, n := range []int{0, -1, client.MaxLoopbackSources + 1} {
+		if _, err := client.LoopbackSources(n); err == nil {
+			t.Errorf("LoopbackSources(%d) = nil error, want one", n)
+		}
+	}
+}
+
+func first(a []netip.Addr) any {
+	if len(a) == 0 {
+		return nil
+	}
+	return a[0]
+}
+
+func last(a []netip.Addr) any {
+	if len(a) == 0 {
+		return nil
+	}
+	return a[len(a)-1]
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -30,9 +32,33 @@ type Client struct {
 }
 
 // NewClient is a Client of the fleet at base, with its admin token, for
-// concurrency buyers at once.
-func NewClient(base, adminToken string, concurrency int) *Client {
-	return &Client{api: apiclient.New(base, apiclient.Options{AdminToken: adminToken, Concurrency: concurrency})}
+// concurrency buyers at once. Its requests come from the local addresses
+// sources in turn (apiclient.LoopbackSources), so that a gateway limiting
+// each client address sees as many clients, each with its share; nil: from
+// the one address the system picks.
+func NewClient(base, adminToken string, concurrency int, sources []netip.Addr) *Client {
+	return &Client{api: apiclient.New(base, apiclient.Options{AdminToken: adminToken, Concurrency: concurrency, LocalAddrs: sources})}
+}
+
+// ClientSources is the n loopback source addresses NewClient spreads its
+// connections over (apiclient.LoopbackSources), nil for n = 0. They reach
+// only a fleet on this machine: a target (the fleet's URL; "" for the load
+// tester's own local fleet) on another host is an error.
+func ClientSources(n int, target string) ([]netip.Addr, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if target != "" {
+		u, err := url.Parse(target)
+		if err != nil {
+			return nil, err
+		}
+		a, err := netip.ParseAddr(u.Hostname())
+		if u.Hostname() != "localhost" && (err != nil || !a.IsLoopback()) {
+			return nil, fmt.Errorf("loopback source addresses reach only a fleet on this machine, not %s", target)
+		}
+	}
+	return apiclient.LoopbackSources(n)
 }
 
 // Close drops the idle connections.

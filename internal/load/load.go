@@ -169,6 +169,10 @@ type Result struct {
 	History *History `json:"history,omitempty"`
 	// Reads is what the anonymous readers got (Config.Readers).
 	Reads *Reads `json:"reads,omitempty"`
+	// Circuit is the circuit the invariant watchdog opened on the product's
+	// round during the run (an unsafe strategy oversold), read from the
+	// fleet's Postgres; nil when none opened or the database is not known.
+	Circuit *Circuit `json:"circuit,omitempty"`
 
 	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
 	// it out.

@@ -70,6 +70,12 @@ func RunTable(ctx context.Context, c *Client, cfg Config, rows []Scenario, o Tab
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", s.Name, err)
 			}
+			// Before the next row's restock starts a round no circuit covers.
+			if o.PostgresURL != "" && len(res.Products) == 0 {
+				if res.Circuit, err = awaitCircuit(ctx, o.PostgresURL, cfg.Product, res); err != nil {
+					return nil, fmt.Errorf("%s: %w", s.Name, err)
+				}
+			}
 			// With several products, the sold-out phase is product 1's, the hottest.
 			soldOutProduct, final := cfg.Product, res.FinalStock
 			if len(res.Products) > 0 {

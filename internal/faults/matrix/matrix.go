@@ -222,7 +222,7 @@ func lastBytes(s string, n int) string {
 // its own strategy; under the others, one run at a time with the strategy
 // as the fleet default.
 func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fault, log io.Writer) (report.Matrix, error) {
-	probe := load.NewClient(f.URL, f.AdminToken, 1)
+	probe := load.NewClient(f.URL, f.AdminToken, 1, nil)
 	strategies, err := load.PickStrategies(ctx, probe, o.Strategies, log)
 	probe.Close()
 	if err != nil {
@@ -234,7 +234,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 	}
 	defer soldOut.Close()
 	mr := &matrixRun{
-		c: load.NewClient(soldOut.URL, f.AdminToken, o.Concurrency*len(strategies)), o: o, fleet: f,
+		c: load.NewClient(soldOut.URL, f.AdminToken, o.Concurrency*len(strategies), nil), o: o, fleet: f,
 		stamp: time.Now().Unix() % 1_000_000, spread: o.Spread, log: log, soldOut: soldOut,
 	}
 	defer mr.c.Close()
@@ -610,6 +610,21 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 			return report.FaultRun{}, err
 		}
 		why = append(why, others...)
+	}
+	if s.Safe {
+		// A safe strategy never trips the breaker, fault or not: an open
+		// circuit is the watchdog seeing a broken invariant (or misreading
+		// a sound one), and the product's sales stopped either way.
+		for _, r := range res.Rounds {
+			c, err := load.ReadCircuit(ctx, pgURL, product, r.Round)
+			if err != nil {
+				return report.FaultRun{}, err
+			}
+			if c != nil {
+				why = append(why, fmt.Sprintf("the watchdog of %s opened %s's circuit in round %d (%s: stock %d, %d sold of %d): a safe strategy must never trip it",
+					c.OpenedBy, product, r.Round, c.Kind, c.Quantity, c.Sold, c.Initial))
+			}
+		}
 	}
 	if len(why) > 0 {
 		res.Reasons = append(res.Reasons, why...)
