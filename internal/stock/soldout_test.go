@@ -244,7 +244,7 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 	for _, name := range []string{"replica-a", "replica-b"} {
 		marks := NewSoldOut(time.Minute, e.store, name)
 		d := e.deps(name)
-		d.Redis = newRedis(t, e.redisURL)
+		d.Redis = e.newRedis(t)
 		listening.Go(func() { marks.Listen(ctx, d.Redis, slog.New(slog.DiscardHandler)) })
 		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, Atomic, d))})
 	}
@@ -314,9 +314,9 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 		ttl := 300 * time.Millisecond
 		a := NewSoldOut(time.Minute, e.store, "replica-a")
 		b := NewSoldOut(ttl, e.store, "replica-b")
-		wg.Go(func() { a.Listen(ctx, newRedis(t, e.redisURL), slog.New(slog.DiscardHandler)) })
+		wg.Go(func() { a.Listen(ctx, e.newRedis(t), slog.New(slog.DiscardHandler)) })
 		if listening {
-			wg.Go(func() { b.Listen(ctx, newRedis(t, e.redisURL), slog.New(slog.DiscardHandler)) })
+			wg.Go(func() { b.Listen(ctx, e.newRedis(t), slog.New(slog.DiscardHandler)) })
 		}
 		want := 1
 		if listening {
