@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // fakeSeller answers every Sell with the next of its answers, counting calls;
@@ -230,8 +232,13 @@ func TestSoldOutFromMemoryStillValidates(t *testing.T) {
 // at once (the marks here last a minute, so only the announcement can end
 // them); an idempotent retry of a sale that happened gets that sale, not a
 // 409; and a replica whose subscription broke forgets every mark.
-func TestSoldOutAcrossReplicas(t *testing.T) {
-	e := newEnv(t)
+func TestSoldOutAcrossReplicas(t *testing.T) { soldOutAcrossReplicas(t, newEnv(t)) }
+
+// TestSoldOutAcrossReplicasOnCluster is TestSoldOutAcrossReplicas on a
+// Redis Cluster, where the announcements go by sharded pub/sub.
+func TestSoldOutAcrossReplicasOnCluster(t *testing.T) { soldOutAcrossReplicas(t, newClusterEnv(t)) }
+
+func soldOutAcrossReplicas(t *testing.T, e *env) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var listening sync.WaitGroup
 	t.Cleanup(func() { cancel(); listening.Wait() })
@@ -250,7 +257,7 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 	}
 	a, b := replicas[0], replicas[1]
 	waitFor(t, "both replicas to subscribe to the announcements", 10*time.Second, func() bool {
-		n, err := e.rdb.PubSubNumSub(ctx, RestockChannel, SoldOutChannel).Result()
+		n, err := e.announcementSubscribers(ctx)
 		return err == nil && n[RestockChannel] == 2 && n[SoldOutChannel] == 2
 	})
 
@@ -293,7 +300,7 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 	if _, err := b.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) || !b.marks.Marked(id) {
 		t.Fatalf("Sell(%s) on b = %v, marked %v; want ErrSoldOut and a mark", formatOrder(one), err, b.marks.Marked(id))
 	}
-	if err := e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+	if err := e.killPubSub(ctx); err != nil {
 		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
 	}
 	waitFor(t, "b to resubscribe and forget its mark", 10*time.Second, func() bool { return !b.marks.Marked(id) })
@@ -368,4 +375,37 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 		cancel()
 		wg.Wait()
 	}
+}
+
+// announcementSubscribers counts the subscribers of RestockChannel and
+// SoldOutChannel, or on a cluster of their sharded channels (by their
+// plain names), on every master.
+func (e *env) announcementSubscribers(ctx context.Context) (map[string]int64, error) {
+	c, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return e.rdb.PubSubNumSub(ctx, RestockChannel, SoldOutChannel).Result()
+	}
+	var mu sync.Mutex
+	n := map[string]int64{}
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		some, err := m.PubSubShardNumSub(ctx, ShardRestockChannel, ShardSoldOutChannel).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		n[RestockChannel] += some[ShardRestockChannel]
+		n[SoldOutChannel] += some[ShardSoldOutChannel]
+		return err
+	})
+	return n, err
+}
+
+// killPubSub cuts every pub/sub connection to the env's Redis (every node
+// of a cluster).
+func (e *env) killPubSub(ctx context.Context) error {
+	c, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+	}
+	return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+		return n.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+	})
 }
