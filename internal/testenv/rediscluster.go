@@ -53,3 +53,16 @@ func startRedisCluster(ctx context.Context) (string, func(), error) {
 	}
 	return strings.Join(c.Seeds(), ","), func() { _ = c.Stop() }, nil
 }
+
+// PrivateRedisCluster starts a Redis Cluster of this test's own (three
+// masters with a replica each), for tests that kill or restart its nodes;
+// it is stopped when the test ends.
+func PrivateRedisCluster(t testing.TB) *localstack.RedisCluster {
+	t.Helper()
+	c, err := localstack.StartRedisCluster(context.Background(), localstack.RedisClusterOptions{})
+	if err != nil {
+		t.Fatalf("start a private Redis Cluster: %v\n(install redis-server: apt-get install -y redis-server)", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
