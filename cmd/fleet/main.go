@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	clientRate := fs.Int("limit-client-rate", 0, "nginx: requests per second one client address may send, 429 beyond (0: off)")
 	clientBurst := fs.Int("limit-client-burst", 100, "nginx: requests over -limit-client-rate let through at once")
 	productSales := fs.Int("limit-product-sales", 0, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
+	redisCluster := fs.Bool("redis-cluster", false, "run the Redis strategies and the sold-out announcements on a Redis Cluster (3 masters, a replica each: INVENTORY_REDIS_CLUSTER)")
 	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -72,13 +74,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	say("logs: " + *logDir)
 	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas:   *replicas,
-		Env:        map[string]string{"INVENTORY_WORK_DELAY": workDelay.String()},
-		AdminToken: *token,
-		Listen:     *listen,
-		Limits:     nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},
-		LogDir:     *logDir,
-		Progress:   say,
+		Replicas:     *replicas,
+		Env:          map[string]string{"INVENTORY_WORK_DELAY": workDelay.String()},
+		AdminToken:   *token,
+		Listen:       *listen,
+		Limits:       nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},
+		LogDir:       *logDir,
+		Progress:     say,
+		RedisCluster: *redisCluster,
 	})
 	if err != nil {
 		if ctx.Err() != nil { // Ctrl-C while starting: what was started is stopped
@@ -96,6 +99,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "  postgres %s\n  redis    %s\n  logs     %s\nCtrl-C stops everything (the data goes with it; the logs stay).\n",
 		f.PostgresURL, f.RedisURL, *logDir)
+	if f.RedisCluster != nil {
+		fmt.Fprintf(stdout, "  the Redis strategies use the Redis Cluster at %s\n", strings.Join(f.RedisCluster.Seeds(), ","))
+	}
 	<-ctx.Done()
 	say("stopping …")
 	if err := f.Stop(); err != nil {

@@ -148,7 +148,7 @@ var (
 // vocabulary.
 func All() []Fault {
 	return []Fault{
-		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &RedisFailover{}, &PGRestart{},
+		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &RedisFailover{}, &RedisClusterFailover{}, &PGRestart{},
 		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
 		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{}, &ClockJump{},
 	}

@@ -261,3 +261,24 @@ func (c *RedisCluster) Stop() error {
 func nodeClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 }
+
+// ReplicaOf returns a node that replicates master now, as it reports
+// itself (INFO replication), or an error if none does.
+func (c *RedisCluster) ReplicaOf(ctx context.Context, master *Redis) (*Redis, error) {
+	for _, r := range c.Nodes {
+		if r == master {
+			continue
+		}
+		rc := nodeClient(r.Addr)
+		info, err := rc.Info(ctx, "replication").Result()
+		_ = rc.Close()
+		if err != nil {
+			continue
+		}
+		host, port, _ := splitHostPort(master.Addr)
+		if strings.Contains(info, "role:slave\r\n") && strings.Contains(info, "master_host:"+host+"\r\n") && strings.Contains(info, "master_port:"+strconv.Itoa(port)+"\r\n") {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("redis cluster: no node replicates %s", master.Addr)
+}

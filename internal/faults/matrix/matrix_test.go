@@ -26,11 +26,15 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 		for _, f := range g.faults {
 			names = append(names, f.Name())
 		}
-		got = append(got, fmt.Sprintf("sentinel=%v fakeclock=%v links=%v: %s", g.opts.RedisSentinel, g.opts.FakeClock, g.opts.NetLinks, strings.Join(names, ",")))
+		got = append(got, fmt.Sprintf("sentinel=%v cluster=%v fakeclock=%v links=%v: %s", g.opts.RedisSentinel, g.opts.RedisCluster, g.opts.FakeClock, g.opts.NetLinks, strings.Join(names, ",")))
 	}
-	plain := slices.DeleteFunc(faults.Names(), func(n string) bool { return n == "redis-failover" || n == "clock-jump" })
-	want := []string{"sentinel=false fakeclock=false links=true: " + strings.Join(plain, ","),
-		"sentinel=true fakeclock=false links=true: redis-failover", "sentinel=false fakeclock=true links=true: clock-jump"}
+	plain := slices.DeleteFunc(faults.Names(), func(n string) bool {
+		return n == "redis-failover" || n == "redis-cluster-failover" || n == "clock-jump"
+	})
+	want := []string{"sentinel=false cluster=false fakeclock=false links=true: " + strings.Join(plain, ","),
+		"sentinel=true cluster=false fakeclock=false links=true: redis-failover",
+		"sentinel=false cluster=true fakeclock=false links=true: redis-cluster-failover",
+		"sentinel=false cluster=false fakeclock=true links=true: clock-jump"}
 	if !slices.Equal(got, want) {
 		t.Errorf("groupByFleet(all faults) = %q, want %q", got, want)
 	}
