@@ -9,7 +9,7 @@ all: build
 build:
 	$(GO) build -o bin/inventory ./cmd/inventory
 
-## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, etcd, zookeeper, prometheus, chromium (apt, Debian/Ubuntu)
+## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, etcd, zookeeper, prometheus, chromium, libfaketime, patroni (apt, Debian/Ubuntu)
 deps:
 	./scripts/install-deps.sh
 
@@ -86,13 +86,14 @@ RUNS ?= 3
 faults: deps
 	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json --html faults.html
 
-## fleet: run Postgres, Redis, the lock services, 2 replicas and nginx on LISTEN (default 127.0.0.1:8080) until Ctrl-C (try the API with curl); every process's log goes under the directory it prints
+## fleet: run Postgres, Redis, the lock services, 2 replicas and nginx on LISTEN (default 127.0.0.1:8080) until Ctrl-C (try the API with curl); every process's log goes under the directory it prints; FLEET_ARGS=--postgres-ha runs Postgres as a primary and a synchronous standby under Patroni
 LISTEN ?= 127.0.0.1:8080
+FLEET_ARGS ?=
 # Built, then run: go run exits 1 after a Ctrl-C even when the fleet stopped cleanly and exited 0.
 fleet: demo-deps
 	@echo "building bin/fleet (go build ./cmd/fleet) …"
 	@$(GO) build -o bin/fleet ./cmd/fleet
-	bin/fleet --listen $(LISTEN)
+	bin/fleet --listen $(LISTEN) $(FLEET_ARGS)
 
 clean:
 	rm -rf bin

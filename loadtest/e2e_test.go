@@ -235,7 +235,8 @@ func (w *signalWriter) String() string {
 }
 
 // TestCeilingsOfEveryLock: against a real fleet, the ceilings include the
-// serial rate of the strategies on a lock service of their own.
+// serial rate of the strategies on a lock service of their own, and the
+// many-row rate with several products.
 func TestCeilingsOfEveryLock(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -243,12 +244,16 @@ func TestCeilingsOfEveryLock(t *testing.T) {
 	f := startE2EFleet(ctx, t)
 	c := load.NewClient(f.URL, f.AdminToken, 4)
 	defer c.Close()
-	ceil, err := load.MeasureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 300*time.Millisecond)
+	ceil, err := load.MeasureCeilings(ctx, c, f.PostgresURL, f.RedisURL, 4, 20, 300*time.Millisecond)
 	if err != nil {
 		t.Fatalf("load.MeasureCeilings: %v", err)
 	}
-	if ceil.HotRow <= 0 || ceil.Redis <= 0 || ceil.Healthz <= 0 {
-		t.Errorf("ceilings = %+v, want hot row, Redis and /healthz measured", ceil)
+	if ceil.HotRow <= 0 || ceil.Redis <= 0 || ceil.Healthz <= 0 || ceil.ManyRows <= 0 || ceil.ManyRowsProducts != 20 || ceil.ManyRowsClients != 4 {
+		t.Errorf("ceilings = %+v, want hot row, many rows (20 products, 4 clients), Redis and /healthz measured", ceil)
+	}
+	var sold int64
+	if err := pgxConnQueryInt(ctx, f.PostgresURL, `SELECT count(*) FROM sales WHERE product_id LIKE 'ceiling-many-%'`, &sold); err != nil || sold == 0 {
+		t.Errorf("the many-row ceiling sold %d units of ceiling-many-*, %v; want its sales in the ledger", sold, err)
 	}
 	for _, name := range []string{"redis", "redlock", "etcd", "zookeeper", "pglock"} {
 		sps, err := load.SerialRate(ctx, c, name, 300*time.Millisecond)
@@ -547,4 +552,62 @@ func e2eFleet(ctx context.Context, t *testing.T) (*fleet.Fleet, *pgx.Conn) {
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return f, conn
+}
+
+// TestReadersBesideTheSales: --seed-ledger writes its sales into the
+// fleet's ledger with the books balanced, and --readers keeps anonymous
+// readers busy beside the buyers, their reads counted in the report, the
+// run still judged from the ledger.
+func TestReadersBesideTheSales(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, conn := e2eFleet(ctx, t)
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	const seeded = 5000
+	args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--postgres-url", f.PostgresURL, "--product", "sku-e2e-reads",
+		"--strategies", "atomic", "--stock", "50", "--buyers", "80", "--concurrency", "8",
+		"--readers", "4", "--seed-ledger", strconv.Itoa(seeded), "--json", jsonPath}
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q) = %v\n%s\n%s", args, err, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, b)
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Results))
+	}
+	r := rep.Results[0]
+	if r.Verdict != verdict.Safe || r.OK != 50 {
+		t.Errorf("atomic beside readers: verdict %s, %d sold, want SAFE and 50", r.Verdict, r.OK)
+	}
+	if r.Reads == nil || r.Reads.Readers != 4 || r.Reads.OK == 0 || r.Reads.PerSec <= 0 {
+		t.Errorf("reads = %+v, want 4 readers with answered reads", r.Reads)
+	}
+	if !strings.Contains(stdout.String(), "reads beside the sales") {
+		t.Errorf("the table says nothing of the reads:\n%s", stdout.String())
+	}
+	var rows, units, quantity, initial int64
+	if err := conn.QueryRow(ctx, `
+		SELECT count(l.id), coalesce(sum(l.quantity), 0), s.quantity, s.initial
+		FROM stock s LEFT JOIN sales l ON l.product_id = s.product_id AND l.round = s.round
+		WHERE s.product_id = 'sku-e2e-reads-ledger' GROUP BY s.product_id`).Scan(&rows, &units, &quantity, &initial); err != nil {
+		t.Fatalf("read the seeded product: %v", err)
+	}
+	if rows != seeded || units != seeded || initial != seeded || quantity != 0 {
+		t.Errorf("seeded product: %d rows, %d units, stock %d of %d; want %d sold out of %d", rows, units, quantity, initial, seeded, seeded)
+	}
+}
+
+// pgxConnQueryInt reads one number from the Postgres at url.
+func pgxConnQueryInt(ctx context.Context, url, sql string, out *int64) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.QueryRow(ctx, sql).Scan(out)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"golang.org/x/term"
@@ -28,8 +27,12 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	o := faultOptions{Options: matrix.Defaults()}
 	fs := flag.NewFlagSet("loadtest faults", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage:\n  loadtest faults [flags]  run the fault matrix: every strategy × fault, on local fleets\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.Strategies, "strategies", "", "comma-separated strategies (default: every one the fleet offers)")
-	fs.StringVar(&o.faults, "faults", "", "comma-separated faults (default: all of "+strings.Join(faults.Names(), ", ")+")")
+	fs.StringVar(&o.faults, "faults", "", "comma-separated faults (default: all of "+strings.Join(faults.Names(), ", ")+"); pg-failover-async, named alone, demonstrates the sales an asynchronous standby loses")
 	fs.IntVar(&o.Runs, "runs", o.Runs, "faulted runs per cell (strategy × fault)")
 	fs.Int64Var(&o.Stock, "stock", o.Stock, "units in stock at the start of each run")
 	fs.IntVar(&o.Buyers, "buyers", o.Buyers, "buyers per run, each buying one unit")
@@ -63,11 +66,11 @@ func pickFaults(list string) ([]faults.Fault, error) {
 	var out []faults.Fault
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
-		i := slices.IndexFunc(all, func(f faults.Fault) bool { return f.Name() == name })
-		if i < 0 {
-			return nil, fmt.Errorf("%w: unknown fault %q (want one of %s)", errUsage, name, strings.Join(faults.Names(), ", "))
+		f, ok := faults.New(name) // a demonstration (pg-failover-async) only when named
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown fault %q (want one of %s, or the demonstration pg-failover-async)", errUsage, name, strings.Join(faults.Names(), ", "))
 		}
-		out = append(out, all[i])
+		out = append(out, f)
 	}
 	return out, nil
 }
@@ -107,9 +110,35 @@ func runFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "report: %s\n", report.AbsPath(o.htmlOut))
 	}
 	if m.Failed {
-		return errSafeBroke
+		return matrixFailure(m)
 	}
 	return nil
+}
+
+// errMatrixFailed is what a failed matrix's error wraps.
+var errMatrixFailed = errors.New("the fault matrix failed")
+
+// matrixFailure says why m failed: which safe strategies broke an
+// invariant under which fault, and which cells the fault did not strike.
+func matrixFailure(m report.Matrix) error {
+	broke, notStruck := m.Failures()
+	var parts []string
+	if len(broke) > 0 {
+		parts = append(parts, fmt.Sprintf("a safe strategy broke an invariant under a fault in %d cell%s (%s; see BROKE above)",
+			len(broke), plural(len(broke), "", "s"), strings.Join(broke, ", ")))
+	}
+	if len(notStruck) > 0 {
+		what := "no safe strategy broke an invariant, but "
+		if len(broke) > 0 {
+			what = ""
+		}
+		parts = append(parts, fmt.Sprintf("%sthe fault did not strike in %d cell%s, which proved nothing (%s; see %s above)",
+			what, len(notStruck), plural(len(notStruck), "", "s"), strings.Join(notStruck, ", "), report.NotStruck))
+	}
+	if len(parts) == 0 { // Failed set by hand: say so rather than nothing
+		return errMatrixFailed
+	}
+	return fmt.Errorf("%w: %s", errMatrixFailed, strings.Join(parts, "; and "))
 }
 
 // writeMatrixHistoryPages writes porcupine's page of every faulted run's
@@ -138,9 +167,6 @@ func writeMatrixHistoryPages(m *report.Matrix, htmlOut, jsonOut string, stderr i
 	}
 	return err
 }
-
-// errSafeBroke is returned after the matrix is printed when a safe strategy broke an invariant under a fault.
-var errSafeBroke = errors.New("a safe strategy broke an invariant under a fault (see the red cells above)")
 
 // isTerminal reports whether w is a terminal (colour only there).
 func isTerminal(w io.Writer) bool {

@@ -42,7 +42,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -88,18 +90,29 @@ var (
 	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN or NOT LINEARIZABLE above)")
 )
 
+// subcommands are the load tester's other commands, `loadtest <name>`;
+// -h lists them.
+var subcommands = []struct {
+	name, does string
+	run        func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}{
+	{"faults", "run the fault matrix: every strategy × fault, N faulted runs per cell", runFaults},
+}
+
 type options struct {
 	url, adminToken, product, strategies, jsonOut string
 	htmlOut, binary                               string
 	stock                                         int64
 	buyers, concurrency, runs                     int
 	workDelay, lockWait, lockTTL                  time.Duration
-	mix, restockDuring, byProduct, ceilings       bool
+	mix, restockDuring, byProduct, ceilings, wide bool
 	ceilingTime, historyTimeout                   time.Duration
 	postgresURL, redisURL                         string
 	switchEvery                                   int
 	products                                      int
 	zipf                                          float64
+	readers                                       int
+	seedLedger                                    int64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -107,12 +120,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage:
-  loadtest [flags]         fire buyers at a fleet, a row per strategy, and print the verdict table
-  loadtest faults [flags]  run the fault matrix: every strategy × fault (loadtest faults -h lists its flags)
-
-Flags:
-`)
+		fmt.Fprintf(fs.Output(), "Usage:\n  %-24s fire buyers at a fleet, a row per strategy, and print the verdict table\n", "loadtest [flags]")
+		for _, c := range subcommands {
+			fmt.Fprintf(fs.Output(), "  %-24s %s (loadtest %s -h lists its flags)\n", "loadtest "+c.name+" [flags]", c.does, c.name)
+		}
+		fmt.Fprint(fs.Output(), "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.url, "url", "", "base URL of a running fleet (e.g. http://localhost:8080); empty starts a local fleet")
@@ -126,6 +138,7 @@ Flags:
 	fs.StringVar(&o.strategies, "strategies", "", "comma-separated strategies to run (default: every one the fleet offers)")
 	fs.StringVar(&o.binary, "binary", "", "a built inventory binary for the local fleet (default: go build it first)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write a self-contained HTML report (charts, no internet needed) to this file")
+	fs.BoolVar(&o.wide, "wide", false, "print every figure in the table (errors, breaches, ledger, lost, undersold, rounds, p50 to max, per replica, history; about 200 columns) instead of the 100-column one")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.IntVar(&o.runs, "runs", 1, "run every row this many times (to measure how reproducible the oversell is)")
 	fs.DurationVar(&o.workDelay, "work-delay", load.DefaultWorkDelay, "INVENTORY_WORK_DELAY for the local fleet's replicas (widens the race window)")
@@ -140,6 +153,8 @@ Flags:
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
+	fs.IntVar(&o.readers, "readers", 0, "keep `N` anonymous readers asking GET /live?since=0 and GET /products/{id} while the buyers buy (reads must not starve sales: compare p99 and 503s with --readers 0)")
+	fs.Int64Var(&o.seedLedger, "seed-ledger", 0, "before the runs, write `N` sales of product <--product>-ledger straight into the fleet's ledger (restocked to N, then sold out), to measure --readers against a large ledger; needs the fleet's Postgres (--postgres-url with --url)")
 	if err := parse(fs, args); err != nil {
 		return o, err
 	}
@@ -165,6 +180,14 @@ Flags:
 	case o.products > 1 && len(fmt.Sprintf("%s-%d", o.product, o.products)) > load.MaxProductID:
 		return o, fmt.Errorf("%w: --product %q is too long for --products %d: %s-%d would pass the service's %d-character limit on product ids",
 			errUsage, o.product, o.products, o.product, o.products, load.MaxProductID)
+	case o.readers < 0 || o.readers > 1000:
+		return o, fmt.Errorf("%w: --readers must be from 0 to 1000, got %d", errUsage, o.readers)
+	case o.seedLedger < 0 || o.seedLedger > 100_000_000:
+		return o, fmt.Errorf("%w: --seed-ledger must be from 0 to 100000000, got %d", errUsage, o.seedLedger)
+	case o.seedLedger > 0 && o.url != "" && o.postgresURL == "":
+		return o, fmt.Errorf("%w: --seed-ledger writes to the fleet's Postgres: with --url it needs --postgres-url", errUsage)
+	case o.seedLedger > 0 && len(o.product)+len("-ledger") > load.MaxProductID:
+		return o, fmt.Errorf("%w: --product %q is too long for --seed-ledger: %s-ledger would pass the service's %d-character limit on product ids", errUsage, o.product, o.product, load.MaxProductID)
 	case o.switchEvery < 0:
 		return o, fmt.Errorf("%w: --switch-during must not be negative", errUsage)
 	case o.workDelay < 0, o.lockWait < 0:
@@ -202,8 +225,12 @@ func parse(fs *flag.FlagSet, args []string) error {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(args) > 0 && args[0] == "faults" {
-		return runFaults(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		for _, c := range subcommands {
+			if args[0] == c.name {
+				return c.run(ctx, args[1:], stdout, stderr)
+			}
+		}
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -214,7 +241,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Target: o.url, LocalFleet: o.url == "", Product: o.product, Stock: o.stock,
 		Buyers: o.buyers, Concurrency: o.concurrency, Runs: o.runs,
 		Mix: o.mix, RestockDuring: o.restockDuring, SwitchEvery: o.switchEvery,
-		StartedAt: time.Now().UTC().Format(time.RFC3339),
+		StartedAt: time.Now().UTC().Format(time.RFC3339), Commit: commit(ctx),
 		WorkDelay: "set by the running fleet",
 	}
 	if o.products > 1 {
@@ -277,15 +304,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if o.ceilings {
 		fmt.Fprintf(stderr, "measuring the ceilings, %s each …\n", o.ceilingTime)
-		ceil, err := load.MeasureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.ceilingTime)
+		ceil, err := load.MeasureCeilings(ctx, c, o.postgresURL, o.redisURL, o.concurrency, o.products, o.ceilingTime)
 		if err != nil {
 			return err
 		}
 		rep.Ceilings = &ceil
 	}
 
+	if o.seedLedger > 0 {
+		id := o.product + "-ledger"
+		fmt.Fprintf(stderr, "seeding the ledger with %d sales of %s …\n", o.seedLedger, id)
+		n, err := load.SeedLedger(ctx, c, o.postgresURL, id, o.seedLedger)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "the ledger has %d rows\n", n)
+	}
 	cfg := load.Config{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
-		Products: o.products, Zipf: o.zipf, PostgresURL: o.postgresURL, HistoryTimeout: o.historyTimeout}
+		Products: o.products, Zipf: o.zipf, PostgresURL: o.postgresURL, HistoryTimeout: o.historyTimeout, Readers: o.readers}
 	results, err := load.RunTable(ctx, c, cfg, rows, load.TableOptions{
 		Runs: o.runs, Ceilings: o.ceilings, CeilingTime: o.ceilingTime, PostgresURL: o.postgresURL, Progress: &bars{w: stderr, buyers: o.buyers},
 	})
@@ -307,8 +343,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if rep.Ceilings != nil {
 		rep.Ceilings.Serial = report.MedianSerial(rep.Results)
 	}
-	report.PrintTable(tableOut, rep)
+	report.PrintTable(tableOut, rep, o.wide)
 	report.PrintCeilings(tableOut, rep)
+	report.PrintReads(tableOut, rep)
 	if undersold := countVerdict(rep.Results, verdict.Undersold); undersold > 0 {
 		fmt.Fprintf(tableOut, "note: %d run(s) UNDERSOLD: buyers got 503 because the lock wait ran out while stock remained; no oversell, but raise INVENTORY_LOCK_WAIT or lower --concurrency.\n", undersold)
 	}
@@ -424,6 +461,35 @@ func newBar(w io.Writer, n int, desc string) *progressbar.ProgressBar {
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionSetWidth(30),
 	)
+}
+
+// commit is the revision the load tester was built from (go build stamps
+// it), else the working tree's (go run does not), "-dirty" when it had
+// changes; empty when neither is known. The report names it.
+func commit(ctx context.Context) string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			rev = rev[:min(12, len(rev))]
+			if dirty {
+				rev += "-dirty"
+			}
+			return rev
+		}
+	}
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func replicaURLs(f *fleet.Fleet) string {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"inventory/internal/faults/matrix"
+	"inventory/internal/report"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +33,11 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--mix", "--restock-during", "--switch-during", "25"}, nil},
 		{[]string{"--switch-during", "-1"}, errUsage},
 		{[]string{"--switch-during"}, errUsage},
+		{[]string{"--readers", "32", "--seed-ledger", "1000000"}, nil},
+		{[]string{"--readers", "-1"}, errUsage},
+		{[]string{"--seed-ledger", "-5"}, errUsage},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--seed-ledger", "10"}, errUsage},
+		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--postgres-url", "postgres://x", "--seed-ledger", "10"}, nil},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")
@@ -56,5 +64,53 @@ func TestFaultFlagsDefaults(t *testing.T) {
 	}
 	if o.faults != "" || o.jsonOut != "" || o.htmlOut != "" {
 		t.Errorf("parseFaultFlags() faults %q json %q html %q, want all faults and no files", o.faults, o.jsonOut, o.htmlOut)
+	}
+}
+
+// TestHelpListsEverySubcommand: -h names every subcommand run dispatches to.
+func TestHelpListsEverySubcommand(t *testing.T) {
+	var help bytes.Buffer
+	if _, err := parseFlags([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseFlags(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, c := range subcommands {
+		if !strings.Contains(help.String(), "loadtest "+c.name+" [flags]") {
+			t.Errorf("loadtest -h does not list the subcommand %q:\n%s", c.name, help.String())
+		}
+	}
+	if !strings.Contains(help.String(), "-wide") {
+		t.Errorf("loadtest -h does not list --wide:\n%s", help.String())
+	}
+}
+
+// TestMatrixFailureSaysWhatHappened: the exit message of a failed matrix
+// names a safe strategy's broken cell as such, and a cell the fault did
+// not strike as that, never as a safe strategy that broke.
+func TestMatrixFailureSaysWhatHappened(t *testing.T) {
+	notStruck := report.Cell{Strategy: "none", Fault: "lock-expired-early", NotStruck: "DID NOT STRIKE: 0 of 1 runs struck"}
+	broke := report.Cell{Strategy: "redis", Fault: "replica-kill", Safe: true, Runs: 1, SafeBroke: true}
+	for _, tt := range []struct {
+		cells     []report.Cell
+		want, not []string
+	}{
+		{[]report.Cell{notStruck}, []string{"no safe strategy broke", "did not strike in 1 cell", "none × lock-expired-early", "DID NOT STRIKE"}, []string{"a safe strategy broke"}},
+		{[]report.Cell{broke}, []string{"a safe strategy broke an invariant under a fault in 1 cell", "redis × replica-kill"}, []string{"did not strike"}},
+		{[]report.Cell{broke, notStruck}, []string{"redis × replica-kill", "; and the fault did not strike in 1 cell", "none × lock-expired-early"}, []string{"no safe strategy"}},
+	} {
+		err := matrixFailure(report.Matrix{Failed: true, Cells: tt.cells})
+		if !errors.Is(err, errMatrixFailed) {
+			t.Errorf("matrixFailure(%v) = %v, want errMatrixFailed", tt.cells, err)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("matrixFailure(%v) = %q, want it to say %q", tt.cells, err, w)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(err.Error(), n) {
+				t.Errorf("matrixFailure(%v) = %q, must not say %q", tt.cells, err, n)
+			}
+		}
 	}
 }

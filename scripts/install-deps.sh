@@ -2,7 +2,7 @@
 # Installs the servers that the tests and the demo start as local processes
 # (postgres, redis-server, nginx, etcd and ZooKeeper; prometheus for the
 # dashboards test, chromium for the live page's browser test, libfaketime
-# for the clock-jump fault) when they
+# for the clock-jump fault, patroni for the pg-failover fault) when they
 # are missing. Debian/Ubuntu only;
 # elsewhere it prints what to install.
 #
@@ -45,6 +45,9 @@ if ! $demo; then
   have chromium || missing+=(chromium)
   # The clock-jump fault runs Redis under libfaketime.
   compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || missing+=(faketime libfaketime)
+  # The pg-failover fault runs Postgres as a primary and a standby under
+  # Patroni (make fleet's --postgres-ha installs it on first use).
+  have patroni || missing+=(patroni)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if $check; then

@@ -1,4 +1,5 @@
-// Command fleet runs the local inventory stack in the foreground: Postgres,
+// Command fleet runs the local inventory stack in the foreground: Postgres
+// (--postgres-ha: a primary and a synchronous standby under Patroni),
 // Redis, the lock services, two inventory replicas and nginx on
 // 127.0.0.1:8080 (--listen), until Ctrl-C. It is the way to try the API with
 // curl on a machine without Docker. It says what it is doing while it
@@ -44,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	clientBurst := fs.Int("limit-client-burst", 100, "nginx: requests over -limit-client-rate let through at once")
 	productSales := fs.Int("limit-product-sales", 0, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
 	redisCluster := fs.Bool("redis-cluster", false, "run the Redis strategies and the sold-out announcements on a Redis Cluster (3 masters, a replica each: INVENTORY_REDIS_CLUSTER)")
+	postgresHA := fs.Bool("postgres-ha", false, "run Postgres as a primary and a synchronous standby under Patroni (DCS: the fleet's etcd); the replicas follow a failover by themselves")
+	postgresAsync := fs.Bool("postgres-async", false, "like --postgres-ha, the standby asynchronous: faster commits, and a failover loses the last ones acknowledged")
 	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,14 +77,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	say("logs: " + *logDir)
 	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas:     *replicas,
-		Env:          map[string]string{"INVENTORY_WORK_DELAY": workDelay.String()},
-		AdminToken:   *token,
-		Listen:       *listen,
-		Limits:       nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},
-		LogDir:       *logDir,
-		Progress:     say,
-		RedisCluster: *redisCluster,
+		Replicas:      *replicas,
+		Env:           map[string]string{"INVENTORY_WORK_DELAY": workDelay.String()},
+		AdminToken:    *token,
+		Listen:        *listen,
+		Limits:        nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},
+		LogDir:        *logDir,
+		Progress:      say,
+		PostgresHA:    *postgresHA,
+		PostgresAsync: *postgresAsync,
+		RedisCluster:  *redisCluster,
 	})
 	if err != nil {
 		if ctx.Err() != nil { // Ctrl-C while starting: what was started is stopped
@@ -97,8 +102,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, r := range f.Replicas {
 		fmt.Fprintf(stdout, "  replica %s at %s (pid %d)\n", r.Instance, r.URL, r.Pid())
 	}
-	fmt.Fprintf(stdout, "  postgres %s\n  redis    %s\n  logs     %s\nCtrl-C stops everything (the data goes with it; the logs stay).\n",
-		f.PostgresURL, f.RedisURL, *logDir)
+	fmt.Fprintf(stdout, "  postgres %s\n", f.PostgresURL)
+	if f.Patroni != nil {
+		for _, m := range f.Patroni.Members {
+			fmt.Fprintf(stdout, "    patroni %s: postgres on port %d, REST API %s (GET /cluster, /primary)\n", m.Name, m.Port, m.API)
+		}
+	}
+	fmt.Fprintf(stdout, "  redis    %s\n  logs     %s\nCtrl-C stops everything (the data goes with it; the logs stay).\n",
+		f.RedisURL, *logDir)
 	if f.RedisCluster != nil {
 		fmt.Fprintf(stdout, "  the Redis strategies use the Redis Cluster at %s\n", strings.Join(f.RedisCluster.Seeds(), ","))
 	}

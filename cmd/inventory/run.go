@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// Anyone may read products and the live page: those reads have a few
 	// connections of their own and a statement timeout, so however many
 	// and however slow, they cannot take the connections sales need.
-	reads, err := sidePool(ctx, pool, "inventory-reads", 4, readTimeout)
+	reads, err := sidePool(ctx, pool, "inventory-reads", readConns, readTimeout)
 	if err != nil {
 		return err
 	}
@@ -286,6 +286,12 @@ const redlockOnCluster = "INVENTORY_REDIS_CLUSTER does not change its servers: i
 // readTimeout is the statement_timeout of the reads anyone may make.
 const readTimeout = 2 * time.Second
 
+// readConns is how many of the reads anyone may make run at once in one
+// replica; the rest wait their turn. Few: readers in a tight loop take the
+// CPU of as many Postgres backends as they are given, and on a small
+// machine that CPU is the sales' (docs/performance.md, reads beside sales).
+const readConns = 2
+
 // sidePool opens a small pool to pool's database for one kind of work,
 // named in pg_stat_activity by application_name, its statements bounded by
 // statementTimeout when it is not 0.
@@ -293,6 +299,10 @@ func sidePool(ctx context.Context, pool *pgxpool.Pool, name string, conns int32,
 	cfg := pool.Config().Copy()
 	cfg.MaxConns, cfg.MinConns = conns, 0
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	// Plan every statement for its values: a generic plan is made for an
+	// average product, and when one product dominates the ledger, that plan
+	// scans the whole ledger to sum one small round.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	if statementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
 	}

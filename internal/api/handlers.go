@@ -79,7 +79,7 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 	}
 	if c, open := s.Circuits.Refuses(ctx, order.ProductID); open {
 		err := c.Err()
-		s.Metrics.Sale(strategy, classify(err).slug, time.Since(start))
+		s.saleAnswered(strategy, classify(err).slug, time.Since(start))
 		s.writeProblem(w, r, err, "strategy", strategy, "product_id", order.ProductID)
 		return
 	}
@@ -98,7 +98,7 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 	if err == nil && sale.Replayed {
 		result = "replayed"
 	}
-	s.Metrics.Sale(strategy, result, time.Since(start))
+	s.saleAnswered(strategy, result, time.Since(start))
 	if err != nil {
 		if errors.Is(err, stock.ErrLockBreach) {
 			s.Metrics.LockBreach(strategy)

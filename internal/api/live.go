@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -26,7 +27,10 @@ type liveProduct struct {
 }
 
 type liveResponse struct {
-	At       time.Time     `json:"at"`
+	At time.Time `json:"at"`
+	// Replica is the answering replica's own figures; nginx round-robins
+	// GET /live, so a page polling it hears from every replica in turn.
+	Replica  liveReplica   `json:"replica"`
 	Default  string        `json:"default"`
 	Products []liveProduct `json:"products"`
 	// LastSaleID is the cursor for the next call's ?since=.
@@ -34,6 +38,60 @@ type liveResponse struct {
 	// SalesSince counts, by strategy, the sales after ?since= (fleet-wide,
 	// from the ledger); empty without ?since=.
 	SalesSince map[string]int64 `json:"sales_since"`
+}
+
+// liveReplica is one replica's answers to sales since it started, kept in
+// its memory (a restart starts them over, with a new started_at): the
+// live page turns two answers of the same replica into rates.
+type liveReplica struct {
+	Instance  string    `json:"instance"`
+	StartedAt time.Time `json:"started_at"`
+	// Sales is the sales it answered 200 (replayed ones apart).
+	Sales int64 `json:"sales"`
+	// Refusals is the sales it refused, by problem type (the slug after
+	// urn:inventory:problem:, e.g. sold-out, circuit-open, lock-timeout).
+	Refusals map[string]int64 `json:"refusals"`
+}
+
+// tally counts a replica's answers to sales by result: classify's slug,
+// or "replayed". The zero value is ready.
+type tally struct {
+	mu     sync.Mutex
+	counts map[string]int64
+}
+
+func (t *tally) add(result string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts = map[string]int64{}
+	}
+	t.counts[result]++
+}
+
+// snapshot is the sales (results "ok") and the refusals by kind so far;
+// replayed sales are neither.
+func (t *tally) snapshot() (sales int64, refusals map[string]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	refusals = map[string]int64{}
+	for result, n := range t.counts {
+		switch result {
+		case "ok":
+			sales = n
+		case "replayed":
+		default:
+			refusals[result] = n
+		}
+	}
+	return sales, refusals
+}
+
+// saleAnswered counts a sale's answer in the metrics and in the replica's
+// own tally.
+func (s *server) saleAnswered(strategy, result string, took time.Duration) {
+	s.Metrics.Sale(strategy, result, took)
+	s.answers.add(result)
 }
 
 func (s *server) handleIndex(w http.ResponseWriter, _ *http.Request) {
@@ -65,7 +123,9 @@ func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	def, _ := s.Default.Get(r.Context())
-	out := liveResponse{At: time.Now().UTC(), Default: def, Products: []liveProduct{}, LastSaleID: last, SalesSince: counts}
+	sales, refusals := s.answers.snapshot()
+	out := liveResponse{At: time.Now().UTC(), Default: def, Products: []liveProduct{}, LastSaleID: last, SalesSince: counts,
+		Replica: liveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}}
 	for _, p := range products {
 		out.Products = append(out.Products, liveProduct{p.ID, p.Name, p.Quantity, p.Initial, p.Round})
 	}

@@ -1,12 +1,8 @@
 package api
 
 import (
-	"context"
 	"fmt"
-	"os/exec"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +34,20 @@ func TestLiveCountsTheSalesSinceACursor(t *testing.T) {
 	if next.status != 200 || counts["atomic"] != float64(2) || counts["forupdate"] != float64(1) || len(counts) != 2 {
 		t.Errorf("GET /live?since=<cursor> after 2 atomic and 1 forupdate sales = %d %s, want those counts", next.status, next.raw)
 	}
+	// The replica's own figures: 3 sales so far, then 2 sold-out refusals
+	// (7 left, orders of 5).
+	replica := next.body["replica"].(map[string]any)
+	if replica["instance"] != "test-1" || replica["sales"] != float64(3) || len(replica["refusals"].(map[string]any)) != 0 || replica["started_at"] == "" {
+		t.Errorf("GET /live replica after 3 sales = %v, want test-1 with 3 sales, no refusals, started_at", replica)
+	}
+	f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":5}`)
+	for range 2 {
+		f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":5}`)
+	}
+	replica = f.do("GET", "/live", "", "").body["replica"].(map[string]any)
+	if refusals := replica["refusals"].(map[string]any); replica["sales"] != float64(4) || refusals["sold-out"] != float64(2) || len(refusals) != 1 {
+		t.Errorf("GET /live replica after a sale and 2 sold-out answers = %v, want 4 sales and refusals {sold-out: 2}", replica)
+	}
 	for _, bad := range []string{"-1", "x", "1.5"} {
 		if r := f.do("GET", "/live?since="+bad, "", ""); r.status != 400 || r.body["type"] != problemTypePrefix+"malformed-request" {
 			t.Errorf("GET /live?since=%s = %d %s, want 400 malformed-request", bad, r.status, r.raw)
@@ -56,56 +66,19 @@ func TestLivePageIsServed(t *testing.T) {
 }
 
 // TestLivePageInABrowser loads GET / in headless Chromium: it renders with
-// no console error, warning or exception, shows the product's stock and the
-// fleet default, and its figures move when sales happen.
+// no console error, warning or exception, shows the product's stock with
+// its round and the fleet default, and its figures move when sales happen:
+// the stock, the fleet's sales/s by strategy, and the replica's own sales/s
+// and refusals/s by kind.
 func TestLivePageInABrowser(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("no chromium: %v (make deps installs Debian's chromium)", err)
-	}
 	f := newFixture(t, adminToken)
 	f.restock("sku-live", 50)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
-
-	// Every console message from the page: the target exists first, and
-	// Console subscribes when it returns, before the page is loaded.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	messages := chromedp.Console(ctx)
-	var (
-		mu       sync.Mutex
-		problems []string
-	)
-	go func() {
-		for msg, err := range messages {
-			if err != nil {
-				return
-			}
-			if msg.Type == chromedp.ConsoleError || msg.Type == chromedp.ConsoleWarning || msg.Type == chromedp.ConsoleException {
-				mu.Lock()
-				problems = append(problems, fmt.Sprintf("%s: %s", msg.Type, msg.Text))
-				mu.Unlock()
-			}
-		}
-	}()
-	seen := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(problems)
-	}
+	ctx, problems := testenv.Browser(t, 90*time.Second)
 
 	stock := chromedp.CSS(`tr[data-product="sku-live"] td.quantity`)
 	if err := chromedp.Do(ctx, chromedp.Navigate(f.url+"/"), chromedp.WaitVisible(stock)); err != nil {
-		t.Fatalf("load the live page: %v (console: %q)", err, seen())
+		t.Fatalf("load the live page: %v (console: %q)", err, problems())
 	}
 	before, err := chromedp.Run(ctx, chromedp.Text(stock))
 	if err != nil {
@@ -115,15 +88,22 @@ func TestLivePageInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before != "50" || def != "atomic" {
-		t.Errorf("live page shows stock %q and default %q, want 50 and atomic", before, def)
+	round, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-product="sku-live"] td.round`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != "50" || def != "atomic" || round != "1" {
+		t.Errorf("live page shows stock %q, round %q and default %q, want 50, 1 and atomic", before, round, def)
+	}
+	if empty, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("empty").hidden`)); err != nil || !empty {
+		t.Errorf("the empty state shows beside a product (hidden %v, %v)", empty, err)
 	}
 
 	// Sales after the page's first poll (it has rendered, so it holds that
-	// poll's cursor): its next poll shows the stock down and a sales/s row
-	// for atomic, until the poll after that empties the rates again. Each
-	// figure is read by the evaluation that finds it, so no later poll can
-	// take it away between seeing it and reading it.
+	// poll's cursor and the replica's counts): its next poll shows the
+	// stock down, a sales/s row for atomic, and the replica's sales/s.
+	// Each figure is read by the evaluation that finds it, so no later
+	// poll can take it away between seeing it and reading it.
 	for range 20 {
 		f.do("POST", "/sale", jsonType, `{"product_id":"sku-live","quantity":1}`)
 	}
@@ -132,20 +112,70 @@ func TestLivePageInABrowser(t *testing.T) {
 		return e && e.textContent !== "50" ? e.textContent : "";
 	})()`))
 	if err != nil {
-		t.Fatalf("the live page's stock did not move with the sales: %v (console: %q)", err, seen())
+		t.Fatalf("the live page's stock did not move with the sales: %v (console: %q)", err, problems())
 	}
 	perSecond, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => {
 		const e = document.querySelector('tr[data-strategy="atomic"] td.rate');
 		return e ? e.textContent : "";
 	})()`))
 	if err != nil {
-		t.Fatalf("the live page showed no sales/s for atomic after the sales: %v (console: %q)", err, seen())
+		t.Fatalf("the live page showed no sales/s for atomic after the sales: %v (console: %q)", err, problems())
 	}
-	t.Logf("live page: stock %s → %s, atomic %s sales/s", before, after, perSecond)
+	replicaSales, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+		const e = document.querySelector('tr[data-replica="test-1"] td.sales');
+		return e && parseFloat(e.textContent) > 0 ? e.textContent : "";
+	})()`))
+	if err != nil {
+		t.Fatalf("the live page showed no sales/s for replica test-1 after the sales: %v (console: %q)", err, problems())
+	}
+	t.Logf("live page: stock %s → %s, atomic %s sales/s, test-1 %s sales/s", before, after, perSecond, replicaSales)
 	if after == before || perSecond == "" || perSecond == "0.0" {
 		t.Errorf("after sales the page shows stock %q (was %q) and atomic at %q sales/s, want both to move", after, before, perSecond)
 	}
-	if p := seen(); len(p) > 0 {
+
+	// Sold out: the remaining 30 units in orders of 10 (the fixture's most),
+	// then refusals the replica counts as sold-out, which the page shows as
+	// a rate of that kind.
+	for range 3 {
+		f.do("POST", "/sale", jsonType, `{"product_id":"sku-live","quantity":10}`)
+	}
+	for range 10 {
+		f.do("POST", "/sale", jsonType, `{"product_id":"sku-live","quantity":1}`)
+	}
+	soldOut, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+		const e = document.querySelector('tr[data-replica="test-1"] [data-kind="sold-out"]');
+		return e ? e.textContent : "";
+	})()`))
+	if err != nil {
+		t.Fatalf("the live page showed no sold-out refusals/s for test-1 after 10 sold-out answers: %v (console: %q)", err, problems())
+	}
+	t.Logf("live page: test-1 refusals %q", soldOut)
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the live page logged problems: %q", p)
+	}
+}
+
+// TestLivePageEmptyState: with no product at all, the live page says so
+// and how to restock one, instead of an empty table, with a clean console.
+func TestLivePageEmptyState(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
+	f := newFixture(t, adminToken)
+	ctx, problems := testenv.Browser(t, 90*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Navigate(f.url+"/"), chromedp.WaitVisible(chromedp.ID("empty"))); err != nil {
+		t.Fatalf("the live page shows no empty state without products: %v (console: %q)", err, problems())
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("empty")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("products").hidden`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "No products yet") || !strings.Contains(text, f.url+"/products/sku-1") || !table {
+		t.Errorf("empty state %q (products table hidden: %v), want it to say there are none and how to restock one at %s", text, table, f.url)
+	}
+	if p := problems(); len(p) > 0 {
 		t.Errorf("the live page logged problems: %q", p)
 	}
 }

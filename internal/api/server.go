@@ -76,6 +76,10 @@ type server struct {
 	// docs serves the docs page and docsAssets, its files.
 	docs       http.Handler
 	docsAssets map[string]bool
+	// started and answers are this replica's own figures for GET /live:
+	// when it started, and its answers to sales since then.
+	started time.Time
+	answers tally
 }
 
 // NewServer returns the service's HTTP handler.
@@ -98,7 +102,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		return nil, fmt.Errorf("api.NewServer: %w", err)
 	}
 	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
-		docs: docsHandler(), docsAssets: assets}
+		docs: docsHandler(), docsAssets: assets, started: time.Now().UTC()}
 	cfg.Metrics.Strategies(stock.Names()...)
 	r := chi.NewRouter()
 	r.Use(s.instanceHeader, withRequestID, s.requestIDHeader, s.recoverer, s.observe)

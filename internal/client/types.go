@@ -141,6 +141,9 @@ type Health struct {
 // Live is what the live page shows.
 type Live struct {
 	At time.Time `json:"at"`
+	// Replica is the answering replica's own answers to sales since it
+	// started.
+	Replica LiveReplica `json:"replica"`
 	// Default is the fleet default strategy.
 	Default  string        `json:"default"`
 	Products []LiveProduct `json:"products"`
@@ -148,6 +151,17 @@ type Live struct {
 	LastSaleID int64 `json:"last_sale_id"`
 	// SalesSince is the sales after since by strategy, fleet-wide.
 	SalesSince map[string]int64 `json:"sales_since"`
+}
+
+// LiveReplica is one replica's answers to sales since it started (in its
+// memory: a restart starts them over with a new StartedAt).
+type LiveReplica struct {
+	Instance  string    `json:"instance"`
+	StartedAt time.Time `json:"started_at"`
+	// Sales is its 200 answers to sales, replays apart.
+	Sales int64 `json:"sales"`
+	// Refusals is its refusals by problem type slug (sold-out, circuit-open, …).
+	Refusals map[string]int64 `json:"refusals"`
 }
 
 // LiveProduct is one of the most recently changed products.

@@ -82,6 +82,18 @@ type Options struct {
 	// clocks can be moved while they run (Redis.SetClock: the clock-jump
 	// fault). Default false: real clocks, nothing preloaded.
 	FakeClock bool
+	// PostgresHA runs Postgres as a primary and a synchronous standby under
+	// Patroni (localstack.StartPatroni; Fleet.Patroni), its DCS the fleet's
+	// etcd, which then runs even with NoLockServices. The replicas connect
+	// with a URL naming both members (target_session_attrs=read-write) and
+	// follow a failover by themselves; NetLinks then makes no links to
+	// Postgres (a link goes to one server), so Replica.PostgresLink stays
+	// nil. Default false: one Postgres (Fleet.Postgres).
+	PostgresHA bool
+	// PostgresAsync is PostgresHA with the standby replicating
+	// asynchronously (synchronous_commit local): faster commits, and a
+	// failover loses the last ones acknowledged. It implies PostgresHA.
+	PostgresAsync bool
 	// NoLockServices leaves out the lock services of the redlock, etcd and
 	// zookeeper strategies (three more Redis servers, etcd, ZooKeeper),
 	// which are then unavailable. Default false: they are started too.
@@ -111,8 +123,12 @@ type Fleet struct {
 	RedisURL string
 	// AdminToken is the bearer token the replicas accept for admin calls.
 	AdminToken string
-	// Postgres is the database server, for fault tests (Pid, SIGSTOP).
+	// Postgres is the database server, for fault tests (Pid, SIGSTOP);
+	// nil with Options.PostgresHA.
 	Postgres *localstack.Postgres
+	// Patroni is the Postgres primary and standby with
+	// Options.PostgresHA (PostgresURL names both); else nil.
+	Patroni *localstack.Patroni
 	// Redis is the Redis server the replicas use, for fault tests (Pid,
 	// Restart loses every key).
 	Redis *localstack.Redis
@@ -187,6 +203,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 60 * time.Second
 	}
+	opts.PostgresHA = opts.PostgresHA || opts.PostgresAsync
 	f := &Fleet{AdminToken: opts.AdminToken, logDir: opts.LogDir}
 	defer func() {
 		if err != nil {
@@ -212,6 +229,9 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if !opts.NoLockServices {
 		servers = append(servers, "etcd", "java")
 	}
+	if opts.PostgresHA {
+		servers = append(servers, "etcd", "patroni")
+	}
 	if _, err := localstack.Ensure(ctx, servers...); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
@@ -236,19 +256,26 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	var pgErr, rdErr, lockErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		if opts.PostgresHA {
+			pgErr = f.startPatroni(ctx, opts.PostgresAsync)
+			return
+		}
 		f.Postgres, pgErr = localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: opts.NoFsync})
 	})
 	wg.Go(func() {
 		f.Redis, rdErr = localstack.StartRedisWith(ctx, localstack.RedisOptions{FakeClock: opts.FakeClock})
 	})
 	if !opts.NoLockServices {
-		wg.Go(func() { lockErr = f.startLockServices(ctx, opts.FakeClock) })
+		wg.Go(func() { lockErr = f.startLockServices(ctx, opts.FakeClock, !opts.PostgresHA) })
 	}
 	wg.Wait()
 	if err := errors.Join(pgErr, rdErr, lockErr); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
-	f.PostgresURL, f.RedisURL = f.Postgres.URL, f.Redis.URL
+	f.RedisURL = f.Redis.URL
+	if f.Postgres != nil {
+		f.PostgresURL = f.Postgres.URL
+	}
 	if opts.RedisReplica || opts.RedisSentinel {
 		if f.RedisReplica, err = localstack.StartRedis(ctx); err != nil {
 			return nil, fmt.Errorf("start fleet: %w", err)
@@ -331,6 +358,11 @@ func (f *Fleet) logs() map[string]func() string {
 	if f.Postgres != nil {
 		m["postgres.log"] = f.Postgres.Logs
 	}
+	if f.Patroni != nil {
+		for _, pm := range f.Patroni.Members {
+			m["patroni-"+pm.Name+".log"] = pm.Logs
+		}
+	}
 	if f.Redis != nil {
 		m["redis.log"] = f.Redis.Logs
 	}
@@ -374,9 +406,9 @@ func (f *Fleet) writeLogs() {
 }
 
 // startLockServices starts the redlock strategy's three Redis servers
-// (the first under libfaketime with fakeClock), etcd and ZooKeeper, in
-// parallel.
-func (f *Fleet) startLockServices(ctx context.Context, fakeClock bool) error {
+// (the first under libfaketime with fakeClock), etcd (with etcd; else
+// startPatroni starts it) and ZooKeeper, in parallel.
+func (f *Fleet) startLockServices(ctx context.Context, fakeClock, etcd bool) error {
 	f.RedlockServers = make([]*localstack.Redis, 3)
 	errs := make([]error, len(f.RedlockServers)+2)
 	var wg sync.WaitGroup
@@ -384,12 +416,27 @@ func (f *Fleet) startLockServices(ctx context.Context, fakeClock bool) error {
 		o := localstack.RedisOptions{FakeClock: fakeClock && i == 0}
 		wg.Go(func() { f.RedlockServers[i], errs[i] = localstack.StartRedisWith(ctx, o) })
 	}
-	wg.Go(func() { f.Etcd, errs[len(errs)-2] = localstack.StartEtcd(ctx) })
+	if etcd {
+		wg.Go(func() { f.Etcd, errs[len(errs)-2] = localstack.StartEtcd(ctx) })
+	}
 	wg.Go(func() {
 		f.ZooKeeper, errs[len(errs)-1] = localstack.StartZooKeeper(ctx, localstack.ZooKeeperOptions{})
 	})
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// startPatroni starts the fleet's etcd, then Postgres under Patroni with
+// etcd as its DCS.
+func (f *Fleet) startPatroni(ctx context.Context, async bool) (err error) {
+	if f.Etcd, err = localstack.StartEtcd(ctx); err != nil {
+		return err
+	}
+	if f.Patroni, err = localstack.StartPatroni(ctx, localstack.PatroniOptions{Etcd: f.Etcd.Endpoint, Async: async}); err != nil {
+		return err
+	}
+	f.PostgresURL = f.Patroni.URL
+	return nil
 }
 
 // startSentinel starts the Sentinel once the Redis replica has synced, and
@@ -502,7 +549,7 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netL
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, bin: bin}
 	pgURL, redisURL := f.PostgresURL, f.RedisURL
-	if netLinks {
+	if netLinks && f.Postgres != nil { // under Patroni, a link would go to one member
 		pgAddr := fmt.Sprintf("127.0.0.1:%d", f.Postgres.Port)
 		if r.PostgresLink, err = localstack.StartNetProxy(instance+"-postgres", pgAddr); err != nil {
 			return nil, err
@@ -743,6 +790,9 @@ func (f *Fleet) Stop() error {
 			if r != nil {
 				_ = r.Stop()
 			}
+		}
+		if f.Patroni != nil { // before its DCS
+			_ = f.Patroni.Stop()
 		}
 		if f.Etcd != nil {
 			_ = f.Etcd.Stop()

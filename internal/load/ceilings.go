@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,14 @@ type Ceilings struct {
 	// back to back, and one HTTP round trip.
 	Serial  map[string]float64 `json:"serial_sales_per_s,omitempty"`
 	Seconds float64            `json:"seconds_each"`
+	// ManyRows is, with several products (--products N), the same one-sale
+	// transactions straight to Postgres, each on a product drawn uniformly
+	// from N of its own (pgbench's random account), from ManyRowsClients
+	// connections: what a many-product run's sales per second are a share
+	// of. 0: not measured.
+	ManyRows         float64 `json:"many_rows_tps,omitempty"`
+	ManyRowsProducts int     `json:"many_rows_products,omitempty"`
+	ManyRowsClients  int     `json:"many_rows_clients,omitempty"`
 }
 
 // HotRowClients is pgbench's client count in the issue's reference figure.
@@ -48,7 +57,11 @@ const HotRowClients = 8
 // MeasureCeilings measures each ceiling the strategies share for d;
 // pgURL and redisURL may be empty, which skips that ceiling. (Each
 // strategy's serial ceiling is measured beside its runs: SerialRate.)
-func MeasureCeilings(ctx context.Context, c *Client, pgURL, redisURL string, concurrency int, d time.Duration) (Ceilings, error) {
+//
+// With products above 1, it also measures the many-row ceiling (ManyRows)
+// on that many products, from the run's concurrency of clients (at most
+// ManyRowsMaxClients).
+func MeasureCeilings(ctx context.Context, c *Client, pgURL, redisURL string, concurrency, products int, d time.Duration) (Ceilings, error) {
 	out := Ceilings{Seconds: d.Seconds(), HotRowClients: HotRowClients}
 	if pgURL != "" {
 		tps, err := HotRowRate(ctx, c, pgURL, d)
@@ -56,6 +69,14 @@ func MeasureCeilings(ctx context.Context, c *Client, pgURL, redisURL string, con
 			return out, fmt.Errorf("hot-row ceiling: %w", err)
 		}
 		out.HotRow = tps
+	}
+	if pgURL != "" && products > 1 {
+		clients := min(concurrency, ManyRowsMaxClients)
+		tps, err := ManyRowsRate(ctx, c, pgURL, products, clients, d)
+		if err != nil {
+			return out, fmt.Errorf("many-row ceiling: %w", err)
+		}
+		out.ManyRows, out.ManyRowsProducts, out.ManyRowsClients = tps, products, clients
 	}
 	if redisURL != "" {
 		rps, err := redisRate(ctx, redisURL, concurrency, d)
@@ -81,35 +102,75 @@ func HotRowRate(ctx context.Context, c *Client, pgURL string, d time.Duration) (
 	if _, err := c.restock(ctx, id, 1_000_000_000); err != nil {
 		return 0, err
 	}
-	cfg, err := pgxpool.ParseConfig(pgURL)
-	if err != nil {
-		return 0, err
-	}
-	cfg.MaxConns = HotRowClients
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := ceilingPool(ctx, pgURL, HotRowClients)
 	if err != nil {
 		return 0, err
 	}
 	defer pool.Close()
 	return rate(ctx, HotRowClients, d, func(ctx context.Context) error {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		var round int
-		if err := tx.QueryRow(ctx, `
-			UPDATE stock SET quantity = quantity - 1, version = version + 1
-			WHERE product_id = $1 AND quantity >= 1 RETURNING round`, id).Scan(&round); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO sales (product_id, round, quantity, strategy, instance, sale_key)
-			VALUES ($1, $2, 1, 'ceiling', 'loadtest', $3)`, id, round, uuid.NewString()); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
+		return sellOneStraight(ctx, pool, id)
 	})
+}
+
+// ManyRowsMaxClients bounds the many-row ceiling's connections: the two
+// replicas of the local fleet sell from 16 Postgres connections each.
+const ManyRowsMaxClients = 32
+
+// ManyRowsRate sells one unit per transaction, like HotRowRate, each
+// transaction of a product drawn uniformly from n of its own
+// ("ceiling-many-1" …), restocked through the API, from clients
+// connections: pgbench's many-row rate in the shape of a sale.
+func ManyRowsRate(ctx context.Context, c *Client, pgURL string, n, clients int, d time.Duration) (float64, error) {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ceiling-many-%d", i+1)
+	}
+	if err := forEachProduct(ctx, ids, adminParallel(clients), func(ctx context.Context, _ int, id string) error {
+		_, err := c.restock(ctx, id, 1_000_000_000)
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	pool, err := ceilingPool(ctx, pgURL, clients)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	return rate(ctx, clients, d, func(ctx context.Context) error {
+		return sellOneStraight(ctx, pool, ids[rand.IntN(n)])
+	})
+}
+
+// ceilingPool is a pool of conns connections to the fleet's Postgres.
+func ceilingPool(ctx context.Context, pgURL string, conns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(pgURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = int32(conns)
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// sellOneStraight is the ceilings' transaction: one unit of id, the stock
+// row and a ledger row, committed.
+func sellOneStraight(ctx context.Context, pool *pgxpool.Pool, id string) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var round int
+	if err := tx.QueryRow(ctx, `
+		UPDATE stock SET quantity = quantity - 1, version = version + 1
+		WHERE product_id = $1 AND quantity >= 1 RETURNING round`, id).Scan(&round); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO sales (product_id, round, quantity, strategy, instance, sale_key)
+		VALUES ($1, $2, 1, 'ceiling', 'loadtest', $3)`, id, round, uuid.NewString()); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // SerialRate sells a product of its own by strategy name through the API,

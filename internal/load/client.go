@@ -81,13 +81,22 @@ func (c *Client) DefaultStrategy(ctx context.Context) (string, error) {
 	return c.api.Strategy(ctx)
 }
 
-// SetDefaultStrategy is PUT /strategy: it switches the fleet default.
+// SetDefaultStrategy is PUT /strategy: it switches the fleet default. The
+// switch is idempotent, so an answer that did not settle it (a 503 while
+// the fleet's database is slow to answer, no answer) is sent again, a few
+// times, as a sale with an Idempotency-Key would be.
 func (c *Client) SetDefaultStrategy(ctx context.Context, name string) error {
-	if err := c.api.SetStrategy(ctx, name); err != nil {
+	_, _, err := adminRetry.Do(ctx, func(ctx context.Context) (apiclient.Sale, error) {
+		return apiclient.Sale{}, c.api.SetStrategy(ctx, name)
+	})
+	if err != nil {
 		return fmt.Errorf("switch the fleet default to %s: %w", name, adminHint(err))
 	}
 	return nil
 }
+
+// adminRetry is how an idempotent admin call is sent again.
+var adminRetry = apiclient.Retry{Max: 4, Backoff: 200 * time.Millisecond}
 
 // adminHint points an admin call refused for its token at the flag.
 func adminHint(err error) error {
@@ -112,13 +121,16 @@ func (c *Client) awaitDefault(ctx context.Context, name string, times int, wait 
 		switch {
 		case ctx.Err() != nil:
 			return fmt.Errorf("the fleet default is still %q %s after switching it to %s", last, wait, name)
-		case err != nil:
+		case err != nil && !apiclient.Retryable(err):
 			return err
-		case got == name:
+		case err == nil && got == name:
 			inARow++
 			continue
 		}
-		inARow, last = 0, got
+		inARow = 0 // a different default, or an answer that said nothing (asked again)
+		if err == nil {
+			last = got
+		}
 		select {
 		case <-ctx.Done():
 		case <-tick.C:

@@ -63,6 +63,10 @@ type Config struct {
 	// HistoryTimeout bounds the history check of each product (0:
 	// DefaultHistoryTimeout); past it the product is INCONCLUSIVE.
 	HistoryTimeout time.Duration
+	// Readers, when above 0, keeps that many anonymous readers asking
+	// GET /live?since=0 and GET /products/{id} while the buyers buy (see
+	// readers): whether reads can starve sales.
+	Readers int
 }
 
 // Scenario is one row of the table: who sells and how buyers pick the strategy.
@@ -163,6 +167,8 @@ type Result struct {
 	// History is the check of every answer against a sequential model of
 	// each product (see History).
 	History *History `json:"history,omitempty"`
+	// Reads is what the anonymous readers got (Config.Readers).
+	Reads *Reads `json:"reads,omitempty"`
 
 	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
 	// it out.
@@ -456,6 +462,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	if cfg.Spread > 0 {
 		pace = waves(runCtx, cfg.Spread, cfg.Buyers, cfg.Concurrency)
 	}
+	reading := c.startReaders(ctx, cfg.Readers, ids[0])
 	start := time.Now()
 	for w := range workers {
 		wg.Go(func() {
@@ -517,6 +524,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	reads := reading.stop(cfg.Readers, elapsed.Seconds())
 	close(selling)
 	if cfg.Disturb != nil {
 		if err := <-disturbed; err != nil {
@@ -599,6 +607,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		Timeline:    dense(t.perTick, elapsed),
 		FirstErrors: t.firstErrs,
 		Answers:     t.answers,
+		Reads:       reads,
 	}
 	for i := range ids {
 		pr := productResult(ids[i], after[i], figs[i], judged[i])

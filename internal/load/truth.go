@@ -52,6 +52,8 @@ func newPGTruth(ctx context.Context, pgURL string, conns int) (*pgTruth, error) 
 		return nil, fmt.Errorf("the fleet's Postgres: %w", err)
 	}
 	cfg.MaxConns = int32(max(1, min(conns, 8)))
+	// Planned for each product, not an average one (see cmd/inventory's sidePool).
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the fleet's Postgres: %w", err)
@@ -67,7 +69,7 @@ func (p *pgTruth) product(ctx context.Context, id string) (product, error) {
 		FROM stock s
 		LEFT JOIN LATERAL (
 			SELECT sum(quantity) AS units, count(*) AS n
-			FROM sales WHERE product_id = s.product_id AND round = s.round
+			FROM sales WHERE product_id = $1 AND round = s.round
 		) l ON true
 		WHERE s.product_id = $1`, id).
 		Scan(&out.Name, &out.Quantity, &out.Initial, &out.Round, &out.Version, &out.Sold, &out.Sales)

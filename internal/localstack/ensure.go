@@ -18,6 +18,7 @@ var debianPackage = map[string]string{
 	"redis-server": "redis-server",
 	"nginx":        "nginx",
 	"etcd":         "etcd-server",
+	"patroni":      "patroni", // StartPatroni: Postgres HA
 	// The fake clock of RedisOptions.FakeClock is the library; the
 	// faketime command stands for the pair.
 	"faketime": "faketime libfaketime",

@@ -38,6 +38,11 @@ type Process struct {
 func StartProcess(name string, cmd *exec.Cmd, stopSig syscall.Signal) (*Process, error) {
 	out := &LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	// A child the process leaves behind (Patroni's postmaster, detached)
+	// keeps the output pipe open: once the process itself has exited, its
+	// Wait gives up on the pipe after this, instead of waiting for the
+	// child (which Stop's caller kills next).
+	cmd.WaitDelay = 5 * time.Second
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}

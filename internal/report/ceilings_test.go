@@ -49,3 +49,29 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// With the many-row ceiling measured, each run's sales per second are
+// given as a share of it.
+func TestRunsAgainstTheManyRowCeiling(t *testing.T) {
+	rep := Report{
+		Ceilings: &load.Ceilings{Seconds: 5, HotRow: 1000, HotRowClients: load.HotRowClients, Healthz: 10000,
+			ManyRows: 4000, ManyRowsProducts: 1000, ManyRowsClients: 32},
+		Results: []load.Result{{Strategy: "atomic", Run: 1, OK: 3000, Seconds: 1}},
+	}
+	var out strings.Builder
+	PrintCeilings(&out, rep)
+	for _, want := range []string{"many rows 4000 one-sale transactions/s (1000 products drawn uniformly, 32 clients", "% many rows"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("PrintCeilings says nothing of %q:\n%s", want, out.String())
+		}
+	}
+	var row string
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "atomic" {
+			row = strings.Join(f, " ")
+		}
+	}
+	if row != "atomic 1 3000 75%" {
+		t.Errorf("the atomic row against the many-row ceiling = %q, want %q\n%s", row, "atomic 1 3000 75%", out.String())
+	}
+}

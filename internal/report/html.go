@@ -2,26 +2,31 @@ package report
 
 import (
 	_ "embed"
+	"encoding/json"
 	"fmt"
+	"html/template"
 	"inventory/internal/load"
+	"inventory/internal/verdict"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
-
-	"github.com/go-echarts/go-echarts/v2/charts"
-	"github.com/go-echarts/go-echarts/v2/components"
-	"github.com/go-echarts/go-echarts/v2/opts"
 )
 
 // echartsJS is Apache ECharts 5.6.0 (Apache License 2.0, see
 // assets/echarts-LICENSE), inlined into every report so that it opens
-// offline: go-echarts would load it from a CDN.
+// offline.
 //
 //go:embed assets/echarts-5.6.0.min.js
 var echartsJS string
+
+//go:embed assets/report.html.tmpl
+var pageTemplate string
+
+var page = template.Must(template.New("report").Parse(pageTemplate))
 
 // WriteHTML writes a self-contained report of rep (the load test's rows,
 // when it has any) and m (the fault matrix, when not nil) to path.
@@ -37,23 +42,62 @@ func WriteHTML(path string, rep *Report, m *Matrix) error {
 	return f.Close()
 }
 
+// pageData is what the page's template shows: the verdicts and settings
+// first, then the charts, then the fault matrix.
+type pageData struct {
+	Title    string
+	ECharts  template.JS
+	Verdicts []verdictRow
+	Notes    []string
+	Settings [][2]string
+	Charts   []chart
+	Matrix   *matrixTable
+	// ChartsJSON is the charts' ECharts options, drawn by the page's script.
+	ChartsJSON template.JS
+}
+
+// verdictRow is one row of the verdict table.
+type verdictRow struct {
+	Label, Safe, Verdict, Class   string
+	Sold, Oversold, OK, SoldOut   string
+	Unavailable, ReqPerS, P99, Of string
+}
+
+// chart is one ECharts chart: a title over a div the page's script draws
+// Option into.
+type chart struct {
+	ID       string         `json:"id"`
+	Title    string         `json:"-"`
+	Subtitle string         `json:"-"`
+	Height   int            `json:"-"`
+	Option   map[string]any `json:"option"`
+}
+
 func renderHTML(w io.Writer, rep *Report, m *Matrix) error {
-	page := components.NewPage()
-	page.SetPageTitle("inventory load test")
+	d := pageData{Title: "inventory load test", ECharts: template.JS(echartsJS), Charts: []chart{}}
 	if rep != nil && len(rep.Results) > 0 {
-		page.AddCharts(salesOverTime(rep), latencies(rep), finalStock(rep), perReplicaSplit(rep), breaches(rep))
+		d.Verdicts, d.Notes = verdictRows(rep)
+		d.Settings = settings(rep)
+		d.Charts = append(d.Charts, salesOverTime(rep), latencies(rep), finalStock(rep), perReplicaSplit(rep), breaches(rep))
 		if slices.ContainsFunc(rep.Results, func(r load.Result) bool { return len(r.Products) > 0 }) {
-			page.AddCharts(hottestProducts(rep))
+			d.Charts = append(d.Charts, hottestProducts(rep))
 		}
 	}
 	if m != nil && len(m.Cells) > 0 {
-		page.AddCharts(faultHeatMap(m))
+		if rep == nil {
+			d.Title = "inventory fault matrix"
+		}
+		d.Matrix = newMatrixTable(m)
 	}
-	// Offline: no CDN, the script inlined in the page's head.
-	page.ClearPresetJSAssets()
-	page.ClearPresetCSSAssets()
-	page.AddCustomizedHeaders("<script>" + echartsJS + "</script>")
-	return page.Render(w)
+	for i := range d.Charts {
+		d.Charts[i].ID = fmt.Sprintf("chart-%d", i+1)
+	}
+	js, err := json.Marshal(d.Charts)
+	if err != nil {
+		return fmt.Errorf("charts: %w", err)
+	}
+	d.ChartsJSON = template.JS(js)
+	return page.Execute(w, d)
 }
 
 // rowLabel names a row of the table: the strategy, and the run when there are several.
@@ -64,92 +108,203 @@ func rowLabel(rep *Report, r load.Result) string {
 	return r.Strategy
 }
 
-func chartOpts(title, subtitle string) []charts.GlobalOpts {
-	return []charts.GlobalOpts{
-		charts.WithInitializationOpts(opts.Initialization{Width: "1000px", Height: "420px"}),
-		charts.WithTitleOpts(opts.Title{Title: title, Subtitle: subtitle}),
-		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
-		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "bottom"}),
+// verdictClass is the CSS class a verdict is shown with: a safe
+// strategy's failure stands out, an unsafe one's oversell is expected.
+func verdictClass(r load.Result) string {
+	switch r.Verdict {
+	case verdict.Safe:
+		return "safe"
+	case verdict.Broken, verdict.NotLinearizable:
+		return "failed"
+	case verdict.Undersold:
+		return "undersold"
+	case verdict.NoOversell:
+		return "lucky"
 	}
+	return "expected"
 }
 
-func salesOverTime(rep *Report) *charts.Line {
-	line := charts.NewLine()
-	line.SetGlobalOptions(chartOpts("Sales per second over time", "2xx answers per 100 ms of each row's run, as a rate")...)
-	longest := 0
+func verdictRows(rep *Report) ([]verdictRow, []string) {
+	var rows []verdictRow
+	var notes []string
 	for _, r := range rep.Results {
-		longest = max(longest, len(r.Timeline))
-	}
-	x := make([]string, longest)
-	for i := range x {
-		x[i] = fmt.Sprintf("%.1fs", (time.Duration(i) * load.Tick).Seconds())
-	}
-	line.SetXAxis(x)
-	perSecond := float64(time.Second / load.Tick)
-	for _, r := range rep.Results {
-		data := make([]opts.LineData, len(r.Timeline))
-		for i, n := range r.Timeline {
-			data[i] = opts.LineData{Value: float64(n) * perSecond}
+		safe := "no"
+		if r.Safe {
+			safe = "yes"
 		}
-		line.AddSeries(rowLabel(rep, r), data)
+		rows = append(rows, verdictRow{
+			Label: rowLabel(rep, r), Safe: safe, Verdict: r.Verdict, Class: verdictClass(r),
+			Sold: fmt.Sprint(r.LedgerUnits), Of: fmt.Sprint(r.Initial), Oversold: fmt.Sprint(r.Oversold),
+			OK: fmt.Sprint(r.OK), SoldOut: fmt.Sprint(r.SoldOut), Unavailable: fmt.Sprint(r.Unavailable),
+			ReqPerS: fmt.Sprintf("%.0f", r.Throughput), P99: fmt.Sprintf("%.1f", r.LatencyMs.P99),
+		})
+		for _, reason := range r.Reasons {
+			notes = append(notes, fmt.Sprintf("%s %s: %s", rowLabel(rep, r), r.Verdict, reason))
+		}
+		if r.Breaches > 0 {
+			notes = append(notes, fmt.Sprintf("%s: lock broke %d time%s, the database caught every one (guarded, fenced write refused)",
+				rowLabel(rep, r), r.Breaches, plural(int(r.Breaches), "", "s")))
+		}
 	}
-	return line
+	return rows, notes
 }
 
-// barOf is a bar chart with one bar per row of the table.
-func barOf(rep *Report, title, subtitle string) *charts.Bar {
-	bar := charts.NewBar()
-	bar.SetGlobalOptions(chartOpts(title, subtitle)...)
-	var x []string
+// settings are the run's settings, as the page lists them.
+func settings(rep *Report) [][2]string {
+	target := rep.Target
+	if rep.LocalFleet {
+		target = "a local fleet (Postgres with fsync on, Redis, 2 replicas, nginx) at " + rep.Target
+	}
+	s := [][2]string{
+		{"started", rep.StartedAt},
+		{"commit", cmp(rep.Commit, "unknown")},
+		{"target", target},
+	}
+	if rep.Products > 1 {
+		s = append(s, [2]string{"products", fmt.Sprintf("%d (%s-1 … %s-%d), %d in stock each; buyers pick one by Zipf s=%g", rep.Products, rep.Product, rep.Product, rep.Products, rep.Stock, rep.Zipf)})
+	} else {
+		s = append(s, [2]string{"product", fmt.Sprintf("%s, %d in stock", rep.Product, rep.Stock)})
+	}
+	s = append(s,
+		[2]string{"buyers", fmt.Sprintf("%d per row, 1 unit each, %d at a time", rep.Buyers, rep.Concurrency)},
+		[2]string{"runs", fmt.Sprint(rep.Runs)},
+		[2]string{"work delay", rep.WorkDelay},
+	)
+	if rep.LockTTL != "" {
+		s = append(s, [2]string{"lock TTL", rep.LockTTL})
+	}
+	var scenarios []string
+	if rep.Mix {
+		scenarios = append(scenarios, "mix (every safe strategy sells one product at once)")
+	}
+	if rep.RestockDuring {
+		scenarios = append(scenarios, "restocked during each run")
+	}
+	if rep.SwitchEvery > 0 {
+		scenarios = append(scenarios, fmt.Sprintf("switch (the default switched every %d answers)", rep.SwitchEvery))
+	}
+	if len(scenarios) > 0 {
+		s = append(s, [2]string{"scenarios", strings.Join(scenarios, "; ")})
+	}
+	return s
+}
+
+func cmp(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+// palette and dashes tell up to 16 rows apart by colour and by dash
+// pattern both, so that two lines stay apart where colours are hard to
+// tell apart (and in black and white).
+var (
+	palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+		"#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7969c", "#6b6ecf", "#bd9e39"}
+	dashes = []any{"solid", []int{8, 4}, []int{2, 3}, []int{12, 3, 3, 3}}
+)
+
+// lineStyle is row i's colour and dash.
+func lineStyle(i int) map[string]any {
+	return map[string]any{"color": palette[i%len(palette)], "type": dashes[(i+i/len(palette))%len(dashes)], "width": 2}
+}
+
+// base is what every chart's option shares: the tooltip, and a legend
+// under the plot that wraps onto as many lines as it needs.
+func base(trigger string) map[string]any {
+	return map[string]any{
+		"animation": false,
+		"tooltip":   map[string]any{"trigger": trigger},
+		"legend":    map[string]any{"bottom": 0, "left": "center", "type": "plain"},
+		"grid":      map[string]any{"left": 8, "right": 32, "top": 32, "bottom": 72, "containLabel": true},
+	}
+}
+
+func salesOverTime(rep *Report) chart {
+	perSecond := float64(time.Second / load.Tick)
+	var series []map[string]any
+	for i, r := range rep.Results {
+		data := make([][2]float64, len(r.Timeline))
+		for j, n := range r.Timeline {
+			data[j] = [2]float64{(time.Duration(j) * load.Tick).Seconds(), float64(n) * perSecond}
+		}
+		series = append(series, map[string]any{"name": rowLabel(rep, r), "type": "line", "data": data, "showSymbol": false,
+			"lineStyle": lineStyle(i), "itemStyle": map[string]any{"color": palette[i%len(palette)]},
+			"emphasis": map[string]any{"focus": "series"}})
+	}
+	o := base("axis")
+	o["grid"].(map[string]any)["bottom"] = 24 + 24*((len(rep.Results)+5)/6)
+	o["xAxis"] = map[string]any{"type": "value", "name": "s", "min": 0}
+	o["yAxis"] = map[string]any{"type": "value", "name": "sales/s"}
+	o["series"] = series
+	return chart{Title: "Sales per second over time", Subtitle: "2xx answers per 100 ms of each row's run, as a rate; every row has a colour and a dash of its own (hover a line or its name to pick it out)",
+		Height: 380 + 24*((len(rep.Results)+5)/6), Option: o}
+}
+
+// barsOf is a horizontal bar chart with one category per row of the
+// table, every row's name shown, the first on top.
+func barsOf(rep *Report, title, subtitle string, series ...map[string]any) chart {
+	var names []string
 	for _, r := range rep.Results {
-		x = append(x, rowLabel(rep, r))
+		names = append(names, rowLabel(rep, r))
 	}
-	bar.SetXAxis(x)
-	return bar
+	o := base("axis")
+	o["tooltip"].(map[string]any)["axisPointer"] = map[string]any{"type": "shadow"}
+	o["xAxis"] = map[string]any{"type": "value"}
+	o["yAxis"] = map[string]any{"type": "category", "data": names, "inverse": true, "axisLabel": map[string]any{"interval": 0}}
+	o["series"] = series
+	perRow := 14 + 8*len(series)
+	if series[0]["stack"] != nil {
+		perRow = 24
+	}
+	return chart{Title: title, Subtitle: subtitle, Height: 110 + perRow*len(names), Option: o}
 }
 
-func values(rep *Report, f func(load.Result) any) []opts.BarData {
-	var out []opts.BarData
+// bars is a bar series named name of f's figure of every row.
+func bars(rep *Report, name, colour string, f func(load.Result) any) map[string]any {
+	var data []any
 	for _, r := range rep.Results {
-		out = append(out, opts.BarData{Value: f(r)})
+		data = append(data, f(r))
 	}
-	return out
+	return map[string]any{"name": name, "type": "bar", "data": data, "itemStyle": map[string]any{"color": colour}}
 }
 
-func latencies(rep *Report) *charts.Bar {
-	bar := barOf(rep, "Latency seen by the buyers (ms)", "p50, p95 and p99 through nginx")
-	bar.AddSeries("p50", values(rep, func(r load.Result) any { return r.LatencyMs.P50 })).
-		AddSeries("p95", values(rep, func(r load.Result) any { return r.LatencyMs.P95 })).
-		AddSeries("p99", values(rep, func(r load.Result) any { return r.LatencyMs.P99 }))
-	return bar
+func latencies(rep *Report) chart {
+	return barsOf(rep, "Latency seen by the buyers (ms)", "p50, p95 and p99 through nginx",
+		bars(rep, "p50", "#9ecae1", func(r load.Result) any { return r.LatencyMs.P50 }),
+		bars(rep, "p95", "#4292c6", func(r load.Result) any { return r.LatencyMs.P95 }),
+		bars(rep, "p99", "#08519c", func(r load.Result) any { return r.LatencyMs.P99 }))
 }
 
-func finalStock(rep *Report) *charts.Bar {
-	bar := barOf(rep, "Final stock and oversold units", "below zero: sold what was not there")
-	bar.AddSeries("final stock", values(rep, func(r load.Result) any { return r.FinalStock })).
-		AddSeries("oversold", values(rep, func(r load.Result) any { return r.Oversold }))
-	return bar
+func finalStock(rep *Report) chart {
+	return barsOf(rep, "Final stock and oversold units", "below zero: sold what was not there",
+		bars(rep, "final stock", "#6e7781", func(r load.Result) any { return r.FinalStock }),
+		bars(rep, "oversold", "#cf222e", func(r load.Result) any { return r.Oversold }))
 }
 
-func perReplicaSplit(rep *Report) *charts.Bar {
-	bar := barOf(rep, "Answers per replica", "which replica answered each buyer (X-Instance)")
+func perReplicaSplit(rep *Report) chart {
 	replicas := map[string]bool{}
 	for _, r := range rep.Results {
 		for name := range r.PerReplica {
 			replicas[name] = true
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(replicas)) {
-		bar.AddSeries(name, values(rep, func(r load.Result) any { return r.PerReplica[name] }))
+	var series []map[string]any
+	for i, name := range slices.Sorted(maps.Keys(replicas)) {
+		s := bars(rep, name, palette[i%len(palette)], func(r load.Result) any { return r.PerReplica[name] })
+		s["stack"] = "replicas"
+		series = append(series, s)
 	}
-	bar.SetSeriesOptions(charts.WithBarChartOpts(opts.BarChart{Stack: "replicas"}))
-	return bar
+	if len(series) == 0 {
+		series = append(series, bars(rep, "answers", palette[0], func(r load.Result) any { return r.OK + r.SoldOut + r.Unavailable + r.Errors }))
+	}
+	return barsOf(rep, "Answers per replica", "which replica answered each buyer (X-Instance)", series...)
 }
 
-func breaches(rep *Report) *charts.Bar {
-	bar := barOf(rep, "Lock breaches caught by the database", "answers flagged lock_breach: the lock broke, the guarded, fenced write was refused")
-	bar.AddSeries("breaches", values(rep, func(r load.Result) any { return r.Breaches }))
-	return bar
+func breaches(rep *Report) chart {
+	return barsOf(rep, "Lock breaches caught by the database", "answers flagged lock_breach: the lock broke, the guarded, fenced write was refused",
+		bars(rep, "breaches", "#bf8700", func(r load.Result) any { return r.Breaches }))
 }
 
 // hottestShown is how many products the per-product chart shows.
@@ -158,86 +313,105 @@ const hottestShown = 10
 // hottestProducts is the spread of a many-product run (--products): the
 // 2xx of each row on the hottest products, and how many buyers picked
 // each (the same demand for every row of a run).
-func hottestProducts(rep *Report) *charts.Bar {
-	bar := charts.NewBar()
-	bar.SetGlobalOptions(chartOpts("Sales on the hottest products", fmt.Sprintf("2xx per product, the first %d of the Zipf choice (product 1 the hottest); buyers: how many picked it", hottestShown))...)
+func hottestProducts(rep *Report) chart {
 	var ids []string
-	var buyers []opts.BarData
-	for _, r := range rep.Results {
+	var series []map[string]any
+	for i, r := range rep.Results {
 		if len(r.Products) == 0 {
 			continue
 		}
 		if ids == nil {
+			var buyers []int64
 			for _, p := range r.Products[:min(hottestShown, len(r.Products))] {
 				ids = append(ids, p.Product)
-				buyers = append(buyers, opts.BarData{Value: p.Buyers})
+				buyers = append(buyers, p.Buyers)
 			}
-			bar.SetXAxis(ids)
 			label := "buyers"
 			if rep.Runs > 1 {
 				label = fmt.Sprintf("buyers (run %d)", r.Run)
 			}
-			bar.AddSeries(label, buyers)
+			series = append(series, map[string]any{"name": label, "type": "bar", "data": buyers, "itemStyle": map[string]any{"color": "#d0d7de"}})
 		}
-		var data []opts.BarData
+		var data []int64
 		for _, p := range r.Products[:min(len(ids), len(r.Products))] {
-			data = append(data, opts.BarData{Value: p.OK})
+			data = append(data, p.OK)
 		}
-		bar.AddSeries(rowLabel(rep, r), data)
+		series = append(series, map[string]any{"name": rowLabel(rep, r), "type": "bar", "data": data, "itemStyle": map[string]any{"color": palette[i%len(palette)]}})
 	}
-	return bar
+	o := base("axis")
+	o["xAxis"] = map[string]any{"type": "category", "data": ids, "axisLabel": map[string]any{"interval": 0, "rotate": 30}}
+	o["yAxis"] = map[string]any{"type": "value"}
+	o["series"] = series
+	return chart{Title: "Sales on the hottest products",
+		Subtitle: fmt.Sprintf("2xx per product, the first %d of the Zipf choice (product 1 the hottest); buyers: how many picked it", hottestShown),
+		Height:   440, Option: o}
 }
 
-// faultHeatMap is the fault matrix: one cell per strategy × fault, coloured
-// by the share of faulted runs that kept every invariant.
-func faultHeatMap(m *Matrix) *charts.HeatMap {
-	hm := charts.NewHeatMap()
-	hm.SetGlobalOptions(
-		charts.WithInitializationOpts(opts.Initialization{Width: "1000px", Height: fmt.Sprintf("%dpx", 120+40*len(m.Strategies))}),
-		charts.WithTitleOpts(opts.Title{Title: "What survives what", Subtitle: fmt.Sprintf("share of faulted runs (N=%d) that kept every invariant; grey: the fault does not apply", m.Runs)}),
-		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true)}),
-		charts.WithVisualMapOpts(opts.VisualMap{Calculable: opts.Bool(true), Min: 0, Max: 1,
-			InRange: &opts.VisualMapInRange{Color: []string{"#cf222e", "#bf8700", "#1a7f37"}}}),
-		charts.WithXAxisOpts(opts.XAxis{Type: "category", Data: m.Faults}),
-	)
-	var rows []string
-	for _, s := range m.Strategies {
-		label := s.Name
-		if !s.Safe {
-			label += " (unsafe)"
-		}
-		rows = append(rows, label)
-	}
-	hm.SetXAxis(m.Faults)
-	hm.SetGlobalOptions(charts.WithYAxisOpts(opts.YAxis{Type: "category", Data: rows}))
-	var data []opts.HeatMapData
+// matrixTable is the fault matrix as the page shows it: a row per
+// strategy, a column per fault, each cell labelled and coloured by what
+// happened.
+type matrixTable struct {
+	Runs   int
+	Faults []string
+	Rows   []matrixRow
+	Notes  []string
+}
+
+type matrixRow struct {
+	Name  string
+	Safe  bool
+	Cells []matrixCell
+}
+
+type matrixCell struct {
+	Text, Class, Title string
+}
+
+func newMatrixTable(m *Matrix) *matrixTable {
+	cells := map[[2]string]Cell{}
 	for _, c := range m.Cells {
-		x, y := indexOf(m.Faults, c.Fault), indexOf(names(m.Strategies), c.Strategy)
-		if c.NotApplicable != "" || c.Runs == 0 {
-			data = append(data, opts.HeatMapData{Name: "n/a", Value: [3]any{x, y, "-"}})
-			continue
+		cells[[2]string{c.Strategy, c.Fault}] = c
+	}
+	t := &matrixTable{Runs: m.Runs, Faults: m.Faults}
+	for _, s := range m.Strategies {
+		row := matrixRow{Name: s.Name, Safe: s.Safe}
+		for _, f := range m.Faults {
+			c, ok := cells[[2]string{s.Name, f}]
+			mc := matrixCell{Text: c.Short(), Title: c.Summary()}
+			switch {
+			case !ok:
+				mc = matrixCell{Text: "-", Class: "na", Title: "not run"}
+			case c.NotApplicable != "":
+				mc.Class = "na"
+			case c.NotStruck != "":
+				mc.Class, mc.Title = "notstruck", c.NotStruck
+			case c.SafeBroke:
+				mc.Class, mc.Text = "failed", mc.Text+" BROKE"
+			case c.Kept < c.Runs:
+				mc.Class = "expected"
+			default:
+				mc.Class = "safe"
+			}
+			row.Cells = append(row.Cells, mc)
 		}
-		data = append(data, opts.HeatMapData{Name: c.Short(), Value: [3]any{x, y, float64(c.Kept) / float64(c.Runs)}})
+		t.Rows = append(t.Rows, row)
 	}
-	hm.AddSeries("kept", data, charts.WithLabelOpts(opts.Label{Show: opts.Bool(true), Formatter: "{b}"}))
-	return hm
-}
-
-func names(ss []StrategyInfo) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = s.Name
-	}
-	return out
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
+	for _, c := range m.Cells {
+		for _, r := range c.Results {
+			if kept(r.Result) {
+				continue
+			}
+			kind := "expected, unsafe"
+			switch {
+			case r.Verdict == NotStruck:
+				kind = "the fault did not strike: the cell proved nothing"
+			case c.Safe:
+				kind = "SAFE STRATEGY BROKE"
+			}
+			t.Notes = append(t.Notes, fmt.Sprintf("%s × %s run %d (%s): %s", c.Strategy, c.Fault, r.Run, kind, strings.Join(r.Reasons, "; ")))
 		}
 	}
-	return -1
+	return t
 }
 
 // AbsPath is path made absolute for the "report:" line, or path itself.

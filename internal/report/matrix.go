@@ -53,12 +53,18 @@ type Cell struct {
 	Missed int `json:"missed,omitempty"`
 	// NotApplicable says why the fault has nothing to act on with this strategy.
 	NotApplicable string `json:"not_applicable,omitempty"`
-	Oversold      int64  `json:"oversold"`       // units, summed over runs
-	Breaches      int64  `json:"breaches"`       // answers flagged lock_breach
-	BreachMetric  int64  `json:"breach_metric"`  // rise of inventory_lock_breaches_total (at least: a killed replica's count is lost)
-	Definite      int64  `json:"definite"`       // buyers whose last answer was 2xx or 409
-	Indefinite    int64  `json:"indefinite_5xx"` // buyers whose last answer was 503, another 5xx or none
-	Retries       int64  `json:"retries"`        // requests re-sent with the same Idempotency-Key
+	// NotStruck says why the cell proved nothing: the fault applies, but
+	// one of its runs missed every try (see Missed), so the cell has fewer
+	// runs than asked for and fails the matrix whether the strategy is
+	// safe or not. Its label is NotStruck ("DID NOT STRIKE"), never a
+	// kept/runs fraction: it broke nothing.
+	NotStruck    string `json:"not_struck,omitempty"`
+	Oversold     int64  `json:"oversold"`       // units, summed over runs
+	Breaches     int64  `json:"breaches"`       // answers flagged lock_breach
+	BreachMetric int64  `json:"breach_metric"`  // rise of inventory_lock_breaches_total (at least: a killed replica's count is lost)
+	Definite     int64  `json:"definite"`       // buyers whose last answer was 2xx or 409
+	Indefinite   int64  `json:"indefinite_5xx"` // buyers whose last answer was 503, another 5xx or none
+	Retries      int64  `json:"retries"`        // requests re-sent with the same Idempotency-Key
 	// Overlaps is pairs of lock holds of the run's product held at the
 	// same time (two holders each believing the lock theirs), summed over
 	// runs, from the replicas' GET /products/{id}/holds.
@@ -70,7 +76,8 @@ type Cell struct {
 	// P50 and P99 are the worst run's buyer latency percentiles, retries included.
 	P50 float64 `json:"p50_ms"`
 	P99 float64 `json:"p99_ms"`
-	// SafeBroke is true when the strategy is safe and a run broke an invariant.
+	// SafeBroke is true when the strategy is safe and a judged run broke
+	// an invariant (a run the fault did not strike is not one).
 	SafeBroke bool       `json:"safe_broke"`
 	Results   []FaultRun `json:"results"`
 }
@@ -112,10 +119,31 @@ func (c *Cell) Add(r FaultRun) {
 // Finish marks the cell SafeBroke once its runs are in.
 func (c *Cell) Finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
 
-// Short is the cell as the matrix shows it: "3/3", "n/a", with "*" when runs were missed.
+// NotStruck is the label of a cell whose fault, applicable to the
+// strategy, did not strike one of its runs in any try: a cell that proved
+// nothing, and fails.
+const NotStruck = "DID NOT STRIKE"
+
+// MarkNotStruck fails the cell as NotStruck, why saying what was tried.
+// The run it could not judge is kept in Results with the verdict
+// NotStruck, and counted neither in Runs nor in Kept.
+func (c *Cell) MarkNotStruck(r FaultRun, why string) {
+	r.Verdict, r.Reasons = NotStruck, []string{why}
+	c.NotStruck = why
+	c.Results = append(c.Results, r)
+}
+
+// Short is the cell as the matrix shows it: "3/3" (kept / judged runs),
+// with "*" when some tries missed and were run again; "n/a"; or "DID NOT
+// STRIKE", with the runs that did strike, e.g. "DID NOT STRIKE (1/1)".
 func (c Cell) Short() string {
-	if c.NotApplicable != "" {
+	switch {
+	case c.NotApplicable != "":
 		return "n/a"
+	case c.NotStruck != "" && c.Runs == 0:
+		return NotStruck
+	case c.NotStruck != "":
+		return fmt.Sprintf("%s (%d/%d)", NotStruck, c.Kept, c.Runs)
 	}
 	s := fmt.Sprintf("%d/%d", c.Kept, c.Runs)
 	if c.Missed > 0 {
@@ -128,6 +156,9 @@ func (c Cell) Short() string {
 func (c Cell) Summary() string {
 	if c.NotApplicable != "" {
 		return "n/a: " + c.NotApplicable
+	}
+	if c.NotStruck != "" && c.Runs == 0 {
+		return c.NotStruck
 	}
 	return fmt.Sprintf("%s kept the invariants, oversold %d, breaches %d, overlapping holders %d, definite %d, 5xx %d, p99 %.0f ms",
 		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Overlaps, c.Definite, c.Indefinite, c.P99)
@@ -159,18 +190,22 @@ func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 		for _, f := range m.Faults {
 			c := cell[[2]string{s.Name, f}]
 			v := c.Short()
-			if c.SafeBroke {
+			switch {
+			case c.SafeBroke:
 				v += " BROKE"
 				if colour {
 					v = text.FgRed.Sprint(v)
 				}
+			case c.NotStruck != "" && colour:
+				v = text.FgYellow.Sprint(v)
 			}
 			row = append(row, v)
 		}
 		t.AppendRow(row)
 	}
 	t.Render()
-	fmt.Fprintf(w, "cells: runs that kept every invariant / faulted runs (N=%d asked; * = some runs' buyers finished before the fault struck, not counted).\n", m.Runs)
+	fmt.Fprintf(w, "cells: runs that kept every invariant / faulted runs (N=%d asked; * = some tries missed the fault, were not counted and were run again).\n", m.Runs)
+	fmt.Fprintf(w, "%s: the fault applies, but a run missed it in every try; the cell proved nothing, and fails the matrix, safe strategy or not.\n", NotStruck)
 	fmt.Fprintln(w, "Unsafe strategies (safe? no) are expected to break; only a safe strategy's broken run fails the matrix.")
 
 	d := table.NewWriter()
@@ -195,10 +230,29 @@ func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 				continue
 			}
 			kind := "expected, unsafe"
-			if c.Safe {
+			switch {
+			case r.Verdict == NotStruck:
+				kind = "the fault did not strike: the cell proved nothing"
+			case c.Safe:
 				kind = "SAFE STRATEGY BROKE"
 			}
 			fmt.Fprintf(w, "  %s × %s run %d (%s): %s\n", c.Strategy, c.Fault, r.Run, kind, strings.Join(r.Reasons, "; "))
 		}
 	}
+}
+
+// Failures names the cells that fail the matrix, as "strategy × fault":
+// those where a safe strategy broke an invariant, and those the fault did
+// not strike (safe strategy or not).
+func (m Matrix) Failures() (safeBroke, notStruck []string) {
+	for _, c := range m.Cells {
+		name := c.Strategy + " × " + c.Fault
+		if c.SafeBroke {
+			safeBroke = append(safeBroke, name)
+		}
+		if c.NotStruck != "" {
+			notStruck = append(notStruck, name)
+		}
+	}
+	return safeBroke, notStruck
 }

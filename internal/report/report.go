@@ -38,6 +38,9 @@ type Report struct {
 	Products  int     `json:"products,omitempty"`
 	Zipf      float64 `json:"zipf,omitempty"`
 	StartedAt string  `json:"started_at"`
+	// Commit is the load tester's source revision (its build's, else the
+	// working tree's), "-dirty" when it had changes; empty when unknown.
+	Commit string `json:"commit,omitempty"`
 	// Ceilings are the comparison figures measured in this run (--ceilings).
 	Ceilings *load.Ceilings `json:"ceilings,omitempty"`
 	Results  []load.Result  `json:"results"`
@@ -46,8 +49,73 @@ type Report struct {
 	Failed bool `json:"failed"`
 }
 
-// PrintTable writes the verdict table, then one line per non-SAFE reason.
-func PrintTable(w io.Writer, r Report) {
+// PrintTable writes the verdict table, then one line per non-SAFE reason
+// and per figure worth a note. The table fits 100 columns (strategy,
+// verdict, sold of initial, 2xx, 409, 503, final stock, oversold, req/s,
+// p99); wide adds every other figure (errors, breaches, ledger, lost and
+// undersold units, rounds, p50 to max, the answers per replica, the
+// history check), about 200 columns.
+func PrintTable(w io.Writer, r Report, wide bool) {
+	if wide {
+		wideTable(w, r)
+	} else {
+		compactTable(w, r)
+	}
+	printNotes(w, r, !wide)
+}
+
+// compactTable is the table of at most 100 columns: no borders, two
+// spaces between columns.
+func compactTable(w io.Writer, r Report) {
+	t := table.NewWriter()
+	style := table.StyleLight
+	style.Format.Header = text.FormatDefault
+	style.Options = table.Options{SeparateHeader: true}
+	style.Box.PaddingLeft, style.Box.PaddingRight = "", "  "
+	t.SetStyle(style)
+	multiRun := r.Runs > 1
+	header := table.Row{}
+	if multiRun {
+		header = append(header, "run")
+	}
+	header = append(header, "strategy", "verdict", "sold", "2xx", "409", "503", "final", "oversold", "req/s", "p99 ms")
+	t.AppendHeader(header)
+	for _, res := range r.Results {
+		row := table.Row{}
+		if multiRun {
+			row = append(row, res.Run)
+		}
+		row = append(row, res.Strategy, res.Verdict, fmt.Sprintf("%d/%d", res.LedgerUnits, res.Initial), res.OK, res.SoldOut, res.Unavailable,
+			res.FinalStock, res.Oversold, fmt.Sprintf("%.0f", res.Throughput), fmt.Sprintf("%.1f", res.LatencyMs.P99))
+		t.AppendRow(row)
+	}
+	var cols []table.ColumnConfig
+	for i, h := range header { // the figures right-aligned, their headers too
+		if h != "strategy" && h != "verdict" {
+			cols = append(cols, table.ColumnConfig{Number: i + 1, Align: text.AlignRight, AlignHeader: text.AlignRight})
+		}
+	}
+	t.SetColumnConfigs(cols)
+	// The last column's right padding would end every line in spaces, and
+	// the header's rule two columns past the table.
+	lines := strings.Split(t.Render(), "\n")
+	width := 0
+	for i, line := range lines {
+		lines[i] = strings.TrimRight(line, " ")
+		if strings.Trim(lines[i], "─") != "" {
+			width = max(width, text.StringWidthWithoutEscSequences(lines[i]))
+		}
+	}
+	for _, line := range lines {
+		if strings.Trim(line, "─") == "" {
+			line = strings.Repeat("─", width)
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// wideTable is every figure of every row, in a bordered table.
+func wideTable(w io.Writer, r Report) {
 	t := table.NewWriter()
 	t.SetOutputMirror(w)
 	t.SetStyle(table.StyleLight)
@@ -93,6 +161,13 @@ func PrintTable(w io.Writer, r Report) {
 		t.AppendRow(row)
 	}
 	t.Render()
+}
+
+// printNotes writes, under the table, each row's reasons and the figures
+// worth a line of their own; rounds too when the table has no column for
+// them.
+func printNotes(w io.Writer, r Report, rounds bool) {
+	multiRun := r.Runs > 1
 	for _, res := range r.Results {
 		prefix := res.Strategy
 		if multiRun {
@@ -108,6 +183,11 @@ func PrintTable(w io.Writer, r Report) {
 		if res.Unknown > 0 {
 			fmt.Fprintf(w, "  %s: %d answer%s outcome-unknown (503): reconciled as 2xx ≤ ledger rows ≤ 2xx + unknown\n",
 				prefix, res.Unknown, plural(int(res.Unknown), "", "s"))
+		}
+		if rounds {
+			if line := roundsLine(res); line != "" {
+				fmt.Fprintf(w, "  %s: %s\n", prefix, line)
+			}
 		}
 		if line := spread(res); line != "" {
 			fmt.Fprintf(w, "  %s: %s\n", prefix, line)
@@ -161,6 +241,18 @@ func summary(results []load.Result) []string {
 		lines = append(lines, fmt.Sprintf("%s: %s", s, strings.Join(parts, ", ")))
 	}
 	return lines
+}
+
+// roundsLine is the rounds a row sold in, when more than one, e.g.
+// "rounds 7 8 (broken: 7)" or "rounds: 1–2 per product".
+func roundsLine(res load.Result) string {
+	switch {
+	case slices.ContainsFunc(res.Products, func(p load.ProductResult) bool { return len(p.Rounds) > 1 }):
+		return "rounds: " + productRounds(res.Products)
+	case len(res.Rounds) > 1:
+		return "rounds " + rounds(res.Rounds)
+	}
+	return ""
 }
 
 // rounds lists a run's rounds, marking those that broke an invariant, e.g. "7 8 (broken: 7)".
@@ -306,6 +398,9 @@ func PrintCeilings(w io.Writer, r Report) {
 	if c.Redis > 0 {
 		fmt.Fprintf(w, "Redis %.0f round trips/s · ", c.Redis)
 	}
+	if c.ManyRows > 0 {
+		fmt.Fprintf(w, "many rows %.0f one-sale transactions/s (%d products drawn uniformly, %d clients, straight to Postgres) · ", c.ManyRows, c.ManyRowsProducts, c.ManyRowsClients)
+	}
 	fmt.Fprintf(w, "GET /healthz %.0f/s through the target; and just before each run, the hot row again and the strategy's serial ceiling\n", c.Healthz)
 	header := fmt.Sprintf("%-10s %4s %9s %9s %10s %9s %9s %14s %12s\n", "strategy", "run", "sales/s", "hot row/s", "× hot row", "serial/s", "% serial", "sold-out 409/s", "% of healthz")
 	fmt.Fprint(w, header)
@@ -322,6 +417,7 @@ func PrintCeilings(w io.Writer, r Report) {
 		}
 		byStrategy[res.Strategy] = append(byStrategy[res.Strategy], f)
 	}
+	printManyRows(w, r)
 	if len(r.Results) == len(order) {
 		return // one run each: nothing to take a median of
 	}

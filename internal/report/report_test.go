@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jedib0t/go-pretty/v6/text"
 )
 
 func TestReportShowsEveryFigure(t *testing.T) {
@@ -26,7 +28,7 @@ func TestReportShowsEveryFigure(t *testing.T) {
 		{Run: 1, Strategy: load.RowSwitch, Safe: true, Verdict: verdict.Safe, PerStrategy: map[string]int64{"atomic": 800, "redis": 700}, Switches: 29},
 	}}
 	var buf bytes.Buffer
-	PrintTable(&buf, rep)
+	PrintTable(&buf, rep, true)
 	out := buf.String()
 	for _, want := range []string{
 		"strategy", "2xx", "409", "503", "errors", "breaches", "final", "ledger", "oversold", "lost", "undersold", "rounds", "req/s", "p99 ms", "max ms", "per replica", "verdict",
@@ -83,7 +85,7 @@ func TestReportShowsTheProductSpread(t *testing.T) {
 			}},
 	}}
 	var buf bytes.Buffer
-	PrintTable(&buf, rep)
+	PrintTable(&buf, rep, true)
 	out := buf.String()
 	for _, want := range []string{
 		"none: 3 products, 2 sold out; hottest p-1: 50% of the buyers, 38% of the 2xx (15 of 40); oversold on 1: p-1 +5",
@@ -169,7 +171,7 @@ func TestTableShowsTheHistory(t *testing.T) {
 				{Product: "sku-1", Verdict: "INCONCLUSIVE", Ops: 2001, Seconds: 30}}}},
 	}}
 	var buf bytes.Buffer
-	PrintTable(&buf, rep)
+	PrintTable(&buf, rep, true)
 	out := buf.String()
 	for _, want := range []string{
 		"history", "LIN 0.00s", "NOT LIN 1.2s", "INCONCL 30s", "NOT LINEARIZABLE",
@@ -181,5 +183,64 @@ func TestTableShowsTheHistory(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("PrintTable output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// sixteen are the strategies' names (internal/stock's), for tables as
+// wide as a full run makes them.
+var sixteen = []string{"none", "local", "setnx", "redis", "reentrant", "fair", "redlock", "etcd", "zookeeper", "pglock",
+	"optimistic", "lua", "atomic", "forupdate", "batch", "handoff"}
+
+// TestTableFits100Columns: the default table of 16 strategies, the mix and
+// switch rows, two runs each, with the longest verdict and large figures,
+// has no line wider than 100 columns; --wide keeps every column.
+func TestTableFits100Columns(t *testing.T) {
+	verdicts := []string{verdict.NotLinearizable, verdict.LostUpdates, verdict.NoOversell, verdict.Undersold, verdict.Oversold, verdict.Broken, verdict.Safe}
+	rep := Report{Runs: 2}
+	for run := 1; run <= 2; run++ {
+		for i, name := range append(slices.Clone(sixteen), load.RowMix, load.RowSwitch) {
+			rep.Results = append(rep.Results, load.Result{Run: run, Strategy: name, Verdict: verdicts[i%len(verdicts)],
+				Initial: 20000, Buyers: 150000, OK: 10500, SoldOut: 139000, Unavailable: 500, FinalStock: -500, LedgerUnits: 10500, Oversold: 500,
+				Rounds:     []verdict.RoundResult{{Round: 1, Initial: 10000}, {Round: 2, Initial: 10000}},
+				Throughput: 12345.6, LatencyMs: load.Latency{P50: 12.5, P95: 999.9, P99: 12345.6, Max: 23456.7},
+				PerReplica: map[string]int64{"inventory-1": 75000, "inventory-2": 75000}})
+		}
+	}
+	var buf bytes.Buffer
+	PrintTable(&buf, rep, false)
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	table := lines[:2+len(rep.Results)] // the header, its rule and a line per row
+	for i, line := range table {
+		if n := text.StringWidthWithoutEscSequences(line); n > 100 {
+			t.Errorf("PrintTable line %d is %d columns wide, want at most 100:\n%s", i+1, n, line)
+		}
+	}
+	for _, want := range []string{"run", "strategy", "verdict", "sold", "2xx", "409", "503", "final", "oversold", "req/s", "p99 ms"} {
+		if !strings.Contains(table[0], want) {
+			t.Errorf("the table's header %q lacks %q", table[0], want)
+		}
+	}
+	for _, want := range []string{"optimistic", verdict.NotLinearizable, "10500/20000", "139000", "-500", "12346", "12345.6", "none (run 1): rounds 1 2"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, buf.String())
+		}
+	}
+	if strings.Contains(buf.String(), "│") {
+		t.Errorf("the default table has column rules; want columns two spaces apart:\n%s", buf.String())
+	}
+
+	buf.Reset()
+	PrintTable(&buf, rep, true)
+	header := strings.SplitN(buf.String(), "\n", 3)[1]
+	var cols []string
+	for _, c := range strings.Split(header, "│") {
+		if c = strings.TrimSpace(c); c != "" {
+			cols = append(cols, c)
+		}
+	}
+	want := []string{"run", "strategy", "safe?", "2xx", "409", "503", "errors", "breaches", "final", "ledger", "oversold", "lost", "undersold",
+		"rounds", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per replica", "history", "verdict"}
+	if !slices.Equal(cols, want) {
+		t.Errorf("PrintTable(wide) columns = %q, want %q", cols, want)
 	}
 }

@@ -27,7 +27,7 @@ func (s *Store) Products(ctx context.Context, limit int) ([]Product, error) {
 
 // maxSalesSince bounds what one SalesSince counts: the newest sales only,
 // however old the cursor (a ledger is never pruned).
-const maxSalesSince = 100_000
+const maxSalesSince = 10_000
 
 // SalesSince counts, by strategy, the ledger rows after sale id after (by
 // the ledger's primary key, so it reads only the new rows), at most the

@@ -113,8 +113,11 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 		       coalesce(l.units, 0), coalesce(l.n, 0)
 		FROM stock s
 		LEFT JOIN LATERAL (
+			-- product_id = $1, not = s.product_id: planned for this
+			-- product, the sum is an index range scan of its round even on
+			-- a ledger another product dominates.
 			SELECT sum(quantity) AS units, count(*) AS n
-			FROM sales WHERE product_id = s.product_id AND round = s.round
+			FROM sales WHERE product_id = $1 AND round = s.round
 		) l ON true
 		WHERE s.product_id = $1`, id).
 		Scan(&p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version, &p.Sold, &p.Sales)

