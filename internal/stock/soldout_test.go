@@ -296,7 +296,11 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 	}
 
 	// b's subscription is cut: go-redis resubscribes, and b forgets its marks
-	// because it may have missed announcements meanwhile.
+	// because it may have missed announcements meanwhile. a's sell-out of
+	// round 2 must reach b first: heard after the resubscription, it would
+	// mark b again, truly (a cluster client's first SPUBLISH, which asks
+	// the cluster for its command table, was late for that 1 run in 15).
+	waitFor(t, "a's sell-out announcement of round 2 to mark b", 10*time.Second, func() bool { return b.marks.Marked(id) })
 	if _, err := b.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) || !b.marks.Marked(id) {
 		t.Fatalf("Sell(%s) on b = %v, marked %v; want ErrSoldOut and a mark", formatOrder(one), err, b.marks.Marked(id))
 	}
