@@ -263,6 +263,11 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 
 	const id = "sold-out-fast"
 	e.restock(t, id, 2)
+	// Heard during b's sale, the restock's announcement would keep the
+	// sale from marking (it may be from another round).
+	waitFor(t, "both replicas to hear of round 1", 10*time.Second, func() bool {
+		return heardRound(a.marks, id) == 1 && heardRound(b.marks, id) == 1
+	})
 	keyed := Order{ProductID: id, Quantity: 1, IdempotencyKey: "k-1"}
 	first, err := a.seller.Sell(ctx, keyed)
 	if err != nil {
@@ -412,4 +417,12 @@ func (e *env) killPubSub(ctx context.Context) error {
 	return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
 		return n.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
 	})
+}
+
+// heardRound is the newest round of product id whose restock m has heard
+// announced.
+func heardRound(m *SoldOut, id string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rounds[id]
 }
