@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	clientRate := fs.Int("limit-client-rate", 0, "nginx: requests per second one client address may send, 429 beyond (0: off)")
 	clientBurst := fs.Int("limit-client-burst", 100, "nginx: requests over -limit-client-rate let through at once")
 	productSales := fs.Int("limit-product-sales", 0, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
+	redisCluster := fs.Bool("redis-cluster", false, "run the Redis strategies and the sold-out announcements on a Redis Cluster (3 masters, a replica each: INVENTORY_REDIS_CLUSTER)")
 	postgresHA := fs.Bool("postgres-ha", false, "run Postgres as a primary and a synchronous standby under Patroni (DCS: the fleet's etcd); the replicas follow a failover by themselves")
 	postgresAsync := fs.Bool("postgres-async", false, "like --postgres-ha, the standby asynchronous: faster commits, and a failover loses the last ones acknowledged")
 	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
@@ -85,6 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Progress:      say,
 		PostgresHA:    *postgresHA,
 		PostgresAsync: *postgresAsync,
+		RedisCluster:  *redisCluster,
 	})
 	if err != nil {
 		if ctx.Err() != nil { // Ctrl-C while starting: what was started is stopped
@@ -108,6 +111,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "  redis    %s\n  logs     %s\nCtrl-C stops everything (the data goes with it; the logs stay).\n",
 		f.RedisURL, *logDir)
+	if f.RedisCluster != nil {
+		fmt.Fprintf(stdout, "  the Redis strategies use the Redis Cluster at %s\n", strings.Join(f.RedisCluster.Seeds(), ","))
+	}
 	<-ctx.Done()
 	say("stopping …")
 	if err := f.Stop(); err != nil {

@@ -32,6 +32,11 @@ type config struct {
 	// the database number and the password.
 	RedisSentinels []string `env:"INVENTORY_REDIS_SENTINELS" envSeparator:","`
 	RedisMaster    string   `env:"INVENTORY_REDIS_MASTER"`
+	// RedisCluster, when set, are seed nodes (host:port) of a Redis
+	// Cluster that the Redis strategies, the sold-out announcements and
+	// the readiness check use instead of one Redis; INVENTORY_REDIS_URL
+	// then gives only the user and password. redlock keeps its own servers.
+	RedisCluster []string `env:"INVENTORY_REDIS_CLUSTER" envSeparator:","`
 	// RedlockURLs are the redlock strategy's independent Redis servers,
 	// three or more; unset, the strategy is unavailable.
 	RedlockURLs []string      `env:"INVENTORY_REDLOCK_URLS" envSeparator:","`
@@ -113,6 +118,19 @@ func (c config) validate() error {
 	for _, s := range c.RedisSentinels {
 		if _, _, err := net.SplitHostPort(s); err != nil {
 			return bad("INVENTORY_REDIS_SENTINELS", "want comma-separated host:port, got %q", s)
+		}
+	}
+	if len(c.RedisCluster) > 0 {
+		if len(c.RedisSentinels) > 0 {
+			return bad("INVENTORY_REDIS_CLUSTER", "set it or INVENTORY_REDIS_SENTINELS, not both (a Redis Cluster fails over by itself)")
+		}
+		if opts, _ := redis.ParseURL(c.RedisURL); opts.DB != 0 {
+			return bad("INVENTORY_REDIS_CLUSTER", "a Redis Cluster has only database 0, but INVENTORY_REDIS_URL names database %d", opts.DB)
+		}
+	}
+	for _, s := range c.RedisCluster {
+		if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
+			return bad("INVENTORY_REDIS_CLUSTER", "want comma-separated host:port of seed nodes, got %q", s)
 		}
 	}
 	if n := len(c.RedlockURLs); n > 0 && n < 3 {
@@ -198,6 +216,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("redis_url", redactURL(c.RedisURL)),
 		slog.Any("redis_sentinels", c.RedisSentinels),
 		slog.String("redis_master", c.RedisMaster),
+		slog.Any("redis_cluster", c.RedisCluster),
 		slog.Any("redlock_urls", redactURLs(c.RedlockURLs)),
 		slog.String("strategy", c.Strategy),
 		slog.Bool("admin_enabled", c.AdminToken != ""),

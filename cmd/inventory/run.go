@@ -45,6 +45,9 @@ Configuration comes from INVENTORY_* environment variables; see README.md.
 // defaultPoolSize is the Postgres pool size unless the URL sets pool_max_conns.
 const defaultPoolSize = 16
 
+// clusterReload is how old a Redis Cluster client's slot map may grow.
+const clusterReload = time.Second
+
 // run is the whole program; main only reports its error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -230,7 +233,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		watching.Go(func() { wd.Run(watchCtx) })
 	}
 
+	var notes map[string]string
+	if len(cfg.RedisCluster) > 0 {
+		notes = map[string]string{stock.Redlock: redlockOnCluster}
+	}
 	handler, err := api.NewServer(api.Config{
+		Notes:   notes,
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
 		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits, Tracing: cfg.Tracing,
@@ -271,6 +279,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	return nil
 }
 
+// redlockOnCluster is added to redlock's description in GET /strategies
+// when Redis is a cluster.
+const redlockOnCluster = "INVENTORY_REDIS_CLUSTER does not change its servers: it locks on the independent servers of INVENTORY_REDLOCK_URLS, never on the cluster, because Redlock over the masters of one Redis Cluster is not Redlock (a key lives on one master, which the cluster fails over by itself)"
+
 // readTimeout is the statement_timeout of the reads anyone may make.
 const readTimeout = 2 * time.Second
 
@@ -303,7 +315,7 @@ func sidePool(ctx context.Context, pool *pgxpool.Pool, name string, conns int32,
 
 // connect opens the Postgres pool and the Redis client, waiting a while for
 // either to come up (containers and replicas often start together).
-func connect(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, *redis.Client, error) {
+func connect(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, redis.UniversalClient, error) {
 	pgCfg, err := pgxpool.ParseConfig(cfg.PostgresURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("INVENTORY_POSTGRES_URL: %w", err)
@@ -320,8 +332,9 @@ func connect(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, 
 		pool.Close()
 		return nil, nil, fmt.Errorf("INVENTORY_REDIS_URL: %w", err)
 	}
-	rdb := redis.NewClient(redisOpts)
-	if len(cfg.RedisSentinels) > 0 {
+	var rdb redis.UniversalClient
+	switch {
+	case len(cfg.RedisSentinels) > 0:
 		// The URL's database and password, the primary found through Sentinel.
 		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:    cfg.RedisMaster,
@@ -330,6 +343,20 @@ func connect(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, 
 			Username:      redisOpts.Username,
 			Password:      redisOpts.Password,
 		})
+	case len(cfg.RedisCluster) > 0:
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:    cfg.RedisCluster,
+			Username: redisOpts.Username,
+			Password: redisOpts.Password,
+			// go-redis reloads the slot map when a node answers MOVED, not
+			// when a master stops answering: with its 60 s default a
+			// replica would go on dialling a dead master for up to a
+			// minute after its replica took over. A reload is one CLUSTER
+			// SLOTS, made only while the client is in use.
+			ClusterStateReloadInterval: clusterReload,
+		})
+	default:
+		rdb = redis.NewClient(redisOpts)
 	}
 
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

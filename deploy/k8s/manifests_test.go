@@ -21,7 +21,7 @@ import (
 )
 
 // kustomizations are every kustomization here: each must render and pass.
-var kustomizations = []string{"base", "overlays/dev", "overlays/sentinel"}
+var kustomizations = []string{"base", "overlays/dev", "overlays/sentinel", "overlays/cluster"}
 
 // decoder decodes the API groups the manifests use, strictly: an unknown
 // or duplicated field, or a value of the wrong type, is an error.

@@ -406,7 +406,11 @@ type strategyInfo struct {
 func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
 	list := make([]strategyInfo, len(stock.Strategies))
 	for i, st := range stock.Strategies {
-		list[i] = strategyInfo{st.Name, st.Description, st.Safe, s.Sellers[st.Name] != nil, st.Needs}
+		desc := st.Description
+		if note := s.Notes[st.Name]; note != "" {
+			desc += ". " + note
+		}
+		list[i] = strategyInfo{st.Name, desc, st.Safe, s.Sellers[st.Name] != nil, st.Needs}
 	}
 	writeJSON(w, http.StatusOK, list)
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// a product whose circuit is open gets 503 circuit-open, and
 	// POST /products/{id}/circuit closes it. nil: no circuits.
 	Circuits *watchdog.Circuits
+	// Notes, by strategy name, are added to a strategy's description in
+	// GET /strategies: what this deployment changes about it (redlock's
+	// servers when Redis is a cluster, say). nil: none.
+	Notes map[string]string
 	// Tracing makes every request a server span (OpenTelemetry's global
 	// provider, W3C trace context read from the request) with a "sale"
 	// span under each sale; false: no tracing work at all.

@@ -1,7 +1,8 @@
 // Package faults injects the faults of the design's vocabulary (replica
 // paused or killed, Redis restarted empty or failed over by its Sentinel
-// to a replica that missed the latest writes, Postgres restarted or failed
-// over by Patroni to its synchronous standby, a replica's
+// to a replica that missed the latest writes, the master of a product's
+// slot in a Redis Cluster failed over the same way, Postgres restarted or
+// failed over by Patroni to its synchronous standby, a replica's
 // network to Postgres and Redis slowed or cut (through proxies), a COMMIT's
 // reply lost after Postgres committed, a lock key
 // removed under its holder, a restock or a strategy switch racing the
@@ -16,8 +17,9 @@
 // A fault that needs the fleet started a way of its own says so
 // (FleetNeeds): redis-failover needs the replicas to reach Redis through a
 // Sentinel, which the network faults' proxy links cannot stand between,
-// pg-failover Postgres under Patroni, and clock-jump Redis servers under
-// libfaketime, so whoever runs the
+// redis-cluster-failover the replicas on a Redis Cluster, pg-failover
+// Postgres under Patroni, and clock-jump Redis servers under libfaketime,
+// so whoever runs the
 // faults starts one fleet per set of needs.
 //
 // A fault that acts on some strategies only says which, before any run

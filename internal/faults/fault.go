@@ -148,7 +148,7 @@ var (
 // vocabulary.
 func All() []Fault {
 	return []Fault{
-		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &RedisFailover{}, &PGRestart{}, &PGFailover{},
+		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &RedisFailover{}, &RedisClusterFailover{}, &PGRestart{}, &PGFailover{},
 		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
 		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{}, &ClockJump{},
 	}

@@ -71,6 +71,12 @@ type Options struct {
 	// bypasses NetLinks, so Replica.RedisLink stays nil (their Postgres
 	// links are still made). Default false.
 	RedisSentinel bool
+	// RedisCluster starts a Redis Cluster (Fleet.RedisCluster: three
+	// masters with a replica each) that the replicas use for every Redis
+	// strategy and the sold-out announcements (INVENTORY_REDIS_CLUSTER);
+	// Fleet.Redis still runs, unused by them. Their cluster traffic
+	// bypasses NetLinks. Default false.
+	RedisCluster bool
 	// FakeClock starts the fleet's Redis and the first Redlock server under
 	// libfaketime (localstack.RedisOptions.FakeClock), so that their wall
 	// clocks can be moved while they run (Redis.SetClock: the clock-jump
@@ -132,6 +138,9 @@ type Fleet struct {
 	// Sentinel watches Redis as master SentinelMaster when
 	// Options.RedisSentinel is set; else nil.
 	Sentinel *localstack.Sentinel
+	// RedisCluster is the cluster the replicas use when
+	// Options.RedisCluster is set; else nil.
+	RedisCluster *localstack.RedisCluster
 	// RedlockServers are the redlock strategy's three independent Redis
 	// servers, Etcd and ZooKeeper the etcd and zookeeper strategies'
 	// servers; nil with Options.NoLockServices.
@@ -282,6 +291,12 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	if opts.RedisSentinel {
 		if err := f.startSentinel(ctx); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+	}
+	if opts.RedisCluster {
+		progress("starting a Redis Cluster (3 masters, a replica each)")
+		if f.RedisCluster, err = localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{}); err != nil {
 			return nil, fmt.Errorf("start fleet: %w", err)
 		}
 	}
@@ -557,6 +572,9 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netL
 		env["INVENTORY_REDIS_SENTINELS"] = f.Sentinel.Addr
 		env["INVENTORY_REDIS_MASTER"] = f.Sentinel.Master
 	}
+	if f.RedisCluster != nil {
+		env["INVENTORY_REDIS_CLUSTER"] = strings.Join(f.RedisCluster.Seeds(), ",")
+	}
 	env["INVENTORY_ADMIN_TOKEN"] = f.AdminToken
 	for k, v := range extra {
 		env[k] = v
@@ -764,6 +782,9 @@ func (f *Fleet) Stop() error {
 		}
 		if f.RedisReplica != nil {
 			_ = f.RedisReplica.Stop()
+		}
+		if f.RedisCluster != nil {
+			_ = f.RedisCluster.Stop()
 		}
 		for _, r := range f.RedlockServers {
 			if r != nil {

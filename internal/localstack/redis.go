@@ -33,6 +33,9 @@ type Redis struct {
 	// clockFile is libfaketime's timestamp file when the server runs under
 	// it (RedisOptions.FakeClock), else ""; preload the libraries it needs.
 	clockFile, preload string
+	// clusterTimeout is cluster-node-timeout for a Redis Cluster node
+	// (StartRedisCluster), 0 for a server on its own.
+	clusterTimeout time.Duration
 }
 
 // RedisOptions are StartRedisWith's settings; the zero value is StartRedis.
@@ -43,6 +46,11 @@ type RedisOptions struct {
 	// jump forward expires a lock early (the clock-jump fault). Default
 	// false: the real clock, and nothing preloaded.
 	FakeClock bool
+	// ClusterNodeTimeout, when not 0, starts the server as a Redis Cluster
+	// node (cluster-enabled, its nodes.conf kept across Restart) with this
+	// cluster-node-timeout; StartRedisCluster joins such nodes into a
+	// cluster. Default 0: a server on its own.
+	ClusterNodeTimeout time.Duration
 }
 
 // StartRedis starts redis-server on a free loopback port in a fresh temporary
@@ -77,6 +85,8 @@ func StartRedisWith(ctx context.Context, o RedisOptions) (*Redis, error) {
 		bin:  paths[0],
 		dir:  dir,
 		port: port,
+
+		clusterTimeout: o.ClusterNodeTimeout,
 	}
 	if o.FakeClock {
 		r.preload = preload
@@ -106,6 +116,16 @@ func (r *Redis) launch(ctx context.Context) error {
 		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--dir", r.dir, "--logfile", "", "--maxclients", "10000",
+	}
+	if r.clusterTimeout > 0 {
+		// Any replica may stand for election however long it was cut off
+		// (validity factor 0): the faults kill a master and want its
+		// replica to take over, not the cluster to stay down. A master
+		// syncs a replica at once, not after 5 s (see QuickSyncs), also
+		// after a restart.
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.FormatInt(r.clusterTimeout.Milliseconds(), 10),
+			"--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0")
 	}
 	r.mu.Lock()
 	if r.primary != "" {

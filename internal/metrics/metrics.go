@@ -242,7 +242,7 @@ func httpCode(code int) string {
 }
 
 // RegisterPools exports connection-pool state of Postgres and Redis on reg.
-func RegisterPools(reg prometheus.Registerer, pool *pgxpool.Pool, rdb *redis.Client) {
+func RegisterPools(reg prometheus.Registerer, pool *pgxpool.Pool, rdb redis.UniversalClient) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}

@@ -120,62 +120,64 @@ var contractCases = []struct {
 // TestContract runs every contract case against every strategy.
 func TestContract(t *testing.T) {
 	for _, name := range Names() {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			seller := e.seller(t, name, e.deps("contract"))
-			ctx := context.Background()
-			for _, c := range contractCases {
-				t.Run(c.name, func(t *testing.T) {
-					if c.stock >= 0 {
-						e.restock(t, c.product, c.stock)
-					}
-					keysBefore := e.redisKeys(t)
-					sales := make([]Sale, len(c.steps))
-					for i, s := range c.steps {
-						sale, err := seller.Sell(ctx, s.order)
-						sales[i] = sale
-						call := "Sell(" + formatOrder(s.order) + ")"
-						if s.err != nil {
-							if !errors.Is(err, s.err) {
-								t.Errorf("step %d: %s = %v, want %v", i+1, call, err, s.err)
-							}
-							continue
-						}
-						if err != nil {
-							t.Errorf("step %d: %s = %v, want a sale", i+1, call, err)
-							continue
-						}
-						if sale.Remaining != s.remaining || sale.Quantity != s.order.Quantity || sale.ProductID != s.order.ProductID {
-							t.Errorf("step %d: %s = %d of %q, %d remaining; want %d of %q, %d remaining",
-								i+1, call, sale.Quantity, sale.ProductID, sale.Remaining, s.order.Quantity, s.order.ProductID, s.remaining)
-						}
-						if sale.ID == 0 || sale.Strategy != name || sale.Instance != "contract" || sale.Round != 1 || sale.CreatedAt.IsZero() {
-							t.Errorf("step %d: %s = %+v, want an id, strategy %q, instance contract, round 1, a time", i+1, call, sale, name)
-						}
-						if s.replays == 0 {
-							if sale.Replayed {
-								t.Errorf("step %d: %s replayed sale %d, want a new sale", i+1, call, sale.ID)
-							}
-						} else if first := sales[s.replays-1]; !sale.Replayed || sale.ID != first.ID {
-							t.Errorf("step %d: %s = sale %d (replayed %v), want a replay of sale %d", i+1, call, sale.ID, sale.Replayed, first.ID)
-						}
-					}
-					if c.redisUntouched {
-						if after := e.redisKeys(t); !sameKeys(keysBefore, after) {
-							t.Errorf("Redis keys changed: before %v, after %v", keysBefore, after)
-						}
-					}
-					p := e.checkLedger(t, c.product)
-					if p.Quantity != c.wantQuantity || p.Sales != c.wantSales {
-						t.Errorf("after the steps: %q has quantity %d and %d ledger rows, want %d and %d",
-							c.product, p.Quantity, p.Sales, c.wantQuantity, c.wantSales)
-					}
-				})
+		t.Run(name, func(t *testing.T) { contract(t, newEnv(t), name) })
+	}
+}
+
+// contract runs every contract case against strategy name on e.
+func contract(t *testing.T, e *env, name string) {
+	seller := e.seller(t, name, e.deps("contract"))
+	ctx := context.Background()
+	for _, c := range contractCases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.stock >= 0 {
+				e.restock(t, c.product, c.stock)
 			}
-			if _, err := e.store.Product(ctx, "ghost"); !errors.Is(err, ErrNotFound) {
-				t.Errorf("Product(ghost) after the cases = %v, want ErrNotFound (no sale may create a product)", err)
+			keysBefore := e.redisKeys(t)
+			sales := make([]Sale, len(c.steps))
+			for i, s := range c.steps {
+				sale, err := seller.Sell(ctx, s.order)
+				sales[i] = sale
+				call := "Sell(" + formatOrder(s.order) + ")"
+				if s.err != nil {
+					if !errors.Is(err, s.err) {
+						t.Errorf("step %d: %s = %v, want %v", i+1, call, err, s.err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("step %d: %s = %v, want a sale", i+1, call, err)
+					continue
+				}
+				if sale.Remaining != s.remaining || sale.Quantity != s.order.Quantity || sale.ProductID != s.order.ProductID {
+					t.Errorf("step %d: %s = %d of %q, %d remaining; want %d of %q, %d remaining",
+						i+1, call, sale.Quantity, sale.ProductID, sale.Remaining, s.order.Quantity, s.order.ProductID, s.remaining)
+				}
+				if sale.ID == 0 || sale.Strategy != name || sale.Instance != "contract" || sale.Round != 1 || sale.CreatedAt.IsZero() {
+					t.Errorf("step %d: %s = %+v, want an id, strategy %q, instance contract, round 1, a time", i+1, call, sale, name)
+				}
+				if s.replays == 0 {
+					if sale.Replayed {
+						t.Errorf("step %d: %s replayed sale %d, want a new sale", i+1, call, sale.ID)
+					}
+				} else if first := sales[s.replays-1]; !sale.Replayed || sale.ID != first.ID {
+					t.Errorf("step %d: %s = sale %d (replayed %v), want a replay of sale %d", i+1, call, sale.ID, sale.Replayed, first.ID)
+				}
+			}
+			if c.redisUntouched {
+				if after := e.redisKeys(t); !sameKeys(keysBefore, after) {
+					t.Errorf("Redis keys changed: before %v, after %v", keysBefore, after)
+				}
+			}
+			p := e.checkLedger(t, c.product)
+			if p.Quantity != c.wantQuantity || p.Sales != c.wantSales {
+				t.Errorf("after the steps: %q has quantity %d and %d ledger rows, want %d and %d",
+					c.product, p.Quantity, p.Sales, c.wantQuantity, c.wantSales)
 			}
 		})
+	}
+	if _, err := e.store.Product(ctx, "ghost"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Product(ghost) after the cases = %v, want ErrNotFound (no sale may create a product)", err)
 	}
 }
 

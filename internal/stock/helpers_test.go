@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,14 +24,29 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // (flushed), with a store and client for the test's own checks.
 type env struct {
 	pgURL, redisURL string
-	store           *Store
-	pool            *pgxpool.Pool
-	rdb             *redis.Client
+	// cluster, when set, are the seed nodes of the Redis Cluster the env
+	// uses instead of redisURL (newClusterEnv).
+	cluster []string
+	store   *Store
+	pool    *pgxpool.Pool
+	rdb     redis.UniversalClient
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{pgURL: testenv.PostgresURL(t), redisURL: testenv.RedisURL(t)}
+	return newEnvOn(t, &env{redisURL: testenv.RedisURL(t)})
+}
+
+// newClusterEnv is newEnv on the binary's Redis Cluster (flushed): every
+// Redis client the env makes is a cluster client.
+func newClusterEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvOn(t, &env{cluster: testenv.RedisCluster(t)})
+}
+
+func newEnvOn(t *testing.T, e *env) *env {
+	t.Helper()
+	e.pgURL = testenv.PostgresURL(t)
 	e.pool = newPool(t, e.pgURL)
 	db := stdlib.OpenDBFromPool(e.pool)
 	defer db.Close()
@@ -40,8 +56,20 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("migrations.Up: %v", err)
 	}
 	e.store = NewStore(e.pool, Limits{})
-	e.rdb = newRedis(t, e.redisURL)
+	e.rdb = e.newRedis(t)
 	return e
+}
+
+// newRedis is a new client of the env's Redis, a cluster client on a
+// cluster, closed when the test ends.
+func (e *env) newRedis(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	if e.cluster == nil {
+		return newRedis(t, e.redisURL)
+	}
+	c := testenv.ClusterClient(e.cluster)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 func newPool(t *testing.T, url string) *pgxpool.Pool {
@@ -88,7 +116,7 @@ func (e *env) replicaWith(t *testing.T, name, instance string, opts redislock.Op
 	t.Helper()
 	return e.seller(t, name, testDeps{Deps: Deps{
 		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
-		Redis:     newRedis(t, e.redisURL),
+		Redis:     e.newRedis(t),
 		Instance:  instance,
 		WorkDelay: workDelay,
 	}, Lock: opts})
@@ -201,9 +229,28 @@ func (e *env) checkLedger(t *testing.T, id string) Product {
 
 func (e *env) redisKeys(t *testing.T) []string {
 	t.Helper()
-	keys, err := e.rdb.Keys(context.Background(), "*").Result()
+	ctx := context.Background()
+	c, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		keys, err := e.rdb.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatalf("KEYS *: %v", err)
+		}
+		return keys
+	}
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		some, err := m.Keys(ctx, "*").Result()
+		mu.Lock()
+		keys = append(keys, some...)
+		mu.Unlock()
+		return err
+	})
 	if err != nil {
-		t.Fatalf("KEYS *: %v", err)
+		t.Fatalf("KEYS * on every master: %v", err)
 	}
 	return keys
 }

@@ -192,7 +192,7 @@ func (e *env) holdingReplica(t *testing.T, name, instance string, workDelay time
 	holds := NewHoldLog(100)
 	return e.seller(t, name, testDeps{Deps: Deps{
 		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
-		Redis:     newRedis(t, e.redisURL),
+		Redis:     e.newRedis(t),
 		Instance:  instance,
 		WorkDelay: workDelay,
 		Holds:     holds,

@@ -44,7 +44,12 @@ func TestOrderedPairsOfSafeStrategies(t *testing.T) {
 	pairs, seed := orderedPairs(t, names)
 	t.Logf("%d of %d ordered pairs: every strategy with %v both ways, and %d drawn with seed %d (INVENTORY_TEST_SEED=%d replays them)",
 		len(pairs), len(names)*(len(names)-1), pairReferences, pairSample, seed, seed)
-	e := newEnv(t)
+	sellPairs(t, newEnv(t), pairs)
+}
+
+// sellPairs sells each ordered pair of strategies in turn on two replicas
+// of e, as TestOrderedPairsOfSafeStrategies says.
+func sellPairs(t *testing.T, e *env, pairs [][2]string) {
 	a := e.safeReplica(t, "replica-a", "", testDeps{Lock: testLock})
 	b := e.safeReplica(t, "replica-b", "", testDeps{Lock: testLock})
 	ctx := context.Background()
@@ -189,15 +194,16 @@ func mixBuyers(replicas []map[string]Seller, names []string, id string, buyers, 
 // the same time from two replicas: 450 buyers for 300 units, 64 at a time.
 // Exactly 300 must sell, and every other buyer be told sold out (or get a
 // 503-class answer); the invariants hold in Postgres.
-func TestAllSafeStrategiesAtOnce(t *testing.T) {
+func TestAllSafeStrategiesAtOnce(t *testing.T) { allAtOnce(t, newEnv(t), safeNames()) }
+
+// allAtOnce is TestAllSafeStrategiesAtOnce for the strategies names on e.
+func allAtOnce(t *testing.T, e *env, names []string) {
 	const (
 		stock   = 300
 		buyers  = 450
 		workers = 64
 		id      = "all-at-once"
 	)
-	names := safeNames()
-	e := newEnv(t)
 	d := testDeps{Deps: Deps{WorkDelay: time.Millisecond}, Lock: testLock}
 	replicas := []map[string]Seller{
 		e.safeReplica(t, "replica-a", "", d),
@@ -232,23 +238,27 @@ func TestAllSafeStrategiesAtOnce(t *testing.T) {
 // is its ledger, and the buyers told of a sale in a round are that round's
 // ledger rows. Run for each safe strategy alone and for all of them mixed.
 func TestRestockDuringSales(t *testing.T) {
+	cases := [][]string{}
+	for _, name := range safeNames() {
+		cases = append(cases, []string{name})
+	}
+	restockDuringSales(t, newEnv(t), append(cases, safeNames()))
+}
+
+// restockDuringSales is TestRestockDuringSales on e, a case for each list
+// of strategies in cases (those of a case mixed).
+func restockDuringSales(t *testing.T, e *env, cases [][]string) {
 	const (
 		stock     = 100
 		buyers    = 600
 		workers   = 64
 		restockAt = buyers / 3
 	)
-	e := newEnv(t)
 	d := testDeps{Deps: Deps{WorkDelay: time.Millisecond}, Lock: testLock}
 	replicas := []map[string]Seller{
 		e.safeReplica(t, "replica-a", "", d),
 		e.safeReplica(t, "replica-b", "", d),
 	}
-	cases := [][]string{}
-	for _, name := range safeNames() {
-		cases = append(cases, []string{name})
-	}
-	cases = append(cases, safeNames())
 	for _, names := range cases {
 		label := names[0]
 		if len(names) > 1 {

@@ -36,11 +36,12 @@ func safeNames() []string {
 // Instance are filled in; its other fields (Lock, WorkDelay) are kept.
 func (e *env) safeReplica(t *testing.T, instance, redisURL string, d testDeps) map[string]Seller {
 	t.Helper()
-	if redisURL == "" {
-		redisURL = e.redisURL
-	}
 	d.Store = NewStore(newPool(t, e.pgURL), Limits{})
-	d.Redis = newRedis(t, redisURL)
+	if redisURL == "" {
+		d.Redis = e.newRedis(t)
+	} else {
+		d.Redis = newRedis(t, redisURL)
+	}
 	d.Instance = instance
 	sellers := map[string]Seller{}
 	for _, name := range safeNames() {

@@ -25,6 +25,65 @@ const (
 	SoldOutChannel = "inventory:sold-out"
 )
 
+// On a Redis Cluster the same announcements go by sharded pub/sub
+// (SPUBLISH, SSUBSCRIBE) on these channels instead, which share one slot
+// by their hash tag: one subscription, to the shard that owns the slot,
+// hears both in the order that shard got them, and no announcement is
+// copied to every node of the cluster as a plain PUBLISH is. While that
+// shard fails over, announcements are lost, as they are while one Redis
+// restarts: marks run out by their ttl.
+const (
+	ShardRestockChannel = "inventory:{announce}:restocked"
+	ShardSoldOutChannel = "inventory:{announce}:sold-out"
+)
+
+// announcements are the channels the replicas announce on through rdb:
+// sharded ones on a Redis Cluster, else the plain ones.
+type announcements struct {
+	rdb     redis.UniversalClient
+	sharded bool
+}
+
+func announcementsOn(rdb redis.UniversalClient) announcements {
+	_, cluster := rdb.(*redis.ClusterClient)
+	return announcements{rdb: rdb, sharded: cluster}
+}
+
+// publish announces msg on channel (RestockChannel or SoldOutChannel).
+func (a announcements) publish(ctx context.Context, channel, msg string) error {
+	if !a.sharded {
+		return a.rdb.Publish(ctx, channel, msg).Err()
+	}
+	return a.rdb.SPublish(ctx, a.shard(channel), msg).Err()
+}
+
+// subscribe subscribes to both channels at once.
+func (a announcements) subscribe(ctx context.Context) *redis.PubSub {
+	if !a.sharded {
+		return a.rdb.Subscribe(ctx, RestockChannel, SoldOutChannel)
+	}
+	return a.rdb.SSubscribe(ctx, ShardRestockChannel, ShardSoldOutChannel)
+}
+
+// shard is channel's sharded name.
+func (announcements) shard(channel string) string {
+	if channel == SoldOutChannel {
+		return ShardSoldOutChannel
+	}
+	return ShardRestockChannel
+}
+
+// plain is the plain name of a channel subscribe delivers.
+func (announcements) plain(channel string) string {
+	switch channel {
+	case ShardSoldOutChannel:
+		return SoldOutChannel
+	case ShardRestockChannel:
+		return RestockChannel
+	}
+	return channel
+}
+
 // SoldOut is one replica's memory of the products it has seen sold out: the
 // crowd that arrives after the last unit is answered ErrSoldOut from memory,
 // with no Postgres, Redis or lock, until the product is restocked.
@@ -270,11 +329,13 @@ func (m *SoldOut) announceSoldOut(id string, round int) {
 // each product another replica announces on SoldOutChannel, until ctx ends;
 // and it announces there the sell-outs this replica's sales see. Whenever the
 // subscription is (re)established it forgets every mark, since restock
-// announcements may have been missed while it was down.
+// announcements may have been missed while it was down. On a Redis Cluster
+// (rdb a *redis.ClusterClient) the channels are the sharded ones.
 func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	ann := announcementsOn(rdb)
 	var announcing sync.WaitGroup
 	defer announcing.Wait()
-	announcing.Go(func() { m.announce(ctx, rdb, log) })
+	announcing.Go(func() { m.announce(ctx, ann, log) })
 	defer func() {
 		// Stopping: no restock should wait for this replica's marks.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -282,7 +343,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 		m.ForgetAll(dctx)
 	}()
 
-	sub := rdb.Subscribe(ctx, RestockChannel, SoldOutChannel)
+	sub := ann.subscribe(ctx)
 	// Receive does not return when ctx ends, only when its connection does.
 	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
 	defer func() {
@@ -299,7 +360,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 		case *redis.Subscription:
 			m.ForgetAll(ctx)
 		case *redis.Message:
-			m.receive(ctx, msg.Channel, msg.Payload)
+			m.receive(ctx, ann.plain(msg.Channel), msg.Payload)
 		default:
 			if err != nil {
 				// go-redis reconnects and resubscribes on the next Receive;
@@ -315,7 +376,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 
 // announce publishes the queued sell-outs until ctx ends. One that fails is
 // not retried: the other replicas then learn it as they did without it.
-func (m *SoldOut) announce(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+func (m *SoldOut) announce(ctx context.Context, ann announcements, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -323,7 +384,7 @@ func (m *SoldOut) announce(ctx context.Context, rdb redis.UniversalClient, log *
 		case msg := <-m.outbox:
 			// go-redis's own timeouts bound a publish to a Redis that
 			// does not answer; meanwhile later ones wait in the outbox.
-			if err := rdb.Publish(ctx, SoldOutChannel, msg).Err(); err != nil && ctx.Err() == nil {
+			if err := ann.publish(ctx, SoldOutChannel, msg); err != nil && ctx.Err() == nil {
 				log.Debug("sold-out announcement not sent", "announcement", msg, "err", err)
 			}
 		}
@@ -332,7 +393,7 @@ func (m *SoldOut) announce(ctx context.Context, rdb redis.UniversalClient, log *
 
 // announceRestock tells every replica that product id is in a new round.
 func announceRestock(ctx context.Context, rdb redis.UniversalClient, id string, round int) error {
-	return rdb.Publish(ctx, RestockChannel, id+" "+strconv.Itoa(round)).Err()
+	return announcementsOn(rdb).publish(ctx, RestockChannel, id+" "+strconv.Itoa(round))
 }
 
 type soldOutSeller struct {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // fakeSeller answers every Sell with the next of its answers, counting calls;
@@ -230,8 +232,13 @@ func TestSoldOutFromMemoryStillValidates(t *testing.T) {
 // at once (the marks here last a minute, so only the announcement can end
 // them); an idempotent retry of a sale that happened gets that sale, not a
 // 409; and a replica whose subscription broke forgets every mark.
-func TestSoldOutAcrossReplicas(t *testing.T) {
-	e := newEnv(t)
+func TestSoldOutAcrossReplicas(t *testing.T) { soldOutAcrossReplicas(t, newEnv(t)) }
+
+// TestSoldOutAcrossReplicasOnCluster is TestSoldOutAcrossReplicas on a
+// Redis Cluster, where the announcements go by sharded pub/sub.
+func TestSoldOutAcrossReplicasOnCluster(t *testing.T) { soldOutAcrossReplicas(t, newClusterEnv(t)) }
+
+func soldOutAcrossReplicas(t *testing.T, e *env) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var listening sync.WaitGroup
 	t.Cleanup(func() { cancel(); listening.Wait() })
@@ -244,18 +251,23 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 	for _, name := range []string{"replica-a", "replica-b"} {
 		marks := NewSoldOut(time.Minute, e.store, name)
 		d := e.deps(name)
-		d.Redis = newRedis(t, e.redisURL)
+		d.Redis = e.newRedis(t)
 		listening.Go(func() { marks.Listen(ctx, d.Redis, slog.New(slog.DiscardHandler)) })
 		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, Atomic, d))})
 	}
 	a, b := replicas[0], replicas[1]
 	waitFor(t, "both replicas to subscribe to the announcements", 10*time.Second, func() bool {
-		n, err := e.rdb.PubSubNumSub(ctx, RestockChannel, SoldOutChannel).Result()
+		n, err := e.announcementSubscribers(ctx)
 		return err == nil && n[RestockChannel] == 2 && n[SoldOutChannel] == 2
 	})
 
 	const id = "sold-out-fast"
 	e.restock(t, id, 2)
+	// Heard during b's sale, the restock's announcement would keep the
+	// sale from marking (it may be from another round).
+	waitFor(t, "both replicas to hear of round 1", 10*time.Second, func() bool {
+		return heardRound(a.marks, id) == 1 && heardRound(b.marks, id) == 1
+	})
 	keyed := Order{ProductID: id, Quantity: 1, IdempotencyKey: "k-1"}
 	first, err := a.seller.Sell(ctx, keyed)
 	if err != nil {
@@ -289,11 +301,15 @@ func TestSoldOutAcrossReplicas(t *testing.T) {
 	}
 
 	// b's subscription is cut: go-redis resubscribes, and b forgets its marks
-	// because it may have missed announcements meanwhile.
+	// because it may have missed announcements meanwhile. a's sell-out of
+	// round 2 must reach b first: heard after the resubscription, it would
+	// mark b again, truly (a cluster client's first SPUBLISH, which asks
+	// the cluster for its command table, was late for that 1 run in 15).
+	waitFor(t, "a's sell-out announcement of round 2 to mark b", 10*time.Second, func() bool { return b.marks.Marked(id) })
 	if _, err := b.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) || !b.marks.Marked(id) {
 		t.Fatalf("Sell(%s) on b = %v, marked %v; want ErrSoldOut and a mark", formatOrder(one), err, b.marks.Marked(id))
 	}
-	if err := e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+	if err := e.killPubSub(ctx); err != nil {
 		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
 	}
 	waitFor(t, "b to resubscribe and forget its mark", 10*time.Second, func() bool { return !b.marks.Marked(id) })
@@ -314,9 +330,9 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 		ttl := 300 * time.Millisecond
 		a := NewSoldOut(time.Minute, e.store, "replica-a")
 		b := NewSoldOut(ttl, e.store, "replica-b")
-		wg.Go(func() { a.Listen(ctx, newRedis(t, e.redisURL), slog.New(slog.DiscardHandler)) })
+		wg.Go(func() { a.Listen(ctx, e.newRedis(t), slog.New(slog.DiscardHandler)) })
 		if listening {
-			wg.Go(func() { b.Listen(ctx, newRedis(t, e.redisURL), slog.New(slog.DiscardHandler)) })
+			wg.Go(func() { b.Listen(ctx, e.newRedis(t), slog.New(slog.DiscardHandler)) })
 		}
 		want := 1
 		if listening {
@@ -368,4 +384,45 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 		cancel()
 		wg.Wait()
 	}
+}
+
+// announcementSubscribers counts the subscribers of RestockChannel and
+// SoldOutChannel, or on a cluster of their sharded channels (by their
+// plain names), on every master.
+func (e *env) announcementSubscribers(ctx context.Context) (map[string]int64, error) {
+	c, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return e.rdb.PubSubNumSub(ctx, RestockChannel, SoldOutChannel).Result()
+	}
+	var mu sync.Mutex
+	n := map[string]int64{}
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		some, err := m.PubSubShardNumSub(ctx, ShardRestockChannel, ShardSoldOutChannel).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		n[RestockChannel] += some[ShardRestockChannel]
+		n[SoldOutChannel] += some[ShardSoldOutChannel]
+		return err
+	})
+	return n, err
+}
+
+// killPubSub cuts every pub/sub connection to the env's Redis (every node
+// of a cluster).
+func (e *env) killPubSub(ctx context.Context) error {
+	c, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+	}
+	return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+		return n.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+	})
+}
+
+// heardRound is the newest round of product id whose restock m has heard
+// announced.
+func heardRound(m *SoldOut, id string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rounds[id]
 }

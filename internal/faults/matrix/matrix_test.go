@@ -26,12 +26,17 @@ func TestFaultsRunOnTheFleetTheyNeed(t *testing.T) {
 		for _, f := range g.faults {
 			names = append(names, f.Name())
 		}
-		got = append(got, fmt.Sprintf("sentinel=%v fakeclock=%v patroni=%v links=%v: %s", g.opts.RedisSentinel, g.opts.FakeClock, g.opts.PostgresHA, g.opts.NetLinks, strings.Join(names, ",")))
+		got = append(got, fmt.Sprintf("sentinel=%v cluster=%v fakeclock=%v patroni=%v links=%v: %s",
+			g.opts.RedisSentinel, g.opts.RedisCluster, g.opts.FakeClock, g.opts.PostgresHA, g.opts.NetLinks, strings.Join(names, ",")))
 	}
-	plain := slices.DeleteFunc(faults.Names(), func(n string) bool { return n == "redis-failover" || n == "clock-jump" || n == "pg-failover" })
-	want := []string{"sentinel=false fakeclock=false patroni=false links=true: " + strings.Join(plain, ","),
-		"sentinel=true fakeclock=false patroni=false links=true: redis-failover", "sentinel=false fakeclock=false patroni=true links=true: pg-failover",
-		"sentinel=false fakeclock=true patroni=false links=true: clock-jump"}
+	plain := slices.DeleteFunc(faults.Names(), func(n string) bool {
+		return n == "redis-failover" || n == "redis-cluster-failover" || n == "clock-jump" || n == "pg-failover"
+	})
+	want := []string{"sentinel=false cluster=false fakeclock=false patroni=false links=true: " + strings.Join(plain, ","),
+		"sentinel=true cluster=false fakeclock=false patroni=false links=true: redis-failover",
+		"sentinel=false cluster=true fakeclock=false patroni=false links=true: redis-cluster-failover",
+		"sentinel=false cluster=false fakeclock=false patroni=true links=true: pg-failover",
+		"sentinel=false cluster=false fakeclock=true patroni=false links=true: clock-jump"}
 	if !slices.Equal(got, want) {
 		t.Errorf("groupByFleet(all faults) = %q, want %q", got, want)
 	}

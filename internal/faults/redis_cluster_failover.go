@@ -1,0 +1,116 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"inventory/internal/fleet"
+	"inventory/internal/localstack"
+)
+
+// RedisClusterFailover is redis-cluster-failover: the service replicas use
+// a Redis Cluster (see Needs), and the master that owns the run's
+// product's slot (every key of a product carries its {id} tag) dies while
+// a sale is in flight. Its replica's replication is held back first
+// (CLIENT PAUSE WRITE), so what the master takes meanwhile (a lock, a
+// fencing counter, a reservation) never reaches it; the master is killed,
+// the replica let go once it has seen its link drop, and it wins the
+// cluster's election (after the node timeout); the replicas' cluster
+// clients follow by themselves. A lock taken on the old master is gone on
+// the new one, and only Postgres's fence and guard stand between a second
+// holder and an oversell. Heal starts the old master again; it rejoins
+// the cluster as its old replica's replica.
+type RedisClusterFailover struct {
+	fleet  *fleet.Fleet
+	killed *localstack.Redis
+}
+
+// Name implements Fault.
+func (*RedisClusterFailover) Name() string { return "redis-cluster-failover" }
+
+// Needs implements FleetNeeds: the replicas on a Redis Cluster.
+func (*RedisClusterFailover) Needs(opts *fleet.Options) { opts.RedisCluster = true }
+
+// clusterStrategies keep their state in the fleet's Redis, which is the
+// cluster here; redlock keeps servers of its own.
+var clusterStrategies = []string{"setnx", "redis", "reentrant", "fair", "lua", "handoff"}
+
+// AppliesTo implements Applicable.
+func (*RedisClusterFailover) AppliesTo(t Target) error {
+	return appliesTo(t.Strategy, clusterStrategies, "keeps nothing in the Redis Cluster")
+}
+
+// Inject implements Fault. It returns once a node other than the killed
+// one is master of the product's slot and the cluster serves every slot.
+func (f *RedisClusterFailover) Inject(ctx context.Context, t Target) error {
+	cluster := t.Fleet.RedisCluster
+	if cluster == nil {
+		return fmt.Errorf("the fleet has no Redis Cluster: start it with RedisCluster")
+	}
+	key := "stock:{" + t.Product + "}"
+	master, err := cluster.MasterOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	replica, err := cluster.ReplicaOf(ctx, master)
+	if err != nil {
+		return err
+	}
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: -1})
+	defer rc.Close()
+	unpause := func() { _ = rc.Do(context.WithoutCancel(ctx), "CLIENT", "UNPAUSE").Err() }
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", holdBackMs, "WRITE").Err(); err != nil {
+		return fmt.Errorf("hold the replica's replication back: %w", err)
+	}
+	if err := saleInFlight(ctx, t); err != nil {
+		unpause()
+		return err
+	}
+	if err := syscall.Kill(master.Pid(), syscall.SIGKILL); err != nil {
+		unpause()
+		return fmt.Errorf("kill the master of %s's slot: %w", key, err)
+	}
+	f.fleet, f.killed = t.Fleet, master
+	// Let go of the replica only once it has dropped the held-back writes
+	// with its link (see RedisFailover).
+	if err := awaitLinkDown(ctx, rc); err != nil {
+		unpause()
+		return err
+	}
+	unpause()
+	ctx, cancel := context.WithTimeout(ctx, failoverWait)
+	defer cancel()
+	for {
+		now, err := cluster.MasterOf(ctx, key)
+		if err == nil && now != master {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the replica %s did not take over %s's slot from %s: %w (last: %v)", replica.Addr, key, master.Addr, ctx.Err(), err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Heal implements Fault: it returns once the old master, restarted, has
+// rejoined as a replica in sync, the cluster is healthy, and every service
+// replica is ready.
+func (f *RedisClusterFailover) Heal(ctx context.Context) error {
+	if f.killed == nil {
+		return nil
+	}
+	old, fl := f.killed, f.fleet
+	f.killed = nil
+	if err := old.Restart(ctx); err != nil {
+		return err
+	}
+	if err := fl.RedisCluster.WaitHealthy(ctx, failoverWait); err != nil {
+		return fmt.Errorf("after the failover: %w", err)
+	}
+	return replicasReady(ctx, Target{Fleet: fl})
+}
