@@ -2,12 +2,11 @@ package stock
 
 import (
 	"context"
+	"inventory/internal/testenv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -73,21 +72,6 @@ func TestSalesSinceCountsOnlyTheNewest(t *testing.T) {
 	}
 }
 
-// queryRecorder records the statements a pool sends, with their arguments.
-type queryRecorder struct {
-	mu      sync.Mutex
-	queries []pgx.TraceQueryStartData
-}
-
-func (r *queryRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.queries = append(r.queries, data)
-	return ctx
-}
-
-func (*queryRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // TestReadingAProductDoesNotScanALedgerAnotherDominates: when one product
 // owns most of the ledger, reading another product sums its round through
 // the (product_id, round) index. Summed by a subquery correlated with the
@@ -114,7 +98,7 @@ func TestReadingAProductDoesNotScanALedgerAnotherDominates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec queryRecorder
+	var rec testenv.Statements
 	cfg.ConnConfig.Tracer = &rec
 	reads, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -125,28 +109,11 @@ func TestReadingAProductDoesNotScanALedgerAnotherDominates(t *testing.T) {
 	if p, err := st.Product(ctx, "small"); err != nil || p.Sold != 1 {
 		t.Fatalf("Product(small) = %+v, %v; want 1 sold", p, err)
 	}
-	rec.mu.Lock()
-	queries := rec.queries
-	rec.mu.Unlock()
+	queries := rec.Sent()
 	if len(queries) != 1 {
 		t.Fatalf("Product sent %d statements, want 1", len(queries))
 	}
-	var plan strings.Builder
-	rows, err := e.pool.Query(ctx, "EXPLAIN "+queries[0].SQL, queries[0].Args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(plan.String(), "Seq Scan on sales") {
-		t.Errorf("reading product small scans the whole ledger:\n%s", plan.String())
+	if plan := testenv.Plan(t, e.pool, queries[0]); strings.Contains(plan, "Seq Scan on sales") {
+		t.Errorf("reading product small scans the whole ledger:\n%s", plan)
 	}
 }

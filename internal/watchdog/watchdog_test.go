@@ -232,34 +232,6 @@ func containsAll(s string, parts ...string) bool {
 	return true
 }
 
-// statements records the statements a pool sends, with their arguments,
-// alone or in a batch.
-type statements struct {
-	mu   sync.Mutex
-	sent []pgx.TraceQueryStartData
-}
-
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent = append(s.sent, data)
-	return ctx
-}
-
-func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (*statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent = append(s.sent, pgx.TraceQueryStartData{SQL: data.SQL, Args: data.Args})
-}
-
-func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // TestCheckSumsEachRoundByItsIndex: with one product owning most of the
 // ledger, the check sums a small product's round through the (product_id,
 // round) index. Correlated with the stock row, the sum was planned for an
@@ -274,7 +246,7 @@ func TestCheckSumsEachRoundByItsIndex(t *testing.T) {
 		SELECT 'dominant', 1, 1, 'none', 'test' FROM generate_series(1, 60000)`)
 	exec(t, pool, `ANALYZE sales`)
 	cfg := pool.Config().Copy()
-	var rec statements
+	var rec testenv.Statements
 	cfg.ConnConfig.Tracer = &rec
 	traced, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -284,9 +256,7 @@ func TestCheckSumsEachRoundByItsIndex(t *testing.T) {
 	if found := check(t, New(traced, NewCircuits(traced), Options{Instance: "replica-a"})); len(found) != 0 {
 		t.Fatalf("check found %+v, want no violation", found)
 	}
-	rec.mu.Lock()
-	sent := slices.Clone(rec.sent)
-	rec.mu.Unlock()
+	sent := rec.Sent()
 	var small []pgx.TraceQueryStartData
 	for _, q := range sent {
 		if strings.Contains(q.SQL, "FROM sales") && slices.Contains(q.Args, any("small")) {
@@ -296,15 +266,7 @@ func TestCheckSumsEachRoundByItsIndex(t *testing.T) {
 	if len(small) != 1 {
 		t.Fatalf("%d statements sum product small's round on their own, want 1; sent: %v", len(small), sent)
 	}
-	rows, err := pool.Query(ctx, "EXPLAIN "+small[0].SQL, small[0].Args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan on sales") {
+	if text := testenv.Plan(t, pool, small[0]); strings.Contains(text, "Seq Scan on sales") {
 		t.Errorf("the check scans the whole ledger for product small:\n%s", text)
 	}
 }
