@@ -1,6 +1,11 @@
 package stock
 
-import "context"
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+)
 
 // Products returns the limit most recently changed products, newest first.
 func (s *Store) Products(ctx context.Context, limit int) ([]Product, error) {
@@ -29,36 +34,77 @@ func (s *Store) Products(ctx context.Context, limit int) ([]Product, error) {
 // however old the cursor (a ledger is never pruned).
 const maxSalesSince = 10_000
 
+// newestSales is the count of the newest maxSalesSince sales, by strategy,
+// as of sale id last, made at most once per Limits.NewestSales: what every
+// cursor further behind than that is answered with.
+type newestSales struct {
+	mu     sync.Mutex // held while counting: one count at a time
+	at     time.Time
+	last   int64
+	counts map[string]int64
+}
+
 // SalesSince counts, by strategy, the ledger rows after sale id after (by
-// the ledger's primary key, so it reads only the new rows), at most the
-// newest maxSalesSince of them, and returns the newest sale id; with
-// after < 0 it counts nothing and only returns the newest id, a cursor for
-// the next call.
+// the ledger's primary key, so it reads only the new rows), and returns the
+// newest sale id they were counted up to; with after < 0 it counts nothing
+// and only returns the newest id, a cursor for the next call.
+//
+// A cursor more than maxSalesSince sales behind (a new live page's
+// ?since=0, on a long ledger) gets the newest maxSalesSince sales, counted
+// at most once per Limits.NewestSales for every such reader, and the id
+// they were counted up to: however many readers arrive, the ledger is
+// counted a few times a second. The next call, from that id, is counted
+// exactly.
 func (s *Store) SalesSince(ctx context.Context, after int64) (byStrategy map[string]int64, last int64, err error) {
 	if err := s.reads.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM sales`).Scan(&last); err != nil {
 		return nil, 0, dbErr("newest sale", err)
 	}
-	byStrategy = map[string]int64{}
 	if after < 0 || after >= last {
-		return byStrategy, last, nil
+		return map[string]int64{}, last, nil
 	}
-	after = max(after, last-maxSalesSince)
+	if after < last-maxSalesSince {
+		return s.newestSales(ctx, last)
+	}
+	byStrategy, err = s.countSales(ctx, after, last)
+	return byStrategy, last, err
+}
+
+// newestSales returns the count of the newest maxSalesSince sales up to a
+// sale id at most Limits.NewestSales old, counting them again (up to last)
+// when it is older.
+func (s *Store) newestSales(ctx context.Context, last int64) (map[string]int64, int64, error) {
+	n := &s.newest
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.counts == nil || time.Since(n.at) >= s.limits.NewestSales {
+		counts, err := s.countSales(ctx, last-maxSalesSince, last)
+		if err != nil {
+			return nil, 0, err
+		}
+		n.at, n.last, n.counts = time.Now(), last, counts
+	}
+	return maps.Clone(n.counts), n.last, nil
+}
+
+// countSales counts, by strategy, the ledger rows with after < id <= last.
+func (s *Store) countSales(ctx context.Context, after, last int64) (map[string]int64, error) {
 	rows, err := s.reads.Query(ctx, `
 		SELECT strategy, count(*) FROM sales WHERE id > $1 AND id <= $2 GROUP BY strategy`, after, last)
 	if err != nil {
-		return nil, 0, dbErr("count sales", err)
+		return nil, dbErr("count sales", err)
 	}
 	defer rows.Close()
+	out := map[string]int64{}
 	for rows.Next() {
 		var name string
 		var n int64
 		if err := rows.Scan(&name, &n); err != nil {
-			return nil, 0, dbErr("count sales", err)
+			return nil, dbErr("count sales", err)
 		}
-		byStrategy[name] = n
+		out[name] = n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, dbErr("count sales", err)
+		return nil, dbErr("count sales", err)
 	}
-	return byStrategy, last, nil
+	return out, nil
 }

@@ -117,3 +117,51 @@ func TestReadingAProductDoesNotScanALedgerAnotherDominates(t *testing.T) {
 		t.Errorf("reading product small scans the whole ledger:\n%s", plan)
 	}
 }
+
+// TestFarBehindCursorsShareOneCount: every cursor further behind than
+// maxSalesSince (a new live page's ?since=0) is answered from one count of
+// the newest sales, made at most once per Limits.NewestSales however many
+// ask, and the cursor it returns leads to an exact count of what came
+// after.
+func TestFarBehindCursorsShareOneCount(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.restock(t, "long-ledger", 0)
+	insert := func(n int) {
+		t.Helper()
+		if _, err := e.pool.Exec(ctx, `
+			INSERT INTO sales (product_id, round, quantity, strategy, instance)
+			SELECT 'long-ledger', 1, 1, 'atomic', 'replica-a' FROM generate_series(1, $1)`, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(maxSalesSince + 10)
+	for _, tc := range []struct {
+		name       string
+		every      time.Duration
+		recounted  bool
+		afterFirst int64
+	}{
+		{"counted once an hour", time.Hour, false, 5},
+		{"counted every time", time.Nanosecond, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := NewStore(e.pool, Limits{NewestSales: tc.every})
+			first, last, err := st.SalesSince(ctx, 0)
+			if err != nil || first["atomic"] != maxSalesSince {
+				t.Fatalf("SalesSince(0) = %v, %v; want the newest %d", first, err, maxSalesSince)
+			}
+			insert(5)
+			again, last2, err := st.SalesSince(ctx, 0)
+			if err != nil || again["atomic"] != maxSalesSince {
+				t.Fatalf("SalesSince(0) again = %v, %v; want the newest %d", again, err, maxSalesSince)
+			}
+			if recounted := last2 != last; recounted != tc.recounted || (recounted && last2 != last+5) {
+				t.Errorf("SalesSince(0) again counted up to %d (the first up to %d); want recounted %v", last2, last, tc.recounted)
+			}
+			if by, _, err := st.SalesSince(ctx, last2); err != nil || by["atomic"] != tc.afterFirst {
+				t.Errorf("SalesSince(%d) = %v, %v; want the %d after it counted exactly", last2, by, err, tc.afterFirst)
+			}
+		})
+	}
+}

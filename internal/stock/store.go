@@ -26,6 +26,9 @@ type Store struct {
 	limits Limits
 	// begin starts a sale's transaction with the limits, in one round trip.
 	begin string
+	// newest is the count of the newest sales that cursors far behind are
+	// answered with (see SalesSince).
+	newest newestSales
 }
 
 // Limits bound every sale transaction, so that no holder, however slow or
@@ -46,6 +49,11 @@ type Limits struct {
 	// statement_timeout, cannot take the connections sales need. Default:
 	// the Store's pool.
 	Reads *pgxpool.Pool
+	// NewestSales is how old the count of the newest sales may be that
+	// SalesSince answers a cursor far behind with (a new live page's
+	// ?since=0): one count per this, whatever the number of readers.
+	// Default 1s.
+	NewestSales time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -54,6 +62,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = 10 * time.Second
+	}
+	if l.NewestSales <= 0 {
+		l.NewestSales = time.Second
 	}
 	return l
 }
