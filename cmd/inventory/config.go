@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -58,6 +59,10 @@ type config struct {
 	// products touched lately and refreshes the sale circuits; 0 turns both
 	// off.
 	WatchdogInterval time.Duration `env:"INVENTORY_WATCHDOG_INTERVAL" envDefault:"1s"`
+	// ReadRate is how many anonymous reads (a product, a round, the live
+	// page's data) one replica answers per second; a read over it waits
+	// up to a second for its turn, then gets 429. 0: no limit.
+	ReadRate float64 `env:"INVENTORY_READ_RATE" envDefault:"0"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -159,6 +164,9 @@ func (c config) validate() error {
 	}
 	if c.MaxWaiting < 0 {
 		return bad("INVENTORY_MAX_WAITING", "must be 0 (no limit) or more, got %d", c.MaxWaiting)
+	}
+	if c.ReadRate < 0 || math.IsNaN(c.ReadRate) || math.IsInf(c.ReadRate, 0) {
+		return bad("INVENTORY_READ_RATE", "must be 0 (no limit) or a positive number of reads per second, got %v", c.ReadRate)
 	}
 	if c.WatchdogInterval < 0 {
 		return bad("INVENTORY_WATCHDOG_INTERVAL", "must be 0 (off) or more, got %s", c.WatchdogInterval)

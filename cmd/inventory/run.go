@@ -242,6 +242,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
 		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits, Tracing: cfg.Tracing,
+		ReadRate: cfg.ReadRate,
 	})
 	if err != nil {
 		return err

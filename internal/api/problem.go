@@ -91,6 +91,9 @@ func classify(err error) kind {
 	case errors.Is(err, stock.ErrIdempotencyConflict):
 		return kind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
 			"This Idempotency-Key was already used for a different order; nothing was sold.", debug, false}
+	case errors.Is(err, errTooManyReads):
+		return kind{http.StatusTooManyRequests, "too-many-requests", "Too many requests",
+			"This replica answers a limited number of reads per second, and this one found no turn within a second; nothing was read. Try again shortly.", warn, true}
 	case errors.Is(err, watchdog.ErrCircuitOpen):
 		// The detail is the evidence, in our own words.
 		return kind{http.StatusServiceUnavailable, "circuit-open", "Sales of this product are stopped", "", warn, true}

@@ -8,13 +8,13 @@ import (
 // routes is the whole API on one screen.
 func (s *server) routes(r chi.Router) {
 	r.Get("/", s.handleIndex)
-	r.Get("/live", s.handleLive)
+	r.With(s.readBudget).Get("/live", s.handleLive)
 
 	r.Post("/sale", s.handleSale)
 	r.Post("/products/{id}/sale", s.handleProductSale)
 
-	r.Get("/products/{id}", s.handleGetProduct)
-	r.Get("/products/{id}/rounds/{round}", s.handleGetRound)
+	r.With(s.readBudget).Get("/products/{id}", s.handleGetProduct)
+	r.With(s.readBudget).Get("/products/{id}/rounds/{round}", s.handleGetRound)
 	r.With(s.requireAdmin).Put("/products/{id}", s.handlePutProduct)
 	r.With(s.requireAdmin).Get("/products/{id}/holds", s.handleGetHolds)
 	r.With(s.requireAdmin).Post("/products/{id}/circuit", s.handleCloseCircuit)

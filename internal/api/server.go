@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"inventory/internal/metrics"
 	"inventory/internal/settings"
@@ -67,6 +68,12 @@ type Config struct {
 	// provider, W3C trace context read from the request) with a "sale"
 	// span under each sale; false: no tracing work at all.
 	Tracing bool
+	// ReadRate, when above 0, is how many anonymous reads (GET
+	// /products/{id}, its rounds, /live) this replica answers per second,
+	// with a burst of as many: a read over it waits up to readWait for its
+	// turn, then gets 429 too-many-requests. A crowd of readers then takes
+	// no more of the machine than this, whatever its size. 0: no limit.
+	ReadRate float64
 }
 
 type server struct {
@@ -80,6 +87,8 @@ type server struct {
 	// when it started, and its answers to sales since then.
 	started time.Time
 	answers tally
+	// reads paces the anonymous reads (Config.ReadRate); nil: no limit.
+	reads *rate.Limiter
 }
 
 // NewServer returns the service's HTTP handler.
@@ -103,6 +112,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 	}
 	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
 		docs: docsHandler(), docsAssets: assets, started: time.Now().UTC()}
+	if cfg.ReadRate > 0 {
+		s.reads = rate.NewLimiter(rate.Limit(cfg.ReadRate), max(1, int(cfg.ReadRate)))
+	}
 	cfg.Metrics.Strategies(stock.Names()...)
 	r := chi.NewRouter()
 	r.Use(s.instanceHeader, withRequestID, s.requestIDHeader, s.recoverer, s.observe)

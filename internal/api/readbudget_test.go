@@ -1,0 +1,34 @@
+package api
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestReadBudgetRefusesReadsNotSales: with the read budget spent, every
+// anonymous read (a product, a round, /live) gets 429 too-many-requests
+// with Retry-After and reads nothing, while a sale still sells and an
+// admin still restocks.
+func TestReadBudgetRefusesReadsNotSales(t *testing.T) {
+	f := newFixture(t, adminToken, func(c *Config) { c.ReadRate = 0.001 }) // a burst of 1, then one read in 1000 s
+	f.restock("sku-budget", 5)
+	if r := f.do(http.MethodGet, "/products/sku-budget", "", ""); r.status != http.StatusOK {
+		t.Fatalf("the first read = %d %s, want 200 (the budget's burst)", r.status, r.raw)
+	}
+	for _, path := range []string{"/products/sku-budget", "/products/sku-budget/rounds/1", "/live?since=0"} {
+		r := f.do(http.MethodGet, path, "", "")
+		if r.status != http.StatusTooManyRequests || r.body["type"] != "urn:inventory:problem:too-many-requests" || r.header.Get("Retry-After") != "1" {
+			t.Errorf("GET %s with the budget spent = %d (Retry-After %q) %s, want 429 too-many-requests with Retry-After 1",
+				path, r.status, r.header.Get("Retry-After"), r.raw)
+		}
+	}
+	if r := f.do(http.MethodPost, "/sale", jsonType, `{"product_id":"sku-budget","quantity":1}`); r.status != http.StatusOK {
+		t.Errorf("a sale with the read budget spent = %d %s, want 200", r.status, r.raw)
+	}
+	if r := f.do(http.MethodPut, "/products/sku-budget", jsonType, `{"quantity":7}`, admin...); r.status != http.StatusOK {
+		t.Errorf("a restock with the read budget spent = %d %s, want 200", r.status, r.raw)
+	}
+	if p := f.product("sku-budget"); p.Quantity != 7 {
+		t.Errorf("stock after the restock = %d, want 7", p.Quantity)
+	}
+}
