@@ -13,9 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 2, "inventory replicas behind nginx")
 	token := fs.String("admin-token", "demo-admin-token", "INVENTORY_ADMIN_TOKEN of the replicas")
 	workDelay := fs.Duration("work-delay", 2*time.Millisecond, "INVENTORY_WORK_DELAY of the replicas (widens races; 0 in production)")
+	readRate := fs.Float64("read-rate", 0, "INVENTORY_READ_RATE of the replicas: anonymous reads each answers per second, a read over it waiting up to 1s and then 429 (0: no limit)")
 	watchdog := fs.Duration("watchdog-interval", time.Second, "INVENTORY_WATCHDOG_INTERVAL of the replicas: how often the invariant watchdog checks the stock and opens circuits (0: off)")
 	clientRate := fs.Int("limit-client-rate", 0, "nginx: requests per second one client address may send, 429 beyond (0: off)")
 	clientBurst := fs.Int("limit-client-burst", 100, "nginx: requests over -limit-client-rate let through at once")
@@ -54,6 +57,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if !(*readRate >= 0) || math.IsInf(*readRate, 0) {
+		return fmt.Errorf("want --read-rate >= 0 (reads per second; 0: no limit), got %v", *readRate)
 	}
 	if *replicas < 1 || *workDelay < 0 || *watchdog < 0 {
 		return fmt.Errorf("want --replicas >= 1, --work-delay >= 0 and --watchdog-interval >= 0, got %d, %s and %s", *replicas, *workDelay, *watchdog)
@@ -78,8 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	say("logs: " + *logDir)
 	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas:      *replicas,
-		Env:           map[string]string{"INVENTORY_WORK_DELAY": workDelay.String(), "INVENTORY_WATCHDOG_INTERVAL": watchdog.String()},
+		Replicas: *replicas,
+		Env: map[string]string{"INVENTORY_WORK_DELAY": workDelay.String(), "INVENTORY_WATCHDOG_INTERVAL": watchdog.String(),
+			"INVENTORY_READ_RATE": strconv.FormatFloat(*readRate, 'g', -1, 64)},
 		AdminToken:    *token,
 		Listen:        *listen,
 		Limits:        nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},
