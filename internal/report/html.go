@@ -401,14 +401,7 @@ func newMatrixTable(m *Matrix) *matrixTable {
 			if kept(r.Result) {
 				continue
 			}
-			kind := "expected, unsafe"
-			switch {
-			case r.Verdict == NotStruck:
-				kind = "the fault did not strike: the cell proved nothing"
-			case c.Safe:
-				kind = "SAFE STRATEGY BROKE"
-			}
-			t.Notes = append(t.Notes, fmt.Sprintf("%s × %s run %d (%s): %s", c.Strategy, c.Fault, r.Run, kind, strings.Join(r.Reasons, "; ")))
+			t.Notes = append(t.Notes, brokenRun(c.Strategy, c.Fault, c.Safe, r.Run, r.Verdict, r.Reasons))
 		}
 	}
 	return t

@@ -229,14 +229,7 @@ func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 			if kept(r.Result) {
 				continue
 			}
-			kind := "expected, unsafe"
-			switch {
-			case r.Verdict == NotStruck:
-				kind = "the fault did not strike: the cell proved nothing"
-			case c.Safe:
-				kind = "SAFE STRATEGY BROKE"
-			}
-			fmt.Fprintf(w, "  %s × %s run %d (%s): %s\n", c.Strategy, c.Fault, r.Run, kind, strings.Join(r.Reasons, "; "))
+			fmt.Fprintf(w, "  %s\n", brokenRun(c.Strategy, c.Fault, c.Safe, r.Run, r.Verdict, r.Reasons))
 		}
 	}
 }
@@ -255,4 +248,18 @@ func (m Matrix) Failures() (safeBroke, notStruck []string) {
 		}
 	}
 	return safeBroke, notStruck
+}
+
+// brokenRun says, in one line for the table's notes and the HTML page's,
+// what a run that did not keep every invariant was: an unsafe strategy's
+// expected break, a fault that never struck, or a safe strategy broken.
+func brokenRun(strategy, fault string, safe bool, run int, verdict string, reasons []string) string {
+	kind := "expected, unsafe"
+	switch {
+	case verdict == NotStruck:
+		kind = "the fault did not strike: the cell proved nothing"
+	case safe:
+		kind = "SAFE STRATEGY BROKE"
+	}
+	return fmt.Sprintf("%s × %s run %d (%s): %s", strategy, fault, run, kind, strings.Join(reasons, "; "))
 }
