@@ -74,7 +74,7 @@ type product = apiclient.Product
 type round = apiclient.Round
 
 func (c *Client) strategies(ctx context.Context) ([]StrategyInfo, error) {
-	out, err := c.api.Strategies(ctx)
+	out, err := idempotent(ctx, c.api.Strategies)
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +85,11 @@ func (c *Client) strategies(ctx context.Context) ([]StrategyInfo, error) {
 }
 
 func (c *Client) product(ctx context.Context, id string) (product, error) {
-	return c.api.Product(ctx, id)
+	return idempotent(ctx, func(ctx context.Context) (product, error) { return c.api.Product(ctx, id) })
 }
 
 func (c *Client) round(ctx context.Context, id string, n int64) (round, error) {
-	return c.api.Round(ctx, id, n)
+	return idempotent(ctx, func(ctx context.Context) (round, error) { return c.api.Round(ctx, id, n) })
 }
 
 // restock sets the product's stock, starting a new round of the ledger, and
@@ -104,7 +104,7 @@ func (c *Client) restock(ctx context.Context, id string, quantity int64) (produc
 
 // DefaultStrategy is GET /strategy: the fleet default that a sale naming no strategy uses.
 func (c *Client) DefaultStrategy(ctx context.Context) (string, error) {
-	return c.api.Strategy(ctx)
+	return idempotent(ctx, c.api.Strategy)
 }
 
 // SetDefaultStrategy is PUT /strategy: it switches the fleet default. The
@@ -123,6 +123,19 @@ func (c *Client) SetDefaultStrategy(ctx context.Context, name string) error {
 
 // adminRetry is how an idempotent admin call is sent again.
 var adminRetry = apiclient.Retry{Max: 4, Backoff: 200 * time.Millisecond}
+
+// idempotent is call sent again as adminRetry says while its answer is
+// retryable (a 503 while the fleet's database is slow to answer, no
+// answer): the reads the load tester judges by change nothing.
+func idempotent[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	var out T
+	_, _, err := adminRetry.Do(ctx, func(ctx context.Context) (apiclient.Sale, error) {
+		var err error
+		out, err = call(ctx)
+		return apiclient.Sale{}, err
+	})
+	return out, err
+}
 
 // adminHint points an admin call refused for its token at the flag.
 func adminHint(err error) error {
