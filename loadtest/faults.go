@@ -41,14 +41,15 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	fs.DurationVar(&o.WorkDelay, "work-delay", o.WorkDelay, "INVENTORY_WORK_DELAY for the replicas (keeps buyers inside their critical sections)")
 	fs.DurationVar(&o.LockTTL, "lock-ttl", o.LockTTL, "INVENTORY_LOCK_TTL for the replicas; replica-pause pauses for twice this")
 	fs.DurationVar(&o.Spread, "spread", o.Spread, "side by side, each run's buyers start over at least this long, so the fastest strategies are still selling when the slowest reach the fault's moment (0: as fast as they can)")
+	fs.IntVar(&o.Fleets, "fleets", 1, "how many fleets run at once, each with its own group of faults (the Sentinel's, the Redis Cluster's, Patroni's and libfaketime's faults need fleets of their own); more is shorter, but the fleets share the machine's cores")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the matrix as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write the matrix as a self-contained HTML heat map to this file")
 	if err := parse(fs, args); err != nil {
 		return o, err
 	}
 	switch {
-	case o.Runs < 1, o.Stock < 1, o.Buyers < 1, o.Concurrency < 1:
-		return o, fmt.Errorf("%w: --runs, --stock, --buyers and --concurrency must be at least 1", errUsage)
+	case o.Runs < 1, o.Stock < 1, o.Buyers < 1, o.Concurrency < 1, o.Fleets < 1:
+		return o, fmt.Errorf("%w: --runs, --stock, --buyers, --concurrency and --fleets must be at least 1", errUsage)
 	case o.Retries < 1:
 		return o, fmt.Errorf("%w: --retries must be at least 1 (buyers retry a 503 with the same key at least once)", errUsage)
 	case o.LockTTL <= 0 || o.WorkDelay < 0 || o.Spread < 0:

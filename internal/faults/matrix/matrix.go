@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Options are a fault matrix's settings; Defaults gives the load tester's.
@@ -43,6 +45,13 @@ type Options struct {
 	// start, so that the fastest strategies are still selling when the
 	// slowest reach the fault's moment (0: as fast as they can).
 	Spread time.Duration
+	// Fleets is how many fleets run at once, each with its own group of
+	// faults (the groups in order, the next starting when one ends).
+	// Default (0 or 1): one at a time. Side by side the fleets share the
+	// machine's cores; the runs' timing (Spread, the strike board's tries)
+	// adapts, so the verdicts are the same, only the latencies are not
+	// each fleet's own.
+	Fleets int
 }
 
 // Defaults are the settings of `loadtest faults` with no flags.
@@ -88,10 +97,10 @@ func groupByFleet(base fleet.Options, fl []faults.Fault) []fleetGroup {
 	return groups
 }
 
-// Run runs the fault matrix of fl on local fleets: one per
-// group of faults that need the same fleet, started in turn (each stopped
-// before the next starts), from one build of the service. The cells come
-// back as one matrix, in fl's order.
+// Run runs the fault matrix of fl on local fleets: one per group of
+// faults that need the same fleet, o.Fleets of them at once (by default one
+// at a time, each stopped before the next starts), from one build of the
+// service. The cells come back as one matrix, in fl's order.
 func Run(ctx context.Context, o Options, fl []faults.Fault, log io.Writer) (report.Matrix, error) {
 	dir, err := os.MkdirTemp("", "inventory-faults-")
 	if err != nil {
@@ -102,15 +111,35 @@ func Run(ctx context.Context, o Options, fl []faults.Fault, log io.Writer) (repo
 	if err := fleet.Build(ctx, bin); err != nil {
 		return report.Matrix{}, err
 	}
-	var parts []report.Matrix
-	for _, g := range groupByFleet(matrixFleet(o, bin), fl) {
-		m, err := matrixOnFleet(ctx, o, g, log)
-		if err != nil {
-			return report.Matrix{}, err
-		}
-		parts = append(parts, m)
+	groups := groupByFleet(matrixFleet(o, bin), fl)
+	parts := make([]report.Matrix, len(groups))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(o.Fleets, 1))
+	out := &lineWriter{w: log}
+	for i, group := range groups {
+		g.Go(func() error {
+			m, err := matrixOnFleet(gctx, o, group, out)
+			parts[i] = m
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return report.Matrix{}, err
 	}
 	return mergeMatrices(parts, fl), nil
+}
+
+// lineWriter lets fleets running at once write their progress to one
+// writer, a whole Write (a line, as the runners write them) at a time.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // matrixOnFleet starts g's fleet, runs g's faults on it and stops it.

@@ -96,9 +96,11 @@ func TestShortFaultMatrix(t *testing.T) {
 	testenv.InTier(t, testenv.TierFaults)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	// `loadtest faults --runs 1 --stock 40 --buyers 80`: every fault.
+	// `loadtest faults --runs 1 --stock 40 --buyers 80 --fleets 2`: every
+	// fault, the plain fleet's beside the others' in turn (it has most of
+	// them, and a fault run mostly waits: for the strike, the heal, the TTLs).
 	o := Defaults()
-	o.Runs, o.Stock, o.Buyers = 1, 40, 80
+	o.Runs, o.Stock, o.Buyers, o.Fleets = 1, 40, 80, 2
 	fl := faults.All()
 	var progress bytes.Buffer
 	m, err := Run(ctx, o, fl, &progress)
