@@ -40,7 +40,7 @@ type Postgres struct {
 	proc *Process // replaced by Restart
 }
 
-// StartPostgres runs initdb and starts postgres on a free loopback port in a
+// StartPostgres initialises a cluster (a copy of initdb's, see initData) and starts postgres on a free loopback port in a
 // fresh temporary directory that Stop removes. As root it runs both as the
 // "postgres" account, since Postgres refuses to run as root.
 func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
@@ -72,11 +72,8 @@ func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *sy
 		}
 	}
 	data := filepath.Join(pg.dir, "data")
-	cmd := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	cmd.Dir = pg.dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("initdb: %w\n%s", err, lastLines(string(out), 20))
+	if err := initData(ctx, initdb, cred, data); err != nil {
+		return err
 	}
 
 	port, err := FreePort()
