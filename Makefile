@@ -29,8 +29,10 @@ lint:
 WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && bin/testservers --
 
 ## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run. What CI runs.
+# -vet=off: lint has just run the whole of go vet, a superset of the
+# checks go test runs before each package.
 test: deps lint
-	$(WITH_SERVERS) $(GO) test -race -count=1 -timeout 20m ./...
+	$(WITH_SERVERS) $(GO) test -race -count=1 -vet=off -timeout 20m ./...
 	@$(MAKE) --no-print-directory test-k8s fuzz-short
 
 ## test-k8s: render the Kubernetes manifests and decode them strictly, offline (deploy/k8s is a module of its own)
