@@ -29,10 +29,15 @@ lint:
 WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && bin/testservers --
 
 ## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run. What CI runs.
+# The longest packages first, then every other (go test runs packages in the
+# order named, -p at a time, and names each once): started last, the three
+# longest ran side by side at the end, with the other lane idle.
+SLOWEST_FIRST = ./internal/faults/matrix ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults
+
 # -vet=off: lint has just run the whole of go vet, a superset of the
 # checks go test runs before each package.
 test: deps lint
-	$(WITH_SERVERS) $(GO) test -race -count=1 -vet=off -timeout 20m ./...
+	$(WITH_SERVERS) $(GO) test -race -count=1 -vet=off -timeout 20m $(SLOWEST_FIRST) ./...
 	@$(MAKE) --no-print-directory test-k8s fuzz-short
 
 ## test-k8s: render the Kubernetes manifests and decode them strictly, offline (deploy/k8s is a module of its own)
