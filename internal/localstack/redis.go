@@ -36,6 +36,9 @@ type Redis struct {
 	// clusterTimeout is cluster-node-timeout for a Redis Cluster node
 	// (StartRedisCluster), 0 for a server on its own.
 	clusterTimeout time.Duration
+	// busPort is a cluster node's cluster bus port, free when picked (by
+	// default Redis takes port+10000, which nothing checked was free).
+	busPort int
 }
 
 // RedisOptions are StartRedisWith's settings; the zero value is StartRedis.
@@ -79,6 +82,12 @@ func StartRedisWith(ctx context.Context, o RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
+	busPort := 0
+	if o.ClusterNodeTimeout > 0 {
+		if busPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
 	r := &Redis{
 		Addr: hostPort(port),
 		URL:  "redis://" + hostPort(port) + "/0",
@@ -87,6 +96,7 @@ func StartRedisWith(ctx context.Context, o RedisOptions) (*Redis, error) {
 		port: port,
 
 		clusterTimeout: o.ClusterNodeTimeout,
+		busPort:        busPort,
 	}
 	if o.FakeClock {
 		r.preload = preload
@@ -123,7 +133,7 @@ func (r *Redis) launch(ctx context.Context) error {
 		// replica to take over, not the cluster to stay down. A master
 		// syncs a replica at once, not after 5 s (see QuickSyncs), also
 		// after a restart.
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(r.busPort),
 			"--cluster-node-timeout", strconv.FormatInt(r.clusterTimeout.Milliseconds(), 10),
 			"--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0")
 	}

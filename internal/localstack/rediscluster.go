@@ -102,7 +102,8 @@ func (c *RedisCluster) assemble(ctx context.Context) error {
 	defer first.Close()
 	for _, r := range c.Nodes[1:] {
 		host, port, _ := splitHostPort(r.Addr)
-		if err := first.ClusterMeet(ctx, host, strconv.Itoa(port)).Err(); err != nil {
+		// The bus port is named: it is not port+10000 (see Redis.busPort).
+		if err := first.Do(ctx, "CLUSTER", "MEET", host, strconv.Itoa(port), strconv.Itoa(r.busPort)).Err(); err != nil {
 			return fmt.Errorf("CLUSTER MEET %s: %w", r.Addr, err)
 		}
 	}
