@@ -526,19 +526,40 @@ func soldBy(ctx context.Context, t *testing.T, conn *pgx.Conn, product string, r
 	return by
 }
 
-// startE2EFleet starts the end-to-end tests' fleet: two replicas spending
+// startE2EFleet returns the end-to-end tests' fleet: two replicas spending
 // e2eWorkDelay inside each sale, no fsync (nothing here restarts Postgres).
+// The tests share one, started by the first that asks and stopped by
+// TestMain: each sells products of its own and puts back the fleet default
+// it switched, and a start costs seconds (Postgres, five Redis servers,
+// etcd, a ZooKeeper JVM, nginx, the replicas).
 func startE2EFleet(ctx context.Context, t *testing.T) *fleet.Fleet {
 	t.Helper()
-	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas: 2, NoFsync: true,
-		Env: map[string]string{"INVENTORY_WORK_DELAY": e2eWorkDelay},
+	e2e.once.Do(func() {
+		// ctx bounds the start only: the fleet runs until Stop.
+		e2e.f, e2e.err = fleet.Start(ctx, fleet.Options{
+			Replicas: 2, NoFsync: true,
+			Env: map[string]string{"INVENTORY_WORK_DELAY": e2eWorkDelay},
+		})
 	})
-	if err != nil {
-		t.Fatalf("fleet.Start: %v", err)
+	if e2e.err != nil {
+		t.Fatalf("fleet.Start: %v", e2e.err)
 	}
-	t.Cleanup(func() { _ = f.Stop() })
-	return f
+	return e2e.f
+}
+
+// e2e is the shared fleet of startE2EFleet.
+var e2e struct {
+	once sync.Once
+	f    *fleet.Fleet
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if e2e.f != nil {
+		_ = e2e.f.Stop()
+	}
+	os.Exit(code)
 }
 
 // e2eFleet is startE2EFleet and a connection to its Postgres, to read the
