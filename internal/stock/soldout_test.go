@@ -426,3 +426,43 @@ func heardRound(m *SoldOut, id string) int {
 	defer m.mu.Unlock()
 	return m.rounds[id]
 }
+
+// TestAMarkNeverShortensTheRecordOfAnother: two marks of one replica in
+// flight at once (its buyer's and a sell-out announcement's) reach its
+// memory in either order, so the record in Postgres, which a restock waits
+// on, must outlast the longer: a second, shorter mark of the same round
+// leaves the first's end (once, the record ran out under a mark still
+// answering, and a restock was answered while that replica said sold out).
+func TestAMarkNeverShortensTheRecordOfAnother(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const id = "mark-longest"
+	if _, err := Restock(ctx, e.store, e.rdb, id, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, ttl := range []time.Duration{time.Minute, time.Microsecond} {
+		if ok, err := e.store.recordMark(ctx, "replica-b", id, ttl); !ok || err != nil {
+			t.Fatalf("recordMark(%s) = %v, %v; want recorded", ttl, ok, err)
+		}
+	}
+	var left time.Duration
+	if err := e.pool.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - clock_timestamp()) * interval '1 second' FROM soldout_marks
+		WHERE holder = 'replica-b' AND product_id = $1`, id).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left < 50*time.Second {
+		t.Errorf("after a mark of a minute and one of a microsecond, the record runs out in %v; want the minute's end", left)
+	}
+	// A restock to a new round starts afresh: a mark of it is its own.
+	p, err := Restock(ctx, e.store, e.rdb, id, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.store.recordMark(ctx, "replica-b", id, time.Microsecond); !ok || err != nil {
+		t.Fatalf("recordMark in round %d = %v, %v; want recorded", p.Round, ok, err)
+	}
+	waitFor(t, fmt.Sprintf("round %d's mark of a microsecond to run out", p.Round), 10*time.Second, func() bool {
+		n, err := e.store.markedBefore(ctx, id, p.Round+1)
+		return err == nil && n == 0
+	})
+}

@@ -752,14 +752,20 @@ func interrupted(ctx context.Context) error {
 // recordMark records that holder marks product id sold out for ttl, if its
 // stock row shows nothing left; it reports whether it did. The row is read
 // FOR SHARE, so a restock's UPDATE either waits for this record to commit
-// (and its wait sees it) or commits first (and nothing is recorded).
+// (and its wait sees it) or commits first (and nothing is recorded). A
+// mark of the same round never shortens the record: two marks of one holder
+// in flight at once may reach memory in either order, and the record must
+// outlast whichever did (else a restock could stop waiting for a mark
+// still answering).
 func (s *Store) recordMark(ctx context.Context, holder, id string, ttl time.Duration) (bool, error) {
 	var round int
 	err := s.pool.QueryRow(ctx, `
 		WITH s AS (SELECT product_id, round FROM stock WHERE product_id = $2 AND quantity < 1 FOR SHARE)
 		INSERT INTO soldout_marks (holder, product_id, round, expires_at)
 		SELECT $1, product_id, round, clock_timestamp() + $3 * interval '1 microsecond' FROM s
-		ON CONFLICT (product_id, holder) DO UPDATE SET round = EXCLUDED.round, expires_at = EXCLUDED.expires_at
+		ON CONFLICT (product_id, holder) DO UPDATE SET round = EXCLUDED.round,
+			expires_at = CASE WHEN soldout_marks.round = EXCLUDED.round
+				THEN greatest(soldout_marks.expires_at, EXCLUDED.expires_at) ELSE EXCLUDED.expires_at END
 		RETURNING round`, holder, id, ttl.Microseconds()).Scan(&round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
