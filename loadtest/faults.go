@@ -41,7 +41,7 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	fs.DurationVar(&o.WorkDelay, "work-delay", o.WorkDelay, "INVENTORY_WORK_DELAY for the replicas (keeps buyers inside their critical sections)")
 	fs.DurationVar(&o.LockTTL, "lock-ttl", o.LockTTL, "INVENTORY_LOCK_TTL for the replicas; replica-pause pauses for twice this")
 	fs.DurationVar(&o.Spread, "spread", o.Spread, "side by side, each run's buyers start over at least this long, so the fastest strategies are still selling when the slowest reach the fault's moment (0: as fast as they can)")
-	fs.IntVar(&o.Fleets, "fleets", 1, "how many fleets run at once, each with its own group of faults (the Sentinel's, the Redis Cluster's, Patroni's and libfaketime's faults need fleets of their own); more is shorter, but the fleets share the machine's cores")
+	fs.IntVar(&o.Fleets, "fleets", o.Fleets, "how many fleets run at once, each with its own group of faults (the Sentinel's, the Redis Cluster's, Patroni's and libfaketime's faults need fleets of their own); more is shorter, but the fleets share the machine's cores")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the matrix as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write the matrix as a self-contained HTML heat map to this file")
 	if err := parse(fs, args); err != nil {

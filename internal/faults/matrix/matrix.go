@@ -57,7 +57,7 @@ type Options struct {
 // Defaults are the settings of `loadtest faults` with no flags.
 func Defaults() Options {
 	return Options{Runs: 3, Stock: 120, Buyers: 200, Concurrency: 16, Retries: 3,
-		WorkDelay: load.DefaultWorkDelay, LockTTL: time.Second, Spread: 6 * time.Second}
+		WorkDelay: load.DefaultWorkDelay, LockTTL: time.Second, Spread: 6 * time.Second, Fleets: 1}
 }
 
 // matrixFleet is the fleet a fault runs on unless it needs another
