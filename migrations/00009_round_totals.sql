@@ -8,7 +8,9 @@
 -- does).
 --
 -- Sales wait while this migrates, so that none is missed between the sum
--- below and the first sale that adds itself.
+-- below and the first sale that adds itself. A replica older than this
+-- migration still sells without adding here: in a rolling upgrade, the
+-- rounds it sells in read short until restocked; stop old replicas first.
 LOCK TABLE sales IN SHARE ROW EXCLUSIVE MODE;
 CREATE TABLE round_totals (
     product_id text   NOT NULL,
