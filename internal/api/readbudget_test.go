@@ -8,7 +8,7 @@ import (
 // TestReadBudgetRefusesReadsNotSales: with the read budget spent, every
 // anonymous read (a product, a round, /live) gets 429 too-many-requests
 // with Retry-After and reads nothing, while a sale still sells and an
-// admin still restocks.
+// admin still restocks and reads.
 func TestReadBudgetRefusesReadsNotSales(t *testing.T) {
 	f := newFixture(t, adminToken, func(c *Config) { c.ReadRate = 0.001 }) // a burst of 1, then one read in 1000 s
 	f.restock("sku-budget", 5)
@@ -21,6 +21,12 @@ func TestReadBudgetRefusesReadsNotSales(t *testing.T) {
 			t.Errorf("GET %s with the budget spent = %d (Retry-After %q) %s, want 429 too-many-requests with Retry-After 1",
 				path, r.status, r.header.Get("Retry-After"), r.raw)
 		}
+	}
+	if r := f.do(http.MethodGet, "/products/sku-budget", "", "", admin...); r.status != http.StatusOK {
+		t.Errorf("a read with the admin token, the budget spent = %d %s, want 200 (admins do not wait on it)", r.status, r.raw)
+	}
+	if r := f.do(http.MethodGet, "/products/sku-budget", "", "", "Authorization", "Bearer wrong"); r.status != http.StatusTooManyRequests {
+		t.Errorf("a read with a wrong token, the budget spent = %d %s, want 429 like any anonymous read", r.status, r.raw)
 	}
 	if r := f.do(http.MethodPost, "/sale", jsonType, `{"product_id":"sku-budget","quantity":1}`); r.status != http.StatusOK {
 		t.Errorf("a sale with the read budget spent = %d %s, want 200", r.status, r.raw)

@@ -151,8 +151,9 @@ func ceilingPool(ctx context.Context, pgURL string, conns int) (*pgxpool.Pool, e
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// sellOneStraight is the ceilings' transaction: one unit of id, the stock
-// row and a ledger row, committed.
+// sellOneStraight is the ceilings' transaction, as the service writes a
+// sale: one unit of id, the stock row, a ledger row and its round's totals,
+// committed.
 func sellOneStraight(ctx context.Context, pool *pgxpool.Pool, id string) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -166,8 +167,12 @@ func sellOneStraight(ctx context.Context, pool *pgxpool.Pool, id string) error {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO sales (product_id, round, quantity, strategy, instance, sale_key)
-		VALUES ($1, $2, 1, 'ceiling', 'loadtest', $3)`, id, round, uuid.NewString()); err != nil {
+		WITH ins AS (
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, sale_key)
+			VALUES ($1, $2, 1, 'ceiling', 'loadtest', $3)
+		)
+		INSERT INTO round_totals AS t (product_id, round, units, sales) VALUES ($1, $2, 1, 1)
+		ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + 1, sales = t.sales + 1`, id, round, uuid.NewString()); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

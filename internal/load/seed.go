@@ -39,6 +39,14 @@ func SeedLedger(ctx context.Context, c *Client, pgURL, id string, rows int64) (i
 		if _, err := tx.Exec(ctx, `UPDATE stock SET quantity = quantity - $2, updated_at = now() WHERE product_id = $1`, id, rows); err != nil {
 			return err
 		}
+		// The round's ledger totals, which every ledger writer keeps
+		// (migrations/00009_round_totals.sql).
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO round_totals AS t (product_id, round, units, sales)
+			SELECT product_id, round, $2, $2 FROM stock WHERE product_id = $1
+			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales`, id, rows); err != nil {
+			return err
+		}
 		return tx.QueryRow(ctx, `SELECT count(*) FROM sales`).Scan(&total)
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"inventory/internal/testenv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,5 +164,89 @@ func TestFarBehindCursorsShareOneCount(t *testing.T) {
 				t.Errorf("SalesSince(%d) = %v, %v; want the %d after it counted exactly", last2, by, err, tc.afterFirst)
 			}
 		})
+	}
+}
+
+// TestRoundTotalsAreTheLedger: the totals a product read answers with
+// (round_totals, kept by the statement that writes each ledger row) are the
+// ledger's own sums, round by round, after every strategy — the unsafe ones,
+// which oversell, and batch, which writes many rows in one statement — sold
+// one product from two replicas at once and a restock started a new round
+// while they did.
+func TestRoundTotalsAreTheLedger(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const (
+		id      = "totals"
+		buyers  = 400
+		workers = 32
+	)
+	d := testDeps{Lock: testLock}
+	var names []string
+	for _, s := range Strategies {
+		names = append(names, s.Name)
+	}
+	var replicas []map[string]Seller
+	for _, instance := range []string{"replica-a", "replica-b"} {
+		r := e.safeReplica(t, instance, "", d)
+		for _, name := range names {
+			if r[name] == nil { // the unsafe ones
+				dd := d
+				dd.Store, dd.Redis, dd.Instance = NewStore(newPool(t, e.pgURL), Limits{}), e.newRedis(t), instance
+				r[name] = e.seller(t, name, dd)
+			}
+		}
+		replicas = append(replicas, r)
+	}
+	e.restock(t, id, 150)
+	var once sync.Once
+	mixBuyers(replicas, names, id, buyers, workers, func(returned int64) {
+		if returned >= buyers/3 {
+			once.Do(func() {
+				if _, err := Restock(ctx, e.store, e.rdb, id, "", 150); err != nil {
+					t.Errorf("Restock(%q) mid-way: %v", id, err)
+				}
+			})
+		}
+	})
+
+	rows, err := e.pool.Query(ctx, `
+		SELECT l.round, l.units, l.n, coalesce(t.units, -1), coalesce(t.sales, -1)
+		FROM (SELECT round, sum(quantity) AS units, count(*) AS n FROM sales WHERE product_id = $1 GROUP BY round) l
+		LEFT JOIN round_totals t ON t.product_id = $1 AND t.round = l.round
+		ORDER BY l.round`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var round int
+		var units, n, tUnits, tSales int64
+		if err := rows.Scan(&round, &units, &n, &tUnits, &tSales); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		if tUnits != units || tSales != n {
+			t.Errorf("%q round %d: round_totals says %d units in %d sales, the ledger %d in %d", id, round, tUnits, tSales, units, n)
+		}
+		r, err := e.store.Round(ctx, id, round)
+		if err != nil || r.Sold != units || r.Sales != n {
+			t.Errorf("Round(%q, %d) = %+v, %v; want the ledger's %d units in %d sales", id, round, r, err, units, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen != 2 {
+		t.Errorf("%q: sales in %d rounds, want 2 (a restock mid-way)", id, seen)
+	}
+	p := e.product(t, id)
+	var units, n int64
+	if err := e.pool.QueryRow(ctx, `SELECT coalesce(sum(quantity), 0), count(*) FROM sales WHERE product_id = $1 AND round = $2`, id, p.Round).Scan(&units, &n); err != nil {
+		t.Fatal(err)
+	}
+	if p.Sold != units || p.Sales != n {
+		t.Errorf("Product(%q) = %d units sold in %d sales, the ledger's current round %d in %d", id, p.Sold, p.Sales, units, n)
 	}
 }

@@ -119,17 +119,15 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 		return Product{}, err
 	}
 	p := Product{ID: id}
+	// The ledger's totals come from round_totals, which the statement
+	// writing each ledger row keeps: one row, however long the round (a
+	// sum of the round's rows cost a reader about 2 ms of Postgres for
+	// 4,000 sales), read in the same snapshot as the stock row.
 	err := s.reads.QueryRow(ctx, `
 		SELECT s.name, s.quantity, s.initial, s.round, s.version,
-		       coalesce(l.units, 0), coalesce(l.n, 0)
+		       coalesce(t.units, 0), coalesce(t.sales, 0)
 		FROM stock s
-		LEFT JOIN LATERAL (
-			-- product_id = $1, not = s.product_id: planned for this
-			-- product, the sum is an index range scan of its round even on
-			-- a ledger another product dominates.
-			SELECT sum(quantity) AS units, count(*) AS n
-			FROM sales WHERE product_id = $1 AND round = s.round
-		) l ON true
+		LEFT JOIN round_totals t ON t.product_id = s.product_id AND t.round = s.round
 		WHERE s.product_id = $1`, id).
 		Scan(&p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version, &p.Sold, &p.Sales)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -181,10 +179,9 @@ func (s *Store) Round(ctx context.Context, id string, n int) (Round, error) {
 	}
 	r := Round{ProductID: id, Round: n}
 	err := s.reads.QueryRow(ctx, `
-		SELECT r.initial, r.round = s.round,
-		       (SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2),
-		       (SELECT count(*) FROM sales WHERE product_id = $1 AND round = $2)
+		SELECT r.initial, r.round = s.round, coalesce(t.units, 0), coalesce(t.sales, 0)
 		FROM rounds r JOIN stock s ON s.product_id = r.product_id
+		LEFT JOIN round_totals t ON t.product_id = r.product_id AND t.round = r.round
 		WHERE r.product_id = $1 AND r.round = $2`, id, n).
 		Scan(&r.Initial, &r.Current, &r.Sold, &r.Sales)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -577,9 +574,18 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 		fence = d.fence
 	}
 	saleKey := uuid.NewString()
+	// The ledger row and its round's totals in one statement (see
+	// migrations/00009_round_totals.sql); the stock row, locked by the
+	// decrement before, is always taken first.
 	err = tx.QueryRow(ctx, `
-		INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence, sale_key, remaining)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, created_at`,
+		WITH ins AS (
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence, sale_key, remaining)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, created_at
+		), tot AS (
+			INSERT INTO round_totals AS t (product_id, round, units, sales) VALUES ($1, $2, $3, 1)
+			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + 1
+		)
+		SELECT id, created_at FROM ins`,
 		o.ProductID, d.round, o.Quantity, strategy, instance, key, fence, saleKey, d.remaining).Scan(&sale.ID, &sale.CreatedAt)
 	if isUniqueViolation(err, uniqueKeyConstraint) {
 		// A concurrent sale with the same key won; Postgres reports the

@@ -116,6 +116,15 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 			                 version = version + 1, updated_at = now()
 			WHERE product_id = $1 AND quantity >= (SELECT coalesce(sum(quantity), 0) FROM ins)
 			RETURNING quantity
+		), tot AS (
+			-- The round's totals (migrations/00009_round_totals.sql), when
+			-- the guard took the units (else the batch fails as a whole);
+			-- the stock row is locked above, so round_totals comes second
+			-- for every writer.
+			INSERT INTO round_totals AS t (product_id, round, units, sales)
+			SELECT $1, $2, sum(quantity), count(*) FROM ins
+			WHERE EXISTS (SELECT FROM dec) HAVING count(*) > 0
+			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
 		)
 		SELECT ins.id, ins.sale_key, ins.created_at, (SELECT quantity FROM dec) FROM ins`,
 		id, round, strategy, instance, quantities, keys, saleKeys, fence)
