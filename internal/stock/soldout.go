@@ -273,8 +273,8 @@ func (m *SoldOut) markLocked(id string, start time.Time) {
 	m.marks[id] = start.Add(m.ttl)
 }
 
-// restocked forgets product id's mark, here and its row: round is its new
-// round.
+// restocked forgets product id's mark here and its records of older rounds
+// than round, its new round (see Store.dropMarksBefore).
 func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
 	m.mu.Lock()
 	m.forgets++
@@ -286,7 +286,7 @@ func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
 		m.rounds[id] = round
 	}
 	m.mu.Unlock()
-	_ = m.store.dropMarks(ctx, m.holder, id)
+	_ = m.store.dropMarksBefore(ctx, m.holder, id, round)
 }
 
 // soldOutElsewhere marks product id, which another replica saw sold out in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -785,7 +786,17 @@ func (s *Store) recordMark(ctx context.Context, holder, id string, ttl time.Dura
 // dropMarks deletes holder's sold-out marks: of product id, or all of them
 // when id is "".
 func (s *Store) dropMarks(ctx context.Context, holder, id string) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM soldout_marks WHERE holder = $1 AND ($2 = '' OR product_id = $2)`, holder, id)
+	return s.dropMarksBefore(ctx, holder, id, math.MaxInt32)
+}
+
+// dropMarksBefore deletes holder's sold-out marks of product id (all
+// products when id is "") recorded for a round before round. A restock
+// drops only the older rounds' marks: a mark of the new round recorded
+// while the restock is being forgotten (its buyer began after, and the new
+// round sold out already) is true, and deleting its record would leave it
+// answering in memory with nothing for the next restock to wait on.
+func (s *Store) dropMarksBefore(ctx context.Context, holder, id string, round int) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM soldout_marks WHERE holder = $1 AND ($2 = '' OR product_id = $2) AND round < $3`, holder, id, round)
 	if err != nil {
 		return dbErr("drop sold-out marks", err)
 	}
