@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"syscall"
+	"time"
 
 	"inventory/internal/fleet"
+	"inventory/internal/localstack"
 )
 
 // ReplicaPause is replica-pause: the first replica's process is stopped
@@ -33,6 +35,10 @@ func (f *ReplicaPause) Inject(ctx context.Context, t Target) error {
 		return fmt.Errorf("SIGSTOP %s: %w", r.Instance, err)
 	}
 	f.paused = r
+	// The pause is held from when it took hold, not from when it was sent.
+	if err := localstack.WaitStopped(r.Pid(), 5*time.Second); err != nil {
+		return fmt.Errorf("pause %s: %w", r.Instance, err)
+	}
 	return hold(ctx, 2*t.LockTTL)
 }
 

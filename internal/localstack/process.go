@@ -63,7 +63,10 @@ func StartProcess(name string, cmd *exec.Cmd, stopSig syscall.Signal) (*Process,
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Signal sends sig to the server process itself (not a wrapper).
-func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+//
+// A SIGSTOP returns once every thread of the process has stopped
+// (WaitStopped), not merely once the signal is sent.
+func (p *Process) Signal(sig os.Signal) error { return stopSignal(p.cmd.Process, sig) }
 
 // Logs returns the tail of what the process wrote to stdout and stderr.
 func (p *Process) Logs() string { return p.out.String() }

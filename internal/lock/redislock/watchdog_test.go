@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
@@ -300,6 +301,9 @@ func TestRenewalsFailingPastDeadline(t *testing.T) {
 			}
 			if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
 				t.Fatalf("SIGSTOP redis-server: %v", err)
+			}
+			if err := localstack.WaitStopped(srv.Pid(), 5*time.Second); err != nil {
+				t.Fatal(err)
 			}
 			stopped := time.Now()
 			_, done := waitDone(l.Context(), 3*ttl)

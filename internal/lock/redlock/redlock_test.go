@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
@@ -273,6 +274,9 @@ func TestQuorum(t *testing.T) {
 	if err := syscall.Kill(servers[2].Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	if err := localstack.WaitStopped(servers[2].Pid(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// The first try may wait ServerTimeout for server 2, should it be the
 	// key's gate; after that it is passed over.
 	for i := range 2 {
@@ -295,6 +299,9 @@ func TestQuorum(t *testing.T) {
 		t.Errorf("server 2 down: Lock = %v, want a lease from servers 0 and 1", err)
 	}
 	if err := syscall.Kill(servers[1].Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := localstack.WaitStopped(servers[1].Pid(), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	_, err := lockRelease("servers 1 (hung) and 2 (down)")
