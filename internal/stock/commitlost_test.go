@@ -24,13 +24,14 @@ import (
 func TestCommitReplyLost(t *testing.T) {
 	e := newEnv(t)
 	proxy, pool := e.commitCutterPool(t)
-	cut := testDeps{Deps: Deps{Store: NewStore(pool, Limits{}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
+	// A stalled reply costs the commit timeout: 3s, not the default 10s.
+	cut := testDeps{Deps: Deps{Store: NewStore(pool, Limits{CommitTimeout: 3 * time.Second}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
 
 	variants := []struct {
 		name string
 		arm  func()
-		// strategies: a stalled reply costs the commit timeout (10s) per
-		// sale, so that variant runs one strategy, one lost reply.
+		// strategies: a stalled reply costs the commit timeout per sale,
+		// so that variant runs one strategy, one lost reply.
 		strategies []string
 		plain      bool // also a sale without a key
 	}{

@@ -55,6 +55,11 @@ type Limits struct {
 	// ?since=0): one count per this, whatever the number of readers.
 	// Default 1s.
 	NewestSales time.Duration
+	// CommitTimeout bounds a COMMIT, which runs detached from the request's
+	// cancellation: once the sale is decided, a buyer hanging up must not
+	// turn the outcome into "unknown". Past it the outcome is looked up in
+	// the ledger. Default 10s.
+	CommitTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -66,6 +71,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.NewestSales <= 0 {
 		l.NewestSales = time.Second
+	}
+	if l.CommitTimeout <= 0 {
+		l.CommitTimeout = 10 * time.Second
 	}
 	return l
 }
@@ -89,11 +97,6 @@ func beginWith(lockTimeout, idleTimeout time.Duration) string {
 	return fmt.Sprintf("BEGIN; SET LOCAL lock_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d",
 		max(lockTimeout.Milliseconds(), 1), max(idleTimeout.Milliseconds(), 1))
 }
-
-// commitTimeout bounds a COMMIT. A commit runs detached from the request's
-// cancellation: once the sale is decided, a buyer hanging up must not turn
-// the outcome into "unknown".
-const commitTimeout = 10 * time.Second
 
 // uniqueKeyConstraint is the name migrations give sales' idempotency key.
 const uniqueKeyConstraint = "sales_idempotency_key_key"
@@ -606,7 +609,7 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 	if ctx.Err() != nil {
 		return Sale{}, fmt.Errorf("before commit: %w", interrupted(ctx))
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
 	defer cancel()
 	_, commit := tracing.Span(ctx, "postgres.commit")
 	err = tx.Commit(cctx)
@@ -632,7 +635,7 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 // Limits.IdleTimeout when its COMMIT never arrived.
 func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, cause error) (Sale, error) {
 	wait := s.limits.IdleTimeout + resolveMargin
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+commitTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+s.limits.CommitTimeout)
 	defer cancel()
 	begin := beginWith(wait, wait)
 	for attempt := 0; ; attempt++ {

@@ -167,7 +167,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 	}
 
 	// A lost COMMIT reply is resolved from the ledger: all rows or none.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
 		if cerr := commitErr(err); !errors.Is(cerr, ErrOutcomeUnknown) {
