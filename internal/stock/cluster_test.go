@@ -69,8 +69,8 @@ func TestAllAtOnceOnCluster(t *testing.T) { allAtOnce(t, newClusterEnv(t), clust
 
 // TestRestockDuringSalesOnCluster is TestRestockDuringSales's mixed case
 // for the safe Redis strategies (and atomic) on a Redis Cluster: each of
-// them alone adds 4 s (a lock strategy's 600 buyers, one at a time) and
-// nothing the mix does not try.
+// them alone would add seconds (a lock strategy's 300 buyers, one at a
+// time) and nothing the mix does not try.
 func TestRestockDuringSalesOnCluster(t *testing.T) {
 	restockDuringSales(t, newClusterEnv(t), [][]string{clusterSafe()})
 }
