@@ -335,8 +335,8 @@ type matrixRun struct {
 	stamp    int64    // makes this matrix's product ids its own
 	// spread is how long the buyers of each run of a side-by-side round
 	// take at least to start: o.Spread, or twice as long as the last
-	// round took to reach the fault's moment, so that the fastest
-	// strategies are still selling when it comes.
+	// round of every applicable lane took to reach the fault's moment, so
+	// that the fastest strategies are still selling when it comes.
 	spread time.Duration
 	log    io.Writer // progress
 	// defaultTurn counts side-by-side rounds across faults: round n's
@@ -533,7 +533,7 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 			<-board.done
 			if !board.struckAt.IsZero() {
 				delay := board.struckAt.Sub(began)
-				mr.spread = max(mr.o.Spread, 2*delay).Round(100 * time.Millisecond)
+				mr.spread = nextSpread(mr.o.Spread, mr.spread, delay, len(open) == applicable(lanes))
 				fmt.Fprintf(mr.log, "  %s: struck %d runs after %v; next spread %v\n", fault.Name(), board.hit, delay.Round(100*time.Millisecond), mr.spread)
 			}
 		}
@@ -543,6 +543,31 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 			}
 		}
 	}
+}
+
+// nextSpread is the spread of the next side-by-side round, after one
+// whose fault struck delay after it began: twice delay, at least floor. Only
+// a round of every applicable lane (everyLane) tells how long the slowest
+// take to reach the fault's moment; a round of the few that missed (the
+// fastest, done before the slowest got there) strikes at once, and a
+// spread cut to it had the next fault's fastest runs miss again, round
+// after round, so such a round keeps cur.
+func nextSpread(floor, cur, delay time.Duration, everyLane bool) time.Duration {
+	if !everyLane {
+		return cur
+	}
+	return max(floor, 2*delay).Round(100 * time.Millisecond)
+}
+
+// applicable is how many of lanes the fault applies to.
+func applicable(lanes []*lane) int {
+	n := 0
+	for _, l := range lanes {
+		if l.cell.NotApplicable == "" {
+			n++
+		}
+	}
+	return n
 }
 
 // takeSoldOut is when product's sales answered 409 were sent (none

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"inventory/internal/faults"
 )
@@ -117,5 +118,27 @@ func TestStrikeBoardFaultError(t *testing.T) {
 	}
 	if f.heals.Load() != 1 {
 		t.Errorf("%d heals after a failed injection, want 1 (heal even a half-done one)", f.heals.Load())
+	}
+}
+
+// TestARetryRoundKeepsTheSpread: the spread follows the rounds of every
+// applicable lane (twice their delay, at least the floor), and a round of
+// the lanes that missed, which strikes at once, does not cut it.
+func TestARetryRoundKeepsTheSpread(t *testing.T) {
+	floor := 6 * time.Second
+	for _, c := range []struct {
+		name      string
+		cur       time.Duration
+		delay     time.Duration
+		everyLane bool
+		want      time.Duration
+	}{
+		{"every lane, slow to strike", floor, 8400 * time.Millisecond, true, 16800 * time.Millisecond},
+		{"every lane, quick to strike", 16800 * time.Millisecond, time.Second, true, floor},
+		{"the lanes that missed", 16800 * time.Millisecond, 600 * time.Millisecond, false, 16800 * time.Millisecond},
+	} {
+		if got := nextSpread(floor, c.cur, c.delay, c.everyLane); got != c.want {
+			t.Errorf("%s: nextSpread(%v, %v, %v, %v) = %v, want %v", c.name, floor, c.cur, c.delay, c.everyLane, got, c.want)
+		}
 	}
 }
