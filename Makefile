@@ -22,6 +22,13 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# A binary built with -race sleeps a second before it exits (GORACE's
+# atexit_sleep_ms, 1000 by default), so that goroutines still running can
+# finish a race report: a test binary spends it after its last test, ~40
+# seconds of make test in all. A race is reported the moment it happens and
+# fails the test it happens in, and the exit status still says so.
+export GORACE ?= atexit_sleep_ms=0
+
 # Runs what follows with one Postgres, etcd and ZooKeeper started for all the
 # test binaries (named to them in INVENTORY_TEST_* variables) and stopped when
 # it ends, pass, fail or Ctrl-C; each binary still starts its own Redis (why:
@@ -34,10 +41,15 @@ WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers
 # longest ran side by side at the end, with the other lane idle.
 SLOWEST_FIRST = ./internal/faults/matrix ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults
 
+# Test binaries at once: most of them wait on servers (the fault matrix's
+# fleets above all), so four keep two cores busier than go test's default of
+# one per core (measured in docs/testing.md).
+TEST_P ?= 4
+
 # -vet=off: lint has just run the whole of go vet, a superset of the
 # checks go test runs before each package.
 test: deps lint
-	$(WITH_SERVERS) $(GO) test -race -count=1 -vet=off -timeout 20m $(SLOWEST_FIRST) ./...
+	$(WITH_SERVERS) $(GO) test -race -count=1 -vet=off -p $(TEST_P) -timeout 20m $(SLOWEST_FIRST) ./...
 	@$(MAKE) --no-print-directory test-k8s fuzz-short
 
 ## test-k8s: render the Kubernetes manifests and decode them strictly, offline (deploy/k8s is a module of its own)
@@ -50,15 +62,15 @@ TIER_PACKAGES = $(addprefix ./,$(sort $(dir $(shell git grep -l 'testenv.InTier(
 
 ## test-unit: the fast tier: pure logic and single-backend tests (the fleets, browsers and the fault matrix skip)
 test-unit: deps
-	$(WITH_SERVERS) env INVENTORY_TEST_TIER=unit $(GO) test -race -count=1 -timeout 20m ./...
+	$(WITH_SERVERS) env INVENTORY_TEST_TIER=unit $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m ./...
 
 ## test-e2e: the fleet and browser tests (two replicas behind nginx, Prometheus, Chromium), with the unit tests of their packages
 test-e2e: deps
-	$(WITH_SERVERS) env INVENTORY_TEST_TIER=e2e $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,E2E)
+	$(WITH_SERVERS) env INVENTORY_TEST_TIER=e2e $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m $(call TIER_PACKAGES,E2E)
 
 ## test-faults: the short fault matrix (every fault, one run per cell, on both fleets), with the unit tests of its package
 test-faults: deps
-	$(WITH_SERVERS) env INVENTORY_TEST_TIER=faults $(GO) test -race -count=1 -timeout 20m $(call TIER_PACKAGES,Faults)
+	$(WITH_SERVERS) env INVENTORY_TEST_TIER=faults $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m $(call TIER_PACKAGES,Faults)
 
 # Every fuzz target as package:Name. `go test -fuzz` takes one package and
 # one target at a time.
