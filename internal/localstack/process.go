@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -171,14 +172,48 @@ func poll(ctx context.Context, timeout time.Duration, stop <-chan struct{}, chec
 	}
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// for a server started next to listen on. It is drawn at random below the
+// kernel's ephemeral range (ip_local_port_range), where a port asked for
+// with :0 or taken by an outgoing connection comes from: a port from that
+// range could be handed to another process before the server bound it (a
+// redis-server then failed, "Address already in use", with four test
+// binaries at once).
 func FreePort() (int, error) {
+	low := ephemeralLow()
+	for range 100 {
+		port := freePortFloor + rand.IntN(low-freePortFloor)
+		l, err := net.Listen("tcp", hostPort(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freePortFloor is the lowest port FreePort draws: above the well-known
+// and most registered services' ports.
+const freePortFloor = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read, Linux's default).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > freePortFloor+1000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // dialable reports whether something accepts TCP connections at addr.
