@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/client"
+	"inventory/internal/localstack"
 	"inventory/internal/settings"
 
 	"inventory/internal/testenv"
@@ -25,7 +26,11 @@ import (
 func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
 	f, err := Start(context.Background(), Options{Binary: binary, NoFsync: true, AdminToken: "tok",
-		Env: map[string]string{"INVENTORY_LOCK_TTL": "500ms", "INVENTORY_WORK_DELAY": "400ms"}})
+		// 1.5 s of work, under a 2 s TTL: the SIGSTOP must land while the
+		// sale is inside it (with 400 ms, four test binaries at once, the
+		// sale had committed before the stop); a stop that still misses
+		// is tried again, on a new round.
+		Env: map[string]string{"INVENTORY_LOCK_TTL": "2s", "INVENTORY_WORK_DELAY": "1500ms"}})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -33,19 +38,37 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	paused, other := f.Replicas[0], f.Replicas[1]
 
 	ctx := context.Background()
-	if p, err := f.Client().Restock(ctx, "sku-pause", client.RestockRequest{Quantity: 1}); err != nil || p.Round != 1 {
-		t.Fatalf("PUT /products/sku-pause = %+v, %v; want it created", p, err)
-	}
-
-	stale := make(chan int, 1)
-	go func() { stale <- sell(t, paused) }()
-	// It holds the lock, has claimed the row with its fence and read 1 unit
-	// left, and is working: its sale's transaction sits idle in Postgres.
-	testenv.WaitFor(t, "the sale to be inside its work, transaction open", 15*time.Second, func() bool {
-		return idleTransactions(t, f.PostgresURL) > 0
-	})
-	if err := syscall.Kill(paused.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
+	var stale chan int
+	for try := 1; ; try++ {
+		if p, err := f.Client().Restock(ctx, "sku-pause", client.RestockRequest{Quantity: 1}); err != nil || p.Round != int64(try) {
+			t.Fatalf("PUT /products/sku-pause = %+v, %v; want round %d", p, err, try)
+		}
+		stale = make(chan int, 1)
+		go func() { stale <- sell(t, paused) }()
+		// It holds the lock, has claimed the row with its fence and read 1
+		// unit left, and is working: its sale's transaction sits idle in
+		// Postgres.
+		testenv.WaitFor(t, "the sale to be inside its work, transaction open", 15*time.Second, func() bool {
+			return idleTransactions(t, f.PostgresURL) > 0
+		})
+		if err := syscall.Kill(paused.Pid(), syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
+		}
+		if err := localstack.WaitStopped(paused.Pid(), 10*time.Second); err != nil {
+			t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
+		}
+		if idleTransactions(t, f.PostgresURL) > 0 {
+			break
+		}
+		// Stopped after its sale's transaction ended: the pause missed.
+		if err := syscall.Kill(paused.Pid(), syscall.SIGCONT); err != nil {
+			t.Fatalf("SIGCONT %s: %v", paused.Instance, err)
+		}
+		got := <-stale
+		if try == 3 {
+			t.Fatalf("%d tries: %s stopped each time after its sale had ended (the last answered %d)", try, paused.Instance, got)
+		}
+		t.Logf("try %d: %s stopped after its sale had ended (answered %d); again", try, paused.Instance, got)
 	}
 	// Its watchdog is paused too, so the lease runs out in Redis.
 	rdb := redis.NewClient(mustParseRedisURL(t, f.RedisURL))
