@@ -604,13 +604,17 @@ func (safeToRetry) SafeToRetry() bool { return true }
 func TestOptimisticContention(t *testing.T) {
 	e := newEnv(t)
 	const id = "contended"
-	e.restock(t, id, 1000)
+	e.restock(t, id, 100_000)
 	var conflicts atomicInt
 	d := e.deps("replica-a")
-	d.WorkDelay = 40 * time.Millisecond
-	// About 25 attempts' worth of budget, so that even on a loaded machine
-	// several attempts lose before it runs out.
-	d.Lock.Wait = time.Second
+	// Each attempt works 150 ms, and the other writer sells back to back:
+	// on a loaded machine a sale can take tens of milliseconds, and with
+	// 40 ms of work and a pause between its sales an attempt once found
+	// no change and sold (four test binaries at once).
+	d.WorkDelay = 150 * time.Millisecond
+	// About a dozen attempts' worth of budget, so that several lose
+	// before it runs out.
+	d.Lock.Wait = 2 * time.Second
 	d.OnConflict = conflicts.add
 	s := e.seller(t, Optimistic, d)
 	other := e.seller(t, Atomic, e.deps("replica-b"))
@@ -620,7 +624,6 @@ func TestOptimisticContention(t *testing.T) {
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			_, _ = other.Sell(ctx, Order{ProductID: id, Quantity: 1})
-			time.Sleep(5 * time.Millisecond)
 		}
 	})
 	waitFor(t, "the other writer to get going", 10*time.Second, func() bool { return e.product(t, id).Version >= 3 })
