@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"syscall"
-	"time"
 
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
@@ -31,12 +30,9 @@ func (f *ReplicaPause) Inject(ctx context.Context, t Target) error {
 		return err
 	}
 	r := t.Fleet.Replicas[0]
-	if err := syscall.Kill(r.Pid(), syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("SIGSTOP %s: %w", r.Instance, err)
-	}
-	f.paused = r
+	f.paused = r // Heal continues it, even after a failed pause
 	// The pause is held from when it took hold, not from when it was sent.
-	if err := localstack.WaitStopped(r.Pid(), 5*time.Second); err != nil {
+	if err := localstack.Pause(r.Pid()); err != nil {
 		return fmt.Errorf("pause %s: %w", r.Instance, err)
 	}
 	return hold(ctx, 2*t.LockTTL)

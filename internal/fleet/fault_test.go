@@ -51,11 +51,8 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 		testenv.WaitFor(t, "the sale to be inside its work, transaction open", 15*time.Second, func() bool {
 			return idleTransactions(t, f.PostgresURL) > 0
 		})
-		if err := syscall.Kill(paused.Pid(), syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
-		}
-		if err := localstack.WaitStopped(paused.Pid(), 10*time.Second); err != nil {
-			t.Fatalf("SIGSTOP %s: %v", paused.Instance, err)
+		if err := localstack.Pause(paused.Pid()); err != nil {
+			t.Fatalf("pause %s: %v", paused.Instance, err)
 		}
 		if idleTransactions(t, f.PostgresURL) > 0 {
 			break

@@ -57,13 +57,19 @@ func allStopped(pid int) (bool, error) {
 	return true, nil
 }
 
-// stopSignal sends sig to pid and, for SIGSTOP, waits until it took hold.
+// Pause sends SIGSTOP to process pid and returns once every thread of it
+// has stopped (WaitStopped, up to 5 s).
+func Pause(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP %d: %w", pid, err)
+	}
+	return WaitStopped(pid, 5*time.Second)
+}
+
+// stopSignal sends sig to p; a SIGSTOP returns once it took hold (Pause).
 func stopSignal(p *os.Process, sig os.Signal) error {
-	if err := p.Signal(sig); err != nil {
-		return err
-	}
 	if sig == syscall.SIGSTOP {
-		return WaitStopped(p.Pid, 5*time.Second)
+		return Pause(p.Pid)
 	}
-	return nil
+	return p.Signal(sig)
 }

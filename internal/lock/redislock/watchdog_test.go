@@ -299,11 +299,8 @@ func TestRenewalsFailingPastDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Lock = %v", err)
 			}
-			if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
-				t.Fatalf("SIGSTOP redis-server: %v", err)
-			}
-			if err := localstack.WaitStopped(srv.Pid(), 5*time.Second); err != nil {
-				t.Fatal(err)
+			if err := localstack.Pause(srv.Pid()); err != nil {
+				t.Fatalf("pause redis-server: %v", err)
 			}
 			stopped := time.Now()
 			_, done := waitDone(l.Context(), 3*ttl)

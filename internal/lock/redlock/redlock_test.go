@@ -271,10 +271,7 @@ func TestQuorum(t *testing.T) {
 		t.Fatalf("all up: Lock = %v", err)
 	}
 
-	if err := syscall.Kill(servers[2].Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	if err := localstack.WaitStopped(servers[2].Pid(), 5*time.Second); err != nil {
+	if err := localstack.Pause(servers[2].Pid()); err != nil {
 		t.Fatal(err)
 	}
 	// The first try may wait ServerTimeout for server 2, should it be the
@@ -298,10 +295,7 @@ func TestQuorum(t *testing.T) {
 	if _, err := lockRelease("server 2 down"); err != nil {
 		t.Errorf("server 2 down: Lock = %v, want a lease from servers 0 and 1", err)
 	}
-	if err := syscall.Kill(servers[1].Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	if err := localstack.WaitStopped(servers[1].Pid(), 5*time.Second); err != nil {
+	if err := localstack.Pause(servers[1].Pid()); err != nil {
 		t.Fatal(err)
 	}
 	_, err := lockRelease("servers 1 (hung) and 2 (down)")
