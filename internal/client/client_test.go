@@ -532,7 +532,9 @@ func TestRetryDoSendsAgainUntilTheAnswerIsFinal(t *testing.T) {
 }
 
 // The default HTTP client keeps connections alive: many sales in a row
-// reuse a few.
+// reuse a few. An answer whose body the client left unread (a sold-out's
+// problem, say) would cost its connection: every other sale here is one,
+// so that would take 25 connections or more.
 func TestSalesReuseConnections(t *testing.T) {
 	var mu sync.Mutex
 	conns := map[string]bool{}
@@ -563,8 +565,12 @@ func TestSalesReuseConnections(t *testing.T) {
 			t.Fatalf("sale %d: %v", i, err)
 		}
 	}
-	if len(conns) != 1 {
-		t.Errorf("50 sales one after the other, every other one sold out, used %d connections, want 1", len(conns))
+	// One, but for net/http's own rule: it keeps a connection only once its
+	// writer has reported the request written, and waits 50 ms for that
+	// (maxWriteWaitBeforeConnReuse), which a loaded machine can miss (seen
+	// once in make test: 2 connections).
+	if len(conns) > 3 {
+		t.Errorf("50 sales one after the other, every other one sold out, used %d connections, want 1 (at most 3)", len(conns))
 	}
 }
 
