@@ -23,6 +23,9 @@ type PostgresOptions struct {
 	NoFsync bool
 	// MaxConnections is max_connections; default 300.
 	MaxConnections int
+	// Dir is the directory the server's own directory is made in; empty
+	// means the system's temporary directory (os.TempDir).
+	Dir string
 }
 
 // Postgres is a throw-away Postgres server with an "inventory" database.
@@ -53,7 +56,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "inventory-pg-")
+	dir, err := os.MkdirTemp(opts.Dir, "inventory-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("postgres dir: %w", err)
 	}

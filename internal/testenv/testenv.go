@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,7 +139,7 @@ func startPostgres(ctx context.Context) (string, func(), error) {
 	}
 	// Room for the pools of the test binaries that share it (go test runs
 	// GOMAXPROCS of them at once), each of which had 300 to itself.
-	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true, MaxConnections: 1000})
+	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true, MaxConnections: 1000, Dir: memoryDir()})
 	if err != nil {
 		return "", nil, err
 	}
@@ -180,4 +181,19 @@ func dockerAnswers(ctx context.Context) bool {
 	}
 	defer p.Close()
 	return p.Health(ctx) == nil
+}
+
+// memoryDir is where the test Postgres keeps its files: /dev/shm when it is
+// a tmpfs with room to spare, else "" (the temporary directory). Each test
+// makes a database of its own, about 10 MB in 300 files that nobody needs
+// after the run. On a disk, deleting 400 of them (3.8 GB, 121,000 files)
+// took 25 s, and make test waited 14-17 s at its end for its own; in
+// memory that is about a second.
+func memoryDir() string {
+	const tmpfsMagic = 0x01021994 // statfs(2)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != tmpfsMagic || st.Bavail*uint64(st.Bsize) < 8<<30 {
+		return ""
+	}
+	return "/dev/shm"
 }
