@@ -16,7 +16,8 @@ import (
 // units Postgres still holds can all be bought, one by one, and then the
 // product is sold out.
 func TestBuyerGoneMidSale(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := newOwnEnv(t)
 	const work = 40 * time.Millisecond
 	for _, name := range safeNames() {
 		t.Run(name, func(t *testing.T) {

@@ -37,6 +37,16 @@ func newEnv(t *testing.T) *env {
 	return newEnvOn(t, &env{redisURL: testenv.RedisURL(t)})
 }
 
+// newOwnEnv is newEnv on a Redis server of the test's own, for the tests
+// that run in parallel (t.Parallel): the binary's shared Redis is flushed
+// by every test that starts with newEnv. Such a test also sells product ids
+// no other parallel test sells, since etcd, ZooKeeper and the Redlock
+// servers are shared and hold their keys by product id.
+func newOwnEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvOn(t, &env{redisURL: testenv.RedisServer(t).URL})
+}
+
 // newClusterEnv is newEnv on the binary's Redis Cluster (flushed): every
 // Redis client the env makes is a cluster client.
 func newClusterEnv(t *testing.T) *env {

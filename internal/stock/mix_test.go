@@ -238,11 +238,12 @@ func allAtOnce(t *testing.T, e *env, names []string) {
 // is its ledger, and the buyers told of a sale in a round are that round's
 // ledger rows. Run for each safe strategy alone and for all of them mixed.
 func TestRestockDuringSales(t *testing.T) {
+	t.Parallel()
 	cases := [][]string{}
 	for _, name := range safeNames() {
 		cases = append(cases, []string{name})
 	}
-	restockDuringSales(t, newEnv(t), append(cases, safeNames()))
+	restockDuringSales(t, newOwnEnv(t), append(cases, safeNames()))
 }
 
 // restockDuringSales is TestRestockDuringSales on e, a case for each list

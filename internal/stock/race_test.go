@@ -65,6 +65,7 @@ func race(t *testing.T, replicas []Seller, id string, buyers, workers int) raceR
 // unsafe ones, given a few milliseconds of work between check and write (and
 // setnx a lock TTL shorter than that work), must be caught overselling. The ledger invariant holds for all of them.
 func TestRace(t *testing.T) {
+	t.Parallel()
 	const (
 		stock   = 100
 		buyers  = 150
@@ -73,7 +74,7 @@ func TestRace(t *testing.T) {
 	)
 	for _, info := range Strategies {
 		t.Run(info.Name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newOwnEnv(t)
 			// Work between check and write widens every race; the unsafe
 			// strategies get enough of it that two replicas' reads overlap
 			// on every sale, the safe ones some to prove it does not matter.

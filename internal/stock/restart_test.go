@@ -72,7 +72,8 @@ var (
 // or blocked on the stock row at its write, which the test holds locked
 // until buyer 2 has got as far as it can.
 func TestRedisLostMidSale(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := newOwnEnv(t)
 	srv := testenv.RedisServer(t) // private: restarting it must not disturb other tests
 	long := redislock.Options{Options: lock.Options{TTL: 30 * time.Second, Wait: 10 * time.Second}, MaxBackoff: 8 * time.Millisecond}
 	const work = time.Second
