@@ -52,6 +52,16 @@ func ScopeOf(f Fault) Scope {
 	return ScopeRun
 }
 
+// Colocator is implemented by ScopeFleet faults that reach only the
+// products kept on one part of the fleet (redis-cluster-failover: one
+// Redis Cluster master's slots). Colocate returns a product id, product
+// itself or product with a suffix, kept there: whoever runs the fault side
+// by side names every run's product with it, so that one injection strikes
+// them all.
+type Colocator interface {
+	Colocate(ctx context.Context, fl *fleet.Fleet, product string) (string, error)
+}
+
 // DefaultChanger is implemented by faults that change the fleet default
 // themselves (strategy-switch): a run they strike may sell with more than
 // the default it started with.

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -15,7 +16,8 @@ import (
 // RedisClusterFailover is redis-cluster-failover: the service replicas use
 // a Redis Cluster (see Needs), and the master that owns the run's
 // product's slot (every key of a product carries its {id} tag) dies while
-// a sale is in flight. Its replica's replication is held back first
+// a sale is in flight. Side by side, every run's product is placed on one
+// master (Colocate), and that master dies once for all of them. Its replica's replication is held back first
 // (CLIENT PAUSE WRITE), so what the master takes meanwhile (a lock, a
 // fencing counter, a reservation) never reaches it; the master is killed,
 // the replica let go once it has seen its link drop, and it wins the
@@ -35,6 +37,52 @@ func (*RedisClusterFailover) Name() string { return "redis-cluster-failover" }
 // Needs implements FleetNeeds: the replicas on a Redis Cluster.
 func (*RedisClusterFailover) Needs(opts *fleet.Options) { opts.RedisCluster = true }
 
+// Scope implements Scoped: the runs of a round buy products on one master
+// (Colocate), so that one kill strikes them all.
+func (*RedisClusterFailover) Scope() Scope { return ScopeFleet }
+
+// struckKey is the key whose slot's master Inject kills when its Target
+// names no product (side by side); Colocate places the runs' products on
+// the same master.
+const struckKey = "stock:{redis-cluster-failover}"
+
+// productKey is a key of product's, in its {id} slot.
+func productKey(product string) string { return "stock:{" + product + "}" }
+
+// colocateTries bounds Colocate's search: each suffix lands on the struck
+// master with a chance of one in the cluster's masters (three here).
+const colocateTries = 200
+
+// Colocate implements Colocator: product, or product with the first
+// suffix ("-2", "-3", …) that puts its slot on the master owning struckKey's,
+// the master the round's injection kills.
+func (*RedisClusterFailover) Colocate(ctx context.Context, fl *fleet.Fleet, product string) (string, error) {
+	cluster := fl.RedisCluster
+	if cluster == nil {
+		return "", errNoCluster
+	}
+	struck, err := cluster.MasterOf(ctx, struckKey)
+	if err != nil {
+		return "", err
+	}
+	for i := 1; i <= colocateTries; i++ {
+		id := product
+		if i > 1 {
+			id = fmt.Sprintf("%s-%d", product, i)
+		}
+		m, err := cluster.MasterOf(ctx, productKey(id))
+		if err != nil {
+			return "", err
+		}
+		if m == struck {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("no product id %q or %q-N (N ≤ %d) on %s, the master of %s's slot", product, product, colocateTries, struck.Addr, struckKey)
+}
+
+var errNoCluster = errors.New("the fleet has no Redis Cluster: start it with RedisCluster")
+
 // clusterStrategies keep their state in the fleet's Redis, which is the
 // cluster here; redlock keeps servers of its own.
 var clusterStrategies = []string{"setnx", "redis", "reentrant", "fair", "lua", "handoff"}
@@ -44,14 +92,18 @@ func (*RedisClusterFailover) AppliesTo(t Target) error {
 	return appliesTo(t.Strategy, clusterStrategies, "keeps nothing in the Redis Cluster")
 }
 
-// Inject implements Fault. It returns once a node other than the killed
-// one is master of the product's slot and the cluster serves every slot.
+// Inject implements Fault: it kills the master of t.Product's slot, or of
+// struckKey's when t names no product (side by side). It returns once a
+// node other than the killed one is master of that slot.
 func (f *RedisClusterFailover) Inject(ctx context.Context, t Target) error {
 	cluster := t.Fleet.RedisCluster
 	if cluster == nil {
-		return fmt.Errorf("the fleet has no Redis Cluster: start it with RedisCluster")
+		return errNoCluster
 	}
-	key := "stock:{" + t.Product + "}"
+	key := struckKey
+	if t.Product != "" {
+		key = productKey(t.Product)
+	}
 	master, err := cluster.MasterOf(ctx, key)
 	if err != nil {
 		return err

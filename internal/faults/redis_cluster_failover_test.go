@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"inventory/internal/client"
 	"inventory/internal/fleet"
+	"inventory/internal/localstack"
 	"inventory/internal/testenv"
 )
 
@@ -123,5 +125,53 @@ func TestRedisClusterFailoverLosesTheLockAndTheServiceFollows(t *testing.T) {
 	}
 	if p.Quantity+p.Sold != 10 || p.Sold < 1 {
 		t.Errorf("after the failover quantity %d + sold %d, want 10 with at least one sold", p.Quantity, p.Sold)
+	}
+}
+
+// Side by side, redis-cluster-failover kills the master of struckKey's
+// slot: Colocate places every run's product on it, a product already there
+// keeping its id and the others taking the first suffix that moves them.
+func TestColocatePutsEveryProductOnTheStruckMaster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := localstack.StartRedisCluster(ctx, localstack.RedisClusterOptions{})
+	if err != nil {
+		t.Fatalf("StartRedisCluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	struck, err := c.MasterOf(ctx, struckKey)
+	if err != nil {
+		t.Fatalf("MasterOf(%s): %v", struckKey, err)
+	}
+	fault, fl := &RedisClusterFailover{}, &fleet.Fleet{RedisCluster: c}
+	moved := 0
+	for i := range 12 {
+		product := fmt.Sprintf("f1-redis-redis-cluster-failover-%d", i)
+		id, err := fault.Colocate(ctx, fl, product)
+		if err != nil {
+			t.Fatalf("Colocate(%q): %v", product, err)
+		}
+		was, err := c.MasterOf(ctx, productKey(product))
+		if err != nil {
+			t.Fatalf("MasterOf(%s): %v", productKey(product), err)
+		}
+		now, err := c.MasterOf(ctx, productKey(id))
+		if err != nil {
+			t.Fatalf("MasterOf(%s): %v", productKey(id), err)
+		}
+		switch {
+		case now != struck:
+			t.Errorf("Colocate(%q) = %q, on %s; want it on %s, the master of %s's slot", product, id, now.Addr, struck.Addr, struckKey)
+		case was == struck && id != product:
+			t.Errorf("Colocate(%q) = %q; want %q, already on the struck master", product, id, product)
+		case was != struck && !strings.HasPrefix(id, product+"-"):
+			t.Errorf("Colocate(%q) = %q; want %q with a suffix", product, id, product)
+		}
+		if id != product {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("all 12 products were on the struck master already: the test moved none")
 	}
 }

@@ -495,6 +495,18 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 			mr.defaultTurn++
 			fmt.Fprintf(mr.log, "  %s: %s sells as the fleet default this round, its buyers naming none\n", fault.Name(), open[byDefault].s.Name)
 		}
+		// Each run's product (placed where the fault strikes, for a
+		// Colocator) and size.
+		products, sizes := make([]string, len(open)), make([]Options, len(open))
+		for i, l := range open {
+			products[i], sizes[i] = mr.next(l, fault, 1)
+			if c, ok := fault.(faults.Colocator); ok {
+				var err error
+				if products[i], err = c.Colocate(ctx, mr.fleet, products[i]); err != nil {
+					return fmt.Errorf("%s × %s: place the run's product: %w", l.s.Name, fault.Name(), err)
+				}
+			}
+		}
 		var board *strikeBoard
 		spread := time.Duration(0) // a fault of its own strikes each run at its own moment
 		began := time.Now()
@@ -510,7 +522,7 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 		got := make([]outcome, len(open))
 		var wg sync.WaitGroup
 		for i, l := range open {
-			product, size := mr.next(l, fault, 1)
+			product, size := products[i], sizes[i]
 			wg.Go(func() {
 				var disturb func(context.Context, func() int64, <-chan struct{}) error
 				if board != nil {
