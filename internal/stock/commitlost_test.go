@@ -22,7 +22,8 @@ import (
 // sale as a replay and sells nothing more. Throughout, a Sell returns a sale
 // exactly when its ledger row exists.
 func TestCommitReplyLost(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := newOwnEnv(t)
 	proxy, pool := e.commitCutterPool(t)
 	// A stalled reply costs the commit timeout: 3s, not the default 10s.
 	cut := testDeps{Deps: Deps{Store: NewStore(pool, Limits{CommitTimeout: 3 * time.Second}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}

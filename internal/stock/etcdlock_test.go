@@ -70,7 +70,8 @@ func TestEtcdNotConfigured(t *testing.T) {
 // expires during a pause) while its sale works: the sale's transaction is
 // cancelled and rolled back, the buyer gets ErrLockLost, nothing is sold.
 func TestEtcdLeaseLostMidSale(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := newOwnEnv(t)
 	const id = "etcd-lost"
 	e.restock(t, id, 10)
 	d := e.deps("replica-a")

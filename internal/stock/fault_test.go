@@ -501,7 +501,8 @@ func TestConcurrentIdempotencyKey(t *testing.T) {
 // TestUnavailable points the strategies at servers that do not answer: every
 // one must fail with ErrUnavailable, which the API turns into 503.
 func TestUnavailable(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := newOwnEnv(t)
 	const id = "down"
 	e.restock(t, id, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
