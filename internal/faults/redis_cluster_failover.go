@@ -16,13 +16,13 @@ import (
 // RedisClusterFailover is redis-cluster-failover: the service replicas use
 // a Redis Cluster (see Needs), and the master that owns the run's
 // product's slot (every key of a product carries its {id} tag) dies while
-// a sale is in flight. Side by side, every run's product is placed on one
-// master (Colocate), and that master dies once for all of them. Its replica's replication is held back first
-// (CLIENT PAUSE WRITE), so what the master takes meanwhile (a lock, a
-// fencing counter, a reservation) never reaches it; the master is killed,
-// the replica let go once it has seen its link drop, and it wins the
-// cluster's election (after the node timeout); the replicas' cluster
-// clients follow by themselves. A lock taken on the old master is gone on
+// a sale is in flight; side by side, every run's product is placed on one
+// master (Colocate), which dies once for all of them. Its replica's
+// replication is held back first (CLIENT PAUSE WRITE), so what the master
+// takes meanwhile (a lock, a fencing counter, a reservation) never reaches
+// it; the master is killed, the replica let go once it has seen its link
+// drop, and it wins the cluster's election (after the node timeout); the
+// replicas' cluster clients follow by themselves. A lock taken on the old master is gone on
 // the new one, and only Postgres's fence and guard stand between a second
 // holder and an oversell. Heal starts the old master again; it rejoins
 // the cluster as its old replica's replica.
