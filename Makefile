@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test test-unit test-e2e test-faults test-k8s lint fuzz fuzz-short demo fleet faults deps demo-deps clean
+.PHONY: all build test test-race fuzz-short-idle test-unit test-e2e test-faults test-k8s lint fuzz fuzz-short demo fleet faults deps demo-deps clean
 
 all: build
 
@@ -35,7 +35,7 @@ export GORACE ?= atexit_sleep_ms=0
 # internal/testenv's shared). Plain `go test` starts them per binary.
 WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && bin/testservers --
 
-## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included); then a short fuzz run. What CI runs.
+## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included), with a short fuzz run beside them. What CI runs.
 # The longest packages first, then every other (go test runs packages in the
 # order named, -p at a time, and names each once): started last, the three
 # longest ran side by side at the end, with the other lane idle.
@@ -46,11 +46,20 @@ SLOWEST_FIRST = ./internal/faults/matrix ./internal/stock ./loadtest ./internal/
 # one per core (measured in docs/testing.md).
 TEST_P ?= 4
 
+# go test and the short fuzz run go side by side, the fuzz run at the
+# lowest CPU priority (nice 19): it takes the time the cores would idle
+# while test binaries wait on their servers (docs/testing.md).
+test: deps lint
+	@$(MAKE) --no-print-directory -j2 test-race fuzz-short-idle
+	@$(MAKE) --no-print-directory test-k8s
+
 # -vet=off: lint has just run the whole of go vet, a superset of the
 # checks go test runs before each package.
-test: deps lint
+test-race:
 	$(WITH_SERVERS) $(GO) test -race -count=1 -vet=off -p $(TEST_P) -timeout 20m $(SLOWEST_FIRST) ./...
-	@$(MAKE) --no-print-directory test-k8s fuzz-short
+
+fuzz-short-idle:
+	@nice -n 19 $(MAKE) --no-print-directory fuzz-short
 
 ## test-k8s: render the Kubernetes manifests and decode them strictly, offline (deploy/k8s is a module of its own)
 test-k8s:
