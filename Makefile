@@ -1,7 +1,7 @@
 # The project's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test test-race fuzz-short-idle test-unit test-e2e test-faults test-k8s lint fuzz fuzz-short demo fleet faults deps demo-deps clean
+.PHONY: all build test test-matrix test-rest fuzz-short-idle test-unit test-e2e test-faults test-k8s lint fuzz fuzz-short demo fleet faults deps demo-deps clean
 
 all: build
 
@@ -36,27 +36,35 @@ export GORACE ?= atexit_sleep_ms=0
 WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && bin/testservers --
 
 ## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included), with a short fuzz run beside them. What CI runs.
-# The longest packages first, then every other (go test runs packages in the
-# order named, -p at a time, and names each once): started last, the three
-# longest ran side by side at the end, with the other lane idle.
-SLOWEST_FIRST = ./internal/faults/matrix ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults
-
-# Test binaries at once: most of them wait on servers (the fault matrix's
-# fleets above all), so four keep two cores busier than go test's default of
-# one per core (measured in docs/testing.md).
-TEST_P ?= 4
-
-# go test and the short fuzz run go side by side, the fuzz run at the
-# lowest CPU priority (nice 19): it takes the time the cores would idle
-# while test binaries wait on their servers (docs/testing.md).
+# Three things side by side: the short fault matrix, the longest package,
+# which every other ended up waiting for; every other package, three at a
+# time at a lower CPU priority (nice 5); and the short fuzz run at the
+# lowest (nice 19), in the time the cores would idle while test binaries
+# wait on their servers. The matrix gets the cores when it needs them and
+# the rest takes what is left (measured in docs/testing.md).
 test: deps lint
-	@$(MAKE) --no-print-directory -j2 test-race fuzz-short-idle
+	@$(MAKE) --no-print-directory -j3 test-matrix test-rest fuzz-short-idle
 	@$(MAKE) --no-print-directory test-k8s
+
+# Test binaries at once, the matrix's included: most of them wait on
+# servers (the matrix's fleets above all), so four keep two cores busier
+# than go test's default of one per core.
+TEST_P ?= 4
 
 # -vet=off: lint has just run the whole of go vet, a superset of the
 # checks go test runs before each package.
-test-race:
-	$(WITH_SERVERS) $(GO) test -race -count=1 -vet=off -p $(TEST_P) -timeout 20m $(SLOWEST_FIRST) ./...
+MATRIX = ./internal/faults/matrix
+test-matrix:
+	$(GO) test -race -count=1 -vet=off -timeout 20m $(MATRIX)
+
+# The longest packages first, then every other (go test runs packages in the
+# order named, -p at a time, and names each once): started last, the
+# longest ran side by side at the end, with the other lanes idle.
+SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults
+
+test-rest:
+	pkgs=$$($(GO) list ./... | grep -v '/internal/faults/matrix$$') && \
+	$(WITH_SERVERS) nice -n 5 $(GO) test -race -count=1 -vet=off -p $$(( $(TEST_P) > 1 ? $(TEST_P) - 1 : 1 )) -timeout 20m $(SLOWEST_FIRST) $$pkgs
 
 fuzz-short-idle:
 	@nice -n 19 $(MAKE) --no-print-directory fuzz-short
