@@ -104,8 +104,12 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 			return false, nil
 		})
 		// A look that ran into lookFor's deadline can fail with the backend's
-		// own error (etcd's gRPC status) rather than DeadlineExceeded.
-		lookedLongEnough := err != nil && wctx.Err() != nil
+		// own error (etcd's gRPC status, "Unknown: context deadline
+		// exceeded", from the server's copy of the deadline) rather than
+		// DeadlineExceeded, and before wctx's own timer has run on a busy
+		// machine: read the clock, not only wctx.Err.
+		deadline, _ := wctx.Deadline()
+		lookedLongEnough := err != nil && (wctx.Err() != nil || !time.Now().Before(deadline))
 		cancel()
 		switch {
 		case (lookedLongEnough || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMissed)) && ctx.Err() == nil && len(struck) == 0:

@@ -1,9 +1,11 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -272,15 +274,19 @@ func TestLockExpiredEarlyExpiresPgLockRow(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
 	granted := contend(t, lockers, product, nil, done)
-	var held []grant
-	held = append(held, next(t, granted, "the first holder"))
+	// Grants are ordered by fence, not by channel order: under load a
+	// holder can be struck (and its successor granted) before its own
+	// goroutine has sent its grant.
+	held := []grant{next(t, granted, "the first holder")}
 	errc := inject(f, product)
 	for n := range deletions {
-		g := next(t, granted, fmt.Sprintf("a waiter to take over from holder %d", n+1))
-		if prev := held[len(held)-1]; g.lease.Fence().Token <= prev.lease.Fence().Token {
-			t.Fatalf("locker %d took over with fence %d, want above holder %d's %d", g.i, g.lease.Fence().Token, n+1, prev.lease.Fence().Token)
+		held = append(held, next(t, granted, fmt.Sprintf("a waiter to take over, %d of %d", n+1, deletions)))
+	}
+	slices.SortFunc(held, func(a, b grant) int { return cmp.Compare(a.lease.Fence().Token, b.lease.Fence().Token) })
+	for n := 1; n < len(held); n++ {
+		if prev, g := held[n-1], held[n]; g.lease.Fence().Token <= prev.lease.Fence().Token {
+			t.Fatalf("locker %d took over with fence %d, want above holder %d's (locker %d) %d", g.i, g.lease.Fence().Token, n, prev.i, prev.lease.Fence().Token)
 		}
-		held = append(held, g)
 	}
 	if err := next(t, errc, "Inject to return"); err != nil {
 		t.Fatalf("Inject = %v, want nil", err)
