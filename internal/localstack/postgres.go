@@ -176,8 +176,14 @@ func (pg *Postgres) Stop() error {
 	return os.RemoveAll(pg.dir)
 }
 
+// execTimeout bounds one statement of exec1 (its connection included): a
+// CREATE DATABASE copies and syncs a whole template, which took over 5s on
+// a 2-core machine running three race-enabled test binaries at once.
+const execTimeout = 30 * time.Second
+
+// exec1 runs one statement on its own connection to url.
 func exec1(ctx context.Context, url, sql string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, execTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
