@@ -63,7 +63,7 @@ test-matrix:
 SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults
 
 test-rest:
-	pkgs=$$($(GO) list ./... | grep -v '/internal/faults/matrix$$') && \
+	pkgs=$$($(GO) list ./... | grep -v '$(patsubst .%,%,$(MATRIX))$$') && \
 	$(WITH_SERVERS) nice -n 5 $(GO) test -race -count=1 -vet=off -p $$(( $(TEST_P) > 1 ? $(TEST_P) - 1 : 1 )) -timeout 20m $(SLOWEST_FIRST) $$pkgs
 
 fuzz-short-idle:
