@@ -112,8 +112,8 @@ func (c *Client) DefaultStrategy(ctx context.Context) (string, error) {
 // the fleet's database is slow to answer, no answer) is sent again, a few
 // times, as a sale with an Idempotency-Key would be.
 func (c *Client) SetDefaultStrategy(ctx context.Context, name string) error {
-	_, _, err := adminRetry.Do(ctx, func(ctx context.Context) (apiclient.Sale, error) {
-		return apiclient.Sale{}, c.api.SetStrategy(ctx, name)
+	_, err := idempotent(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.api.SetStrategy(ctx, name)
 	})
 	if err != nil {
 		return fmt.Errorf("switch the fleet default to %s: %w", name, adminHint(err))
