@@ -2,12 +2,15 @@ package load
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+
+	apiclient "inventory/internal/client"
 )
 
 // TestBuyersComeFromTheClientSources: with --client-ips' sources, the
@@ -58,5 +61,55 @@ func TestBuyersComeFromTheClientSources(t *testing.T) {
 		if _, err := ClientSources(tc.n, tc.target); (err != nil) != tc.wantErr {
 			t.Errorf("ClientSources(%d, %q) = %v, want error %v", tc.n, tc.target, err, tc.wantErr)
 		}
+	}
+}
+
+// TestSetDefaultStrategySendsTheSwitchAgain: PUT /strategy answered 503 is
+// sent again until it is settled; a 400 (a strategy the fleet does not
+// offer) is not, and comes back as the problem it is.
+func TestSetDefaultStrategySendsTheSwitchAgain(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	answers := []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusNoContent}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		bodies = append(bodies, r.Method+" "+r.URL.Path+" "+strings.TrimSpace(string(b)))
+		if strings.Contains(string(b), `"bogus"`) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"type":"https://inventory.example/problems/unknown-strategy","title":"Unknown strategy","status":400}`)
+			return
+		}
+		status := answers[min(len(bodies)-1, len(answers)-1)]
+		if status != http.StatusNoContent {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, `{"type":"about:blank","title":"Service Unavailable","status":503}`)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, "token", 1, nil)
+	defer c.Close()
+
+	if err := c.SetDefaultStrategy(context.Background(), "atomic"); err != nil {
+		t.Fatalf("SetDefaultStrategy(atomic) after two 503s = %v, want nil", err)
+	}
+	want := `PUT /strategy {"strategy":"atomic"}`
+	if len(bodies) != 3 || bodies[0] != want || bodies[2] != want {
+		t.Fatalf("requests = %q, want %q three times", bodies, want)
+	}
+
+	bodies = nil
+	err := c.SetDefaultStrategy(context.Background(), "bogus")
+	var p *apiclient.Problem
+	if !errors.As(err, &p) || p.Status != http.StatusBadRequest {
+		t.Fatalf("SetDefaultStrategy(bogus) = %v, want the 400 problem", err)
+	}
+	if len(bodies) != 1 {
+		t.Errorf("SetDefaultStrategy(bogus) sent %d requests, want 1 (a 400 is not sent again)", len(bodies))
 	}
 }
