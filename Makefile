@@ -36,15 +36,15 @@ export GORACE ?= atexit_sleep_ms=0
 WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && bin/testservers --
 
 ## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included), with a short fuzz run beside them. What CI runs.
-# Three things side by side: the short fault matrix, the longest package,
-# which every other ended up waiting for; every other package, three at a
-# time at a lower CPU priority (nice 5); and the short fuzz run at the
-# lowest (nice 19), in the time the cores would idle while test binaries
-# wait on their servers. The matrix gets the cores when it needs them and
-# the rest takes what is left (measured in docs/testing.md).
+# Side by side: the short fault matrix, the longest package, which every
+# other ended up waiting for; every other package, three at a time at a
+# lower CPU priority (nice 5); the short fuzz run at the lowest (nice 19),
+# in the time the cores would idle while test binaries wait on their
+# servers; and the few seconds of test-k8s. The matrix gets the cores when
+# it needs them and the rest takes what is left (measured in
+# docs/testing.md).
 test: deps lint
-	@$(MAKE) --no-print-directory -j3 test-matrix test-rest fuzz-short-idle
-	@$(MAKE) --no-print-directory test-k8s
+	@$(MAKE) --no-print-directory -j4 test-matrix test-rest fuzz-short-idle test-k8s
 
 # Test binaries at once, the matrix's included: most of them wait on
 # servers (the matrix's fleets above all), so four keep two cores busier
@@ -60,7 +60,8 @@ test-matrix:
 # The longest packages first, then every other (go test runs packages in the
 # order named, -p at a time, and names each once): started last, the
 # longest ran side by side at the end, with the other lanes idle.
-SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults
+SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults \
+	./internal/api ./dashboards ./internal/lock/redislock ./cmd/inventory
 
 test-rest:
 	pkgs=$$($(GO) list ./... | grep -v '$(patsubst .%,%,$(MATRIX))$$') && \
