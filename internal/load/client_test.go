@@ -3,9 +3,11 @@ package load
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,28 +70,31 @@ func TestBuyersComeFromTheClientSources(t *testing.T) {
 // sent again until it is settled; a 400 (a strategy the fleet does not
 // offer) is not, and comes back as the problem it is.
 func TestSetDefaultStrategySendsTheSwitchAgain(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	answers := []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusNoContent}
+	var (
+		mu       sync.Mutex
+		requests []string
+	)
+	sent := func() []string { // and forgets them
+		mu.Lock()
+		defer mu.Unlock()
+		r := requests
+		requests = nil
+		return r
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		defer mu.Unlock()
-		bodies = append(bodies, r.Method+" "+r.URL.Path+" "+strings.TrimSpace(string(b)))
-		if strings.Contains(string(b), `"bogus"`) {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"type":"https://inventory.example/problems/unknown-strategy","title":"Unknown strategy","status":400}`)
-			return
+		requests = append(requests, r.Method+" "+r.URL.Path+" "+strings.TrimSpace(string(b)))
+		n := len(requests)
+		mu.Unlock()
+		switch {
+		case strings.Contains(string(b), `"bogus"`):
+			problem(w, http.StatusBadRequest, "unknown-strategy")
+		case n <= 2:
+			problem(w, http.StatusServiceUnavailable, "unavailable")
+		default:
+			w.WriteHeader(http.StatusNoContent)
 		}
-		status := answers[min(len(bodies)-1, len(answers)-1)]
-		if status != http.StatusNoContent {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(status)
-			_, _ = io.WriteString(w, `{"type":"about:blank","title":"Service Unavailable","status":503}`)
-			return
-		}
-		w.WriteHeader(status)
 	}))
 	defer srv.Close()
 	c := NewClient(srv.URL, "token", 1, nil)
@@ -99,17 +104,23 @@ func TestSetDefaultStrategySendsTheSwitchAgain(t *testing.T) {
 		t.Fatalf("SetDefaultStrategy(atomic) after two 503s = %v, want nil", err)
 	}
 	want := `PUT /strategy {"strategy":"atomic"}`
-	if len(bodies) != 3 || bodies[0] != want || bodies[2] != want {
-		t.Fatalf("requests = %q, want %q three times", bodies, want)
+	if got := sent(); !slices.Equal(got, []string{want, want, want}) {
+		t.Fatalf("requests = %q, want %q three times", got, want)
 	}
 
-	bodies = nil
 	err := c.SetDefaultStrategy(context.Background(), "bogus")
 	var p *apiclient.Problem
 	if !errors.As(err, &p) || p.Status != http.StatusBadRequest {
 		t.Fatalf("SetDefaultStrategy(bogus) = %v, want the 400 problem", err)
 	}
-	if len(bodies) != 1 {
-		t.Errorf("SetDefaultStrategy(bogus) sent %d requests, want 1 (a 400 is not sent again)", len(bodies))
+	if got := sent(); len(got) != 1 {
+		t.Errorf("SetDefaultStrategy(bogus) sent %q, want one request (a 400 is not sent again)", got)
 	}
+}
+
+// problem answers status with a problem+json of the service's type slug.
+func problem(w http.ResponseWriter, status int, slug string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, `{"type":"urn:inventory:problem:%s","title":%q,"status":%d}`, slug, http.StatusText(status), status)
 }
