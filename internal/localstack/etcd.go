@@ -38,22 +38,26 @@ func StartEtcd(ctx context.Context) (*Etcd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd dir: %w", err)
 	}
-	cport, err := FreePort()
+	var e *Etcd
+	err = onFreePorts(func() error {
+		cport, err := freePort()
+		if err != nil {
+			return err
+		}
+		pport, err := freePort()
+		if err != nil {
+			return err
+		}
+		e = &Etcd{
+			Endpoint:  hostPort(cport),
+			bin:       paths[0],
+			dir:       dir,
+			clientURL: "http://" + hostPort(cport),
+			peerURL:   "http://" + hostPort(pport),
+		}
+		return e.launch(ctx)
+	})
 	if err != nil {
-		return nil, err
-	}
-	pport, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	e := &Etcd{
-		Endpoint:  hostPort(cport),
-		bin:       paths[0],
-		dir:       dir,
-		clientURL: "http://" + hostPort(cport),
-		peerURL:   "http://" + hostPort(pport),
-	}
-	if err := e.launch(ctx); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

@@ -1,8 +1,11 @@
 package localstack
 
 import (
+	"context"
+	"errors"
 	"net"
 	"testing"
+	"time"
 )
 
 // TestFreePortIsBelowTheEphemeralRange: a port FreePort gives is one no
@@ -22,5 +25,94 @@ func TestFreePortIsBelowTheEphemeralRange(t *testing.T) {
 			t.Fatalf("FreePort() = %d, which cannot be bound: %v", port, err)
 		}
 		_ = l.Close()
+	}
+}
+
+// TestServersStartOnAnotherPortWhenTheirsIsTaken: when the port FreePort
+// found is bound by another process before the server binds it, the server
+// starts on a fresh port instead of failing. The first port handed out here
+// is one a listener of this test holds.
+func TestServersStartOnAnotherPortWhenTheirsIsTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(context.Context) (addr string, stop func() error, err error)
+	}{
+		{"redis", func(ctx context.Context) (string, func() error, error) {
+			r, err := StartRedis(ctx)
+			if err != nil {
+				return "", nil, err
+			}
+			return r.Addr, r.Stop, nil
+		}},
+		{"etcd", func(ctx context.Context) (string, func() error, error) {
+			e, err := StartEtcd(ctx)
+			if err != nil {
+				return "", nil, err
+			}
+			return e.Endpoint, e.Stop, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			takenPort := taken.Addr().(*net.TCPAddr).Port
+			handed := 0
+			freePort = func() (int, error) {
+				handed++
+				if handed == 1 {
+					return takenPort, nil
+				}
+				return FreePort()
+			}
+			defer func() { freePort = FreePort }()
+
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			addr, stop, err := tc.start(ctx)
+			if err != nil {
+				t.Fatalf("start with its first port taken = %v, want it started on another", err)
+			}
+			defer func() { _ = stop() }()
+			if addr == hostPort(takenPort) || handed < 2 {
+				t.Errorf("started at %s after %d ports handed out, want a port other than the taken %d", addr, handed, takenPort)
+			}
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("dial %s: %v", addr, err)
+			}
+			_ = c.Close()
+		})
+	}
+}
+
+// TestOnFreePortsTriesAgainOnlyForATakenPort: a start that failed for its
+// port is called again, at most portTries times; any other failure, or
+// success, ends it.
+func TestOnFreePortsTriesAgainOnlyForATakenPort(t *testing.T) {
+	taken := errors.New("redis-server exited (exit status 1): EOF\n# Could not create server TCP listening socket 127.0.0.1:29263: bind: Address already in use")
+	other := errors.New("postgres exited: FATAL: data directory has wrong ownership")
+	for _, tc := range []struct {
+		name      string
+		errs      []error // what each call returns, the last one ever after
+		wantCalls int
+		want      error
+	}{
+		{"ready at once", []error{nil}, 1, nil},
+		{"taken, then ready", []error{taken, taken, nil}, 3, nil},
+		{"another failure", []error{other}, 1, other},
+		{"taken, then another failure", []error{taken, other}, 2, other},
+		{"taken every time", []error{taken}, portTries, taken},
+	} {
+		calls := 0
+		err := onFreePorts(func() error {
+			calls++
+			return tc.errs[min(calls, len(tc.errs))-1]
+		})
+		if calls != tc.wantCalls || err != tc.want {
+			t.Errorf("%s: %d calls, error %v; want %d calls, error %v", tc.name, calls, err, tc.wantCalls, tc.want)
+		}
 	}
 }

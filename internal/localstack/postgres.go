@@ -79,12 +79,27 @@ func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *sy
 		return err
 	}
 
-	port, err := FreePort()
+	err := onFreePorts(func() error {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		pg.Port = port
+		pg.URL = fmt.Sprintf("postgres://postgres@%s/inventory?sslmode=disable", hostPort(port))
+		pg.bin, pg.args, pg.cred = postgres, pg.serverArgs(data, port, opts), cred
+		return pg.launch(ctx)
+	})
 	if err != nil {
 		return err
 	}
-	pg.Port = port
-	pg.URL = fmt.Sprintf("postgres://postgres@%s/inventory?sslmode=disable", hostPort(port))
+	if err := exec1(ctx, pg.adminURL(), "CREATE DATABASE inventory"); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	return nil
+}
+
+// serverArgs is the postgres command line for the cluster in data on port.
+func (pg *Postgres) serverArgs(data string, port int, opts PostgresOptions) []string {
 	maxConn := opts.MaxConnections
 	if maxConn == 0 {
 		maxConn = 300
@@ -98,14 +113,7 @@ func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *sy
 	if opts.NoFsync {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	pg.bin, pg.args, pg.cred = postgres, args, cred
-	if err := pg.launch(ctx); err != nil {
-		return err
-	}
-	if err := exec1(ctx, pg.adminURL(), "CREATE DATABASE inventory"); err != nil {
-		return fmt.Errorf("create database: %w", err)
-	}
-	return nil
+	return args
 }
 
 // launch starts the server on its data directory and port and waits until

@@ -78,35 +78,38 @@ func StartRedisWith(ctx context.Context, o RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis dir: %w", err)
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	busPort := 0
-	if o.ClusterNodeTimeout > 0 {
-		if busPort, err = FreePort(); err != nil {
-			return nil, err
+	var r *Redis
+	err = onFreePorts(func() error {
+		port, err := freePort()
+		if err != nil {
+			return err
 		}
-	}
-	r := &Redis{
-		Addr: hostPort(port),
-		URL:  "redis://" + hostPort(port) + "/0",
-		bin:  paths[0],
-		dir:  dir,
-		port: port,
+		busPort := 0
+		if o.ClusterNodeTimeout > 0 {
+			if busPort, err = freePort(); err != nil {
+				return err
+			}
+		}
+		r = &Redis{
+			Addr: hostPort(port),
+			URL:  "redis://" + hostPort(port) + "/0",
+			bin:  paths[0],
+			dir:  dir,
+			port: port,
 
-		clusterTimeout: o.ClusterNodeTimeout,
-		busPort:        busPort,
-	}
-	if o.FakeClock {
-		r.preload = preload
-		r.clockFile = filepath.Join(dir, "faketime.rc")
-		if err := writeClock(r.clockFile, 0); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
+			clusterTimeout: o.ClusterNodeTimeout,
+			busPort:        busPort,
 		}
-	}
-	if err := r.launch(ctx); err != nil {
+		if o.FakeClock {
+			r.preload = preload
+			r.clockFile = filepath.Join(dir, "faketime.rc")
+			if err := writeClock(r.clockFile, 0); err != nil {
+				return err
+			}
+		}
+		return r.launch(ctx)
+	})
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

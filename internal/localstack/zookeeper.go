@@ -73,22 +73,24 @@ func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, err
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper dir: %w", err)
 	}
-	port, err := FreePort()
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
 	forceSync := "yes"
 	if opts.NoFsync {
 		forceSync = "no"
 	}
-	cfg := fmt.Sprintf(zooKeeperConfig, filepath.Join(dir, "data"), port, forceSync)
-	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("zookeeper config: %w", err)
-	}
-	z := &ZooKeeper{Addr: hostPort(port), java: paths[0], dir: dir}
-	if err := z.launch(ctx); err != nil {
+	var z *ZooKeeper
+	err = onFreePorts(func() error {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		cfg := fmt.Sprintf(zooKeeperConfig, filepath.Join(dir, "data"), port, forceSync)
+		if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
+			return fmt.Errorf("zookeeper config: %w", err)
+		}
+		z = &ZooKeeper{Addr: hostPort(port), java: paths[0], dir: dir}
+		return z.launch(ctx)
+	})
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
