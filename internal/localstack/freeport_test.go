@@ -51,6 +51,13 @@ func TestServersStartOnAnotherPortWhenTheirsIsTaken(t *testing.T) {
 			}
 			return e.Endpoint, e.Stop, nil
 		}},
+		{"zookeeper", func(ctx context.Context) (string, func() error, error) {
+			z, err := StartZooKeeper(ctx, ZooKeeperOptions{})
+			if err != nil {
+				return "", nil, err
+			}
+			return z.Addr, z.Stop, nil
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			taken, err := net.Listen("tcp", "127.0.0.1:0")

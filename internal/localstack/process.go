@@ -227,6 +227,16 @@ func portTaken(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "address already in use")
 }
 
+// portInUse reports whether another socket holds port on 127.0.0.1 now.
+func portInUse(port int) bool {
+	l, err := net.Listen("tcp", hostPort(port))
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	_ = l.Close()
+	return false
+}
+
 // freePortFloor is the lowest port FreePort draws: above the well-known
 // and most registered services' ports.
 const freePortFloor = 20000

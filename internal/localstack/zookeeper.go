@@ -88,7 +88,13 @@ func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, err
 			return fmt.Errorf("zookeeper config: %w", err)
 		}
 		z = &ZooKeeper{Addr: hostPort(port), java: paths[0], dir: dir}
-		return z.launch(ctx)
+		if err := z.launch(ctx); err != nil {
+			if portInUse(port) { // ZooKeeper logs nothing here: say why
+				return fmt.Errorf("%w (port %d: address already in use)", err, port)
+			}
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
