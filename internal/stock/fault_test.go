@@ -15,7 +15,6 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
-	"inventory/internal/testenv"
 )
 
 // waitFor polls cond every 5ms until it holds, failing the test after limit.
@@ -508,13 +507,19 @@ func TestUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	// Redis down: a private server, stopped.
-	rs := testenv.RedisServer(t)
-	deadRedis := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = deadRedis.Close() })
-	if err := rs.Stop(); err != nil {
-		t.Fatalf("stop redis: %v", err)
+	// Redis down: a port nobody listens on. Not a stopped server's port:
+	// that one is in FreePort's range, where another test binary's server
+	// can take it meanwhile (the lock then waited on whatever answered
+	// there, and timed out instead of failing as unavailable); a port the
+	// kernel handed to a listener of its own, now closed, is not.
+	rln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
 	}
+	redisAddr := rln.Addr().String()
+	rln.Close()
+	deadRedis := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = deadRedis.Close() })
 	for _, name := range []string{RedisLock, Reentrant, Lua} {
 		d := e.deps("replica-a")
 		d.Redis = deadRedis
