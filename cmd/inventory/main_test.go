@@ -14,10 +14,7 @@ import (
 
 	"inventory/internal/client"
 	"inventory/internal/localstack"
-	"inventory/internal/settings"
 	"inventory/internal/testenv"
-
-	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -216,7 +213,7 @@ func TestShutdownDrainsInFlightSales(t *testing.T) {
 		_, err := buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-drain", Quantity: 1}, client.SaleOptions{})
 		sold <- err
 	})
-	waitIdleInTransaction(t, pg) // the sale has locked its row and is inside its 700ms of work
+	waitSaleAtWork(t, pg) // the sale has locked its row and is inside its 700ms of work
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
 	}
@@ -231,26 +228,12 @@ func TestShutdownDrainsInFlightSales(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// waitIdleInTransaction waits until a session of the database at pgURL sits
-// idle inside a transaction: a sale holding its row while it works.
-func waitIdleInTransaction(t *testing.T, pgURL string) {
+// waitSaleAtWork waits until a sale of the database at pgURL holds its row
+// while it works (testenv.SalesAtWork).
+func waitSaleAtWork(t *testing.T, pgURL string) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", pgURL, err)
-	}
-	defer conn.Close(ctx)
-	testenv.WaitFor(t, "a sale's transaction to be open", 15*time.Second, func() bool {
-		var n int
-		err := conn.QueryRow(ctx, `
-			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
-			  AND application_name <> $1`, settings.ApplicationName).Scan(&n)
-		if err != nil {
-			t.Fatalf("read pg_stat_activity: %v", err)
-		}
-		return n > 0
+	testenv.WaitFor(t, "a sale to hold its row while it works", 15*time.Second, func() bool {
+		return testenv.SalesAtWork(t, pgURL) > 0
 	})
 }
 
@@ -293,7 +276,7 @@ func TestABuyerBeyondMaxWaitingIsTurnedAwayAtOnce(t *testing.T) {
 		_, err := buyer.Sell(ctx, order, client.SaleOptions{})
 		first <- err
 	}()
-	waitIdleInTransaction(t, pg) // the first buyer is inside its 2s of work
+	waitSaleAtWork(t, pg) // the first buyer is inside its 2s of work
 	_, err := buyer.Sell(ctx, order, client.SaleOptions{})
 	if p := (*client.Problem)(nil); !errors.As(err, &p) || p.Status != 503 || p.Slug() != "overloaded" || p.RetryAfter == 0 {
 		t.Errorf("second buyer while one waits = %v; want 503 overloaded with Retry-After", err)

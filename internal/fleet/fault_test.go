@@ -2,17 +2,16 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/client"
 	"inventory/internal/localstack"
-	"inventory/internal/settings"
 
 	"inventory/internal/testenv"
 )
@@ -30,7 +29,7 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 		// sale is inside it (with 400 ms, four test binaries at once, the
 		// sale had committed before the stop); a stop that still misses
 		// is tried again, on a new round.
-		Env: map[string]string{"INVENTORY_LOCK_TTL": "2s", "INVENTORY_WORK_DELAY": "1500ms"}})
+		Env: map[string]string{"INVENTORY_LOCK_TTL": "2s", "INVENTORY_WORK_DELAY": "1500ms", "INVENTORY_LOG_LEVEL": "debug"}})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -38,23 +37,23 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	paused, other := f.Replicas[0], f.Replicas[1]
 
 	ctx := context.Background()
-	var stale chan int
+	var stale chan answer
 	for try := 1; ; try++ {
 		if p, err := f.Client().Restock(ctx, "sku-pause", client.RestockRequest{Quantity: 1}); err != nil || p.Round != int64(try) {
 			t.Fatalf("PUT /products/sku-pause = %+v, %v; want round %d", p, err, try)
 		}
-		stale = make(chan int, 1)
+		stale = make(chan answer, 1)
 		go func() { stale <- sell(t, paused) }()
 		// It holds the lock, has claimed the row with its fence and read 1
 		// unit left, and is working: its sale's transaction sits idle in
-		// Postgres.
-		testenv.WaitFor(t, "the sale to be inside its work, transaction open", 15*time.Second, func() bool {
-			return idleTransactions(t, f.PostgresURL) > 0
+		// Postgres, the claim its last statement.
+		testenv.WaitFor(t, "the sale to be inside its work, row claimed", 15*time.Second, func() bool {
+			return testenv.SalesAtWork(t, f.PostgresURL) > 0
 		})
 		if err := localstack.Pause(paused.Pid()); err != nil {
 			t.Fatalf("pause %s: %v", paused.Instance, err)
 		}
-		if idleTransactions(t, f.PostgresURL) > 0 {
+		if testenv.SalesAtWork(t, f.PostgresURL) > 0 {
 			break
 		}
 		// Stopped after its sale's transaction ended: the pause missed.
@@ -63,9 +62,9 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 		}
 		got := <-stale
 		if try == 3 {
-			t.Fatalf("%d tries: %s stopped each time after its sale had ended (the last answered %d)", try, paused.Instance, got)
+			t.Fatalf("%d tries: %s stopped each time after its sale had ended (the last answered %v)", try, paused.Instance, got)
 		}
-		t.Logf("try %d: %s stopped after its sale had ended (answered %d); again", try, paused.Instance, got)
+		t.Logf("try %d: %s stopped after its sale had ended (answered %v); again", try, paused.Instance, got)
 	}
 	// Its watchdog is paused too, so the lease runs out in Redis.
 	rdb := redis.NewClient(mustParseRedisURL(t, f.RedisURL))
@@ -74,15 +73,15 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 		n, err := rdb.Exists(context.Background(), "lock:{sku-pause}").Result()
 		return err == nil && n == 0
 	})
-	if got := sell(t, other); got != http.StatusOK {
+	if got := sell(t, other); got.status != http.StatusOK {
 		_ = syscall.Kill(paused.Pid(), syscall.SIGCONT)
-		t.Fatalf("sale on %s while %s is paused = %d, want 200 (the expired lock is free)\n%s", other.Instance, paused.Instance, got, other.Logs())
+		t.Fatalf("sale on %s while %s is paused = %v, want 200 (the expired lock is free)\n%s", other.Instance, paused.Instance, got, other.Logs())
 	}
 	if err := syscall.Kill(paused.Pid(), syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT %s: %v", paused.Instance, err)
 	}
-	if got := <-stale; got != http.StatusServiceUnavailable {
-		t.Errorf("the paused replica's sale after resuming = %d, want 503 (lock lost, rolled back)\n%s", got, paused.Logs())
+	if got := <-stale; got.status != http.StatusServiceUnavailable {
+		t.Errorf("the paused replica's sale after resuming = %v, want 503 (lock lost, rolled back)\n%s", got, paused.Logs())
 	}
 
 	p, err := f.Client().Product(ctx, "sku-pause")
@@ -94,35 +93,27 @@ func TestPausedReplicaCannotSellWhatItNoLongerHolds(t *testing.T) {
 	}
 }
 
+// answer is a sale's HTTP status and, unless it sold, its problem.
+type answer struct {
+	status int
+	err    error
+}
+
+func (a answer) String() string {
+	if a.err == nil {
+		return fmt.Sprint(a.status)
+	}
+	return fmt.Sprintf("%d (%v)", a.status, a.err)
+}
+
 // sell buys one unit of sku-pause from r with the reentrant strategy
-// (naming it takes the admin token) and returns the status.
-func sell(t *testing.T, r *Replica) int {
+// (naming it takes the admin token) and returns the answer.
+func sell(t *testing.T, r *Replica) answer {
 	_, err := r.Client().Sell(context.Background(), client.SaleRequest{ProductID: "sku-pause", Quantity: 1}, client.SaleOptions{Strategy: "reentrant"})
 	if client.StatusOf(err) == 0 {
 		t.Errorf("POST %s/sale: %v", r.URL, err)
 	}
-	return client.StatusOf(err)
-}
-
-// idleTransactions counts the sessions of the database at pgURL, other than
-// this query's, that sit idle inside a transaction.
-func idleTransactions(t *testing.T, pgURL string) int {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", pgURL, err)
-	}
-	defer conn.Close(ctx)
-	var n int
-	err = conn.QueryRow(ctx, `
-		SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
-		  AND application_name <> $1`, settings.ApplicationName).Scan(&n)
-	if err != nil {
-		t.Fatalf("read pg_stat_activity: %v", err)
-	}
-	return n
+	return answer{client.StatusOf(err), err}
 }
 
 func mustParseRedisURL(t *testing.T, url string) *redis.Options {

@@ -1,0 +1,37 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SalesAtWork counts the sale transactions of the database at pgURL that
+// sit idle after locking the stock row (a lock holder's claim, a
+// decrement, or forupdate's SELECT ... FOR UPDATE): inside their critical
+// section, holding the row, doing the simulated work
+// (INVENTORY_WORK_DELAY).
+//
+// It matches the statement, not just "idle in transaction": a replica's
+// invariant watchdog reads in one transaction of several statements every
+// second, and a fault or a check timed by one of those lands before the
+// sale has begun (a clean clone's make test failed so).
+func SalesAtWork(t testing.TB, pgURL string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", pgURL, err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, `
+		SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
+		  AND (query ~ '^\s*UPDATE stock SET ' OR query ~ '^\s*SELECT .* FROM stock WHERE .* FOR UPDATE\s*$')`).Scan(&n)
+	if err != nil {
+		t.Fatalf("read pg_stat_activity: %v", err)
+	}
+	return n
+}
