@@ -295,7 +295,9 @@ const readConns = 2
 
 // sidePool opens a small pool to pool's database for one kind of work,
 // named in pg_stat_activity by application_name, its statements bounded by
-// statementTimeout when it is not 0.
+// statementTimeout when it is not 0. Every name starts with "inventory-":
+// the fault runner tells a sale's transaction (on the main pool, unnamed)
+// from theirs by that prefix.
 func sidePool(ctx context.Context, pool *pgxpool.Pool, name string, conns int32, statementTimeout time.Duration) (*pgxpool.Pool, error) {
 	cfg := pool.Config().Copy()
 	cfg.MaxConns, cfg.MinConns = conns, 0

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"inventory/internal/settings"
 )
 
 // waitFor polls cond every millisecond until it holds. It returns ErrMissed when
@@ -33,6 +31,12 @@ func waitFor(ctx context.Context, t Target, what string, cond func(context.Conte
 	}
 }
 
+// sidePools matches the application_name of a replica's side pools
+// (inventory-reads, inventory-settings, inventory-watchdog): their
+// transactions are reads, the default's lease and the invariant watchdog's
+// checks, never a sale, and the watchdog's runs every second.
+const sidePools = "inventory-%"
+
 // saleInFlight waits until a sale's transaction is open in Postgres (a
 // session of the inventory database inside a transaction): a buyer is
 // inside its critical section. Every strategy writes the stock row in a
@@ -49,7 +53,7 @@ func saleInFlight(ctx context.Context, t Target) error {
 			SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()
 			  AND xact_start IS NOT NULL AND backend_type = 'client backend'
-			  AND application_name <> $1`, settings.ApplicationName).Scan(&n)
+			  AND application_name NOT LIKE $1`, sidePools).Scan(&n)
 		return n > 0, err
 	})
 }
