@@ -303,7 +303,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 
 	progress(fmt.Sprintf("starting %d replicas (migrations first)", opts.Replicas))
 	for i := range opts.Replicas {
-		r, err := f.startReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env, opts.NetLinks)
+		r, err := f.newReplica(fmt.Sprintf("inventory-%d", i+1), bin, opts.Env, opts.NetLinks)
 		if err != nil {
 			return nil, err
 		}
@@ -311,7 +311,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	errs := make([]error, len(f.Replicas))
 	for i, r := range f.Replicas { // migrations run concurrently, as in compose
-		wg.Go(func() { errs[i] = r.WaitReady(ctx, opts.ReadyTimeout) })
+		wg.Go(func() { errs[i] = r.serveOnFreePort(ctx, opts.ReadyTimeout) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -541,13 +541,11 @@ func build(ctx context.Context, out string, progress func(string)) error {
 	return nil
 }
 
-func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netLinks bool) (*Replica, error) {
-	port, err := localstack.FreePort()
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", instance, err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	r := &Replica{Instance: instance, Addr: addr, URL: "http://" + addr, bin: bin}
+// newReplica is replica instance of the fleet, with its settings and its
+// network links, not started yet (see serveOnFreePort).
+func (f *Fleet) newReplica(instance, bin string, extra map[string]string, netLinks bool) (*Replica, error) {
+	var err error
+	r := &Replica{Instance: instance, bin: bin}
 	pgURL, redisURL := f.PostgresURL, f.RedisURL
 	if netLinks && f.Postgres != nil { // under Patroni, a link would go to one member
 		pgAddr := fmt.Sprintf("127.0.0.1:%d", f.Postgres.Port)
@@ -579,13 +577,33 @@ func (f *Fleet) startReplica(instance, bin string, extra map[string]string, netL
 	for k, v := range extra {
 		env[k] = v
 	}
-	env["INVENTORY_ADDR"] = addr
 	env["INVENTORY_INSTANCE"] = instance
 	r.env = env
-	if err := r.launch(); err != nil {
-		return nil, err
-	}
 	return r, nil
+}
+
+// freePort is localstack.FreePort, replaced in tests to hand out a taken
+// port.
+var freePort = localstack.FreePort
+
+// serveOnFreePort starts the replica on a free port and waits up to
+// timeout until it is ready; on a fresh port again when another process
+// bound its port first (localstack.OnFreePorts). Start calls it before
+// anything else reads the replica's address.
+func (r *Replica) serveOnFreePort(ctx context.Context, timeout time.Duration) error {
+	return localstack.OnFreePorts(func() error {
+		port, err := freePort()
+		if err != nil {
+			return fmt.Errorf("start %s: %w", r.Instance, err)
+		}
+		r.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+		r.URL = "http://" + r.Addr
+		r.env["INVENTORY_ADDR"] = r.Addr
+		if err := r.launch(); err != nil {
+			return err
+		}
+		return r.WaitReady(ctx, timeout)
+	})
 }
 
 // launch starts the replica's process on its address.
@@ -648,14 +666,26 @@ func childEnv(parent []string, set map[string]string) []string {
 	return env
 }
 
+// startNginx starts nginx in front of the replicas on listen, or, when
+// listen is empty, on a free port (a fresh one again when another process
+// bound it first).
 func (f *Fleet) startNginx(ctx context.Context, listen string, limits nginx.Limits) (*localstack.Nginx, error) {
-	if listen == "" {
-		port, err := localstack.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		listen = fmt.Sprintf("127.0.0.1:%d", port)
+	if listen != "" {
+		return f.startNginxOn(ctx, listen, limits)
 	}
+	var n *localstack.Nginx
+	err := localstack.OnFreePorts(func() error {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		n, err = f.startNginxOn(ctx, fmt.Sprintf("127.0.0.1:%d", port), limits)
+		return err
+	})
+	return n, err
+}
+
+func (f *Fleet) startNginxOn(ctx context.Context, listen string, limits nginx.Limits) (*localstack.Nginx, error) {
 	var addrs []string
 	for _, r := range f.Replicas {
 		addrs = append(addrs, r.Addr)

@@ -230,6 +230,65 @@ func TestStartFailureReportsTheReplicaLogAndCleansUp(t *testing.T) {
 	}
 }
 
+// TestStartMovesToAnotherPortWhenOneIsTaken hands every other port drawn
+// to a port a listener of the test already holds, as another process can
+// bind a port between FreePort's probe and a server's bind: the replicas
+// and nginx that draw it fail to listen, start again on the next port, and
+// the fleet serves.
+func TestStartMovesToAnotherPortWhenOneIsTaken(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	go func() { // a squatter that hangs up: no readiness probe passes here
+		for {
+			c, err := held.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	taken := held.Addr().(*net.TCPAddr).Port
+	var mu sync.Mutex
+	var draws, handedTaken int
+	freePort = func() (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		draws++
+		if draws%2 == 1 {
+			handedTaken++
+			return taken, nil
+		}
+		return localstack.FreePort()
+	}
+	t.Cleanup(func() { freePort = localstack.FreePort })
+
+	f, err := Start(context.Background(), Options{Replicas: 2, Binary: binary, NoFsync: true, AdminToken: "tok"})
+	if err != nil {
+		t.Fatalf("Start with every other port taken: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Stop() })
+	// Replicas draw first (two taken, two free), nginx last (taken, free).
+	if draws != 6 || handedTaken != 3 {
+		t.Errorf("ports drawn %d, taken ones handed out %d; want 6 and 3 (each server tried again)", draws, handedTaken)
+	}
+	for _, addr := range append([]string{f.Nginx.Addr}, f.Replicas[0].Addr, f.Replicas[1].Addr) {
+		if addr == held.Addr().String() {
+			t.Errorf("a server of the fleet is at %s, the port the test holds", addr)
+		}
+	}
+	ctx := context.Background()
+	if _, err := f.Client().Restock(ctx, "sku-port", client.RestockRequest{Quantity: 1}); err != nil {
+		t.Fatalf("restock through nginx: %v", err)
+	}
+	if sale, err := f.Client().Sell(ctx, client.SaleRequest{ProductID: "sku-port", Quantity: 1}, client.SaleOptions{}); err != nil || sale.Remaining != 0 {
+		t.Errorf("sale through nginx = %+v, %v; want sold, 0 left", sale, err)
+	}
+}
+
 func TestChildEnvDropsStrayInventoryVariables(t *testing.T) {
 	tests := []struct {
 		parent []string

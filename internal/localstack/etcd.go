@@ -39,7 +39,7 @@ func StartEtcd(ctx context.Context) (*Etcd, error) {
 		return nil, fmt.Errorf("etcd dir: %w", err)
 	}
 	var e *Etcd
-	err = onFreePorts(func() error {
+	err = OnFreePorts(func() error {
 		cport, err := freePort()
 		if err != nil {
 			return err

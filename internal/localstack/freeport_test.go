@@ -114,7 +114,7 @@ func TestOnFreePortsTriesAgainOnlyForATakenPort(t *testing.T) {
 		{"taken every time", []error{taken}, portTries, taken},
 	} {
 		calls := 0
-		err := onFreePorts(func() error {
+		err := OnFreePorts(func() error {
 			calls++
 			return tc.errs[min(calls, len(tc.errs))-1]
 		})

@@ -79,7 +79,7 @@ func (pg *Postgres) start(ctx context.Context, initdb, postgres string, cred *sy
 		return err
 	}
 
-	err := onFreePorts(func() error {
+	err := OnFreePorts(func() error {
 		port, err := freePort()
 		if err != nil {
 			return err

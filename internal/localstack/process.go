@@ -205,25 +205,26 @@ var freePort = FreePort
 // port FreePort found was taken before the server could bind it.
 const portTries = 5
 
-// onFreePorts calls start, which draws its ports with freePort and starts
+// OnFreePorts calls start, which draws its ports with FreePort and starts
 // a server on them, again while it fails because a port was taken first:
 // FreePort only probes, so another process (a concurrent test binary's
 // server, or a probe of its own) can bind the port between the probe and
 // the server's bind (a redis-server exited "Address already in use" with
-// four test binaries and the fault matrix at once).
-func onFreePorts(start func() error) error {
+// four test binaries and the fault matrix at once). start's error must
+// carry the server's own words for that (its log), which PortTaken reads.
+func OnFreePorts(start func() error) error {
 	var err error
 	for range portTries {
-		if err = start(); !portTaken(err) {
+		if err = start(); !PortTaken(err) {
 			return err
 		}
 	}
 	return err
 }
 
-// portTaken reports whether err is a server's failure to bind its port
+// PortTaken reports whether err is a server's failure to bind its port
 // (each server's log, in the error, says so in these words).
-func portTaken(err error) bool {
+func PortTaken(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "address already in use")
 }
 

@@ -79,7 +79,7 @@ func StartRedisWith(ctx context.Context, o RedisOptions) (*Redis, error) {
 		return nil, fmt.Errorf("redis dir: %w", err)
 	}
 	var r *Redis
-	err = onFreePorts(func() error {
+	err = OnFreePorts(func() error {
 		port, err := freePort()
 		if err != nil {
 			return err

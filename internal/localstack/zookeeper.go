@@ -78,7 +78,7 @@ func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, err
 		forceSync = "no"
 	}
 	var z *ZooKeeper
-	err = onFreePorts(func() error {
+	err = OnFreePorts(func() error {
 		port, err := freePort()
 		if err != nil {
 			return err
