@@ -34,32 +34,51 @@ func TestFreePortIsBelowTheEphemeralRange(t *testing.T) {
 // is one a listener of this test holds.
 func TestServersStartOnAnotherPortWhenTheirsIsTaken(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		start func(context.Context) (addr string, stop func() error, err error)
+		name string
+		// primary: start a Redis first (on ports of its own), whose address
+		// start is given.
+		primary bool
+		start   func(ctx context.Context, primary string) (addr string, stop func() error, err error)
 	}{
-		{"redis", func(ctx context.Context) (string, func() error, error) {
+		{"redis", false, func(ctx context.Context, _ string) (string, func() error, error) {
 			r, err := StartRedis(ctx)
 			if err != nil {
 				return "", nil, err
 			}
 			return r.Addr, r.Stop, nil
 		}},
-		{"etcd", func(ctx context.Context) (string, func() error, error) {
+		{"etcd", false, func(ctx context.Context, _ string) (string, func() error, error) {
 			e, err := StartEtcd(ctx)
 			if err != nil {
 				return "", nil, err
 			}
 			return e.Endpoint, e.Stop, nil
 		}},
-		{"zookeeper", func(ctx context.Context) (string, func() error, error) {
+		{"zookeeper", false, func(ctx context.Context, _ string) (string, func() error, error) {
 			z, err := StartZooKeeper(ctx, ZooKeeperOptions{})
 			if err != nil {
 				return "", nil, err
 			}
 			return z.Addr, z.Stop, nil
 		}},
+		{"sentinel", true, func(ctx context.Context, primary string) (string, func() error, error) {
+			s, err := StartSentinel(ctx, "inventory", primary)
+			if err != nil {
+				return "", nil, err
+			}
+			return s.Addr, s.Stop, nil
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var primary string
+			if tc.primary {
+				r, err := StartRedis(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = r.Stop() }()
+				primary = r.Addr
+			}
 			taken, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -78,7 +97,7 @@ func TestServersStartOnAnotherPortWhenTheirsIsTaken(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			addr, stop, err := tc.start(ctx)
+			addr, stop, err := tc.start(ctx, primary)
 			if err != nil {
 				t.Fatalf("start with its first port taken = %v, want it started on another", err)
 			}

@@ -39,16 +39,18 @@ func StartSentinel(ctx context.Context, master, primaryAddr string) (*Sentinel, 
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "inventory-sentinel-")
 	if err != nil {
 		return nil, fmt.Errorf("sentinel dir: %w", err)
 	}
-	conf := filepath.Join(dir, "sentinel.conf")
-	body := fmt.Sprintf(`port %d
+	var s *Sentinel
+	err = OnFreePorts(func() error {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		conf := filepath.Join(dir, "sentinel.conf")
+		body := fmt.Sprintf(`port %d
 bind 127.0.0.1
 protected-mode no
 dir %s
@@ -57,19 +59,21 @@ sentinel down-after-milliseconds %[3]s 1000
 sentinel failover-timeout %[3]s 5000
 sentinel parallel-syncs %[3]s 1
 `, port, dir, master, host, primaryPort)
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("sentinel config: %w", err)
-	}
-	s := &Sentinel{Addr: hostPort(port), Master: master, dir: dir}
-	p, err := StartProcess("redis-sentinel", exec.Command(paths[0], conf, "--sentinel"), syscall.SIGTERM)
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			return fmt.Errorf("sentinel config: %w", err)
+		}
+		s = &Sentinel{Addr: hostPort(port), Master: master, dir: dir}
+		if s.proc, err = StartProcess("redis-sentinel", exec.Command(paths[0], conf, "--sentinel"), syscall.SIGTERM); err != nil {
+			return err
+		}
+		if err := s.proc.waitReady(ctx, 15*time.Second, s.masterKnown); err != nil {
+			_ = s.proc.Stop(5 * time.Second)
+			return err
+		}
+		return nil
+	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	s.proc = p
-	if err := p.waitReady(ctx, 15*time.Second, s.masterKnown); err != nil {
-		_ = s.Stop()
 		return nil, err
 	}
 	return s, nil
