@@ -541,8 +541,8 @@ func build(ctx context.Context, out string, progress func(string)) error {
 	return nil
 }
 
-// newReplica is replica instance of the fleet, with its settings and its
-// network links, not started yet (see serveOnFreePort).
+// newReplica is the fleet's replica named instance, with its settings and
+// its network links, not launched yet (see serveOnFreePort).
 func (f *Fleet) newReplica(instance, bin string, extra map[string]string, netLinks bool) (*Replica, error) {
 	var err error
 	r := &Replica{Instance: instance, bin: bin}
@@ -765,6 +765,9 @@ func (r *Replica) WaitReady(ctx context.Context, timeout time.Duration) error {
 // if it has not exited after grace. It reports a non-zero exit.
 func (r *Replica) stop(grace time.Duration) error {
 	p := r.process()
+	if p == nil { // Start failed before launching it
+		return nil
+	}
 	if err := p.Stop(grace); err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(r.Logs(), 2000))
 	}

@@ -289,6 +289,21 @@ func TestStartMovesToAnotherPortWhenOneIsTaken(t *testing.T) {
 	}
 }
 
+// TestStartWithoutItsBinaryFailsAndCleansUp: a replica that cannot even
+// be launched fails Start, which stops what it had started (and the
+// replicas it never launched) without a panic.
+func TestStartWithoutItsBinaryFailsAndCleansUp(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
+	before := children(t)
+	missing := filepath.Join(t.TempDir(), "no-such-inventory")
+	if _, err := Start(context.Background(), Options{Replicas: 2, Binary: missing, NoFsync: true, NoLockServices: true}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Start(Binary: %s) = %v, want an error naming the binary", missing, err)
+	}
+	if after := children(t); !slices.Equal(after, before) {
+		t.Errorf("child processes after a failed Start = %v, want %v as before", after, before)
+	}
+}
+
 func TestChildEnvDropsStrayInventoryVariables(t *testing.T) {
 	tests := []struct {
 		parent []string
