@@ -40,18 +40,19 @@ WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers
 # other ended up waiting for; every other package, three at a time at a
 # lower CPU priority (nice 5); the short fuzz run at the lowest (nice 19),
 # in the time the cores would idle while test binaries wait on their
-# servers; and the few seconds of test-k8s. The matrix gets the cores when
-# it needs them and the rest takes what is left (measured in
+# servers; the few seconds of test-k8s; and lint, which ran before them
+# all and held the matrix back by its 10-20 s. The matrix gets the cores
+# when it needs them and the rest takes what is left (measured in
 # docs/testing.md).
-test: deps lint
-	@$(MAKE) --no-print-directory -j4 test-matrix test-rest fuzz-short-idle test-k8s
+test: deps
+	@$(MAKE) --no-print-directory -j5 lint test-matrix test-rest fuzz-short-idle test-k8s
 
 # Test binaries at once, the matrix's included: most of them wait on
 # servers (the matrix's fleets above all), so four keep two cores busier
 # than go test's default of one per core.
 TEST_P ?= 4
 
-# -vet=off: lint has just run the whole of go vet, a superset of the
+# -vet=off: lint runs the whole of go vet beside them, a superset of the
 # checks go test runs before each package.
 MATRIX = ./internal/faults/matrix
 test-matrix:
