@@ -123,7 +123,8 @@ func New(ctx context.Context, servers []string, opts Options) (*Locker, error) {
 		dial = net.DialTimeout
 	}
 	conn, events, err := zk.Connect(servers, opts.TTL,
-		zk.WithEventCallback(l.onEvent), zk.WithLogger(quiet{}), zk.WithLogInfo(false), zk.WithDialer(dial))
+		zk.WithEventCallback(l.onEvent), zk.WithLogger(quiet{}), zk.WithLogInfo(false),
+		zk.WithDialer(cappedDialer(dial, deadlineLimit(opts.TTL))))
 	if err != nil {
 		return nil, &lock.Error{Backend: Backend, Op: "connect", Key: strings.Join(servers, ","), Err: err}
 	}
@@ -163,8 +164,8 @@ func (l *Locker) Close() error {
 	l.conn.Close()
 	// events is closed when the client's goroutines have ended. One stuck
 	// in a handshake with a server that accepts but does not answer (a
-	// paused one) only ends at its read deadline, 10 × 2/3 of the session
-	// timeout: do not wait that long.
+	// paused one) only ends at its read deadline, up to the session
+	// timeout (deadline.go): do not wait that long.
 	drained := time.After(closeTimeout)
 drain:
 	for {

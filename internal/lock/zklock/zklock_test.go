@@ -641,3 +641,56 @@ func TestOneNodePerLocker(t *testing.T) {
 		t.Errorf("%d of 20 queued callers got the lock", got.Load())
 	}
 }
+
+// TestHandshakeNeverAnsweredIsTriedAgain: a server that accepts the
+// connection but never answers the session handshake (as a ZooKeeper
+// starting up once did) holds a Locker at most one session timeout, not
+// go-zookeeper's 10 × 2/3 of it (20 s for this 3 s TTL, past New's
+// deadline here); the next connection gets the session.
+func TestHandshakeNeverAnsweredIsTriedAgain(t *testing.T) {
+	servers := testenv.ZooKeeperServers(t)
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	defer held.Wait() // after the Close below
+	defer silent.Close()
+	held.Go(func() { // accepts and keeps each connection, reading nothing
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	})
+	var dials atomic.Int64
+	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			addr = silent.Addr().String()
+		}
+		return net.DialTimeout(network, addr, timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	defer cancel()
+	l, err := New(ctx, servers, Options{Options: lock.Options{TTL: 3 * time.Second}, Root: testRoot(t), Dialer: dial})
+	if err != nil {
+		t.Fatalf("New, its first connection to a server that never answers = %v, want a session on the next one", err)
+	}
+	defer l.Close()
+	if n := dials.Load(); n < 2 {
+		t.Errorf("%d connections made, want the silent one and another", n)
+	}
+	lease, err := l.Lock(ctx, "k")
+	if err != nil {
+		t.Fatalf("Lock = %v", err)
+	}
+	_ = lease.Release(ctx)
+}
