@@ -44,17 +44,10 @@ func (c cappedConn) SetReadDeadline(t time.Time) error  { return c.Conn.SetReadD
 func (c cappedConn) SetWriteDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(c.cap(t)) }
 
 func (c cappedConn) cap(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
+	if limit := time.Now().Add(c.limit); !t.IsZero() && t.After(limit) {
+		return limit
 	}
-	return minTime(t, time.Now().Add(c.limit))
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
+	return t
 }
 
 // deadlineLimit is the cap for a session timeout of ttl.
