@@ -40,14 +40,11 @@ func StartEtcd(ctx context.Context) (*Etcd, error) {
 	}
 	var e *Etcd
 	err = OnFreePorts(func() error {
-		cport, err := freePort()
+		ports, err := freePorts(2)
 		if err != nil {
 			return err
 		}
-		pport, err := freePort()
-		if err != nil {
-			return err
-		}
+		cport, pport := ports[0], ports[1]
 		e = &Etcd{
 			Endpoint:  hostPort(cport),
 			bin:       paths[0],

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"testing"
 	"time"
 )
@@ -140,5 +141,24 @@ func TestOnFreePortsTriesAgainOnlyForATakenPort(t *testing.T) {
 		if calls != tc.wantCalls || err != tc.want {
 			t.Errorf("%s: %d calls, error %v; want %d calls, error %v", tc.name, calls, err, tc.wantCalls, tc.want)
 		}
+	}
+}
+
+// TestFreePortsAreDifferent: a server's ports are drawn apart even when a
+// draw gives a port an earlier one gave (FreePort releases what it probes).
+func TestFreePortsAreDifferent(t *testing.T) {
+	draws := []int{30001, 30001, 30001, 30002, 30001, 30003}
+	freePort = func() (int, error) {
+		p := draws[0]
+		draws = draws[1:]
+		return p, nil
+	}
+	defer func() { freePort = FreePort }()
+	got, err := freePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{30001, 30002, 30003}; !slices.Equal(got, want) {
+		t.Fatalf("freePorts(3) = %v, want %v", got, want)
 	}
 }

@@ -115,17 +115,37 @@ func StartPatroni(ctx context.Context, opts PatroniOptions) (*Patroni, error) {
 	return c, nil
 }
 
+// start launches the members on free ports and waits for a healthy
+// cluster, again on fresh ports while a member's Postgres or REST API finds
+// its port taken (by another process, between FreePort's probe and the
+// bind).
 func (c *Patroni) start(ctx context.Context, patroni, binDir string, cred *syscall.Credential, opts PatroniOptions) error {
+	err := OnFreePorts(func() error {
+		if err := c.discardMembers(); err != nil {
+			return err
+		}
+		ports, err := freePorts(4)
+		if err != nil {
+			return err
+		}
+		return c.launch(ctx, patroni, binDir, cred, opts, ports)
+	})
+	if err != nil {
+		return err
+	}
+	if err := exec1(ctx, c.adminURL(), "CREATE DATABASE inventory"); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	return c.awaitDatabase(ctx, "inventory")
+}
+
+// launch writes the members' configurations for ports (Postgres and REST
+// API of each member in turn), starts them, and waits until the cluster
+// is healthy, or until a member reports a port taken.
+func (c *Patroni) launch(ctx context.Context, patroni, binDir string, cred *syscall.Credential, opts PatroniOptions, ports []int) error {
 	var hosts []string
 	for i := range 2 {
-		pgPort, err := FreePort()
-		if err != nil {
-			return err
-		}
-		apiPort, err := FreePort()
-		if err != nil {
-			return err
-		}
+		pgPort, apiPort := ports[2*i], ports[2*i+1]
 		m := &PatroniMember{Name: fmt.Sprintf("pg%d", i+1), Port: pgPort, API: "http://" + hostPort(apiPort),
 			data: filepath.Join(c.dir, fmt.Sprintf("data%d", i+1))}
 		if err := os.WriteFile(filepath.Join(c.dir, m.Name+".yml"), []byte(c.config(m, apiPort, binDir, opts)), 0o644); err != nil {
@@ -151,13 +171,52 @@ func (c *Patroni) start(ctx context.Context, patroni, binDir string, cred *sysca
 		}
 		m.proc = p
 	}
-	if _, err := c.WaitHealthy(ctx, patroniWait); err != nil {
+	// A member whose Postgres finds its port taken may not exit (Patroni
+	// starts it again and again) or may exit with a traceback that pushes
+	// the bind error out of the poll's report: the members' whole logs
+	// decide, while waiting and after.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err := c.poll(ctx, patroniWait, func(ctx context.Context) error {
+		if err := c.portTaken(); err != nil {
+			cancel()
+			return err
+		}
+		_, err := c.healthy(ctx)
 		return err
+	})
+	if taken := c.portTaken(); err != nil && taken != nil {
+		return fmt.Errorf("%w\n%s", taken, c.Logs())
 	}
-	if err := exec1(ctx, c.adminURL(), "CREATE DATABASE inventory"); err != nil {
-		return fmt.Errorf("create database: %w", err)
+	return err
+}
+
+// portTaken is an error naming the first member whose output says one of
+// its ports was taken, or nil.
+func (c *Patroni) portTaken() error {
+	for _, m := range c.Members {
+		if PortTaken(errors.New(m.proc.Logs())) {
+			return fmt.Errorf("patroni %s: a port was taken (address already in use)", m.Name)
+		}
 	}
-	return c.awaitDatabase(ctx, "inventory")
+	return nil
+}
+
+// discardMembers stops the members of a failed launch and removes their
+// data, and gives the cluster a fresh etcd namespace, for another launch.
+func (c *Patroni) discardMembers() error {
+	if len(c.Members) == 0 {
+		return nil
+	}
+	c.stopMembers()
+	for _, m := range c.Members {
+		if err := os.RemoveAll(m.data); err != nil {
+			return fmt.Errorf("patroni dir: %w", err)
+		}
+	}
+	c.Members = nil
+	c.Namespace = "/inventory-" + randomHex(6) + "/"
+	return nil
 }
 
 // config is member m's Patroni configuration. The timings make failovers
@@ -363,19 +422,25 @@ func (c *Patroni) WaitPrimary(ctx context.Context, m *PatroniMember, timeout tim
 // returns the primary.
 func (c *Patroni) WaitHealthy(ctx context.Context, timeout time.Duration) (*PatroniMember, error) {
 	var primary *PatroniMember
-	err := c.poll(ctx, timeout, func(ctx context.Context) error {
-		p, err := c.Primary(ctx)
-		if err != nil {
-			return err
-		}
-		other := c.Other(p)
-		if ok, err := other.Role(ctx, c.standbyRole()); !ok {
-			return fmt.Errorf("%s is primary, %s is not its %s standby (yet): %v", p.Name, other.Name, c.standbyRole(), err)
-		}
-		primary = p
-		return nil
+	err := c.poll(ctx, timeout, func(ctx context.Context) (err error) {
+		primary, err = c.healthy(ctx)
+		return err
 	})
 	return primary, err
+}
+
+// healthy returns the primary when the other member is its synchronous
+// standby (with Async, a running replica), and an error otherwise.
+func (c *Patroni) healthy(ctx context.Context) (*PatroniMember, error) {
+	p, err := c.Primary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	other := c.Other(p)
+	if ok, err := other.Role(ctx, c.standbyRole()); !ok {
+		return nil, fmt.Errorf("%s is primary, %s is not its %s standby (yet): %v", p.Name, other.Name, c.standbyRole(), err)
+	}
+	return p, nil
 }
 
 // poll is the package's poll, stopped early when a Patroni process exits,
@@ -500,6 +565,13 @@ func (m *PatroniMember) HoldBackReplication(ctx context.Context) (release func()
 // postmaster left behind, and removes the cluster's directory. Safe to
 // call more than once.
 func (c *Patroni) Stop() error {
+	c.stopMembers()
+	return os.RemoveAll(c.dir)
+}
+
+// stopMembers stops every member's Patroni and, if Patroni left it
+// running, its Postgres.
+func (c *Patroni) stopMembers() {
 	var wg sync.WaitGroup
 	var pids []int
 	for _, m := range c.Members {
@@ -516,7 +588,6 @@ func (c *Patroni) Stop() error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	return os.RemoveAll(c.dir)
 }
 
 // alive reports whether pid runs and is not a zombie.

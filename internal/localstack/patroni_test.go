@@ -167,3 +167,52 @@ func waitCond(ctx context.Context, t *testing.T, what string, cond func() bool) 
 		}
 	}
 }
+
+// TestPatroniStartsOnOtherPortsWhenOneIsTaken: when a member's Postgres
+// finds its port bound by another process (between FreePort's probe and
+// its bind), Patroni does not exit but restarts it again and again;
+// StartPatroni sees that in the member's log and starts the cluster again
+// on fresh ports, at once rather than after its two-minute wait. The first
+// port handed out, the first member's Postgres port, is one this test
+// holds.
+func TestPatroniStartsOnOtherPortsWhenOneIsTaken(t *testing.T) {
+	etcd, err := StartEtcd(context.Background())
+	if err != nil {
+		t.Fatalf("StartEtcd: %v", err)
+	}
+	defer func() { _ = etcd.Stop() }()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	handed := 0
+	freePort = func() (int, error) {
+		handed++
+		if handed == 1 {
+			return takenPort, nil
+		}
+		return FreePort()
+	}
+	defer func() { freePort = FreePort }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), patroniWait)
+	defer cancel()
+	c, err := StartPatroni(ctx, PatroniOptions{Etcd: etcd.Endpoint})
+	if err != nil {
+		t.Fatalf("StartPatroni with a member's port taken = %v, want it started on other ports", err)
+	}
+	defer func() { _ = c.Stop() }()
+	for _, m := range c.Members {
+		if m.Port == takenPort {
+			t.Errorf("%s runs Postgres on the taken port %d", m.Name, takenPort)
+		}
+	}
+	if handed < 8 {
+		t.Errorf("%d ports handed out, want a second draw of 4", handed)
+	}
+	if err := exec1(ctx, c.URL, "SELECT 1"); err != nil {
+		t.Fatalf("the cluster's database: %v", err)
+	}
+}

@@ -201,6 +201,27 @@ func FreePort() (int, error) {
 // freePort is FreePort, replaced in tests to hand out a taken port.
 var freePort = FreePort
 
+// freePorts draws n different ports with freePort, for a server (or
+// cluster) that listens on several: FreePort releases each port it probes,
+// so two draws in a row can give the same one (both members of a Patroni
+// cluster were once given one Postgres port, and one never started).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100*n {
+			return nil, fmt.Errorf("find %d different free ports: drew %v", n, ports)
+		}
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
+	}
+	return ports, nil
+}
+
 // portTries is how many times a server is started on fresh ports when the
 // port FreePort found was taken before the server could bind it.
 const portTries = 5

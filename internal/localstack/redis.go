@@ -80,15 +80,17 @@ func StartRedisWith(ctx context.Context, o RedisOptions) (*Redis, error) {
 	}
 	var r *Redis
 	err = OnFreePorts(func() error {
-		port, err := freePort()
+		n := 1
+		if o.ClusterNodeTimeout > 0 {
+			n = 2 // and a cluster bus port
+		}
+		ports, err := freePorts(n)
 		if err != nil {
 			return err
 		}
-		busPort := 0
-		if o.ClusterNodeTimeout > 0 {
-			if busPort, err = freePort(); err != nil {
-				return err
-			}
+		port, busPort := ports[0], 0
+		if n == 2 {
+			busPort = ports[1]
 		}
 		r = &Redis{
 			Addr: hostPort(port),
