@@ -320,6 +320,12 @@ func counterLeft(e *env, id string) (int64, error) {
 // waitClaimed waits until a sale's transaction has claimed a stock row with
 // its fencing token (any lock's column) and sits in it (doing the simulated
 // work): the holder is past its Lock call, inside the critical section.
+//
+// The claim must have written (the transaction has an xid): pgx prepares a
+// statement new to its connection in a round trip of its own, after which
+// the session sits idle in the transaction with the claim as its query,
+// not yet run. Timed by that, TestReentrantFenceCollisionAfterRedisLoss
+// let B sell before A's claim ran (1 run in a few hundred, under load).
 func waitClaimed(t *testing.T, e *env) {
 	t.Helper()
 	waitFor(t, "a lock holder to claim the stock row", 5*time.Second, func() bool {
@@ -327,6 +333,7 @@ func waitClaimed(t *testing.T, e *env) {
 		err := e.pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND state = 'idle in transaction'
+				AND backend_xid IS NOT NULL
 				AND query LIKE 'UPDATE stock SET %fence = $2,%'`).Scan(&n)
 		return err == nil && n > 0
 	})
