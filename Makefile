@@ -33,7 +33,12 @@ export GORACE ?= atexit_sleep_ms=0
 # test binaries (named to them in INVENTORY_TEST_* variables) and stopped when
 # it ends, pass, fail or Ctrl-C; each binary still starts its own Redis (why:
 # internal/testenv's shared). Plain `go test` starts them per binary.
-WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && bin/testservers --
+WITH_SERVERS = $(GO) build -o bin/testservers ./internal/testenv/cmd/testservers && $(SERVERS_NICE) bin/testservers --
+
+# Test binaries are linked without DWARF (-w): a fifth less link time, and
+# a panic's or a race's stack trace does not need it (Go prints them from
+# its own tables).
+TEST_FLAGS = -race -count=1 -vet=off -ldflags=-w
 
 ## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included), with a short fuzz run beside them. What CI runs.
 # Side by side: the short fault matrix, the longest package, which every
@@ -56,7 +61,7 @@ TEST_P ?= 4
 # checks go test runs before each package.
 MATRIX = ./internal/faults/matrix
 test-matrix:
-	$(GO) test -race -count=1 -vet=off -timeout 20m $(MATRIX)
+	$(GO) test $(TEST_FLAGS) -timeout 20m $(MATRIX)
 
 # The longest packages first, then every other (go test runs packages in the
 # order named, -p at a time, and names each once): started last, the
@@ -64,9 +69,12 @@ test-matrix:
 SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/fleet ./internal/localstack ./internal/faults \
 	./internal/api ./dashboards ./internal/lock/redislock ./cmd/inventory
 
+# The shared servers run at the tests' priority too: at the matrix's, the
+# shared Postgres, etcd and ZooKeeper took CPU the matrix waited for.
+test-rest: SERVERS_NICE = nice -n 5
 test-rest:
 	pkgs=$$($(GO) list ./... | grep -v '$(patsubst .%,%,$(MATRIX))$$') && \
-	$(WITH_SERVERS) nice -n 5 $(GO) test -race -count=1 -vet=off -p $$(( $(TEST_P) > 1 ? $(TEST_P) - 1 : 1 )) -timeout 20m $(SLOWEST_FIRST) $$pkgs
+	$(WITH_SERVERS) $(GO) test $(TEST_FLAGS) -p $$(( $(TEST_P) > 1 ? $(TEST_P) - 1 : 1 )) -timeout 20m $(SLOWEST_FIRST) $$pkgs
 
 fuzz-short-idle:
 	@nice -n 19 $(MAKE) --no-print-directory fuzz-short
@@ -111,7 +119,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		$(GO) test -ldflags=-w -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
 ## fuzz-short: every fuzz target for FUZZTIME_SHORT each (default 3000 inputs); make test runs it
