@@ -80,21 +80,7 @@ func TestServersStartOnAnotherPortWhenTheirsIsTaken(t *testing.T) {
 				defer func() { _ = r.Stop() }()
 				primary = r.Addr
 			}
-			taken, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer taken.Close()
-			takenPort := taken.Addr().(*net.TCPAddr).Port
-			handed := 0
-			freePort = func() (int, error) {
-				handed++
-				if handed == 1 {
-					return takenPort, nil
-				}
-				return FreePort()
-			}
-			defer func() { freePort = FreePort }()
+			takenPort, handed := takenFirst(t)
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -103,8 +89,8 @@ func TestServersStartOnAnotherPortWhenTheirsIsTaken(t *testing.T) {
 				t.Fatalf("start with its first port taken = %v, want it started on another", err)
 			}
 			defer func() { _ = stop() }()
-			if addr == hostPort(takenPort) || handed < 2 {
-				t.Errorf("started at %s after %d ports handed out, want a port other than the taken %d", addr, handed, takenPort)
+			if addr == hostPort(takenPort) || handed() < 2 {
+				t.Errorf("started at %s after %d ports handed out, want a port other than the taken %d", addr, handed(), takenPort)
 			}
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -161,4 +147,27 @@ func TestFreePortsAreDifferent(t *testing.T) {
 	if want := []int{30001, 30002, 30003}; !slices.Equal(got, want) {
 		t.Fatalf("freePorts(3) = %v, want %v", got, want)
 	}
+}
+
+// takenFirst has freePort hand out, first, a port a listener of the test
+// holds, then free ones, until the test ends. It returns that port and how
+// many ports were handed out so far.
+func takenFirst(t *testing.T) (port int, handed func() int) {
+	t.Helper()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = taken.Close() })
+	port = taken.Addr().(*net.TCPAddr).Port
+	n := 0
+	freePort = func() (int, error) {
+		n++
+		if n == 1 {
+			return port, nil
+		}
+		return FreePort()
+	}
+	t.Cleanup(func() { freePort = FreePort })
+	return port, func() int { return n }
 }

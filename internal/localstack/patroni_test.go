@@ -181,21 +181,7 @@ func TestPatroniStartsOnOtherPortsWhenOneIsTaken(t *testing.T) {
 		t.Fatalf("StartEtcd: %v", err)
 	}
 	defer func() { _ = etcd.Stop() }()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	takenPort := taken.Addr().(*net.TCPAddr).Port
-	handed := 0
-	freePort = func() (int, error) {
-		handed++
-		if handed == 1 {
-			return takenPort, nil
-		}
-		return FreePort()
-	}
-	defer func() { freePort = FreePort }()
+	takenPort, handed := takenFirst(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), patroniWait)
 	defer cancel()
@@ -209,8 +195,8 @@ func TestPatroniStartsOnOtherPortsWhenOneIsTaken(t *testing.T) {
 			t.Errorf("%s runs Postgres on the taken port %d", m.Name, takenPort)
 		}
 	}
-	if handed < 8 {
-		t.Errorf("%d ports handed out, want a second draw of 4", handed)
+	if n := handed(); n < 8 {
+		t.Errorf("%d ports handed out, want a second draw of 4", n)
 	}
 	if err := exec1(ctx, c.URL, "SELECT 1"); err != nil {
 		t.Fatalf("the cluster's database: %v", err)
