@@ -195,7 +195,7 @@ func (c *Patroni) launch(ctx context.Context, patroni, binDir string, cred *sysc
 // its ports was taken, or nil.
 func (c *Patroni) portTaken() error {
 	for _, m := range c.Members {
-		if PortTaken(errors.New(m.proc.Logs())) {
+		if saysPortTaken(m.proc.Logs()) {
 			return fmt.Errorf("patroni %s: a port was taken (address already in use)", m.Name)
 		}
 	}

@@ -246,7 +246,13 @@ func OnFreePorts(start func() error) error {
 // PortTaken reports whether err is a server's failure to bind its port
 // (each server's log, in the error, says so in these words).
 func PortTaken(err error) bool {
-	return err != nil && strings.Contains(strings.ToLower(err.Error()), "address already in use")
+	return err != nil && saysPortTaken(err.Error())
+}
+
+// saysPortTaken reports whether a server's output out says it could not
+// bind its port.
+func saysPortTaken(out string) bool {
+	return strings.Contains(strings.ToLower(out), "address already in use")
 }
 
 // portInUse reports whether another socket holds port on 127.0.0.1 now.
