@@ -15,6 +15,7 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/testenv"
 )
 
 // waitFor polls cond every 5ms until it holds, failing the test after limit.
@@ -318,24 +319,14 @@ func counterLeft(e *env, id string) (int64, error) {
 }
 
 // waitClaimed waits until a sale's transaction has claimed a stock row with
-// its fencing token (any lock's column) and sits in it (doing the simulated
-// work): the holder is past its Lock call, inside the critical section.
-//
-// The claim must have written (the transaction has an xid): pgx prepares a
-// statement new to its connection in a round trip of its own, after which
-// the session sits idle in the transaction with the claim as its query,
-// not yet run. Timed by that, TestReentrantFenceCollisionAfterRedisLoss
-// let B sell before A's claim ran (1 run in a few hundred, under load).
+// its fencing token and sits in it (doing the simulated work): the holder
+// is past its Lock call, inside the critical section. A lock holder's claim
+// is its transaction's first row lock, so testenv.SalesAtWork tells it
+// (its claim run, not merely prepared: see there).
 func waitClaimed(t *testing.T, e *env) {
 	t.Helper()
 	waitFor(t, "a lock holder to claim the stock row", 5*time.Second, func() bool {
-		var n int
-		err := e.pool.QueryRow(context.Background(), `
-			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'idle in transaction'
-				AND backend_xid IS NOT NULL
-				AND query LIKE 'UPDATE stock SET %fence = $2,%'`).Scan(&n)
-		return err == nil && n > 0
+		return testenv.SalesAtWork(t, e.pgURL) > 0
 	})
 }
 
