@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRecordBatchAllocatesInArrivalOrder: 6 in stock, orders of 3, 5, 1, 1,
@@ -171,5 +172,65 @@ func TestBatchesWithKeysInCommonDoNotDeadlock(t *testing.T) {
 		if sold != len(keys) {
 			t.Fatalf("round %d: %d orders sold for %d keys, want each key sold once", round, sold, len(keys))
 		}
+	}
+}
+
+// TestBatchKeyTakenMidBatchWithholdsNothing: a key is taken by a sale of
+// another product after the batch looked for taken keys and before its
+// write. The batch had allocated the product's last unit to that order; the
+// order behind it was refused. Skipped by the write, the keyed order sold
+// nothing, so the refusal behind it was false ("0 left: sold out" with 1
+// unit in stock); the batch must be decided again with the key known.
+func TestBatchKeyTakenMidBatchWithholdsNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const id, other, key = "batch-late-key", "batch-late-key-other", "late-key"
+	e.restock(t, id, 1)
+	e.restock(t, other, 1)
+
+	// Another product's sale takes the key and holds it uncommitted, so
+	// the batch's look does not see it and its insert waits on it.
+	blocker, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rollback(ctx, blocker)
+	var blockerPID int
+	if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&blockerPID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Exec(ctx, `
+		WITH ins AS (INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key)
+		             VALUES ($1, 1, 1, 'test', 'test', $2))
+		UPDATE stock SET quantity = quantity - 1 WHERE product_id = $1`, other, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Exec(ctx, `INSERT INTO round_totals (product_id, round, units, sales) VALUES ($1, 1, 1, 1)`, other); err != nil {
+		t.Fatal(err)
+	}
+
+	orders := []Order{
+		{ProductID: id, Quantity: 1, IdempotencyKey: key},
+		{ProductID: id, Quantity: 1},
+	}
+	done := make(chan []batchAnswer, 1)
+	go func() { done <- e.store.recordBatch(ctx, id, Batch, "replica-a", 0, orders) }()
+	waitFor(t, "the batch's insert to wait for the key's other sale", 10*time.Second, func() bool {
+		var n int
+		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, blockerPID).Scan(&n)
+		return err == nil && n > 0
+	})
+	if err := blocker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	answers := <-done
+	if a := answers[0]; !a.replay || a.err != nil {
+		t.Errorf("order 1 (%s) = %+v; want it left to the ledger (its key is another product's sale)", formatOrder(orders[0]), a)
+	}
+	if a := answers[1]; a.err != nil || a.replay || a.sale.ID == 0 || a.sale.Remaining != 0 {
+		t.Errorf("order 2 (%s) = %+v; want the last unit (the keyed order ahead of it sold nothing)", formatOrder(orders[1]), a)
+	}
+	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
+		t.Errorf("after the batch: stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
 	}
 }

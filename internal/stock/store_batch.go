@@ -21,24 +21,48 @@ type batchAnswer struct {
 
 // recordBatch sells orders, all of product id and in arrival order, in one
 // transaction: it locks the stock row once (claiming it with the Redis
-// lock's fencing token fence when that is not 0, see claimFence), gives each order its units while
-// they last (an order that does not fit is told ErrSoldOut, a later smaller
-// one may still fit), writes every ledger row in one statement with the
-// stock's guarded decrement, and commits. The answers are in the order of
-// orders. When the transaction fails, every order gets the same error; a
-// lost COMMIT reply is resolved from the ledger (see resolve), for the whole
-// batch at once, since it committed all or nothing.
+// lock's fencing token fence when that is not 0, see claimFence), gives each
+// order its units while they last (an order that does not fit is told
+// ErrSoldOut, a later smaller one may still fit), writes every ledger row in
+// one statement with the stock's guarded decrement, and commits. The answers
+// are in the order of orders. When the transaction fails, every order gets
+// the same error; a lost COMMIT reply is resolved from the ledger (see
+// resolve), for the whole batch at once, since it committed all or nothing.
+//
+// An order whose Idempotency-Key a committed sale has is left to the ledger
+// (replay) and withholds no units. A key can also be taken after the batch
+// looked (by a sale of another product committing first); its row is then
+// skipped by the write, and the units allocated to it were withheld from the
+// orders behind it, which may have been refused while units remained. So
+// such a transaction is rolled back and the batch tried again with that key
+// known (at most once per key): every answer is decided by a transaction
+// that wrote exactly what it allocated.
 func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, fence int64, orders []Order) []batchAnswer {
-	answers := make([]batchAnswer, len(orders))
-	fail := func(err error) []batchAnswer {
-		for i := range answers {
-			answers[i] = batchAnswer{err: err}
+	taken := map[string]bool{}
+	for {
+		answers, late, err := s.recordBatchOnce(ctx, id, strategy, instance, fence, orders, taken)
+		if err != nil {
+			return answerAll(orders, err)
 		}
-		return answers
+		if len(late) == 0 {
+			return answers
+		}
+		for _, k := range late {
+			taken[k] = true
+		}
 	}
+}
+
+// recordBatchOnce is one try of recordBatch, with the keys in known taken
+// (besides those the ledger shows). It returns the keys that were taken
+// between its look and its write, when there were any: it then rolled back,
+// and the answers are to be ignored.
+func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance string, fence int64, orders []Order,
+	known map[string]bool) (answers []batchAnswer, late []string, err error) {
+	answers = make([]batchAnswer, len(orders))
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
 	if err != nil {
-		return fail(dbErr("begin batch", err))
+		return nil, nil, dbErr("begin batch", err)
 	}
 	defer rollback(ctx, tx)
 
@@ -55,7 +79,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		}
 	}
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 
 	// An order whose key a committed sale or an order ahead of it in this
@@ -63,16 +87,19 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 	// that it withholds none from the orders after it.
 	taken, err := takenKeys(ctx, tx, orders)
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
+	}
+	for k := range known {
+		taken[k] = true
 	}
 
 	// Allocate in arrival order.
 	left := stock
 	var (
-		quantities []int64
-		keys       []*string
-		saleKeys   []string
-		bySaleKey  = map[string]int{}
+		quantities, remainders []int64
+		keys                   []*string
+		saleKeys               []string
+		bySaleKey              = map[string]int{}
 	)
 	for i, o := range orders {
 		if o.IdempotencyKey != "" && taken[o.IdempotencyKey] {
@@ -90,24 +117,26 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 			taken[o.IdempotencyKey] = true
 		}
 		sk := uuid.NewString()
-		quantities, keys, saleKeys = append(quantities, o.Quantity), append(keys, key), append(saleKeys, sk)
+		quantities, remainders, keys = append(quantities, o.Quantity), append(remainders, left), append(keys, key)
+		saleKeys = append(saleKeys, sk)
 		bySaleKey[sk] = i
 	}
 	if len(saleKeys) == 0 {
-		return answers // every order refused; nothing to write
+		return answers, nil, nil // every order refused or replayed; nothing to write
 	}
 
-	// The ledger rows and the guarded decrement of what they sold, in one
-	// statement. A row whose Idempotency-Key was taken since takenKeys
-	// looked (by a sale of another product) is skipped (its order is
-	// answered from the ledger afterwards) and not decremented. Rows are
-	// inserted in key order, so two batches with keys in common wait for
-	// each other in one order and cannot deadlock.
+	// The ledger rows, each with the stock it left, and the guarded
+	// decrement of what they sold, in one statement. A row whose
+	// Idempotency-Key was taken since takenKeys looked (by a sale of
+	// another product) is skipped and not decremented, and the batch is
+	// tried again (see recordBatch). Rows are inserted in key order, so two
+	// batches with keys in common wait for each other in one order and
+	// cannot deadlock.
 	rows, err := tx.Query(ctx, `
 		WITH ins AS (
-			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence)
-			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0)
-			FROM unnest($5::bigint[], $6::text[], $7::text[]) WITH ORDINALITY AS t(q, k, sk, n)
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence, remaining)
+			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0), t.r
+			FROM unnest($5::bigint[], $6::text[], $7::text[], $9::bigint[]) WITH ORDINALITY AS t(q, k, sk, r, n)
 			ORDER BY t.k NULLS LAST, t.n
 			ON CONFLICT (idempotency_key) DO NOTHING
 			RETURNING id, sale_key, quantity, created_at
@@ -127,9 +156,9 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
 		)
 		SELECT ins.id, ins.sale_key, ins.created_at, (SELECT quantity FROM dec) FROM ins`,
-		id, round, strategy, instance, quantities, keys, saleKeys, fence)
+		id, round, strategy, instance, quantities, keys, saleKeys, fence, remainders)
 	if err != nil {
-		return fail(dbErr("write batch", err))
+		return nil, nil, dbErr("write batch", err)
 	}
 	written := map[int]Sale{}
 	var firstKey string
@@ -140,7 +169,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		var remaining *int64
 		if err := rows.Scan(&sale.ID, &sk, &sale.CreatedAt, &remaining); err != nil {
 			rows.Close()
-			return fail(dbErr("write batch", err))
+			return nil, nil, dbErr("write batch", err)
 		}
 		decremented = remaining != nil
 		if firstKey == "" {
@@ -149,21 +178,19 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 		written[bySaleKey[sk]] = sale
 	}
 	if err := rows.Err(); err != nil {
-		return fail(dbErr("write batch", err))
+		return nil, nil, dbErr("write batch", err)
 	}
-	if len(written) > 0 && !decremented {
-		// The row lock makes this impossible; the guard refused all the same.
-		return fail(fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a decrement made under the row lock", len(written), id, ErrLockBreach, ErrSoldOut))
-	}
-
-	if len(written) == 0 {
-		// Every written order's key was taken: nothing sold, nothing to commit.
-		for i := range orders {
-			if answers[i].err == nil {
-				answers[i].replay = true
+	if len(written) < len(saleKeys) {
+		for _, i := range bySaleKey {
+			if _, ok := written[i]; !ok {
+				late = append(late, orders[i].IdempotencyKey)
 			}
 		}
-		return answers
+		return nil, late, nil // rolled back by the deferred rollback
+	}
+	if !decremented {
+		// The row lock makes this impossible; the guard refused all the same.
+		return nil, nil, fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a decrement made under the row lock", len(written), id, ErrLockBreach, ErrSoldOut)
 	}
 
 	// A lost COMMIT reply is resolved from the ledger: all rows or none.
@@ -171,31 +198,20 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
 		if cerr := commitErr(err); !errors.Is(cerr, ErrOutcomeUnknown) {
-			return fail(cerr)
+			return nil, nil, cerr
 		}
 		if _, err := s.resolve(ctx, Sale{ProductID: id}, firstKey, err); err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 	}
 
-	// Each sale's Remaining is the stock after it and every written order
-	// ahead of it in the batch.
-	remaining := stock
-	for i, o := range orders {
-		if answers[i].err != nil {
-			continue
-		}
-		sale, ok := written[i]
-		if !ok {
-			answers[i].replay = true
-			continue
-		}
-		remaining -= o.Quantity
-		sale.ProductID, sale.Quantity, sale.Remaining, sale.Round = id, o.Quantity, remaining, round
+	for i, sk := range saleKeys {
+		o, sale := orders[bySaleKey[sk]], written[bySaleKey[sk]]
+		sale.ProductID, sale.Quantity, sale.Remaining, sale.Round = id, o.Quantity, remainders[i], round
 		sale.Strategy, sale.Instance, sale.Fence = strategy, instance, fence
-		answers[i].sale = sale
+		answers[bySaleKey[sk]].sale = sale
 	}
-	return answers
+	return answers, nil, nil
 }
 
 // takenKeys returns the Idempotency-Keys of orders that a sale in the
