@@ -93,7 +93,8 @@ var contractCases = []struct {
 			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8},
 			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8, replays: 1},
 			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k2"}, remaining: 6},
-			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 6, replays: 1},
+			// A replay answers what the first answer said, not today's stock.
+			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8, replays: 1},
 		},
 		wantQuantity: 6, wantSales: 2,
 	},

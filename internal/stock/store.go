@@ -291,11 +291,13 @@ func (s *Store) fence(ctx context.Context, col fenceColumn, id string) (int64, e
 // replay looks up the sale recorded under o.IdempotencyKey. It returns the
 // sale marked Replayed and found=true when it matches o, ErrIdempotencyConflict
 // when the key was used for another product or quantity, and found=false when
-// the key is unused. A replayed sale's Remaining is the stock now.
+// the key is unused. A replayed sale's Remaining is the stock it left, as
+// its ledger row records (the first answer said so); only a row written
+// before the ledger recorded it falls back to the stock now.
 func (s *Store) replay(ctx context.Context, o Order) (sale Sale, found bool, err error) {
 	err = s.pool.QueryRow(ctx, `
 		SELECT l.id, l.product_id, l.quantity, l.round, l.strategy, l.instance,
-		       coalesce(l.fence, 0), l.created_at, s.quantity
+		       coalesce(l.fence, 0), l.created_at, coalesce(l.remaining, s.quantity)
 		FROM sales l JOIN stock s ON s.product_id = l.product_id
 		WHERE l.idempotency_key = $1`, o.IdempotencyKey).
 		Scan(&sale.ID, &sale.ProductID, &sale.Quantity, &sale.Round, &sale.Strategy, &sale.Instance,
