@@ -19,7 +19,9 @@ import (
 // can never be given back to, reserved from, or reloaded into the wrong
 // round; when it over-counts (other strategies sold meanwhile, or it was
 // reloaded while sales were in flight) Postgres refuses the sale with a
-// 409 and the counter is dropped to be reloaded.
+// 409 and the counter is dropped to be reloaded; when it counts too few (an
+// older round's or an old read's), Postgres is asked before any "sold out"
+// is answered, and the counter is reloaded.
 type lua struct {
 	d Deps
 	// lease is reservationLease; tests shorten it.
@@ -60,8 +62,9 @@ const reservationTTL = 5 * time.Minute
 const reservationLease = 2 * time.Second
 
 // counterTTL is how long a loaded counter lives before it is reloaded from
-// Postgres: the safety net that bounds how long a stale counter (one a
-// restock could not delete) can turn buyers away.
+// Postgres. A stale counter turns nobody away (a "too few" is confirmed
+// with Postgres, see staleCounter); one that counts too many costs refused
+// writes until it is dropped or runs out.
 const counterTTL = time.Minute
 
 // giveBackTimeout bounds returning units after a failed sale, which runs
@@ -208,7 +211,14 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 			if r.unitsLeftNow+r.pending >= n {
 				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter, %d reserved in flight: %w", n, id, r.unitsLeftNow, r.pending, errUnitsInFlight)
 			}
-			return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter and %d in flight: %w", n, id, r.unitsLeftNow, r.pending, ErrSoldOut)
+			stale, err := s.staleCounter(ctx, o, r)
+			if err != nil {
+				return r, err
+			}
+			if !stale {
+				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter and %d in flight: %w", n, id, r.unitsLeftNow, r.pending, ErrSoldOut)
+			}
+			s.drop(ctx, id, r)
 		case returned:
 			return r, fmt.Errorf("reservation %s of %q was already given back: %w", res, id, ErrUnavailable)
 		case twinInFlight:
@@ -219,6 +229,24 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 		}
 	}
 	return reservation{}, fmt.Errorf("redis counter %s keeps disappearing: %w", counterKey(id), ErrUnavailable)
+}
+
+// staleCounter asks Postgres, which has the last word, whether the counter
+// that r found too low for o is stale: Postgres's current round is another
+// one, or has the units after all. A counter only ever counts more than
+// Postgres has (reservations in flight aside, which the caller counted), so
+// a lower one was loaded from an older round or an old read (a seed that
+// read Postgres before a restock and ran after it, a restock whose DEL
+// failed, a Redis failover or restore bringing back an older counter):
+// answering "sold out" from it would be untrue for as long as it lives.
+// When it is not stale, Postgres too has fewer than o's units now, so the
+// sold-out answer is true at this read.
+func (s *lua) staleCounter(ctx context.Context, o Order, r reservation) (bool, error) {
+	q, round, err := s.d.Store.quantity(ctx, o.ProductID)
+	if err != nil {
+		return false, err
+	}
+	return int64(round) != r.round || q >= o.Quantity, nil
 }
 
 // seed loads a missing counter, or one of an earlier round, from Postgres;

@@ -182,3 +182,52 @@ func TestLuaSoldOutOnlyWhenTrue(t *testing.T) {
 		t.Errorf("Sell(%q, 1) asked while the unit was reserved by a sale that then failed = %+v, %v; want the unit (it was never sold out)", id, sale, err)
 	}
 }
+
+// TestLuaStaleCounterIsNotSoldOut: a counter that says fewer units than
+// Postgres has is stale, however it came to be: a seed that read Postgres
+// (round 1, nothing left) before a restock ran its script after the
+// restock's DEL and loaded the old round's 0 for a minute; or a counter of
+// the right round that a failed DEL, a failover or a restore left too low.
+// Each time Postgres has the units, and the order must get them, not a
+// "sold out" from Redis.
+func TestLuaStaleCounterIsNotSoldOut(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := newLua(e.deps("replica-a").build(t))
+	load := func(id string, units, round int64) {
+		t.Helper()
+		keys := []string{counterKey(id), counterKey(id) + ":gen"}
+		if err := seedScript.Run(ctx, e.rdb, keys, units, round, counterTTL.Milliseconds()).Err(); err != nil {
+			t.Fatalf("load %s with %d units of round %d: %v", counterKey(id), units, round, err)
+		}
+	}
+	cases := []struct {
+		name             string
+		stale            func(id string)
+		order, remaining int64
+	}{
+		{"an older round's empty counter loaded after the restock", func(id string) {
+			e.restock(t, id, 0)   // round 1, sold out
+			e.restock(t, id, 100) // round 2: its DEL found no counter
+			load(id, 0, 1)        // the late seed of round 1
+		}, 1, 99},
+		{"this round's counter too low", func(id string) {
+			e.restock(t, id, 100)
+			load(id, 1, 1)
+		}, 5, 95},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("lua-stale-%d", i)
+			c.stale(id)
+			o := Order{ProductID: id, Quantity: c.order}
+			for n := range 3 {
+				sale, err := s.Sell(ctx, o)
+				if err != nil || sale.Remaining != c.remaining-int64(n)*c.order {
+					t.Fatalf("Sell(%s) #%d with a stale counter = %+v, %v; want a sale leaving %d", formatOrder(o), n+1, sale, err, c.remaining-int64(n)*c.order)
+				}
+			}
+			e.checkLedger(t, id)
+		})
+	}
+}
