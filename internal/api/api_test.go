@@ -434,6 +434,65 @@ func TestProducts(t *testing.T) {
 	}
 }
 
+// TestRestockIsSafeToRetry: a restock repeated with its Idempotency-Key
+// answers the first one's result (same round, Idempotent-Replayed) and
+// starts no round, while sales went on between the two; the key with another
+// body is 422. With If-Match, the round a GET's ETag showed, a repeat after
+// the round moved is 412 round-moved and changes nothing; a malformed
+// If-Match is 400. Before, every PUT started a round: a retry put back the
+// units sold in between.
+func TestRestockIsSafeToRetry(t *testing.T) {
+	f := newFixture(t, adminToken)
+	keyed := append([]string{"Idempotency-Key", "restock-1"}, admin...)
+	first := f.do("PUT", "/products/sku-r", jsonType, `{"quantity":5,"name":"Retry"}`, keyed...)
+	if first.status != 201 || first.header.Get("ETag") != `"1"` {
+		t.Fatalf("PUT new product with a key = %d ETag=%q %s, want 201 with ETag \"1\"", first.status, first.header.Get("ETag"), first.raw)
+	}
+	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-r","quantity":2}`); r.status != 200 {
+		t.Fatalf("sale = %d %s", r.status, r.raw)
+	}
+	again := f.do("PUT", "/products/sku-r", jsonType, `{"quantity":5,"name":"Retry"}`, keyed...)
+	if again.status != first.status || again.raw != first.raw || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the same PUT again = %d %s (replayed %q), want the first answer %d %s, replayed", again.status, again.raw,
+			again.header.Get("Idempotent-Replayed"), first.status, first.raw)
+	}
+	if p := f.product("sku-r"); p.Round != 1 || p.Quantity != 3 {
+		t.Errorf("after the repeated restock: round %d, quantity %d; want round 1 and the 3 left after the sale", p.Round, p.Quantity)
+	}
+	if r := f.do("PUT", "/products/sku-r", jsonType, `{"quantity":6,"name":"Retry"}`, keyed...); r.status != 422 || r.body["type"] != problemTypePrefix+"idempotency-key-reused" {
+		t.Errorf("the key with another quantity = %d %s, want 422 idempotency-key-reused", r.status, r.raw)
+	}
+
+	etag := f.do("GET", "/products/sku-r", "", "").header.Get("ETag")
+	if etag != `"1"` {
+		t.Fatalf("GET ETag = %q, want \"1\"", etag)
+	}
+	ifMatch := append([]string{"If-Match", etag}, admin...)
+	if r := f.do("PUT", "/products/sku-r", jsonType, `{"quantity":10}`, ifMatch...); r.status != 200 || r.body["round"] != float64(2) || r.header.Get("ETag") != `"2"` {
+		t.Fatalf("PUT If-Match %s = %d ETag=%q %s, want 200 in round 2", etag, r.status, r.header.Get("ETag"), r.raw)
+	}
+	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-r","quantity":4}`); r.status != 200 {
+		t.Fatalf("sale = %d %s", r.status, r.raw)
+	}
+	if r := f.do("PUT", "/products/sku-r", jsonType, `{"quantity":10}`, ifMatch...); r.status != 412 || r.body["type"] != problemTypePrefix+"round-moved" {
+		t.Errorf("the same PUT If-Match %s again = %d %s, want 412 round-moved", etag, r.status, r.raw)
+	}
+	if r := f.do("PUT", "/products/sku-new", jsonType, `{"quantity":10}`, ifMatch...); r.status != 412 || r.body["type"] != problemTypePrefix+"round-moved" {
+		t.Errorf("PUT If-Match %s on a product that does not exist = %d %s, want 412 round-moved", etag, r.status, r.raw)
+	}
+	for _, bad := range []string{`*`, `W/"2"`, `2`, `"2", "3"`, `"0"`, `"02"`, `"x"`, `""`} {
+		if r := f.do("PUT", "/products/sku-r", jsonType, `{"quantity":10}`, append([]string{"If-Match", bad}, admin...)...); r.status != 400 || r.body["type"] != problemTypePrefix+"malformed-request" {
+			t.Errorf("PUT If-Match %s = %d %s, want 400 malformed-request", bad, r.status, r.raw)
+		}
+	}
+	if p := f.product("sku-r"); p.Round != 2 || p.Quantity != 6 {
+		t.Errorf("after the refused restocks: round %d, quantity %d; want round 2 and the 6 left after the sale", p.Round, p.Quantity)
+	}
+	if _, err := f.store.Product(context.Background(), "sku-new"); !errors.Is(err, stock.ErrNotFound) {
+		t.Errorf("a refused If-Match created sku-new: %v", err)
+	}
+}
+
 func TestAdminCallsRefusedWithoutAConfiguredToken(t *testing.T) {
 	f := newFixture(t, "")
 	for _, call := range [][2]string{{"/products/sku-1", `{"quantity":5}`}, {"/strategy", `{"strategy":"none"}`}} {

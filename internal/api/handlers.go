@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -299,6 +300,7 @@ func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
+	w.Header().Set("ETag", roundETag(p.Round))
 	writeJSON(w, http.StatusOK, toProductResponse(p))
 }
 
@@ -337,10 +339,24 @@ type restockRequest struct {
 	Name     string `json:"name"`
 }
 
-// handlePutProduct creates a product (201) or restocks it (200), starting a new round.
+// handlePutProduct creates a product (201) or restocks it (200), starting a
+// new round. It is safe to retry: with an Idempotency-Key a repeat answers
+// the first call's result and starts no round; with If-Match (the round a
+// GET's ETag showed), a product in another round answers 412 and nothing
+// changes.
 func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if err := stock.ValidateProductID(id); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	ifRound, err := ifMatchRound(r)
+	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -365,32 +381,69 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, fmt.Errorf("%w: name must be UTF-8 text without control characters", errMalformed))
 		return
 	}
-	p, err := stock.Restock(r.Context(), s.Store, s.Redis, id, req.Name, *req.Quantity)
+	// Detached from the request: an admin who hangs up must not leave the
+	// restock half done or its outcome unknown.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), restockTimeout)
+	defer cancel()
+	done, err := s.restocker.Restock(ctx, stock.RestockOrder{ProductID: id, Name: req.Name, Quantity: *req.Quantity,
+		IfRound: ifRound, IdempotencyKey: key})
 	if err != nil {
-		if s.SoldOut != nil {
-			// Postgres may have committed; forgetting is always safe.
-			s.SoldOut.Forget(id)
-		}
 		s.writeProblem(w, r, err)
 		return
 	}
-	// The new round is one no circuit covers; the other replicas find that
-	// out before they refuse a sale (Circuits.Refuses).
-	s.Circuits.Forget(id)
-	if s.SoldOut != nil {
-		// Answered only once no replica answers sold-out for an older round.
-		if err := s.SoldOut.Restocked(r.Context(), id, p.Round); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
+	if !done.Replayed {
+		// The new round is one no circuit covers; the other replicas find
+		// that out before they refuse a sale (Circuits.Refuses).
+		s.Circuits.Forget(id)
 	}
-	s.log.InfoContext(r.Context(), "restocked", "product_id", id, "quantity", p.Quantity, "round", p.Round, "request_id", requestID(r))
+	if done.ResetErr != nil {
+		s.log.WarnContext(r.Context(), "restocked, but the product's Redis keys could not be deleted (nothing depends on it)",
+			"product_id", id, "round", done.Round, "err", done.ResetErr, "request_id", requestID(r))
+	}
+	s.log.InfoContext(r.Context(), "restocked", "product_id", id, "quantity", done.Quantity, "round", done.Round,
+		"replayed", done.Replayed, "request_id", requestID(r))
 	status := http.StatusOK
-	if p.Round == 1 { // a product's first round is its creation
+	if done.Round == 1 { // a product's first round is its creation
 		status = http.StatusCreated
 		w.Header().Set("Location", "/products/"+id)
 	}
-	writeJSON(w, status, toProductResponse(p))
+	if done.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("ETag", roundETag(done.Round))
+	writeJSON(w, status, toProductResponse(done.Product))
+}
+
+// restockTimeout bounds a restock, which waits for the product's row (its
+// sales in flight) and for the replicas' sold-out marks of older rounds.
+const restockTimeout = time.Minute
+
+// roundETag is the entity tag of a product in round n: a restock's If-Match
+// names it.
+func roundETag(n int) string { return `"` + strconv.Itoa(n) + `"` }
+
+// ifMatchRound reads If-Match as the round a restock expects: 0 when the
+// header is absent. It must be one strong entity tag of a round ("3"); a
+// weak tag or "*" never names a round, and a list of them is refused, so
+// that a retry's precondition is exactly one round.
+func ifMatchRound(r *http.Request) (int, error) {
+	values := r.Header.Values("If-Match")
+	switch {
+	case len(values) == 0:
+		return 0, nil
+	case len(values) > 1:
+		return 0, fmt.Errorf("%w: If-Match given %d times", errMalformed, len(values))
+	}
+	tag := strings.TrimSpace(values[0])
+	inner, ok := strings.CutPrefix(tag, `"`)
+	if ok {
+		inner, ok = strings.CutSuffix(inner, `"`)
+	}
+	n, err := strconv.ParseInt(inner, 10, 32)
+	if !ok || err != nil || n < 1 || strconv.FormatInt(n, 10) != inner {
+		return 0, fmt.Errorf("%w: If-Match must be one round as a strong entity tag, e.g. \"3\" (the ETag of GET /products/{id}), got %.40q", errMalformed, tag)
+	}
+	return int(n), nil
 }
 
 type strategyInfo struct {

@@ -90,7 +90,10 @@ func classify(err error) kind {
 		return kind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", "", debug, false}
 	case errors.Is(err, stock.ErrIdempotencyConflict):
 		return kind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
-			"This Idempotency-Key was already used for a different order; nothing was sold.", debug, false}
+			"This Idempotency-Key was already used for a different request; nothing was sold or changed.", debug, false}
+	case errors.Is(err, stock.ErrRoundMoved):
+		return kind{http.StatusPreconditionFailed, "round-moved", "Round moved",
+			"The product is no longer in the round If-Match names (or does not exist); nothing was restocked. Read it again (GET /products/{id}, its ETag) before restocking.", debug, false}
 	case errors.Is(err, errTooManyReads):
 		return kind{http.StatusTooManyRequests, "too-many-requests", "Too many requests",
 			"This replica answers a limited number of reads per second, and this one found no turn within a second; nothing was read. Try again shortly.", warn, true}

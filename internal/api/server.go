@@ -89,6 +89,8 @@ type server struct {
 	answers tally
 	// reads paces the anonymous reads (Config.ReadRate); nil: no limit.
 	reads *rate.Limiter
+	// restocker makes the restocks of PUT /products/{id}.
+	restocker stock.Restocker
 }
 
 // NewServer returns the service's HTTP handler.
@@ -111,7 +113,8 @@ func NewServer(cfg Config) (http.Handler, error) {
 		return nil, fmt.Errorf("api.NewServer: %w", err)
 	}
 	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
-		docs: docsHandler(), docsAssets: assets, started: time.Now().UTC()}
+		docs: docsHandler(), docsAssets: assets, started: time.Now().UTC(),
+		restocker: stock.Restocker{Store: cfg.Store, Redis: cfg.Redis, Marks: cfg.SoldOut}}
 	if cfg.ReadRate > 0 {
 		s.reads = rate.NewLimiter(rate.Limit(cfg.ReadRate), max(1, int(cfg.ReadRate)))
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Options configures a Client. The zero value works: no admin token, a
@@ -163,6 +166,15 @@ const (
 // error comes back as net/http's *url.Error, which names the method and
 // URL.
 func (c *Client) send(ctx context.Context, method, target string, admin bool, body *requestBody, key string) (*http.Response, error) {
+	return c.sendWith(ctx, method, target, admin, body, preconditions{key: key})
+}
+
+// preconditions are the headers that make a write safe to send again: an
+// Idempotency-Key and an If-Match, each "" for none.
+type preconditions struct{ key, ifMatch string }
+
+// sendWith is send with an If-Match as well.
+func (c *Client) sendWith(ctx context.Context, method, target string, admin bool, body *requestBody, pre preconditions) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
 		return nil, err
@@ -176,7 +188,7 @@ func (c *Client) send(ctx context.Context, method, target string, admin bool, bo
 		// fresh connection when a kept-alive one turns out dead; it never
 		// sends a POST without a key twice, so those are spared the
 		// allocation.
-		if key != "" || method != http.MethodPost {
+		if pre.key != "" || method != http.MethodPost {
 			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body.b)), nil }
 		}
 		req.Header["Content-Type"] = jsonContentType
@@ -184,8 +196,11 @@ func (c *Client) send(ctx context.Context, method, target string, admin bool, bo
 	if admin && c.auth != nil {
 		req.Header["Authorization"] = c.auth
 	}
-	if key != "" {
-		req.Header["Idempotency-Key"] = []string{key}
+	if pre.key != "" {
+		req.Header["Idempotency-Key"] = []string{pre.key}
+	}
+	if pre.ifMatch != "" {
+		req.Header["If-Match"] = []string{pre.ifMatch}
 	}
 	return c.http.Do(req)
 }
@@ -237,9 +252,14 @@ func putBuffer(buf *[]byte) {
 // not nil); any other answer is a *Problem. in, when not nil, is sent as
 // the JSON body.
 func (c *Client) call(ctx context.Context, method, path string, admin bool, in, out any) error {
+	return c.callWith(ctx, method, path, admin, preconditions{}, in, out)
+}
+
+// callWith is call with the headers pre.
+func (c *Client) callWith(ctx context.Context, method, path string, admin bool, pre preconditions, in, out any) error {
 	buf := buffers.Get().(*[]byte)
 	defer putBuffer(buf)
-	b, err := c.exchange(ctx, method, path, admin, in, buf)
+	b, err := c.exchange(ctx, method, path, admin, pre, in, buf)
 	if err != nil || out == nil {
 		return err
 	}
@@ -258,13 +278,13 @@ func (c *Client) call(ctx context.Context, method, path string, admin bool, in, 
 func (c *Client) raw(ctx context.Context, method, path string, admin bool) ([]byte, error) {
 	buf := buffers.Get().(*[]byte)
 	defer putBuffer(buf)
-	b, err := c.exchange(ctx, method, path, admin, nil, buf)
+	b, err := c.exchange(ctx, method, path, admin, preconditions{}, nil, buf)
 	return bytes.Clone(b), err
 }
 
 // exchange sends a request to path, in as its JSON body when not nil, and
 // reads the answer into buf: the body of a 2xx, else a *Problem.
-func (c *Client) exchange(ctx context.Context, method, path string, admin bool, in any, buf *[]byte) ([]byte, error) {
+func (c *Client) exchange(ctx context.Context, method, path string, admin bool, pre preconditions, in any, buf *[]byte) ([]byte, error) {
 	var body *requestBody
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -273,7 +293,7 @@ func (c *Client) exchange(ctx context.Context, method, path string, admin bool, 
 		}
 		body = &requestBody{b: b}
 	}
-	resp, err := c.send(ctx, method, c.base+path, admin, body, "")
+	resp, err := c.sendWith(ctx, method, c.base+path, admin, body, pre)
 	if err != nil {
 		return nil, err
 	}
@@ -299,10 +319,17 @@ func (c *Client) Product(ctx context.Context, id string) (Product, error) {
 
 // Restock is PUT /products/{id} (admin): it creates the product (round 1)
 // or restocks it, starting a new round, and returns the product as it now
-// is.
+// is. It always sends an Idempotency-Key (r's, or a fresh one), so that a
+// copy sent again by the transport on a dead kept-alive connection starts
+// no second round; a caller that retries after an error passes its own
+// key, or r.IfRound, and the retry is safe too.
 func (c *Client) Restock(ctx context.Context, id string, r RestockRequest) (Product, error) {
+	pre := preconditions{key: cmp.Or(r.IdempotencyKey, uuid.NewString())}
+	if r.IfRound > 0 {
+		pre.ifMatch = `"` + strconv.FormatInt(r.IfRound, 10) + `"`
+	}
 	var p Product
-	err := c.call(ctx, http.MethodPut, productPath(id), true, r, &p)
+	err := c.callWith(ctx, http.MethodPut, productPath(id), true, pre, r, &p)
 	return p, err
 }
 

@@ -26,12 +26,17 @@ type exchange struct {
 	method, uri string // uri: the path and query as sent
 	body        string // "" for none
 	admin       bool   // with Authorization: Bearer tok
-	key         string // the Idempotency-Key, "" for none
+	key         string // the Idempotency-Key, "" for none, anyKey for any
+	ifMatch     string // the If-Match, "" for none
 
 	status int
 	header map[string]string
 	answer string
 }
+
+// anyKey is an exchange's key when any Idempotency-Key will do, but one
+// must be sent.
+const anyKey = "(any)"
 
 // fake answers each request with the exchange set for it, and records
 // where the request differed from it.
@@ -59,7 +64,10 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		auth = "Bearer tok"
 	}
 	check("Authorization", r.Header.Get("Authorization"), auth)
-	check("Idempotency-Key", r.Header.Get("Idempotency-Key"), want.key)
+	if got := r.Header.Get("Idempotency-Key"); want.key != anyKey || got == "" {
+		check("Idempotency-Key", got, want.key)
+	}
+	check("If-Match", r.Header.Get("If-Match"), want.ifMatch)
 	ct := ""
 	if want.body != "" {
 		ct = "application/json"
@@ -135,13 +143,17 @@ func TestEveryCallSendsWhatTheDescriptionSaysAndReadsTheAnswer(t *testing.T) {
 			client.Product{ProductID: "sku-1", Name: "Hot", Quantity: 7, Initial: 10, Sold: 3, Sales: 2, Round: 4, Version: 9}},
 		{"Restock, created", func(ctx context.Context, c *client.Client) (any, error) {
 			return c.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 10, Name: "Hot"})
-		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":10,"name":"Hot"}`, admin: true, status: 201,
+		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":10,"name":"Hot"}`, admin: true, key: anyKey, status: 201,
 			header: map[string]string{"Location": "/products/sku-1"},
 			answer: `{"product_id":"sku-1","name":"Hot","quantity":10,"initial":10,"sold":0,"sales":0,"round":1,"version":0}`},
 			client.Product{ProductID: "sku-1", Name: "Hot", Quantity: 10, Initial: 10, Round: 1}},
 		{"Restock keeping the name", func(ctx context.Context, c *client.Client) (any, error) {
 			return c.Restock(ctx, "sku-1", client.RestockRequest{})
-		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":0}`, admin: true, status: 200, answer: `{"round":5}`},
+		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":0}`, admin: true, key: anyKey, status: 200, answer: `{"round":5}`},
+			client.Product{Round: 5}},
+		{"Restock, safe to retry", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 3, IdempotencyKey: "r-1", IfRound: 4})
+		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":3}`, admin: true, key: "r-1", ifMatch: `"4"`, status: 200, answer: `{"round":5}`},
 			client.Product{Round: 5}},
 		{"Round", func(ctx context.Context, c *client.Client) (any, error) { return c.Round(ctx, "sku-1", 3) },
 			exchange{method: "GET", uri: "/products/sku-1/rounds/3", status: 200,
@@ -253,7 +265,7 @@ var problemStatus = map[string]int{
 	"malformed-request": 400, "bad-product-id": 400, "bad-quantity": 400, "unknown-strategy": 400,
 	"unauthorized": 401, "admin-disabled": 403, "product-not-found": 404, "not-found": 404,
 	"method-not-allowed": 405, "request-timeout": 408, "sold-out": 409, "body-too-large": 413,
-	"uri-too-long": 414, "unsupported-media-type": 415, "idempotency-key-reused": 422, "too-many-requests": 429, "internal": 500,
+	"uri-too-long": 414, "unsupported-media-type": 415, "round-moved": 412, "idempotency-key-reused": 422, "too-many-requests": 429, "internal": 500,
 	"not-implemented": 501, "bad-gateway": 502, "lock-timeout": 503, "contention": 503,
 	"overloaded": 503, "lock-lost": 503, "circuit-open": 503, "unavailable": 503, "canceled": 503,
 	"outcome-unknown": 503, "strategy-unavailable": 503, "gateway-timeout": 504, "http-version-not-supported": 505,
@@ -346,7 +358,7 @@ func TestProblemsOfEveryShapeAndCall(t *testing.T) {
 	header := map[string]string{"Content-Type": "application/problem+json", "X-Instance": "inventory-1"}
 	answer := `{"type":"urn:inventory:problem:bad-quantity","title":"Bad quantity","status":400,` +
 		`"detail":"quantity must be between 1 and 100, got \"0\"","extra":{"x":[1]}}`
-	f.expect(exchange{method: "PUT", uri: "/products/p", body: `{"quantity":-1}`, admin: true, status: 400, header: header, answer: answer})
+	f.expect(exchange{method: "PUT", uri: "/products/p", body: `{"quantity":-1}`, admin: true, key: anyKey, status: 400, header: header, answer: answer})
 	_, err := c.Restock(context.Background(), "p", client.RestockRequest{Quantity: -1})
 	var p *client.Problem
 	if !errors.As(err, &p) || p.Slug() != "bad-quantity" || p.Detail != `quantity must be between 1 and 100, got "0"` || p.Instance != "inventory-1" || p.Method != "PUT" || p.Path != "/products/p" {

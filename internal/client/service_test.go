@@ -56,6 +56,19 @@ func TestEveryCallAgainstTheService(t *testing.T) {
 	}
 	_, err = buyer.Restock(ctx, id, client.RestockRequest{Quantity: 1})
 	problem("Restock without the admin token", err, 401, "unauthorized")
+	// Safe to retry: by key (the first answer again, no round), by round (412).
+	const retriedID = "sku-client-retried"
+	if p, err := admin.Restock(ctx, retriedID, client.RestockRequest{Quantity: 1}); err != nil || p.Round != 1 {
+		t.Fatalf("Restock(%s, 1) = %+v, %v; want round 1", retriedID, p, err)
+	}
+	retried := client.RestockRequest{Quantity: 3, IdempotencyKey: "client-restock-1", IfRound: 1}
+	for i := range 2 {
+		if p, err := admin.Restock(ctx, retriedID, retried); err != nil || p.Round != 2 || p.Quantity != 3 {
+			t.Fatalf("Restock(%s, 3) with a key and If-Match round 1, try %d = %+v, %v; want round 2 both times", retriedID, i+1, p, err)
+		}
+	}
+	_, err = admin.Restock(ctx, retriedID, client.RestockRequest{Quantity: 3, IfRound: 1})
+	problem("Restock with If-Match round 1 once the product is in round 2", err, 412, "round-moved")
 
 	sale, err := buyer.Sell(ctx, client.SaleRequest{ProductID: id, Quantity: 1}, client.SaleOptions{})
 	if err != nil || sale.SaleID == 0 || sale.ProductID != id || sale.Round != 2 || sale.Remaining != 2 || sale.Strategy != "redis" || sale.Instance != "inventory-1" {

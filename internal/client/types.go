@@ -57,6 +57,12 @@ type RestockRequest struct {
 	Quantity int64 `json:"quantity"`
 	// Name is the product's name; empty keeps the current one.
 	Name string `json:"name,omitempty"`
+	// IdempotencyKey, sent as a header: a repeat with it answers the first
+	// restock's result and starts no round. Empty: Restock makes one up.
+	IdempotencyKey string `json:"-"`
+	// IfRound, sent as If-Match when above 0: the restock happens only if
+	// the product is still in that round, else a 412 round-moved Problem.
+	IfRound int64 `json:"-"`
 }
 
 // Product is a product's stock in its current round.

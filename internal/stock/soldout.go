@@ -174,30 +174,7 @@ func (m *SoldOut) ForgetAll(ctx context.Context) {
 	_ = m.store.dropMarks(ctx, m.holder, "")
 }
 
-// Restocked is a restock of product id to round, made by this replica:
-// it forgets the product's mark here, and returns once no replica has a
-// mark of an older round recorded and running (they drop theirs on the
-// restock's announcement; one that does not hear it has its mark run out
-// within its ttl). Should Postgres not answer, it waits out this replica's
-// ttl, by which every mark recorded before the restock has run out.
-func (m *SoldOut) Restocked(ctx context.Context, id string, round int) error {
-	waitUntil := m.now().Add(m.ttl)
-	m.restocked(ctx, id, round)
-	for {
-		n, err := m.store.markedBefore(ctx, id, round)
-		if err == nil && n == 0 {
-			return nil
-		}
-		if err != nil && !m.now().Before(waitUntil) {
-			return nil
-		}
-		if err := pause(ctx, markPoll); err != nil {
-			return err
-		}
-	}
-}
-
-// markPoll is how often Restocked looks whether the marks are gone.
+// markPoll is how often a restock looks whether the marks are gone.
 const markPoll = 5 * time.Millisecond
 
 // Marked reports whether product id is marked sold out now.

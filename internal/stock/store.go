@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/tracing"
 )
@@ -195,57 +194,6 @@ func (s *Store) Round(ctx context.Context, id string, n int) (Round, error) {
 		return Round{}, dbErr("read round", err)
 	}
 	return r, nil
-}
-
-// Restock creates or restocks a product: it sets quantity and initial,
-// starts a new round (1 for a new product), bumps the version, keeps the old
-// name when name is empty, and then deletes the product's Redis counter so
-// that the lua strategy reloads it from Postgres.
-//
-// When Postgres was restocked but the counter could not be deleted, Restock
-// returns the product with an error wrapping ErrUnavailable: the lua strategy
-// would sell from a stale counter, so the caller should retry. It then
-// announces the new round to the replicas (best effort: see
-// SoldOut.Restocked).
-func Restock(ctx context.Context, st *Store, rdb redis.UniversalClient, id, name string, quantity int64) (Product, error) {
-	if err := ValidateProductID(id); err != nil {
-		return Product{}, err
-	}
-	if quantity < 0 {
-		return Product{}, fmt.Errorf("%w: restock %q to %d, want at least 0", ErrBadQuantity, id, quantity)
-	}
-	p := Product{ID: id}
-	// The new round is remembered in rounds in the same statement, so every
-	// round's initial stays known after the next restock.
-	err := st.pool.QueryRow(ctx, `
-		WITH s AS (
-			INSERT INTO stock AS s (product_id, name, quantity, initial) VALUES ($1, $2, $3, $3)
-			ON CONFLICT (product_id) DO UPDATE SET
-				name = CASE WHEN EXCLUDED.name = '' THEN s.name ELSE EXCLUDED.name END,
-				quantity = EXCLUDED.quantity,
-				initial = EXCLUDED.initial,
-				round = s.round + 1,
-				version = s.version + 1,
-				updated_at = now()
-			RETURNING product_id, name, quantity, initial, round, version
-		), r AS (
-			INSERT INTO rounds (product_id, round, initial) SELECT product_id, round, initial FROM s
-		)
-		SELECT name, quantity, initial, round, version FROM s`, id, name, quantity).
-		Scan(&p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version)
-	if err != nil {
-		return Product{}, dbErr("restock", err)
-	}
-	// The setnx strategy's key goes too: a holder of the old round has
-	// nothing left to protect, and a key left without a TTL must not
-	// outlive a restock.
-	if err := rdb.Del(ctx, counterKey(id), setNXKey(id)).Err(); err != nil {
-		return p, redisErr(fmt.Sprintf("restocked %q but could not reset its Redis counter", id), err)
-	}
-	// Not announced, the replicas' sold-out marks of the old round run out
-	// by themselves; SoldOut.Restocked waits for that.
-	_ = announceRestock(ctx, rdb, id, p.Round)
-	return p, nil
 }
 
 // exists returns ErrNotFound when id has no stock row.
@@ -810,9 +758,9 @@ func (s *Store) dropMarksBefore(ctx context.Context, holder, id string, round in
 
 // markedBefore counts the sold-out marks of product id, recorded by any
 // replica for a round before round, that have not run out.
-func (s *Store) markedBefore(ctx context.Context, id string, round int) (int, error) {
+func markedBefore(ctx context.Context, q querier, id string, round int) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 		SELECT count(*) FROM soldout_marks
 		WHERE product_id = $1 AND round < $2 AND expires_at > clock_timestamp()`, id, round).Scan(&n)
 	if err != nil {
