@@ -67,6 +67,19 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		s.writeProblem(w, r, err)
 		return
 	}
+	if strategy == "" {
+		// The fleet default, pinned until this sale is answered: a switch
+		// returns only once no sale of the old default runs anywhere.
+		name, done, err := s.Default.Use(r.Context())
+		if err != nil {
+			// With its backends down, Default serves the last value it saw
+			// while its lease lasts (and logs that once, not per sale).
+			s.writeProblem(w, r, fmt.Errorf("%w: no default strategy: %v", stock.ErrUnavailable, err))
+			return
+		}
+		defer done()
+		strategy = name
+	}
 	seller, err := s.seller(strategy)
 	if err != nil {
 		s.writeProblem(w, r, err, "strategy", strategy)
@@ -205,9 +218,10 @@ func (s *server) seller(strategy string) (stock.Seller, error) {
 	return nil, fmt.Errorf("%w: strategy %q needs %s, which this replica was started without", stock.ErrNotConfigured, strategy, info.Needs)
 }
 
-// strategyFor is the ?strategy= of the request, or else the fleet default.
-// Naming the strategy is an admin capability (a demo and test tool, not a
-// buyer's choice), checked before anything else about the sale.
+// strategyFor is the ?strategy= of the request, or "" for the fleet
+// default (serveSale takes it, pinned, once the request is read). Naming the
+// strategy is an admin capability (a demo and test tool, not a buyer's
+// choice), checked before anything else about the sale.
 func (s *server) strategyFor(r *http.Request) (string, error) {
 	name, given, err := strategyParam(r.URL.RawQuery)
 	if err != nil { // else a mangled ?strategy= would quietly sell with the default
@@ -225,13 +239,7 @@ func (s *server) strategyFor(r *http.Request) (string, error) {
 		}
 		return name, nil
 	}
-	// With its backends down, Default serves the last value it saw (and
-	// logs that once, not per sale).
-	name, err = s.Default.Get(r.Context())
-	if name == "" {
-		return "", fmt.Errorf("%w: no default strategy: %v", stock.ErrUnavailable, err)
-	}
-	return name, nil
+	return "", nil
 }
 
 // strategyParam is what url.ParseQuery makes of rawQuery's strategy

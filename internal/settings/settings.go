@@ -5,10 +5,14 @@
 // only while its lease lasts (Options.Lease, from before the read), renews
 // it in the background and at once when Postgres announces a switch
 // (LISTEN/NOTIFY), and records in setting_leases which version it holds
-// until when. A switch returns only once no replica holds a running lease
-// on an older version: at once when they all follow, at the latest when
-// the last old lease runs out. So once Set has returned, every replica
-// answers and sells with the new default, and no copy anywhere (a replica's
+// until when. A sale that began with the default (Use) pins its version
+// until it has been answered, and a replica's lease stays on the oldest
+// version a sale of it still uses. A switch returns only once no replica
+// holds a running lease on an older version: at once when they all follow
+// and their sales of the old default have ended, at the latest when the
+// last old lease runs out (a replica that stops renewing). So once Set has
+// returned, every replica answers and sells with the new default, no sale
+// of the old one is still running, and no copy anywhere (a replica's
 // cache, a restored Redis) can bring an older one back.
 package settings
 
@@ -54,6 +58,11 @@ const ioTimeout = 5 * time.Second
 // followPoll is how often a switch looks whether every replica follows.
 const followPoll = 5 * time.Millisecond
 
+// maxFollowWait bounds how long a switch waits for the sales of the old
+// default still running on replicas that renew their leases: a sale ends
+// within its own budgets (lock wait, lock and idle timeouts), far sooner.
+const maxFollowWait = time.Minute
+
 // Options tune a Strategy; the zero value works.
 type Options struct {
 	// Lease is how long a replica may use the default it read from
@@ -87,6 +96,9 @@ type Strategy struct {
 	renewal *renewal  // the renewal under way, if any
 	err     error     // the last renewal's error
 	failing bool      // the last renewal failed (logged once per change)
+	// inUse counts the sales in flight by the version of the default they
+	// began with (Use); the lease is recorded on the oldest.
+	inUse map[int64]int
 }
 
 // renewal is one read of the setting that callers may share.
@@ -108,7 +120,7 @@ func NewStrategy(db *pgxpool.Pool, validate func(string) error, opts Options) *S
 		opts.Instance, _ = os.Hostname()
 	}
 	return &Strategy{db: db, validate: validate, lease: opts.Lease, holder: opts.Instance + "-" + randomID(),
-		instance: opts.Instance, log: opts.Logger}
+		instance: opts.Instance, log: opts.Logger, inUse: map[int64]int{}}
 }
 
 func randomID() string {
@@ -200,12 +212,16 @@ func switchTo(ctx context.Context, tx pgx.Tx, name string) (version int64, err e
 }
 
 // awaitFollowers returns once no lease on a version below version is
-// running, or at deadline, after which none can be: every such lease was
-// taken before the switch committed. Postgres failing meanwhile only means
-// waiting for the deadline; ctx ending means giving up the wait (the
-// switch has happened).
+// running. A replica that follows records its lease on version once its
+// sales of older defaults have ended; one that stops renewing has its
+// lease run out. Postgres failing meanwhile only means waiting until
+// deadline (committed + the lease), after which no lease taken before the
+// switch can be running, and no replica can renew one, nor commit a sale;
+// a replica still renewing a lease on an older version after maxFollowWait
+// is an error (the switch has happened). ctx ending gives up the wait.
 func (s *Strategy) awaitFollowers(ctx context.Context, version int64, deadline time.Time) error {
 	var behind []string
+	giveUp := time.Now().Add(maxFollowWait)
 	for {
 		rows, err := s.db.Query(ctx, `
 			SELECT instance FROM setting_leases
@@ -213,18 +229,17 @@ func (s *Strategy) awaitFollowers(ctx context.Context, version int64, deadline t
 		if err == nil {
 			behind, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
-		if err == nil && len(behind) == 0 {
+		switch {
+		case err == nil && len(behind) == 0:
 			return nil
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			if len(behind) > 0 {
-				s.log.WarnContext(ctx, "default strategy switched: replicas that did not follow had their leases run out",
-					"version", version, "replicas", behind)
-			}
+		case err != nil && !time.Now().Before(deadline):
+			s.log.WarnContext(ctx, "default strategy switched: Postgres could not be read while replicas followed; every older lease has run out",
+				"version", version, "err", err)
 			return nil
+		case err == nil && !time.Now().Before(giveUp):
+			return fmt.Errorf("%v still sell with an older default after %s", behind, maxFollowWait)
 		}
-		t := time.NewTimer(min(wait, followPoll))
+		t := time.NewTimer(followPoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -255,6 +270,59 @@ func (s *Strategy) Get(ctx context.Context) (string, error) {
 		err = errors.New("the lease ran out while it was renewed")
 	}
 	return "", fmt.Errorf("read default strategy: %w", err)
+}
+
+// Use is Get for a sale: it returns the default to sell with and pins its
+// version until done is called, once the sale has been answered. While a
+// sale pins an older version than the newest this replica read, its lease
+// stays on that version, and a switch waits for it (Set); the last such
+// sale to end renews the lease at once, so the switch need not wait for
+// the next renewal.
+func (s *Strategy) Use(ctx context.Context) (name string, done func(), err error) {
+	s.mu.Lock()
+	valid := time.Now().Before(s.until)
+	s.mu.Unlock()
+	if !valid {
+		// Renewed outside the lock; the copy is pinned below, under it.
+		err = s.refresh(ctx, time.Time{})
+	}
+	s.mu.Lock()
+	if !time.Now().Before(s.until) {
+		s.mu.Unlock()
+		if err == nil {
+			err = errors.New("the lease ran out while it was renewed")
+		}
+		return "", nil, fmt.Errorf("read default strategy: %w", err)
+	}
+	name, version := s.name, s.version
+	s.inUse[version]++
+	s.mu.Unlock()
+	var once sync.Once
+	return name, func() { once.Do(func() { s.release1(version) }) }, nil
+}
+
+// release1 ends one sale of version; the last sale of a version older than
+// the newest read renews the lease, off the old version.
+func (s *Strategy) release1(version int64) {
+	s.mu.Lock()
+	if s.inUse[version]--; s.inUse[version] <= 0 {
+		delete(s.inUse, version)
+	}
+	behind := version < s.version && s.oldestInUse(s.version) == s.version
+	s.mu.Unlock()
+	if behind {
+		s.renew(context.Background())
+	}
+}
+
+// oldestInUse is the oldest version a sale in flight uses, or newest when
+// none uses an older one; s.mu is held.
+func (s *Strategy) oldestInUse(newest int64) int64 {
+	oldest := newest
+	for v := range s.inUse {
+		oldest = min(oldest, v)
+	}
+	return oldest
 }
 
 // Run keeps this replica's lease renewed and follows switches as Postgres
@@ -366,7 +434,8 @@ func (s *Strategy) refresh(ctx context.Context, notBefore time.Time) error {
 }
 
 // read reads the setting, uses it from then on, and records this
-// replica's lease on its version. FOR SHARE orders the read against a
+// replica's lease on its version, or on the oldest version a sale of this
+// replica still uses (Use). FOR SHARE orders the read against a
 // switch: it either records its lease before the switch's UPDATE can lock
 // the row (so the switch sees the lease), or waits for the switch to
 // commit and reads its value. The value is used before the lease is
@@ -389,12 +458,13 @@ func (s *Strategy) read(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		s.name, s.version = name, version
+		held := s.oldestInUse(version)
 		s.mu.Unlock()
 		_, err = tx.Exec(ctx, `
 			INSERT INTO setting_leases (holder, instance, version, expires_at)
 			VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 microsecond')
 			ON CONFLICT (holder) DO UPDATE SET version = EXCLUDED.version, expires_at = EXCLUDED.expires_at`,
-			s.holder, s.instance, version, s.lease.Microseconds())
+			s.holder, s.instance, held, s.lease.Microseconds())
 		return err
 	})
 	if err != nil {

@@ -428,3 +428,62 @@ func BenchmarkGet(b *testing.B) {
 		}
 	})
 }
+
+// TestASwitchWaitsForTheSalesOfTheOldDefault: a sale on b began with the
+// default a (Use) and is still running when a switch to b is made. b
+// follows the switch at once, but the switch must not return while that
+// sale runs, however many leases pass (b keeps renewing its lease on the
+// old version); it returns once the sale is answered. Before, a switch
+// returned as soon as b had read the new default, and b's sale of the old
+// one (an unsafe none, say) could still commit after the answer.
+func TestASwitchWaitsForTheSalesOfTheOldDefault(t *testing.T) {
+	ctx := context.Background()
+	url := database(t)
+	lease := 200 * time.Millisecond
+	a := replica(t, url, Options{Lease: lease})
+	if err := a.Init(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	b := replica(t, url, Options{Lease: lease})
+	testenv.WaitFor(t, "b to follow Init's default a", 10*time.Second, func() bool {
+		got, err := b.Get(ctx)
+		return got == "a" && err == nil
+	})
+	name, done, err := b.Use(ctx)
+	if name != "a" || err != nil {
+		t.Fatalf("b.Use = %q, %v; want a", name, err)
+	}
+	switched := make(chan error, 1)
+	go func() { switched <- a.Set(ctx, "b") }()
+	testenv.WaitFor(t, "b to read the switch", 10*time.Second, func() bool {
+		got, err := b.Get(ctx)
+		return got == "b" && err == nil
+	})
+	// Several leases pass, b renewing its lease all along.
+	pool := connect(t, url)
+	after := time.Now().Add(3 * lease)
+	testenv.WaitFor(t, "b to renew its lease past three leases from now", 10*time.Second, func() bool {
+		var until time.Time
+		var version int64
+		err := pool.QueryRow(ctx, `SELECT expires_at, version FROM setting_leases WHERE holder = $1`, b.holder).Scan(&until, &version)
+		if err == nil && version != 1 {
+			t.Fatalf("b's lease is on version %d while its sale of version 1 runs, want 1", version)
+		}
+		return err == nil && until.After(after)
+	})
+	select {
+	case err := <-switched:
+		t.Fatalf("Set(b) = %v while a sale of the old default still ran on b; want it to wait for the sale", err)
+	default:
+	}
+	done()
+	select {
+	case err := <-switched:
+		if err != nil {
+			t.Errorf("Set(b) once the sale ended = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Set(b) still waiting 10 s after the last sale of the old default ended")
+	}
+	done() // a second call is a no-op
+}
