@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -62,8 +63,9 @@ type config struct {
 	WatchdogInterval time.Duration `env:"INVENTORY_WATCHDOG_INTERVAL" envDefault:"1s"`
 	// ReadRate is how many anonymous reads (a product, a round, the live
 	// page's data) one replica answers per second; a read over it waits
-	// up to a second for its turn, then gets 429. 0: no limit.
-	ReadRate float64 `env:"INVENTORY_READ_RATE" envDefault:"0"`
+	// up to a second for its turn, then gets 429. 0: no limit; unset:
+	// readsPerCPU for each CPU the replica may use (defaultReadRate).
+	ReadRate float64 `env:"INVENTORY_READ_RATE"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -101,9 +103,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return cfg, fmt.Errorf("config: INVENTORY_INSTANCE is unset and the hostname is unknown")
 		}
 	}
+	if getenv("INVENTORY_READ_RATE") == "" {
+		cfg.ReadRate = defaultReadRate()
+	}
 	cfg.Tracing = tracing.Enabled(getenv)
 	return cfg, cfg.validate()
 }
+
+// readsPerCPU is the read budget's default, per CPU a replica may use: a
+// read costs about 1.2 ms of CPU in all (nginx, the replica, Postgres;
+// docs/performance.md, reads beside the sales), so a crowd of readers
+// takes at most about 6% of each CPU, and the sales keep the rest. Two
+// replicas on two cores: 100 reads/s each, ~0.24 of a core in all.
+const readsPerCPU = 50
+
+// defaultReadRate is INVENTORY_READ_RATE when it is unset: readsPerCPU for
+// each CPU this process may use (GOMAXPROCS, which follows a container's
+// CPU limit).
+func defaultReadRate() float64 { return float64(readsPerCPU * runtime.GOMAXPROCS(0)) }
 
 func (c config) validate() error {
 	bad := func(name, format string, args ...any) error {
@@ -235,6 +252,7 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("work_delay", c.WorkDelay),
 		slog.Duration("sold_out_ttl", c.SoldOutTTL),
 		slog.Int("max_waiting", c.MaxWaiting),
+		slog.Float64("read_rate", c.ReadRate),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
 		slog.String("zookeeper_servers", c.ZooKeeperServers),

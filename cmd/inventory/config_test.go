@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -112,5 +113,23 @@ func TestRedactErr(t *testing.T) {
 	want := `parse "postgres://app:xxxxx@db:bad/inventory": invalid port ":bad" (password xxxxx)`
 	if got := redactErr(err, raw); got != want {
 		t.Errorf("redactErr(%q) = %q, want %q", err, got, want)
+	}
+}
+
+// TestReadBudgetIsOnByDefault: unset, INVENTORY_READ_RATE is readsPerCPU
+// for each CPU the replica may use; 0 turns it off; a number is taken.
+func TestReadBudgetIsOnByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  float64
+	}{
+		{"", float64(readsPerCPU * runtime.GOMAXPROCS(0))},
+		{"0", 0},
+		{"25.5", 25.5},
+	} {
+		cfg, err := loadConfig(envFrom(map[string]string{"INVENTORY_INSTANCE": "x", "INVENTORY_READ_RATE": tc.value}))
+		if err != nil || cfg.ReadRate != tc.want {
+			t.Errorf("loadConfig with INVENTORY_READ_RATE=%q: ReadRate = %v, %v; want %v", tc.value, cfg.ReadRate, err, tc.want)
+		}
 	}
 }
