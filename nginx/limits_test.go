@@ -10,18 +10,20 @@ import (
 	"time"
 )
 
-func TestWithLimitsTurnsOnOnlyWhatItSets(t *testing.T) {
+func TestWithLimitsSetsWhatItSetsAndTurnsOffTheRest(t *testing.T) {
 	files, err := LocalFiles("127.0.0.1:1", []string{"127.0.0.1:2"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	clientOn, productOn := "default $binary_remote_addr;", "default $inventory_product;"
 	for _, tc := range []struct {
 		limits    Limits
 		want, not []string
 	}{
-		{Limits{}, []string{clientKeyOff, productKeyOff}, []string{"default $binary_remote_addr;", "default $inventory_product;"}},
-		{Limits{ClientRate: 7, ClientBurst: 3}, []string{"default $binary_remote_addr;", "rate=7r/s;", "burst=3 nodelay;", productKeyOff}, []string{clientKeyOff}},
-		{Limits{ProductSales: 5}, []string{"default $inventory_product;", "limit_conn inventory_per_product 5;", clientKeyOff}, []string{productKeyOff}},
+		{Limits{}, []string{keyOff}, []string{clientOn, productOn}},
+		{DefaultLimits, []string{clientKeyOn, productKeyOn, clientRate, clientBurst, productSales}, []string{keyOff}},
+		{Limits{ClientRate: 7, ClientBurst: 3}, []string{clientKeyOn, "rate=7r/s;", "burst=3 nodelay;", keyOff}, []string{productOn}},
+		{Limits{ProductSales: 5}, []string{productKeyOn, "limit_conn inventory_per_product 5;", keyOff}, []string{clientOn}},
 	} {
 		got, err := WithLimits(files, tc.limits)
 		if err != nil {
@@ -41,6 +43,9 @@ func TestWithLimitsTurnsOnOnlyWhatItSets(t *testing.T) {
 			t.Errorf("WithLimits(%+v) changed upstreams.conf", tc.limits)
 		}
 	}
+	if got, _ := WithLimits(files, DefaultLimits); got["nginx.conf"] != files["nginx.conf"] {
+		t.Errorf("WithLimits(DefaultLimits) changed nginx.conf: DefaultLimits and what nginx.conf ships differ")
+	}
 	if _, err := WithLimits(files, Limits{ClientRate: -1}); err == nil {
 		t.Error("WithLimits with a negative rate = nil error, want ErrConfig")
 	}
@@ -49,10 +54,23 @@ func TestWithLimitsTurnsOnOnlyWhatItSets(t *testing.T) {
 	}
 }
 
+// TestConfShipsTheLimitsOn: compose mounts nginx.conf as it is, so the
+// gateway limits are on there: both keys set, the numbers DefaultLimits'.
+func TestConfShipsTheLimitsOn(t *testing.T) {
+	for _, line := range []string{clientKeyOn, productKeyOn, clientRate, clientBurst, productSales} {
+		if strings.Count(Conf, line) != 1 {
+			t.Errorf("nginx.conf has %d %q, want it once: the limits on as DefaultLimits says", strings.Count(Conf, line), line)
+		}
+	}
+	if strings.Contains(Conf, keyOff) {
+		t.Errorf("nginx.conf has %q: a gateway limit ships off", keyOff)
+	}
+}
+
 // TestClientRateLimit: with the per-client limit on, a client past its
 // burst gets nginx's 429 problem with Retry-After, and nothing reaches the
-// replicas for it; with it off (as shipped) the same burst all goes
-// through.
+// replicas for it; with it off the same burst all goes through, and so it
+// does with DefaultLimits.
 func TestClientRateLimit(t *testing.T) {
 	up := startUpstream(t, "a")
 	c := &http.Client{Timeout: 5 * time.Second}
@@ -85,8 +103,11 @@ func TestClientRateLimit(t *testing.T) {
 	if got := up.requests.Load() - before; got != int64(ok) {
 		t.Errorf("the replicas saw %d requests, want only the %d let through", got, ok)
 	}
-	if ok, limited := count(startNginx(t, up), 40); ok != 40 || limited != 0 {
+	if ok, limited := count(startLimitedNginx(t, Limits{}, up.addr), 40); ok != 40 || limited != 0 {
 		t.Errorf("40 requests at once with the limits off = %d through, %d refused; want all through", ok, limited)
+	}
+	if ok, limited := count(startNginx(t, up), 40); ok != 40 || limited != 0 {
+		t.Errorf("40 requests at once with DefaultLimits = %d through, %d refused; want all through", ok, limited)
 	}
 }
 

@@ -84,7 +84,7 @@ func LocalFiles(listen string, replicas []string) (map[string]string, error) {
 	}, nil
 }
 
-// Limits are the gateway limits of nginx.conf; a zero field leaves its
+// Limits are the gateway limits of nginx.conf; a zero field turns its
 // limit off.
 type Limits struct {
 	// ClientRate is the requests per second one client address may send,
@@ -95,21 +95,29 @@ type Limits struct {
 	ProductSales int
 }
 
-// The lines of nginx.conf that WithLimits rewrites, each exactly once.
+// DefaultLimits are the limits nginx.conf ships with, on: what compose runs
+// and the local fleet starts with. docs/operations.md says how they were
+// sized to a 2-core box.
+var DefaultLimits = Limits{ClientRate: 20000, ClientBurst: 2000, ProductSales: 64}
+
+// The lines of nginx.conf that WithLimits rewrites, each exactly once, as
+// shipped (with DefaultLimits).
 const (
-	clientKeyOff   = `default "";  # on: $binary_remote_addr`
-	productKeyOff  = `default "";  # on: $inventory_product`
-	clientRate     = "zone=inventory_per_client:10m rate=100r/s;"
-	clientBurst    = "limit_req zone=inventory_per_client burst=200 nodelay;"
+	clientKeyOn    = `default $binary_remote_addr;  # off: ""`
+	productKeyOn   = `default $inventory_product;  # off: ""`
+	clientRate     = "zone=inventory_per_client:10m rate=20000r/s;"
+	clientBurst    = "limit_req zone=inventory_per_client burst=2000 nodelay;"
 	productSales   = "limit_conn inventory_per_product 64;"
+	keyOff         = `default "";`
 	limitsFileName = "nginx.conf" // the file of files they are in
 )
 
-// WithLimits turns on, in files' nginx.conf (from LocalFiles), the limits l
-// sets.
+// WithLimits sets, in files' nginx.conf (from LocalFiles), the limits l:
+// each non-zero field's number, and each zero field's limit off (the
+// zero Limits turns every limit off).
 func WithLimits(files map[string]string, l Limits) (map[string]string, error) {
 	conf := files[limitsFileName]
-	for _, line := range []string{clientKeyOff, productKeyOff, clientRate, clientBurst, productSales} {
+	for _, line := range []string{clientKeyOn, productKeyOn, clientRate, clientBurst, productSales} {
 		if n := strings.Count(conf, line); n != 1 {
 			return nil, fmt.Errorf("%w: nginx.conf has %d %q, want exactly 1", ErrConfig, n, line)
 		}
@@ -118,13 +126,15 @@ func WithLimits(files map[string]string, l Limits) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: negative gateway limits %+v", ErrConfig, l)
 	}
 	if l.ClientRate > 0 {
-		conf = strings.Replace(conf, clientKeyOff, "default $binary_remote_addr;", 1)
 		conf = strings.Replace(conf, clientRate, fmt.Sprintf("zone=inventory_per_client:10m rate=%dr/s;", l.ClientRate), 1)
 		conf = strings.Replace(conf, clientBurst, fmt.Sprintf("limit_req zone=inventory_per_client burst=%d nodelay;", l.ClientBurst), 1)
+	} else {
+		conf = strings.Replace(conf, clientKeyOn, keyOff, 1)
 	}
 	if l.ProductSales > 0 {
-		conf = strings.Replace(conf, productKeyOff, "default $inventory_product;", 1)
 		conf = strings.Replace(conf, productSales, fmt.Sprintf("limit_conn inventory_per_product %d;", l.ProductSales), 1)
+	} else {
+		conf = strings.Replace(conf, productKeyOn, keyOff, 1)
 	}
 	out := make(map[string]string, len(files))
 	for k, v := range files {

@@ -143,14 +143,15 @@ func startNginx(t *testing.T, ups ...*upstream) string {
 	return startNginxAt(t, addrs...)
 }
 
-// startNginxAt runs this directory's nginx.conf with upstream servers addrs,
-// which need not answer.
+// startNginxAt runs this directory's nginx.conf as it ships (its gateway
+// limits DefaultLimits) with upstream servers addrs, which need not answer.
 func startNginxAt(t *testing.T, addrs ...string) string {
 	t.Helper()
-	return startLimitedNginx(t, Limits{}, addrs...)
+	return startLimitedNginx(t, DefaultLimits, addrs...)
 }
 
-// startLimitedNginx is startNginxAt with the gateway limits l turned on.
+// startLimitedNginx is startNginxAt with the gateway limits l (a zero
+// field off).
 func startLimitedNginx(t *testing.T, l Limits, addrs ...string) string {
 	t.Helper()
 	port, err := localstack.FreePort()

@@ -43,11 +43,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 2, "inventory replicas behind nginx")
 	token := fs.String("admin-token", "demo-admin-token", "INVENTORY_ADMIN_TOKEN of the replicas")
 	workDelay := fs.Duration("work-delay", 2*time.Millisecond, "INVENTORY_WORK_DELAY of the replicas (widens races; 0 in production)")
-	readRate := fs.Float64("read-rate", 0, "INVENTORY_READ_RATE of the replicas: anonymous reads each answers per second, a read over it waiting up to 1s and then 429 (0: no limit)")
+	readRate := fs.Float64("read-rate", 0, "INVENTORY_READ_RATE of the replicas: anonymous reads each answers per second, a read over it waiting up to 1s and then 429 (0: no limit; not given: the replicas' default, 50 a CPU)")
 	watchdog := fs.Duration("watchdog-interval", time.Second, "INVENTORY_WATCHDOG_INTERVAL of the replicas: how often the invariant watchdog checks the stock and opens circuits (0: off)")
-	clientRate := fs.Int("limit-client-rate", 0, "nginx: requests per second one client address may send, 429 beyond (0: off)")
-	clientBurst := fs.Int("limit-client-burst", 100, "nginx: requests over -limit-client-rate let through at once")
-	productSales := fs.Int("limit-product-sales", 0, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
+	clientRate := fs.Int("limit-client-rate", nginx.DefaultLimits.ClientRate, "nginx: requests per second one client address may send, 429 beyond (0: off)")
+	clientBurst := fs.Int("limit-client-burst", nginx.DefaultLimits.ClientBurst, "nginx: requests over -limit-client-rate let through at once")
+	productSales := fs.Int("limit-product-sales", nginx.DefaultLimits.ProductSales, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
 	redisCluster := fs.Bool("redis-cluster", false, "run the Redis strategies and the sold-out announcements on a Redis Cluster (3 masters, a replica each: INVENTORY_REDIS_CLUSTER)")
 	postgresHA := fs.Bool("postgres-ha", false, "run Postgres as a primary and a synchronous standby under Patroni (DCS: the fleet's etcd); the replicas follow a failover by themselves")
 	postgresAsync := fs.Bool("postgres-async", false, "like --postgres-ha, the standby asynchronous: faster commits, and a failover loses the last ones acknowledged")
@@ -83,13 +83,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "[fleet %d:%02d] %s\n", int(el.Minutes()), int(el.Seconds())%60, msg)
 	}
 	say("logs: " + *logDir)
+	env := map[string]string{"INVENTORY_WORK_DELAY": workDelay.String(), "INVENTORY_WATCHDOG_INTERVAL": watchdog.String()}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "read-rate" { // else the replicas' own default
+			env["INVENTORY_READ_RATE"] = strconv.FormatFloat(*readRate, 'g', -1, 64)
+		}
+	})
+	limits := nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales}
 	f, err := fleet.Start(ctx, fleet.Options{
-		Replicas: *replicas,
-		Env: map[string]string{"INVENTORY_WORK_DELAY": workDelay.String(), "INVENTORY_WATCHDOG_INTERVAL": watchdog.String(),
-			"INVENTORY_READ_RATE": strconv.FormatFloat(*readRate, 'g', -1, 64)},
+		Replicas:      *replicas,
+		Env:           env,
 		AdminToken:    *token,
 		Listen:        *listen,
-		Limits:        nginx.Limits{ClientRate: *clientRate, ClientBurst: *clientBurst, ProductSales: *productSales},
+		Limits:        limits,
+		NoLimits:      limits == nginx.Limits{},
 		LogDir:        *logDir,
 		Progress:      say,
 		PostgresHA:    *postgresHA,

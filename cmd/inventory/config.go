@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -61,8 +63,9 @@ type config struct {
 	WatchdogInterval time.Duration `env:"INVENTORY_WATCHDOG_INTERVAL" envDefault:"1s"`
 	// ReadRate is how many anonymous reads (a product, a round, the live
 	// page's data) one replica answers per second; a read over it waits
-	// up to a second for its turn, then gets 429. 0: no limit.
-	ReadRate float64 `env:"INVENTORY_READ_RATE" envDefault:"0"`
+	// up to a second for its turn, then gets 429. 0: no limit; unset:
+	// readsPerCPU for each CPU the replica may use (defaultReadRate).
+	ReadRate float64 `env:"INVENTORY_READ_RATE"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -100,9 +103,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return cfg, fmt.Errorf("config: INVENTORY_INSTANCE is unset and the hostname is unknown")
 		}
 	}
+	if getenv("INVENTORY_READ_RATE") == "" {
+		cfg.ReadRate = defaultReadRate()
+	}
 	cfg.Tracing = tracing.Enabled(getenv)
 	return cfg, cfg.validate()
 }
+
+// readsPerCPU is the read budget's default, per CPU a replica may use: a
+// read costs about 1.2 ms of CPU in all (nginx, the replica, Postgres;
+// docs/performance.md, reads beside the sales), so a crowd of readers
+// takes at most about 6% of each CPU, and the sales keep the rest. Two
+// replicas on two cores: 100 reads/s each, ~0.24 of a core in all.
+const readsPerCPU = 50
+
+// defaultReadRate is INVENTORY_READ_RATE when it is unset: readsPerCPU for
+// each CPU this process may use (GOMAXPROCS, which follows a container's
+// CPU limit).
+func defaultReadRate() float64 { return float64(readsPerCPU * runtime.GOMAXPROCS(0)) }
 
 func (c config) validate() error {
 	bad := func(name, format string, args ...any) error {
@@ -220,12 +238,12 @@ func (c config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("addr", c.Addr),
 		slog.String("instance", c.Instance),
-		slog.String("postgres_url", redactURL(c.PostgresURL)),
-		slog.String("redis_url", redactURL(c.RedisURL)),
+		slog.String("postgres_url", redactDSN(c.PostgresURL)),
+		slog.String("redis_url", redactDSN(c.RedisURL)),
 		slog.Any("redis_sentinels", c.RedisSentinels),
 		slog.String("redis_master", c.RedisMaster),
 		slog.Any("redis_cluster", c.RedisCluster),
-		slog.Any("redlock_urls", redactURLs(c.RedlockURLs)),
+		slog.Any("redlock_urls", redactDSNs(c.RedlockURLs)),
 		slog.String("strategy", c.Strategy),
 		slog.Bool("admin_enabled", c.AdminToken != ""),
 		slog.String("etcd_endpoints", c.EtcdEndpoints),
@@ -234,6 +252,7 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("work_delay", c.WorkDelay),
 		slog.Duration("sold_out_ttl", c.SoldOutTTL),
 		slog.Int("max_waiting", c.MaxWaiting),
+		slog.Float64("read_rate", c.ReadRate),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
 		slog.String("zookeeper_servers", c.ZooKeeperServers),
@@ -286,30 +305,179 @@ func unwrapAll(err error) error {
 	}
 }
 
-// redactURL hides a password in a connection URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
+// secretKeys are the connection settings whose values are secrets, in
+// a URL's query or a keyword/value string (Postgres's password and
+// sslpassword; Redis takes its password in the URL's userinfo, but a
+// ?password= is hidden too).
+var secretKeys = map[string]bool{"password": true, "sslpassword": true}
+
+// redactedValue stands in for a secret.
+const redactedValue = "xxxxx"
+
+// urlScheme tells a URL ("postgres://…", "redis://…") from a keyword/value
+// string ("host=… password=…"), which has no scheme.
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// secretSpan is where a secret sits in a connection string, [start, end),
+// and how to read it there.
+type secretSpan struct {
+	start, end int
+	// unescape turns the text as written into the secret as used (a URL's
+	// percent-encoding, a keyword/value string's backslashes).
+	unescape func(string) string
 }
 
-// redactURLs is redactURL of each.
-func redactURLs(raw []string) []string {
+// secretSpans finds every secret in a connection string, in either form,
+// and whether it parses or not: a URL's userinfo password and its secret
+// query parameters; a keyword/value string's secret values, quoted or
+// not, with spaces around "=" or not. Malformed input errs towards hiding
+// more (an unterminated quoted value runs to the end).
+func secretSpans(raw string) []secretSpan {
+	if urlScheme.MatchString(raw) {
+		return urlSecretSpans(raw)
+	}
+	return keywordSecretSpans(raw)
+}
+
+// urlSecretSpans reads raw as scheme://[userinfo@]hosts[/path][?query][#fragment]
+// by hand, not with url.Parse: a URL naming several hosts
+// (postgres://u:p@h1:5432,h2:5432/db), which Postgres takes, does not parse.
+func urlSecretSpans(raw string) []secretSpan {
+	unescape := func(s string) string {
+		if u, err := url.PathUnescape(s); err == nil {
+			return u
+		}
+		return s
+	}
+	var spans []secretSpan
+	start := strings.Index(raw, "://") + len("://")
+	// The userinfo ends at the last "@" before the query; its password is
+	// what follows its first ":". A "/" in the password is taken; a "?"
+	// or "#" in it (the URL cannot parse then) makes the last "@" of all
+	// the end, which may hide more than the password.
+	rest := len(raw)
+	if i := strings.IndexAny(raw[start:], "?#"); i >= 0 {
+		rest = start + i
+	}
+	at := strings.LastIndexByte(raw[start:rest], '@')
+	if at < 0 {
+		at = strings.LastIndexByte(raw[start:], '@')
+	}
+	if at >= 0 {
+		if colon := strings.IndexByte(raw[start:start+at], ':'); colon >= 0 {
+			spans = append(spans, secretSpan{start + colon + 1, start + at, unescape})
+		}
+		if start+at >= rest { // the query, if any, is past the "@"
+			rest = start + at
+			if i := strings.IndexAny(raw[rest:], "?#"); i >= 0 {
+				rest += i
+			} else {
+				rest = len(raw)
+			}
+		}
+	}
+	if rest == len(raw) || raw[rest] != '?' {
+		return spans
+	}
+	q := rest + 1
+	end := len(raw)
+	if f := strings.IndexByte(raw[q:], '#'); f >= 0 {
+		end = q + f
+	}
+	queryUnescape := func(s string) string {
+		if u, err := url.QueryUnescape(s); err == nil {
+			return u
+		}
+		return s
+	}
+	for pos := q; pos <= end; {
+		next := strings.IndexByte(raw[pos:end], '&')
+		if next < 0 {
+			next = end - pos
+		}
+		param := raw[pos : pos+next]
+		if key, _, ok := strings.Cut(param, "="); ok && secretKeys[strings.ToLower(queryUnescape(key))] {
+			spans = append(spans, secretSpan{pos + len(key) + 1, pos + next, queryUnescape})
+		}
+		pos += next + 1
+	}
+	return spans
+}
+
+// keywordSecretSpans reads raw as keyword/value pairs the way pgconn
+// does: "key = value" or "key = 'quoted value'", a backslash escaping the
+// next character in either.
+func keywordSecretSpans(raw string) []secretSpan {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' }
+	unescape := func(s string) string {
+		return strings.NewReplacer(`\\`, `\`, `\'`, `'`).Replace(s)
+	}
+	var spans []secretSpan
+	for i := 0; i < len(raw); {
+		eq := strings.IndexByte(raw[i:], '=')
+		if eq < 0 {
+			break
+		}
+		key := strings.ToLower(strings.TrimSpace(raw[i : i+eq]))
+		i += eq + 1
+		for i < len(raw) && isSpace(raw[i]) {
+			i++
+		}
+		start, quoted := i, i < len(raw) && raw[i] == '\''
+		if quoted {
+			start++
+		}
+		j := start
+		for j < len(raw) && (quoted && raw[j] != '\'' || !quoted && !isSpace(raw[j])) {
+			if raw[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		j = min(j, len(raw))
+		if secretKeys[key] {
+			spans = append(spans, secretSpan{start, j, unescape})
+		}
+		i = j + 1
+	}
+	return spans
+}
+
+// redactDSN hides every secret of a connection string (see secretSpans):
+// what the start line logs.
+func redactDSN(raw string) string {
+	spans := secretSpans(raw)
+	var b strings.Builder
+	last := 0
+	for _, sp := range spans {
+		b.WriteString(raw[last:sp.start])
+		b.WriteString(redactedValue)
+		last = sp.end
+	}
+	b.WriteString(raw[last:])
+	return b.String()
+}
+
+// redactDSNs is redactDSN of each.
+func redactDSNs(raw []string) []string {
 	out := make([]string, len(raw))
 	for i, u := range raw {
-		out[i] = redactURL(u)
+		out[i] = redactDSN(u)
 	}
 	return out
 }
 
-// redactErr keeps a URL's password out of an error message.
+// redactErr keeps the secrets of raw, a connection string, out of an error
+// message about it, however the message quotes them (as written, or
+// unescaped).
 func redactErr(err error, raw string) string {
 	msg := err.Error()
-	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	for _, sp := range secretSpans(raw) {
+		written := raw[sp.start:sp.end]
+		for _, secret := range []string{written, sp.unescape(written)} {
+			if secret != "" {
+				msg = strings.ReplaceAll(msg, secret, redactedValue)
+			}
 		}
 	}
 	return msg

@@ -118,10 +118,27 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	metrics.RegisterPools(reg, pool, rdb)
-	metrics.RegisterBackendPings(reg, map[string]metrics.Pinger{
-		"postgres": pool.Ping,
+	// Readiness and the backends' round trips on /metrics come from a
+	// ping every second on a connection of its own, never from the
+	// request: anyone may ask, as often as they like, at no cost to sales.
+	healthPool, err := sidePool(ctx, pool, "inventory-health", 1, readTimeout)
+	if err != nil {
+		return err
+	}
+	defer healthPool.Close()
+	backends := metrics.NewBackends(map[string]metrics.Pinger{
+		"postgres": healthPool.Ping,
 		"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-	})
+	}, metrics.BackendOptions{})
+	reg.MustRegister(backends)
+	backends.Check(ctx) // ready from the first request on
+	{
+		var checking sync.WaitGroup
+		checkCtx, stopChecking := context.WithCancel(ctx)
+		defer checking.Wait()
+		defer stopChecking()
+		checking.Go(func() { backends.Run(checkCtx) })
+	}
 
 	// Anyone may read products and the live page: those reads have a few
 	// connections of their own and a statement timeout, so however many
@@ -242,7 +259,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
 		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits, Tracing: cfg.Tracing,
-		ReadRate: cfg.ReadRate,
+		ReadRate: cfg.ReadRate, Readiness: backends,
 	})
 	if err != nil {
 		return err

@@ -54,8 +54,14 @@ type Options struct {
 	// free loopback port.
 	Listen string
 	// Limits are nginx's gateway limits (429 too-many-requests); the zero
-	// value leaves them off, as nginx.conf ships.
+	// value is nginx.DefaultLimits, as nginx.conf ships them (sized so that
+	// the load tester and the tests, from one address, fit). A non-zero
+	// value is taken as it is, a zero field off.
 	Limits nginx.Limits
+	// NoLimits turns every gateway limit off (a benchmark's baseline).
+	// Default false. The replicas' own read budget (INVENTORY_READ_RATE,
+	// on by default) is set through Env.
+	NoLimits bool
 	// NetLinks puts a proxy (localstack.NetProxy) between each replica and
 	// Postgres and Redis, for the network faults (Replica.PostgresLink,
 	// Replica.RedisLink). Default false: replicas dial the servers directly.
@@ -319,7 +325,14 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 
 	progress("starting nginx")
-	if f.Nginx, err = f.startNginx(ctx, opts.Listen, opts.Limits); err != nil {
+	limits := opts.Limits
+	switch {
+	case opts.NoLimits:
+		limits = nginx.Limits{}
+	case limits == nginx.Limits{}:
+		limits = nginx.DefaultLimits
+	}
+	if f.Nginx, err = f.startNginx(ctx, opts.Listen, limits); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
 	f.URL = "http://" + f.Nginx.Addr

@@ -38,13 +38,13 @@ import (
 //
 //	go test -run '^$' -bench GatewayLimits -benchtime 2x ./internal/fleet/
 func BenchmarkGatewayLimits(b *testing.B) {
-	off := startLimitsFleet(b, nginx.Limits{})
+	off := startLimitsFleet(b, nginx.Limits{}, true)
 	capacity := off.closedLoop(b)
 	on := startLimitsFleet(b, nginx.Limits{
 		ClientRate:   int(math.Ceil(2 * capacity.goodput / limitsClients)),
 		ClientBurst:  10,
 		ProductSales: 2 * limitsBuyers,
-	})
+	}, false)
 	b.Logf("limits on: %+v", on.limits)
 	b.ResetTimer()
 	for round := 1; round <= b.N; round++ {
@@ -122,9 +122,9 @@ type limitsFleet struct {
 	buyers *client.Client
 }
 
-func startLimitsFleet(b *testing.B, limits nginx.Limits) *limitsFleet {
+func startLimitsFleet(b *testing.B, limits nginx.Limits, off bool) *limitsFleet {
 	ctx := context.Background()
-	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, AdminToken: "tok", Limits: limits, NoLockServices: true})
+	f, err := Start(ctx, Options{Replicas: 2, Binary: binary, AdminToken: "tok", Limits: limits, NoLimits: off, NoLockServices: true})
 	if err != nil {
 		b.Fatalf("Start: %v", err)
 	}

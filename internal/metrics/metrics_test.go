@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
 
 	"inventory/internal/lock"
+	"inventory/internal/testenv"
 )
 
 func TestLockResultLabels(t *testing.T) {
@@ -110,17 +114,57 @@ inventory_http_requests_total{code="405",method="other",route="unmatched"} 3
 	}
 }
 
-// TestBackendPings: every scrape pings each backend; one that answers has
-// its round trip and up 1, one that fails has up 0 and no round trip.
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// TestBackendPings: scrapes and readiness answer from the last background
+// check and ping nothing themselves; one that answers has its round trip
+// and up 1, one that fails up 0 and no round trip; a check older than
+// MaxAge is down whatever it said.
 func TestBackendPings(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	pings := 0
-	RegisterBackendPings(reg, map[string]Pinger{
-		"postgres": func(context.Context) error { pings++; return nil },
-		"redis":    func(context.Context) error { return errors.New("connection refused") },
-	})
+	var pings atomic.Int64
+	redisErr := errors.New("connection refused")
+	var redisDown atomic.Bool
+	redisDown.Store(true)
+	b := NewBackends(map[string]Pinger{
+		"postgres": func(context.Context) error { pings.Add(1); return nil },
+		"redis": func(context.Context) error {
+			if redisDown.Load() {
+				return redisErr
+			}
+			return nil
+		},
+	}, BackendOptions{Interval: time.Second})
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	b.now = clk.Now
+	reg.MustRegister(b)
+
+	if err := b.Ready(); !errors.Is(err, ErrBackendDown) || !strings.Contains(err.Error(), "not checked yet") {
+		t.Errorf("Ready() before the first check = %v, want ErrBackendDown: not checked yet", err)
+	}
+	b.Check(context.Background())
+	for range 50 { // a crowd of scrapes and readiness probes
+		if _, err := reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		_ = b.Ready()
+	}
+	if got := pings.Load(); got != 1 {
+		t.Errorf("postgres pinged %d times for one check, 50 scrapes and 50 readiness probes; want 1 (the check's)", got)
+	}
 	want := `
-# HELP inventory_backend_up 1 when the backend answered its ping at scrape time, else 0.
+# HELP inventory_backend_up 1 when the backend answered its last background ping, recently enough for readiness; else 0.
 # TYPE inventory_backend_up gauge
 inventory_backend_up{backend="postgres"} 1
 inventory_backend_up{backend="redis"} 0
@@ -132,7 +176,64 @@ inventory_backend_up{backend="redis"} 0
 	if err != nil || n != 1 {
 		t.Errorf("inventory_backend_ping_seconds series = %d, %v; want 1 (postgres only)", n, err)
 	}
-	if pings != 2 {
-		t.Errorf("postgres pinged %d times in two scrapes, want 2", pings)
+	if err := b.Ready(); !errors.Is(err, redisErr) || !strings.Contains(err.Error(), "redis") || strings.Contains(err.Error(), "postgres") {
+		t.Errorf("Ready() with redis refusing = %v, want an error naming redis alone", err)
 	}
+
+	redisDown.Store(false)
+	b.Check(context.Background())
+	if err := b.Ready(); err != nil {
+		t.Errorf("Ready() after both answered = %v, want nil", err)
+	}
+	clk.add(3 * time.Second) // MaxAge: 3 × Interval
+	if err := b.Ready(); err != nil {
+		t.Errorf("Ready() 3s after the last answers (MaxAge 3s) = %v, want nil", err)
+	}
+	clk.add(time.Millisecond)
+	if err := b.Ready(); !errors.Is(err, ErrBackendDown) || !strings.Contains(err.Error(), "last answered 3.001s ago") {
+		t.Errorf("Ready() past MaxAge with no check since = %v, want ErrBackendDown: last answered 3.001s ago", err)
+	}
+	want = `
+# HELP inventory_backend_check_age_seconds Seconds since the backend last answered a background ping (absent before its first answer).
+# TYPE inventory_backend_check_age_seconds gauge
+inventory_backend_check_age_seconds{backend="postgres"} 3.001
+inventory_backend_check_age_seconds{backend="redis"} 3.001
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "inventory_backend_check_age_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestBackendsRunStops: Run checks at once and then every Interval until
+// its context ends, then returns, leaving no goroutine behind.
+func TestBackendsRunStops(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	checked := make(chan struct{}, 100)
+	b := NewBackends(map[string]Pinger{"postgres": func(ctx context.Context) error {
+		select {
+		case checked <- struct{}{}:
+		default:
+		}
+		return nil
+	}}, BackendOptions{Interval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	for range 3 { // the first check, then two on the ticker
+		select {
+		case <-checked:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not ping three times within 10s")
+		}
+	}
+	if err := b.Ready(); err != nil {
+		t.Errorf("Ready() while Run pings a backend that answers = %v, want nil", err)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of its context ending")
+	}
+	testenv.NoLeaks(t, ignore)
 }

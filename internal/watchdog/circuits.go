@@ -31,14 +31,31 @@ func (c Circuit) Err() error {
 // the next Refresh.
 type Circuits struct {
 	pool   *pgxpool.Pool
-	opened atomic.Pointer[map[string]Circuit]
+	opened atomic.Pointer[map[string]*openCircuit]
+	// recheck is how often, at most, a refused sale asks Postgres whether
+	// its product's circuit is still open (RecheckInterval).
+	recheck time.Duration
+	now     func() time.Time // time.Now; a test's clock
 }
+
+// openCircuit is an open circuit in this replica's copy, and when Postgres
+// last said it was open.
+type openCircuit struct {
+	Circuit
+	checked atomic.Int64 // unix nanoseconds of the last look at Postgres
+}
+
+// RecheckInterval is how often, at most, a replica asks Postgres whether
+// an open circuit is still open when its product's sales keep coming: a
+// restock or an admin's close through another replica stops the refusals
+// here within it (or at the watchdog's next Refresh, if sooner).
+const RecheckInterval = 100 * time.Millisecond
 
 // NewCircuits returns the circuits kept in pool's database; none is open
 // until the first Refresh.
 func NewCircuits(pool *pgxpool.Pool) *Circuits {
-	c := &Circuits{pool: pool}
-	c.opened.Store(&map[string]Circuit{})
+	c := &Circuits{pool: pool, recheck: RecheckInterval, now: time.Now}
+	c.opened.Store(&map[string]*openCircuit{})
 	return c
 }
 
@@ -49,20 +66,35 @@ func (c *Circuits) Open(product string) (Circuit, bool) {
 		return Circuit{}, false
 	}
 	oc, ok := (*c.opened.Load())[product]
-	return oc, ok
+	if !ok {
+		return Circuit{}, false
+	}
+	return oc.Circuit, true
 }
 
 // Refuses reports whether product's sales are to be refused, and why: its
-// circuit is open here and, in Postgres, still open and covering the
-// product's current round. A restock or an admin's close through another
-// replica is learnt here, at every refused sale (only while a circuit is
-// open: one indexed read), not at the next Refresh, so once either is
-// answered no replica refuses the product. When Postgres cannot be asked,
-// the circuit stays open: refusing is safe.
+// circuit is open here and, as Postgres said at most RecheckInterval ago,
+// still open and covering the product's current round. Refusals answer
+// from memory: a crowd of buyers of a broken product costs one indexed
+// read per RecheckInterval, made by the one refused buyer who finds the
+// last look older than that (the others do not wait for it), so it cannot
+// hold up the watchdog's checks of the other products on their shared
+// pool. A restock or an admin's close through another replica is so
+// learnt here within RecheckInterval of the next sale, or at the next
+// Refresh. When Postgres cannot be asked, the circuit stays open: refusing
+// is safe.
 func (c *Circuits) Refuses(ctx context.Context, product string) (Circuit, bool) {
-	oc, open := c.Open(product)
+	if c == nil {
+		return Circuit{}, false
+	}
+	oc, open := (*c.opened.Load())[product]
 	if !open {
 		return Circuit{}, false
+	}
+	now := c.now().UnixNano()
+	last := oc.checked.Load()
+	if now-last < c.recheck.Nanoseconds() || !oc.checked.CompareAndSwap(last, now) {
+		return oc.Circuit, true // looked at lately, or another buyer is looking now
 	}
 	var stillOpen bool
 	err := c.pool.QueryRow(ctx, `
@@ -70,15 +102,16 @@ func (c *Circuits) Refuses(ctx context.Context, product string) (Circuit, bool) 
 		FROM stock s LEFT JOIN circuits c ON c.product_id = s.product_id
 		WHERE s.product_id = $1`, product).Scan(&stillOpen)
 	if err == nil && !stillOpen {
-		c.set(product, nil)
+		c.drop(product, oc)
 		return Circuit{}, false
 	}
-	return oc, true
+	return oc.Circuit, true
 }
 
 // Refresh reloads the open circuits of the products' current rounds and
 // returns their products, sorted.
 func (c *Circuits) Refresh(ctx context.Context) ([]string, error) {
+	start := c.now()
 	rows, err := c.pool.Query(ctx, `
 		SELECT c.product_id, c.round, c.kind, c.quantity, c.initial, c.sold, c.opened_at, c.opened_by
 		FROM circuits c JOIN stock s ON s.product_id = c.product_id AND s.round = c.round
@@ -94,10 +127,10 @@ func (c *Circuits) Refresh(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("circuits: read: %w", err)
 	}
-	m := make(map[string]Circuit, len(open))
+	m := make(map[string]*openCircuit, len(open))
 	products := make([]string, 0, len(open))
 	for _, oc := range open {
-		m[oc.Product] = oc
+		m[oc.Product] = c.looked(oc, start)
 		products = append(products, oc.Product)
 	}
 	c.opened.Store(&m)
@@ -126,7 +159,7 @@ func (c *Circuits) open(ctx context.Context, v Violation, by string) (bool, erro
 		return false, fmt.Errorf("circuits: open %q: %w", v.Product, err)
 	}
 	oc.Violation = v
-	c.set(v.Product, &oc)
+	c.set(v.Product, c.looked(oc, c.now()))
 	return true, nil
 }
 
@@ -158,19 +191,44 @@ func (c *Circuits) Forget(product string) {
 	}
 }
 
+// looked is oc as Postgres showed it at at.
+func (c *Circuits) looked(oc Circuit, at time.Time) *openCircuit {
+	o := &openCircuit{Circuit: oc}
+	o.checked.Store(at.UnixNano())
+	return o
+}
+
 // set puts oc (nil: none) in this replica's copy of the open circuits.
-func (c *Circuits) set(product string, oc *Circuit) {
-	for {
-		old := c.opened.Load()
-		m := make(map[string]Circuit, len(*old)+1)
-		for k, v := range *old {
-			m[k] = v
-		}
+func (c *Circuits) set(product string, oc *openCircuit) {
+	c.swap(func(m map[string]*openCircuit) {
 		if oc == nil {
 			delete(m, product)
 		} else {
-			m[product] = *oc
+			m[product] = oc
 		}
+	})
+}
+
+// drop removes product's circuit from this replica's copy if it is still
+// oc: one that a Refresh or the watchdog put there since is newer news.
+func (c *Circuits) drop(product string, oc *openCircuit) {
+	c.swap(func(m map[string]*openCircuit) {
+		if m[product] == oc {
+			delete(m, product)
+		}
+	})
+}
+
+// swap replaces this replica's copy of the open circuits by a copy that
+// change changed.
+func (c *Circuits) swap(change func(map[string]*openCircuit)) {
+	for {
+		old := c.opened.Load()
+		m := make(map[string]*openCircuit, len(*old)+1)
+		for k, v := range *old {
+			m[k] = v
+		}
+		change(m)
 		if c.opened.CompareAndSwap(old, &m) {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,6 +106,8 @@ func TestWatchdog(t *testing.T) {
 	obs := &observer{}
 	a := NewCircuits(pool)
 	b := NewCircuits(pool) // another replica's copy
+	clk := &clock{now: time.Now()}
+	b.now = clk.Now
 	w := New(pool, a, Options{Instance: "replica-a", Observer: obs})
 	if found := check(t, w); len(found) != 0 {
 		t.Fatalf("Check with every invariant kept = %v, want none", found)
@@ -170,18 +173,126 @@ func TestWatchdog(t *testing.T) {
 	}
 	product(t, pool, "hot", 2, 10, 10, 0) // a restock starts round 2
 	// The other replica has not refreshed since: its copy still has the
-	// circuit, but the sale path finds the round moved on and sells.
+	// circuit, and refuses from memory until its last look at Postgres is
+	// RecheckInterval old; then the sale path finds the round moved on and
+	// sells.
 	if _, open := b.Open("hot"); !open {
 		t.Fatalf("Open(hot) on the other replica's stale copy = closed; the test needs it open")
 	}
+	if _, refuses := b.Refuses(ctx, "hot"); !refuses {
+		t.Errorf("Refuses(hot) on another replica within RecheckInterval of its last look = false, want a refusal from memory")
+	}
+	clk.add(RecheckInterval)
 	if _, refuses := b.Refuses(ctx, "hot"); refuses {
-		t.Errorf("Refuses(hot) on another replica right after the restock = true, want false: round 2 has no circuit")
+		t.Errorf("Refuses(hot) on another replica RecheckInterval after its last look, after the restock = true, want false: round 2 has no circuit")
 	}
 	if found := check(t, w); len(found) != 0 {
 		t.Errorf("Check after the restock = %v, want none", found)
 	}
 	if _, open := a.Open("hot"); open {
 		t.Errorf("Open(hot) in the new round = open, want closed")
+	}
+}
+
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// rechecks counts the statements a Refuses sends to ask whether a circuit
+// is still open.
+func rechecks(rec *testenv.Statements) int {
+	n := 0
+	for _, q := range rec.Sent() {
+		if strings.Contains(q.SQL, "FROM stock s LEFT JOIN circuits c") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRefusalsAnswerFromMemory: a crowd of buyers of a product whose
+// circuit is open is refused from memory; Postgres is asked whether it is
+// still open at most once per RecheckInterval, by one of them, so the
+// crowd does not queue on the watchdog's small pool. A close through
+// another replica is noticed at the first refusal past the interval.
+func TestRefusalsAnswerFromMemory(t *testing.T) {
+	pool := database(t)
+	ctx := context.Background()
+	product(t, pool, "broken", 1, 10, 0, 10)
+	sell(t, pool, "broken", 1) // oversold
+	a := NewCircuits(pool)
+	if found := check(t, New(pool, a, Options{Instance: "replica-a"})); len(found) != 1 {
+		t.Fatalf("Check after an oversell = %v, want one violation", found)
+	}
+	cfg := pool.Config().Copy()
+	var rec testenv.Statements
+	cfg.ConnConfig.Tracer = &rec
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer traced.Close()
+	b := NewCircuits(traced) // another replica's copy, on a 2-connection pool as in cmd/inventory
+	clk := &clock{now: time.Now()}
+	b.now = clk.Now
+	if _, err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	crowd := func(what string) {
+		t.Helper()
+		const buyers = 200
+		var wg sync.WaitGroup
+		var sold atomic.Int64
+		start := make(chan struct{})
+		for range buyers {
+			wg.Go(func() {
+				<-start
+				if _, refuses := b.Refuses(ctx, "broken"); !refuses {
+					sold.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := sold.Load(); n != 0 {
+			t.Errorf("%s: %d of %d buyers of a product whose circuit is open were not refused, want all refused", what, n, buyers)
+		}
+	}
+	crowd("200 buyers right after the refresh")
+	if n := rechecks(&rec); n != 0 {
+		t.Errorf("200 buyers right after a refresh asked Postgres %d times whether the circuit is open, want 0 (the refresh just read it)", n)
+	}
+	clk.add(RecheckInterval)
+	crowd("200 buyers RecheckInterval later")
+	if n := rechecks(&rec); n != 1 {
+		t.Errorf("200 buyers RecheckInterval after the last look asked Postgres %d times whether the circuit is open, want 1", n)
+	}
+
+	if _, ok, err := a.Close(ctx, "broken"); err != nil || !ok {
+		t.Fatalf("Close(broken) on the watchdog's replica = %v, %v; want closed", ok, err)
+	}
+	if _, refuses := b.Refuses(ctx, "broken"); !refuses {
+		t.Errorf("Refuses(broken) on the other replica within RecheckInterval of its last look = false, want a refusal from memory")
+	}
+	clk.add(RecheckInterval)
+	if _, refuses := b.Refuses(ctx, "broken"); refuses {
+		t.Errorf("Refuses(broken) on the other replica RecheckInterval after its last look, the circuit closed = true, want false")
+	}
+	if _, open := b.Open("broken"); open {
+		t.Errorf("Open(broken) on the other replica once a refusal found it closed = open, want dropped from its copy")
+	}
+	if n := rechecks(&rec); n != 2 {
+		t.Errorf("Postgres asked %d times in all whether the circuit is open, want 2", n)
 	}
 }
 
