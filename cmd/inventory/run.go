@@ -240,6 +240,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		defer watchPool.Close()
 		circuits = watchdog.NewCircuits(watchPool)
+		// A restock announced starts a round no circuit covers.
+		soldOut.OnRestock(circuits.Recheck)
 		var watching sync.WaitGroup
 		watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 		defer watching.Wait()

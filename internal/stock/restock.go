@@ -106,6 +106,12 @@ func (r Restocker) Restock(ctx context.Context, o RestockOrder) (Restocked, erro
 		defer cancel()
 		if err := r.Redis.Del(dctx, counterKey(o.ProductID), setNXKey(o.ProductID)).Err(); err != nil {
 			done.ResetErr = redisErr(fmt.Sprintf("restocked %q but could not delete its Redis counter", o.ProductID), err)
+		} else {
+			// Announced again now that the round is committed: what a
+			// replica keeps of the old round besides its marks (an open
+			// circuit's refusals, see SoldOut.OnRestock) is looked at
+			// again. Best effort; those have bounds of their own.
+			_ = announceRestock(dctx, r.Redis, o.ProductID, done.Round)
 		}
 	}
 	return done, nil

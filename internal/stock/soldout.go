@@ -129,6 +129,8 @@ type SoldOut struct {
 	// outbox holds the sell-outs this replica's sales saw, for Listen to
 	// announce; when it is full (Redis slow or down) they are dropped.
 	outbox chan string
+	// onRestock, when set, hears of every restock (OnRestock).
+	onRestock func(id string)
 }
 
 const (
@@ -154,6 +156,15 @@ func NewSoldOut(ttl time.Duration, st *Store, holder string) *SoldOut {
 // sale used still gets that sale (one indexed read of the ledger), never a 409.
 func (m *SoldOut) Wrap(s Seller) Seller {
 	return &soldOutSeller{marks: m, inner: s, store: m.store}
+}
+
+// OnRestock makes f hear of every restock of a product this replica hears
+// of (announced, or made here), e.g. to stop refusing the sales of a round
+// that is over (watchdog.Circuits.Recheck). f must not block.
+func (m *SoldOut) OnRestock(f func(id string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onRestock = f
 }
 
 // Forget drops the mark of product id, e.g. when it is restocked.
@@ -262,7 +273,11 @@ func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
 		}
 		m.rounds[id] = round
 	}
+	heard := m.onRestock
 	m.mu.Unlock()
+	if heard != nil {
+		heard(id)
+	}
 	_ = m.store.dropMarksBefore(ctx, m.holder, id, round)
 }
 

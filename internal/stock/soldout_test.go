@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -550,4 +551,29 @@ func TestNoOlderRoundSoldOutOnceTheNewRoundSells(t *testing.T) {
 		t.Fatalf("Restock = %v", err)
 	}
 	e.checkLedger(t, id)
+}
+
+// TestARestockHeardOfIsPassedOn: OnRestock's function hears of every
+// restock the replica hears announced, or makes itself.
+func TestARestockHeardOfIsPassedOn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	m := NewSoldOut(time.Minute, e.store, "replica-a")
+	var mu sync.Mutex
+	var heard []string
+	m.OnRestock(func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, id)
+	})
+	m.receive(ctx, RestockChannel, "announced 2")
+	e.restock(t, "made-here", 1)
+	if _, err := (Restocker{Store: e.store, Redis: e.rdb, Marks: m}).Restock(ctx, RestockOrder{ProductID: "made-here", Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) == 0 || heard[0] != "announced" || !slices.Contains(heard, "made-here") {
+		t.Errorf("OnRestock heard %v, want announced, then made-here", heard)
+	}
 }

@@ -191,6 +191,18 @@ func (c *Circuits) Forget(product string) {
 	}
 }
 
+// Recheck makes the next refused sale of product ask Postgres whether its
+// circuit is still open, however lately it was asked: a restock was
+// announced (stock.SoldOut.OnRestock), and its round no circuit covers.
+func (c *Circuits) Recheck(product string) {
+	if c == nil {
+		return
+	}
+	if oc, open := (*c.opened.Load())[product]; open {
+		oc.checked.Store(0)
+	}
+}
+
 // looked is oc as Postgres showed it at at.
 func (c *Circuits) looked(oc Circuit, at time.Time) *openCircuit {
 	o := &openCircuit{Circuit: oc}

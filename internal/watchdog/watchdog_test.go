@@ -294,6 +294,26 @@ func TestRefusalsAnswerFromMemory(t *testing.T) {
 	if n := rechecks(&rec); n != 2 {
 		t.Errorf("Postgres asked %d times in all whether the circuit is open, want 2", n)
 	}
+
+	// A restock heard of (Recheck) is looked at by the next refused sale,
+	// however lately the last look was: its round no circuit covers.
+	sell(t, pool, "broken", 1) // new evidence: the circuit opens again
+	if found := check(t, New(pool, a, Options{Instance: "replica-a"})); len(found) != 1 {
+		t.Fatalf("Check after a second oversell = %v, want one violation", found)
+	}
+	if _, err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, open := b.Open("broken"); !open {
+		t.Fatalf("Open(broken) after the watchdog found it broken again = closed, want open")
+	}
+	if _, err := pool.Exec(ctx, `UPDATE stock SET round = round + 1, quantity = 10, initial = 10 WHERE product_id = 'broken'`); err != nil {
+		t.Fatal(err)
+	}
+	b.Recheck("broken")
+	if _, refuses := b.Refuses(ctx, "broken"); refuses {
+		t.Errorf("Refuses(broken) right after a restock was heard of (Recheck) = true, want false: the new round has no circuit")
+	}
 }
 
 // TestLedgerMismatch: stock that does not match the ledger (units gone
