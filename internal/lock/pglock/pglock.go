@@ -8,7 +8,9 @@
 // to the fence; Release clears the token only if it is still ours. There
 // is no watchdog: a lease's local deadline (TTL less a drift allowance,
 // from before the acquiring statement) cancels its Context no later than
-// the row expires. Lock callers of one name in one process take turns
+// the row expires while Postgres' clock runs at about this process's rate;
+// a step of Postgres' clock can end the row's lease early, and then the
+// fence, not the lease, refuses the stale holder. Lock callers of one name in one process take turns
 // (package turn); across processes they poll with jittered backoff.
 // docs/locks.md says how this differs from the seeds' database lock and
 // what it does not cover.
@@ -185,25 +187,16 @@ func timeoutError(op, name string, ctx context.Context) error {
 	return &lock.Error{Backend: Backend, Op: op, Key: name, Err: fmt.Errorf("%w: %w", lock.ErrTimeout, ctx.Err())}
 }
 
-// driftFactor and driftFloor shorten the local deadline below the TTL, for
-// clock-rate differences between this process and Postgres.
-const (
-	driftFactor = 100 // TTL/100
-	driftFloor  = 2 * time.Millisecond
-)
-
 // grant builds the lease for an acquisition whose statement was sent at
 // sent, and arms the timer that declares it lost at its local deadline.
 // endTurn ends the caller's turn for name (see turn.Turns); the lease calls
 // it once, when it ends.
 func (l *Locker) grant(parent context.Context, name, token string, fence int64, sent time.Time, endTurn func()) *Lease {
-	ttl := l.opts.TTL
-	d := max(ttl-ttl/driftFactor-driftFloor, ttl/2)
 	lease := &Lease{l: l, token: token, endTurn: endTurn}
 	lease.Init(parent, lock.Grant{Backend: Backend, Key: name, Fence: lock.Fence{Backend: Backend, Token: fence},
 		Observer: l.opts.Observer})
 	// At the deadline the row is free to take over: let a local waiter try.
-	lease.ExpireAt(sent.Add(d), endTurn)
+	lease.ExpireAt(lock.ValidUntil(sent, l.opts.TTL), endTurn)
 	return lease
 }
 
