@@ -180,6 +180,9 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		if err != nil {
 			return 0, time.Time{}, err
 		}
+		if w != nil {
+			w.tried()
+		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
 			return r[1], sent, nil

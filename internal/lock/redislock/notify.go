@@ -24,7 +24,8 @@ const subscriberIdle = 2 * time.Second
 // first needs it and closed after subscriberIdle without waiters; each lock
 // key with local waiters has its channel subscribed on it (releaseChannel).
 // A release notice wakes one local waiter, the first parked; the others stay
-// parked. A notice that is lost (the connection dropped, a key that expired
+// parked. A woken waiter that leaves without a try's answer passes the
+// notice on to the next parked one (leave). A notice that is lost (the connection dropped, a key that expired
 // or was deleted without a release) is covered by the waiters' own timed
 // retries (Options.PollInterval, and the holder's remaining TTL).
 type notifier struct {
@@ -61,6 +62,11 @@ type waiter struct {
 	// is its token wakes it and no other. "" for Mutex and Reentrant.
 	token   string
 	noticed bool // an addressed notice came while it was not parked; guarded by notifier.mu
+	// notice: the waiter was woken by a notice (or took a pending one)
+	// that no try of its own has used yet. If it leaves so, the notice
+	// goes on to the next parked waiter (leave): the release it announced
+	// may have freed the lock for them. Only the waiter's goroutine uses it.
+	notice bool
 }
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
@@ -276,6 +282,7 @@ func (w *waiter) park(ctx context.Context, t *time.Timer) bool {
 			w.noticed = false
 		} else {
 			c.pending = false
+			w.notice = w.token == ""
 		}
 		n.mu.Unlock()
 		return true
@@ -285,6 +292,7 @@ func (w *waiter) park(ctx context.Context, t *time.Timer) bool {
 	n.mu.Unlock()
 	select {
 	case <-w.wake:
+		w.notice = w.token == ""
 		return true
 	case <-w.ready:
 		w.ready = nil
@@ -312,18 +320,34 @@ func (w *waiter) unpark(givingUp bool) {
 		return
 	}
 	<-w.wake // wakeOne sent it under n.mu, before w.parked became false
-	if givingUp && w.token == "" {
+	switch {
+	case w.token != "":
 		// An addressed notice is not passed on: the Fair lock's waiter
 		// leaving the queue wakes the next in line itself.
+	case givingUp:
 		c.wakeOne()
+	default:
+		w.notice = true
 	}
 }
 
-// leave ends w's wait (acquired, failed or given up). w is not parked.
+// tried records that a try of w's got its answer (granted, or held by
+// someone else): the notice it was woken by, if any, is used.
+func (w *waiter) tried() { w.notice = false }
+
+// leave ends w's wait (acquired, failed or given up). w is not parked. A
+// notice it was woken by and did not use goes on to the next parked
+// waiter: a waiter that leaves once woken (its budget ended, its caller
+// gave up or its try failed before the try's answer) must not keep the
+// others parked until their timed retries.
 func (w *waiter) leave() {
 	n, c := w.n, w.c
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if w.notice {
+		w.notice = false
+		c.wakeOne()
+	}
 	if w.token != "" {
 		delete(c.addressed, w.token)
 	}
