@@ -175,7 +175,7 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 		}
 		queued = true
 		if w == nil && f.notify != nil {
-			if w = f.notify.joinAddressed(wctx, k.channel, token); w != nil && w.ready == nil {
+			if w = f.notify.joinAddressed(k.channel, token); w != nil && w.ready == nil {
 				// Already subscribed, but our notice may have come between
 				// the try and joining: try again, now sure to hear the next.
 				continue

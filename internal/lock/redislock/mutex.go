@@ -193,7 +193,7 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: lock.ErrNotAcquired}
 		}
 		if w == nil && notify != nil {
-			if w = notify.join(wctx, channel); w != nil && w.ready == nil {
+			if w = notify.join(channel); w != nil && w.ready == nil {
 				// Already subscribed, but the release may have come between
 				// the try and joining: try again, now sure to hear the next.
 				continue

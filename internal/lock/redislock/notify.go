@@ -32,12 +32,26 @@ type notifier struct {
 	rdb    redis.UniversalClient
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the subscriber goroutines
+	wg     sync.WaitGroup // the subscriber and sender goroutines
 
 	mu     sync.Mutex
 	closed bool
 	ps     *redis.PubSub // the running subscriber's, nil when none runs
 	chans  map[string]*channel
+	// ops are the subscription changes decided under mu, which the sender
+	// goroutine (sending: one runs) sends in that order, outside mu: a
+	// SUBSCRIBE on a new connection can take a dial and a handshake, and
+	// must not hold up the waiters and notices of every other key.
+	ops     []psOp
+	sending bool
+}
+
+// psOp is one change to a subscriber's subscriptions: SUBSCRIBE chans,
+// UNSUBSCRIBE chans (unsub), or closing it (close).
+type psOp struct {
+	ps           *redis.PubSub
+	chans        []string
+	unsub, close bool
 }
 
 // channel is one release channel's local waiters. Guarded by notifier.mu.
@@ -77,14 +91,14 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 // join registers a waiter on name, subscribing to it (and starting the
 // subscriber) if no local waiter was on it. It returns nil after close:
 // the caller then polls.
-func (n *notifier) join(ctx context.Context, name string) *waiter {
-	return n.joinAddressed(ctx, name, "")
+func (n *notifier) join(name string) *waiter {
+	return n.joinAddressed(name, "")
 }
 
 // joinAddressed is join for a waiter that only notices carrying token as
 // their payload wake (the Fair lock's, whose releases name the next in
 // line). A notice with an empty payload wakes one waiter as in join.
-func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waiter {
+func (n *notifier) joinAddressed(name, token string) *waiter {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -94,13 +108,14 @@ func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waite
 	if c == nil {
 		start := n.ps == nil
 		if start {
-			n.ps = n.rdb.Subscribe(n.ctx)
+			n.ps = n.rdb.Subscribe(n.ctx) // no channel yet: no command sent
 		}
-		// Sent under n.mu so that SUBSCRIBE and reap's UNSUBSCRIBE reach
-		// Redis in the order they were decided. An error (Redis unreachable)
-		// leaves the channel recorded: go-redis subscribes it when the
-		// subscriber reconnects, and until then this waiter polls.
-		_ = n.ps.Subscribe(ctx, name)
+		// Sent by the sender, after every change decided before, so that
+		// SUBSCRIBE and reap's UNSUBSCRIBE reach Redis in the order they
+		// were decided. Until Redis confirms it this waiter polls; an error
+		// (Redis unreachable) leaves the channel recorded: go-redis
+		// subscribes it when the subscriber reconnects.
+		n.send(psOp{ps: n.ps, chans: []string{name}})
 		c = &channel{ready: make(chan struct{})}
 		n.chans[name] = c
 		if start {
@@ -120,6 +135,42 @@ func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waite
 		w.ready = c.ready
 	}
 	return w
+}
+
+// send queues op for the sender goroutine, starting one if none runs.
+// Called with n.mu held.
+func (n *notifier) send(op psOp) {
+	n.ops = append(n.ops, op)
+	if !n.sending {
+		n.sending = true
+		n.wg.Add(1)
+		go n.sendOps()
+	}
+}
+
+// sendOps sends the queued subscription changes in order until none is
+// left. After close they fail at once on the closed subscriber.
+func (n *notifier) sendOps() {
+	defer n.wg.Done()
+	for {
+		n.mu.Lock()
+		if len(n.ops) == 0 {
+			n.sending = false
+			n.mu.Unlock()
+			return
+		}
+		op := n.ops[0]
+		n.ops = n.ops[1:]
+		n.mu.Unlock()
+		switch {
+		case op.close:
+			_ = op.ps.Close()
+		case op.unsub:
+			_ = op.ps.Unsubscribe(n.ctx, op.chans...)
+		default:
+			_ = op.ps.Subscribe(n.ctx, op.chans...)
+		}
+	}
 }
 
 // close stops the subscriber and waits for it to exit. Waiters still parked
@@ -233,11 +284,11 @@ func (n *notifier) reap(ps *redis.PubSub) bool {
 		if n.ps == ps {
 			n.ps = nil
 		}
-		_ = ps.Close()
+		n.send(psOp{ps: ps, close: true})
 		return true
 	}
 	if len(idle) > 0 {
-		_ = ps.Unsubscribe(n.ctx, idle...)
+		n.send(psOp{ps: ps, chans: idle, unsub: true})
 	}
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
@@ -425,6 +427,100 @@ func TestNoticeOfAWaiterThatQuitsIsPassedOn(t *testing.T) {
 					t.Errorf("%d of the %d other waiters acquired, want all", got, n-1)
 				}
 			})
+		}
+	}
+}
+
+// slowSubscriber is a client whose pub/sub connections go to another
+// address (a cut link: SUBSCRIBE never gets its answer), while its other
+// commands reach Redis.
+type slowSubscriber struct {
+	redis.UniversalClient
+	sub *redis.Client
+}
+
+func (s slowSubscriber) Subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	return s.sub.Subscribe(ctx, channels...)
+}
+
+// TestSlowSubscribeBlocksNoOne: a waiter whose SUBSCRIBE hangs (a new
+// connection to Redis that gets no answer) must not hold up the other
+// waiters of its lock, nor itself, past their budget: they fall back to
+// timed retries until the subscription is confirmed. The subscription
+// used to be sent under the notifier's mutex, which every join, park and
+// leave takes.
+func TestSlowSubscribeBlocksNoOne(t *testing.T) {
+	url := sharedRedis(t)
+	ctx := context.Background()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait, hang = 500 * time.Millisecond, 5 * time.Second
+	proxy, err := localstack.StartNetProxy("redis-"+t.Name(), opts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan struct{}, 1)
+	subOpts := *opts
+	subOpts.Addr = proxy.Addr
+	subOpts.ReadTimeout, subOpts.WriteTimeout = hang, hang
+	subOpts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		select {
+		case dialed <- struct{}{}:
+		default:
+		}
+		return c, err
+	}
+	sub := redis.NewClient(&subOpts)
+	t.Cleanup(func() { _ = sub.Close() })
+	m := NewMutex(slowSubscriber{UniversalClient: client(t, url), sub: sub}, Options{Options: lock.Options{Wait: wait}})
+	t.Cleanup(func() {
+		proxy.Stop() // first: the hung SUBSCRIBE then fails at once, and Close need not wait for it
+		m.Close()
+	})
+
+	holder := NewMutex(client(t, url), Options{})
+	for _, key := range []string{"lock:{slow-sub-1}", "lock:{slow-sub-2}"} {
+		l, err := holder.Lock(ctx, key)
+		if err != nil {
+			t.Fatalf("holder Lock(%q) = %v", key, err)
+		}
+		defer l.Release(ctx)
+	}
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	lockTimed := func(key string) <-chan result {
+		got := make(chan result, 1)
+		go func() {
+			start := time.Now()
+			_, err := m.Lock(ctx, key)
+			got <- result{time.Since(start), err}
+		}()
+		return got
+	}
+	first := lockTimed("lock:{slow-sub-1}")
+	select {
+	case <-dialed: // its SUBSCRIBE is on its way, on a connection that gets no answer
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first waiter's subscriber never dialed")
+	}
+	second := lockTimed("lock:{slow-sub-2}")
+	for i, got := range []<-chan result{first, second} {
+		r := <-got
+		if !errors.Is(r.err, lock.ErrTimeout) {
+			t.Errorf("waiter %d: Lock = %v, want lock.ErrTimeout", i+1, r.err)
+		}
+		if r.took > wait+wait/2 {
+			t.Errorf("waiter %d gave up after %v, want within its %v budget (and some slack): the hung SUBSCRIBE (%v) held it", i+1, r.took, wait, hang)
+		} else {
+			t.Logf("waiter %d gave up after %v (budget %v)", i+1, r.took, wait)
 		}
 	}
 }
