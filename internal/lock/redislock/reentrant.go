@@ -48,7 +48,7 @@ func NewReentrant(rdb redis.UniversalClient, opts Options) *Reentrant {
 }
 
 // Close stops the subscription that wakes waiters, as Mutex.Close does.
-func (r *Reentrant) Close() { r.notify.close() }
+func (r *Reentrant) Close() { r.close() }
 
 // Lock acquires key for the owner in ctx (ErrNoOwner without one), or
 // re-enters it if the owner holds it already, incrementing its count and
@@ -132,7 +132,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 		v, _, err := redisscript.Run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
 		return v == int64(1), err
 	})
-	fence, sent, err := grant(wctx, &r.opts, op, key, wait, trips, r.notify, ch,
+	fence, sent, err := grant(wctx, &r.opts, op, key, wait, trips, r.notify, r.cleanups, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return redisscript.Run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
 		},
