@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,8 @@ type Locker struct {
 	// turns queues the Lock callers of one name in this process: only the
 	// one whose turn it is polls Postgres.
 	turns turn.Turns
+
+	cleanups sync.WaitGroup // releases still running after their Lock answered
 }
 
 // New returns a Locker over db; see Options for the defaults.
@@ -146,7 +149,7 @@ func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tri
 		case !errors.Is(err, pgx.ErrNoRows):
 			// The statement may have committed before it was cancelled or
 			// its connection broke: free the row if it carries our token.
-			l.cleanup(ctx, name, token)
+			l.cleanup(ctx, wctx, name, token)
 			*tries++
 			if wctx.Err() != nil {
 				return nil, timeoutError(op, name, wctx)
@@ -173,14 +176,37 @@ func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tri
 }
 
 // cleanupTimeout bounds the best-effort release after an acquire whose
-// outcome is unknown.
-const cleanupTimeout = 2 * time.Second
+// outcome is unknown, and cleanupWait how long the Lock or TryLock that
+// needs it waits for it before it answers (never past its wait budget):
+// the release goes on in the background, and Close waits for it. A slow
+// database must not stretch the answer past the budget.
+const (
+	cleanupTimeout = 2 * time.Second
+	cleanupWait    = 100 * time.Millisecond
+)
 
-func (l *Locker) cleanup(ctx context.Context, name, token string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	_, _ = l.db.Exec(cctx, releaseSQL, name, token)
+// cleanup frees name's row if it carries token, in the background; it
+// waits for that until wctx ends and at most cleanupWait.
+func (l *Locker) cleanup(ctx, wctx context.Context, name, token string) {
+	finished := make(chan struct{})
+	l.cleanups.Go(func() {
+		defer close(finished)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = l.db.Exec(cctx, releaseSQL, name, token)
+	})
+	t := time.NewTimer(cleanupWait)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-wctx.Done():
+	case <-t.C:
+	}
 }
+
+// Close waits for the releases still running in the background after
+// acquires of unknown outcome (each at most 2s). The Locker stays usable.
+func (l *Locker) Close() { l.cleanups.Wait() }
 
 // timeoutError reports giving up: lock.ErrTimeout wrapping ctx's error.
 func timeoutError(op, name string, ctx context.Context) error {
