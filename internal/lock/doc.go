@@ -20,7 +20,8 @@
 //	                                                     passes unrenewed
 //	redlock     a counter on each server, the            the validity deadline passes (no renewal)
 //	            majority's max, Postgres floor
-//	etcdlock    the key's create revision                the session's lease ends, or the key is deleted
+//	etcdlock    the key's create revision                the session's lease ends or its local deadline
+//	                                                     passes unrenewed, or the key is deleted
 //	zklock      the lock node's czxid                    the connection drops, the session expires,
 //	                                                     or the node is deleted
 //	pglock      the row's grant counter                  the deadline passes (the row's expiry on

@@ -193,3 +193,21 @@ func (s *State) overdueLocked(now time.Time) error {
 	}
 	return s.LostError("lock", ErrExpired)
 }
+
+// Drift allowance of ValidUntil: a lease is trusted for its TTL less
+// TTL/driftFactor and driftFloor, as Redlock does, so that a server clock
+// running up to 1% faster than this process's does not end it first.
+const (
+	driftFactor = 100
+	driftFloor  = 2 * time.Millisecond
+)
+
+// ValidUntil is the local validity deadline of a lease of ttl that a
+// server granted or renewed on a request sent at sent: sent plus ttl less
+// the drift allowance (ttl/100 + 2ms), and never less than ttl/2. Read
+// sent before the request goes out, on the monotonic clock (time.Now): a
+// slow answer then only makes the deadline earlier than the server's,
+// never later.
+func ValidUntil(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(max(ttl-ttl/driftFactor-driftFloor, ttl/2))
+}

@@ -9,7 +9,9 @@
 // session (one etcd lease, kept alive every TTL/3) and queues its callers
 // per name in memory, so one contender per name per process talks to
 // etcd. A lease's Context is cancelled when the session ends or its key is
-// deleted. Release every lease, lost or not: until then the next local
+// deleted; the session ends at the latest at its deadline, the last
+// answered keepalive's send time plus the TTL less a drift allowance,
+// before etcd can end the lease. Watches survive etcd's compactions. Release every lease, lost or not: until then the next local
 // waiter stays queued. docs/locks.md has the algorithm and the faults.
 package etcdlock
 
@@ -24,7 +26,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
 	"inventory/internal/lock"
@@ -69,13 +70,13 @@ type Locker struct {
 	cancel context.CancelFunc
 
 	sessMu sync.Mutex
-	sess   *concurrency.Session
+	sess   *session
 	closed bool
 
 	qmu    sync.Mutex
 	queues map[string]*queue
 
-	wg sync.WaitGroup // cleanups still running after their Lock returned
+	wg sync.WaitGroup // sessions' keepalives, and cleanups still running after their Lock returned
 }
 
 // queue lets one goroutine per name at a time contend in etcd.
@@ -156,8 +157,8 @@ func (l *Locker) Close() error {
 	l.sessMu.Unlock()
 	var err error
 	if s != nil {
+		s.end(fmt.Errorf("%w: %w", ErrSessionEnded, lock.ErrClosed))
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s.Orphan()
 		_, err = l.client.Revoke(ctx, s.Lease())
 		cancel()
 	}
@@ -171,7 +172,7 @@ func (l *Locker) Close() error {
 
 // session returns the live session, granting a new lease when there is
 // none or the last one ended.
-func (l *Locker) session(ctx context.Context, trips *int) (*concurrency.Session, error) {
+func (l *Locker) session(ctx context.Context, trips *int) (*session, error) {
 	l.sessMu.Lock()
 	defer l.sessMu.Unlock()
 	if l.closed {
@@ -181,14 +182,9 @@ func (l *Locker) session(ctx context.Context, trips *int) (*concurrency.Session,
 		return l.sess, nil
 	}
 	*trips++
-	g, err := l.client.Grant(ctx, int64(l.ttl))
+	s, err := grantSession(ctx, l.ctx, l.client, l.ttl, &l.wg)
 	if err != nil {
-		return nil, fmt.Errorf("grant lease: %w", err)
-	}
-	s, err := concurrency.NewSession(l.client, concurrency.WithLease(g.ID),
-		concurrency.WithTTL(int(g.TTL)), concurrency.WithContext(l.ctx))
-	if err != nil {
-		return nil, fmt.Errorf("keep lease alive: %w", err)
+		return nil, err
 	}
 	l.sess = s
 	return s, nil
@@ -198,7 +194,7 @@ func (l *Locker) session(ctx context.Context, trips *int) (*concurrency.Session,
 // its keys go with its lease within the TTL. It is the answer to a key
 // whose deletion failed: left alone, it would block its name for as long
 // as the session lives.
-func (l *Locker) abandon(s *concurrency.Session) {
+func (l *Locker) abandon(s *session) {
 	l.sessMu.Lock()
 	if l.sess == s {
 		l.sess = nil
@@ -302,9 +298,9 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips 
 			return nil, fail(err)
 		}
 		key := fmt.Sprintf("%s%s/%x", l.opts.Prefix, name, s.Lease())
-		rev, err := l.contendIn(wctx, s, name, key, wait, trips)
+		rev, seen, err := l.contendIn(wctx, s, name, key, wait, trips)
 		if err == nil {
-			return l.grant(ctx, s, name, key, rev), nil
+			return l.grant(ctx, s, name, key, rev, seen), nil
 		}
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && try == 0 {
 			// The session's lease ended (revoked, say) before its
@@ -319,23 +315,24 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips 
 
 // contendIn is contend under s, ending early when s ends: a waiter whose
 // lease is gone can never hold the lock.
-func (l *Locker) contendIn(ctx context.Context, s *concurrency.Session, name, key string, wait bool, trips *int) (int64, error) {
+func (l *Locker) contendIn(ctx context.Context, s *session, name, key string, wait bool, trips *int) (rev, seen int64, err error) {
 	sctx, scancel := context.WithCancelCause(ctx)
 	defer scancel(nil)
-	stop := context.AfterFunc(s.Ctx(), func() { scancel(ErrSessionEnded) })
+	stop := context.AfterFunc(s.Ctx(), func() { scancel(s.endCause()) })
 	defer stop()
-	rev, err := l.contend(sctx, s, name, key, wait, trips)
+	rev, seen, err = l.contend(sctx, s, name, key, wait, trips)
 	if err != nil && !errors.Is(err, ErrSessionEnded) {
 		if c := context.Cause(sctx); errors.Is(c, ErrSessionEnded) {
-			err = fmt.Errorf("%w: %w", ErrSessionEnded, err)
+			err = fmt.Errorf("%w: %w", c, err)
 		}
 	}
-	return rev, err
+	return rev, seen, err
 }
 
 // contend puts key and waits until it is the oldest under name; it returns
-// key's create revision.
-func (l *Locker) contend(ctx context.Context, s *concurrency.Session, name, key string, wait bool, trips *int) (int64, error) {
+// key's create revision, and a revision at which key was seen still there
+// (and oldest), for the lease's watch on it to start from.
+func (l *Locker) contend(ctx context.Context, s *session, name, key string, wait bool, trips *int) (rev, seen int64, err error) {
 	pfx := l.opts.Prefix + name + "/"
 	for range 2 {
 		*trips++
@@ -346,7 +343,7 @@ func (l *Locker) contend(ctx context.Context, s *concurrency.Session, name, key 
 			Else(clientv3.OpDelete(key)).
 			Commit()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if !resp.Succeeded {
 			// A key this session left behind (a cleanup that failed): its
@@ -356,58 +353,60 @@ func (l *Locker) contend(ctx context.Context, s *concurrency.Session, name, key 
 		rev := resp.Header.Revision
 		owner := resp.Responses[1].GetResponseRange().Kvs
 		if len(owner) == 0 || owner[0].CreateRevision == rev {
-			return rev, nil
+			return rev, rev, nil
 		}
 		if !wait {
-			return 0, lock.ErrNotAcquired
+			return 0, 0, lock.ErrNotAcquired
 		}
-		if err := l.waitPredecessors(ctx, pfx, key, rev, trips); err != nil {
-			return 0, err
-		}
-		// Make sure the key is still ours: the lease may have ended while
-		// we waited, taking the key with it (etcd#11456).
-		*trips++
-		g, err := l.client.Get(ctx, key)
+		seen, err := l.waitPredecessors(ctx, pfx, key, rev, trips)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != rev {
-			return 0, ErrSessionEnded
-		}
-		return rev, nil
+		return rev, seen, nil
 	}
-	return 0, errors.New("own key keeps reappearing")
+	return 0, 0, errors.New("own key keeps reappearing")
 }
 
-// waitPredecessors waits until no key under pfx is older than rev,
-// watching only the newest of the older ones each time, and the own key:
-// its deletion (the session's lease ended) ends the wait with
-// ErrSessionEnded.
-func (l *Locker) waitPredecessors(ctx context.Context, pfx, own string, rev int64, trips *int) error {
-	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+// waitPredecessors waits until no key under pfx is older than rev, the
+// create revision of own (this waiter's key), and returns the revision at
+// which it saw that. Each round reads the newest of the older keys and own
+// at one revision and watches both from there: the older key's deletion
+// starts the next round; own's deletion (the session's lease ended, maybe
+// before this wait began: etcd#11456) ends the wait with ErrSessionEnded.
+// A watch that etcd refuses because it compacted its history past the
+// revision asked for says nothing about the keys: the round starts again
+// from a fresh read.
+func (l *Locker) waitPredecessors(ctx context.Context, pfx, own string, rev int64, trips *int) (int64, error) {
+	older := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
 	for {
 		*trips++
-		resp, err := l.client.Get(ctx, pfx, opts...)
+		resp, err := l.client.Txn(ctx).Then(clientv3.OpGet(pfx, older...), clientv3.OpGet(own)).Commit()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if len(resp.Kvs) == 0 {
-			return nil
+		at := resp.Header.Revision
+		if mine := resp.Responses[1].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != rev {
+			return 0, fmt.Errorf("%w: own key deleted while waiting", ErrSessionEnded)
 		}
-		if err := l.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision, own, rev); err != nil {
-			return err
+		prev := resp.Responses[0].GetResponseRange().Kvs
+		if len(prev) == 0 {
+			return at, nil
+		}
+		err = l.waitDelete(ctx, string(prev[0].Key), own, at)
+		if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+			return 0, err
 		}
 	}
 }
 
-// waitDelete returns nil when key is deleted after revision rev, and
-// ErrSessionEnded when own is deleted after its creation at ownRev (at any
-// time since: a revoke may come before this watch starts).
-func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, own string, ownRev int64) error {
+// waitDelete returns nil when key is deleted after revision at, and
+// ErrSessionEnded when own is. It returns rpctypes.ErrCompacted when etcd
+// refuses to watch from at because it compacted its history past it.
+func (l *Locker) waitDelete(ctx context.Context, key, own string, at int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	kw := l.client.Watch(wctx, key, clientv3.WithRev(rev+1))
-	ow := l.client.Watch(wctx, own, clientv3.WithRev(ownRev+1))
+	kw := l.client.Watch(wctx, key, clientv3.WithRev(at+1))
+	ow := l.client.Watch(wctx, own, clientv3.WithRev(at+1))
 	for {
 		var wr clientv3.WatchResponse
 		var ok, mine bool
@@ -449,7 +448,7 @@ const (
 // unresponsive etcd does not stretch Lock past its budget; the rest goes on
 // in the background, owned by the Locker. If the delete fails, the session
 // is abandoned so that the key goes with its lease.
-func (l *Locker) giveUp(ctx context.Context, s *concurrency.Session, name, key string) {
+func (l *Locker) giveUp(ctx context.Context, s *session, name, key string) {
 	finished := make(chan struct{})
 	l.wg.Go(func() {
 		defer close(finished)
@@ -471,14 +470,14 @@ func (l *Locker) giveUp(ctx context.Context, s *concurrency.Session, name, key s
 	}
 }
 
-// grant builds the lease for key, created at revision rev, and starts
-// watching for its loss.
-func (l *Locker) grant(parent context.Context, s *concurrency.Session, name, key string, rev int64) *Lease {
+// grant builds the lease for key, created at revision rev and seen still
+// held at revision seen, and starts watching for its loss.
+func (l *Locker) grant(parent context.Context, s *session, name, key string, rev, seen int64) *Lease {
 	lease := &Lease{l: l, sess: s, key: key, watched: make(chan struct{})}
 	lease.Init(parent, lock.Grant{Backend: Backend, Key: name, Fence: lock.Fence{Backend: Backend, Token: rev},
 		Observer: l.opts.Observer})
-	lease.stopSess = context.AfterFunc(s.Ctx(), func() { lease.lose(ErrSessionEnded) })
-	go lease.watch()
+	lease.stopSess = context.AfterFunc(s.Ctx(), func() { lease.lose(s.endCause()) })
+	go lease.watch(seen)
 	return lease
 }
 
@@ -490,7 +489,7 @@ func (l *Locker) grant(parent context.Context, s *concurrency.Session, name, key
 type Lease struct {
 	lock.State
 	l        *Locker
-	sess     *concurrency.Session
+	sess     *session
 	key      string
 	stopSess func() bool
 	watched  chan struct{} // closed when watch returns
@@ -507,24 +506,105 @@ func (l *Lease) EtcdKey() string { return l.key }
 // LeaseID is the etcd lease the key is attached to (the Locker's session's).
 func (l *Lease) LeaseID() clientv3.LeaseID { return l.sess.Lease() }
 
-// watch cancels the lease when its key is deleted. It starts from the
-// key's create revision, so a deletion before the watch is set up counts.
-func (l *Lease) watch() {
+// Deadline is when the lease ends on this process's clock unless its
+// session's keepalive is answered before: the send time of the last
+// answered keepalive (or of the grant) plus the etcd lease's TTL, less the
+// drift allowance of lock.ValidUntil. Keepalives go every TTL/3.
+func (l *Lease) Deadline() time.Time { return l.sess.Deadline() }
+
+// Err is nil while the lease holds, else why not: the loss (wrapping
+// lock.ErrLost) or lock.ErrReleased. A deadline that passed counts even
+// before its timer has fired.
+func (l *Lease) Err() error {
+	if err := l.State.Err(); err != nil {
+		return err
+	}
+	if err := l.sess.overdue(); err != nil {
+		return l.LostError("lock", err)
+	}
+	return nil
+}
+
+// watchRetry bounds the wait between reads of a lease's key when etcd
+// cannot be read: the session's deadline ends the lease meanwhile if etcd
+// is gone for good.
+const watchRetry = 500 * time.Millisecond
+
+// watch cancels the lease when its key is deleted, watching it from
+// revision seen+1 (seen: a revision at which the key was still there), so
+// a deletion before the watch is set up counts. When etcd refuses the
+// watch because it compacted its history past that revision (or the watch
+// ends without a verdict), the key is read again: still there with the
+// same create revision, it is watched from the read's revision; gone (or
+// created again), the lease is lost.
+func (l *Lease) watch(seen int64) {
 	defer close(l.watched)
-	for wr := range l.l.client.Watch(l.Context(), l.key, clientv3.WithRev(l.Fence().Token+1)) {
-		if wr.Canceled && l.Context().Err() == nil {
-			// Compacted past our revision or refused: we cannot tell
-			// whether the key is still there; presume the worst.
-			l.lose(fmt.Errorf("%w: watch on own key cancelled: %v", ErrKeyDeleted, wr.Err()))
+	ctx := l.Context()
+	for {
+		if reason := l.watchFrom(ctx, seen); reason != nil {
+			l.lose(reason)
 			return
+		}
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			at, reason, err := l.read(ctx)
+			if reason != nil {
+				l.lose(reason)
+				return
+			}
+			if err == nil {
+				seen = at
+				break
+			}
+			t := time.NewTimer(watchRetry)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+}
+
+// watchFrom watches the key from revision seen+1 until it is deleted
+// (ErrKeyDeleted), etcd refuses the watch for a reason other than a
+// compacted revision (the key presumed lost), or the watch ends without a
+// verdict (nil: ctx ended, the revision was compacted, the client closed).
+func (l *Lease) watchFrom(ctx context.Context, seen int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range l.l.client.Watch(wctx, l.key, clientv3.WithRev(seen+1)) {
+		switch {
+		case ctx.Err() != nil, wr.CompactRevision != 0:
+			return nil
+		case wr.Canceled:
+			// Refused: we cannot tell whether the key is still there;
+			// presume the worst.
+			return fmt.Errorf("%w: watch on own key cancelled: %w", ErrKeyDeleted, wr.Err())
 		}
 		for _, ev := range wr.Events {
 			if ev.Type == mvccpb.DELETE {
-				l.lose(ErrKeyDeleted)
-				return
+				return ErrKeyDeleted
 			}
 		}
 	}
+	return nil
+}
+
+// read reads the key: the revision it was read at while still held, or
+// the reason it is not (deleted, or a new key of the same name), or err
+// when etcd could not be read.
+func (l *Lease) read(ctx context.Context) (at int64, reason, err error) {
+	resp, err := l.l.client.Get(ctx, l.key)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.Fence().Token {
+		return 0, fmt.Errorf("%w (found gone when read again)", ErrKeyDeleted), nil
+	}
+	return resp.Header.Revision, nil, nil
 }
 
 // lose marks the lease lost by reason and cancels its context, unless it
@@ -541,6 +621,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	lost, err := l.BeginRelease()
 	if err != nil {
 		return err
+	}
+	if lost == nil {
+		if over := l.sess.overdue(); over != nil {
+			lost = l.LostError("lock", over)
+		}
 	}
 	l.stopSess()
 	<-l.watched

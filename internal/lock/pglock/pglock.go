@@ -8,7 +8,9 @@
 // to the fence; Release clears the token only if it is still ours. There
 // is no watchdog: a lease's local deadline (TTL less a drift allowance,
 // from before the acquiring statement) cancels its Context no later than
-// the row expires. Lock callers of one name in one process take turns
+// the row expires while Postgres' clock runs at about this process's rate;
+// a step of Postgres' clock can end the row's lease early, and then the
+// fence, not the lease, refuses the stale holder. Lock callers of one name in one process take turns
 // (package turn); across processes they poll with jittered backoff.
 // docs/locks.md says how this differs from the seeds' database lock and
 // what it does not cover.
@@ -20,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,6 +61,8 @@ type Locker struct {
 	// turns queues the Lock callers of one name in this process: only the
 	// one whose turn it is polls Postgres.
 	turns turn.Turns
+
+	cleanups sync.WaitGroup // releases still running after their Lock answered
 }
 
 // New returns a Locker over db; see Options for the defaults.
@@ -144,7 +149,7 @@ func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tri
 		case !errors.Is(err, pgx.ErrNoRows):
 			// The statement may have committed before it was cancelled or
 			// its connection broke: free the row if it carries our token.
-			l.cleanup(ctx, name, token)
+			l.cleanup(ctx, wctx, name, token)
 			*tries++
 			if wctx.Err() != nil {
 				return nil, timeoutError(op, name, wctx)
@@ -171,39 +176,53 @@ func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tri
 }
 
 // cleanupTimeout bounds the best-effort release after an acquire whose
-// outcome is unknown.
-const cleanupTimeout = 2 * time.Second
+// outcome is unknown, and cleanupWait how long the Lock or TryLock that
+// needs it waits for it before it answers (never past its wait budget):
+// the release goes on in the background, and Close waits for it. A slow
+// database must not stretch the answer past the budget.
+const (
+	cleanupTimeout = 2 * time.Second
+	cleanupWait    = 100 * time.Millisecond
+)
 
-func (l *Locker) cleanup(ctx context.Context, name, token string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	_, _ = l.db.Exec(cctx, releaseSQL, name, token)
+// cleanup frees name's row if it carries token, in the background; it
+// waits for that until wctx ends and at most cleanupWait.
+func (l *Locker) cleanup(ctx, wctx context.Context, name, token string) {
+	finished := make(chan struct{})
+	l.cleanups.Go(func() {
+		defer close(finished)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = l.db.Exec(cctx, releaseSQL, name, token)
+	})
+	t := time.NewTimer(cleanupWait)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-wctx.Done():
+	case <-t.C:
+	}
 }
+
+// Close waits for the releases still running in the background after
+// acquires of unknown outcome (each at most 2s). The Locker stays usable.
+func (l *Locker) Close() { l.cleanups.Wait() }
 
 // timeoutError reports giving up: lock.ErrTimeout wrapping ctx's error.
 func timeoutError(op, name string, ctx context.Context) error {
 	return &lock.Error{Backend: Backend, Op: op, Key: name, Err: fmt.Errorf("%w: %w", lock.ErrTimeout, ctx.Err())}
 }
 
-// driftFactor and driftFloor shorten the local deadline below the TTL, for
-// clock-rate differences between this process and Postgres.
-const (
-	driftFactor = 100 // TTL/100
-	driftFloor  = 2 * time.Millisecond
-)
-
 // grant builds the lease for an acquisition whose statement was sent at
 // sent, and arms the timer that declares it lost at its local deadline.
 // endTurn ends the caller's turn for name (see turn.Turns); the lease calls
 // it once, when it ends.
 func (l *Locker) grant(parent context.Context, name, token string, fence int64, sent time.Time, endTurn func()) *Lease {
-	ttl := l.opts.TTL
-	d := max(ttl-ttl/driftFactor-driftFloor, ttl/2)
 	lease := &Lease{l: l, token: token, endTurn: endTurn}
 	lease.Init(parent, lock.Grant{Backend: Backend, Key: name, Fence: lock.Fence{Backend: Backend, Token: fence},
 		Observer: l.opts.Observer})
 	// At the deadline the row is free to take over: let a local waiter try.
-	lease.ExpireAt(sent.Add(d), endTurn)
+	lease.ExpireAt(lock.ValidUntil(sent, l.opts.TTL), endTurn)
 	return lease
 }
 

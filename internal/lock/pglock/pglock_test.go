@@ -311,3 +311,71 @@ func TestLocalWaitersQueueAtTheGate(t *testing.T) {
 		t.Errorf("%d names still queued after every lease was released", n)
 	}
 }
+
+// lostReplyDB runs the first acquire for real and then reports it failed
+// (its reply lost, as on a dropped connection), and holds every release
+// until unblock is closed (a database that answers no more).
+type lostReplyDB struct {
+	DB
+	drop    atomic.Bool
+	unblock chan struct{}
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+func (d *lostReplyDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if sql == acquireSQL && d.drop.CompareAndSwap(true, false) {
+		var fence int64
+		if err := d.DB.QueryRow(ctx, sql, args...).Scan(&fence); err != nil {
+			return errRow{err}
+		}
+		return errRow{errors.New("connection reset after the statement ran")}
+	}
+	return d.DB.QueryRow(ctx, sql, args...)
+}
+
+func (d *lostReplyDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if sql == releaseSQL {
+		select {
+		case <-d.unblock:
+		case <-ctx.Done():
+			return pgconn.CommandTag{}, ctx.Err()
+		}
+	}
+	return d.DB.Exec(ctx, sql, args...)
+}
+
+// TestCleanupAfterLostReplyWithinBudget: an acquire that ran but whose
+// reply was lost is cleaned up (the row freed by token) without holding
+// the caller past its budget when the database is slow to answer: the
+// cleanup goes on in the background, and Close waits for it.
+func TestCleanupAfterLostReplyWithinBudget(t *testing.T) {
+	_, pool := newDB(t)
+	ctx := context.Background()
+	db := &lostReplyDB{DB: pool, unblock: make(chan struct{})}
+	db.drop.Store(true)
+	const wait = 500 * time.Millisecond
+	l := New(db, Options{Options: lock.Options{Wait: wait}})
+	start := time.Now()
+	lease, err := l.Lock(ctx, "lost-reply")
+	took := time.Since(start)
+	if lease != nil || err == nil {
+		t.Fatalf("Lock with its reply lost = %v, %v; want an error", lease, err)
+	}
+	if took > wait {
+		t.Errorf("Lock answered after %v, want within its %v budget: it waited for the hung cleanup", took, wait)
+	} else {
+		t.Logf("Lock answered after %v (budget %v)", took, wait)
+	}
+	var token *string
+	if err := pool.QueryRow(ctx, `SELECT token FROM locks WHERE name = 'lost-reply'`).Scan(&token); err != nil || token == nil {
+		t.Fatalf("the acquire that lost its reply left no held row (token %v, %v): nothing to clean up, the test proves nothing", token, err)
+	}
+	close(db.unblock)
+	l.Close() // waits for the cleanup
+	if err := pool.QueryRow(ctx, `SELECT token FROM locks WHERE name = 'lost-reply'`).Scan(&token); err != nil || token != nil {
+		t.Errorf("after Close the row's token is %v (%v), want NULL: the cleanup freed nothing", token, err)
+	}
+}

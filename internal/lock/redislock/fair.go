@@ -44,9 +44,10 @@ func NewFair(rdb redis.UniversalClient, opts Options) *Fair {
 
 // Close stops the subscription that wakes waiters, if one is running (it
 // also stops by itself a few seconds after the last waiter), and waits for
-// its goroutine to exit. The lock stays usable: held leases can be
-// released, and later waiters re-check with backoff.
-func (f *Fair) Close() { f.notify.close() }
+// its goroutine to exit, and for the queue cleanups still running after
+// Locks that gave up (each at most 2s). The lock stays usable: held leases
+// can be released, and later waiters re-check with backoff.
+func (f *Fair) Close() { f.close() }
 
 // Lock acquires key in its turn: when the lock is free and nobody queues
 // for it, at once; else it queues behind the waiters already there and
@@ -145,10 +146,12 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 			w.leave()
 		}
 		if queued && !granted {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
-			_, n, _ := redisscript.Run(cctx, f.rdb, fairRelease, k.keys, token, k.channel)
-			cancel()
-			*trips += n
+			*trips++
+			f.cleanups.run(wctx, func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
+				defer cancel()
+				_, _, _ = redisscript.Run(cctx, f.rdb, fairRelease, k.keys, token, k.channel)
+			})
 		}
 	}()
 	bo := newBackoff(o.MinBackoff, o.MaxBackoff)
@@ -175,7 +178,7 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 		}
 		queued = true
 		if w == nil && f.notify != nil {
-			if w = f.notify.joinAddressed(wctx, k.channel, token); w != nil && w.ready == nil {
+			if w = f.notify.joinAddressed(k.channel, token); w != nil && w.ready == nil {
 				// Already subscribed, but our notice may have come between
 				// the try and joining: try again, now sure to hear the next.
 				continue

@@ -28,23 +28,11 @@ func LostReason(err error) string {
 	return "lost"
 }
 
-// driftFactor and driftFloor shorten the local validity deadline below the
-// TTL, for clock-rate differences between this process and Redis (as Redlock does).
-const (
-	driftFactor = 100 // TTL/100
-	driftFloor  = 2 * time.Millisecond
-)
-
 // validUntil is the local validity deadline of a key whose TTL was set by a
 // command sent at sent: measured on the monotonic clock from before the
-// send, so a slow reply only makes it earlier than Redis', never later.
-func validUntil(sent time.Time, ttl time.Duration) time.Time {
-	d := ttl - ttl/driftFactor - driftFloor
-	if d < ttl/2 {
-		d = ttl / 2
-	}
-	return sent.Add(d)
-}
+// send, so a slow reply only makes it earlier than Redis', never later,
+// and less the drift allowance of lock.ValidUntil.
+func validUntil(sent time.Time, ttl time.Duration) time.Time { return lock.ValidUntil(sent, ttl) }
 
 // hold is one acquisition in Redis: its token, fence, local validity
 // deadline and, when it has one, the watchdog goroutine that renews it. A

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,8 +16,34 @@ import (
 )
 
 // cleanupTimeout bounds the best-effort delete after an acquire whose
-// outcome is unknown.
-const cleanupTimeout = 2 * time.Second
+// outcome is unknown, and cleanupWait how long the Lock or TryLock that
+// needs it waits for it before it answers (never past its wait budget):
+// the delete goes on in the background, and Close waits for it. An
+// unresponsive Redis must not stretch the answer past the budget.
+const (
+	cleanupTimeout = 2 * time.Second
+	cleanupWait    = 100 * time.Millisecond
+)
+
+// cleanups runs the deletes that may outlive the call that needed them.
+type cleanups struct{ wg sync.WaitGroup }
+
+// run runs f in a goroutine that close waits for, and waits for it until
+// it ends, wctx ends (the caller's budget) or cleanupWait has passed.
+func (c *cleanups) run(wctx context.Context, f func()) {
+	finished := make(chan struct{})
+	c.wg.Go(func() {
+		defer close(finished)
+		f()
+	})
+	t := time.NewTimer(cleanupWait)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-wctx.Done():
+	case <-t.C:
+	}
+}
 
 // withDefaults fills the documented defaults into the zero fields.
 func (o Options) withDefaults() Options {
@@ -61,26 +88,35 @@ func NewMutex(rdb redis.UniversalClient, opts Options) *Mutex {
 }
 
 // base is what a Mutex, Reentrant and Fair lock are built on: the client,
-// the options with their defaults, and the subscription that wakes waiters.
+// the options with their defaults, the subscription that wakes waiters,
+// and the cleanups that outlive their calls.
 type base struct {
-	rdb    redis.UniversalClient
-	opts   Options
-	notify *notifier // nil when PollOnly
+	rdb      redis.UniversalClient
+	opts     Options
+	notify   *notifier // nil when PollOnly
+	cleanups *cleanups
 }
 
 func newBase(rdb redis.UniversalClient, opts Options) base {
-	b := base{rdb: rdb, opts: opts.withDefaults()}
+	b := base{rdb: rdb, opts: opts.withDefaults(), cleanups: &cleanups{}}
 	if !b.opts.PollOnly {
 		b.notify = newNotifier(rdb)
 	}
 	return b
 }
 
+// close stops the subscription and waits for the cleanups in flight.
+func (b *base) close() {
+	b.notify.close()
+	b.cleanups.wg.Wait()
+}
+
 // Close stops the subscription that wakes waiters, if one is running (it
 // also stops by itself a few seconds after the last waiter), and waits for
-// its goroutine to exit. The Mutex stays usable: held leases can be
-// released, and later waiters poll.
-func (m *Mutex) Close() { m.notify.close() }
+// its goroutine to exit and for the deletes still running after acquires
+// of unknown outcome (each at most 2s). The Mutex stays usable: held
+// leases can be released, and later waiters poll.
+func (m *Mutex) Close() { m.close() }
 
 // Lock acquires key, waiting while it is held until a release notice (or,
 // when that is lost, a timed retry) lets it try again, for at most
@@ -116,7 +152,7 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 		}
 	}
 	h := newHold(Backend, key, token, &m.opts, renew)
-	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
+	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, m.cleanups, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return redisscript.Run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
 		},
@@ -152,9 +188,9 @@ func (b *base) release(ctx context.Context, l *Lease, script *redis.Script, keys
 // tries when wait is set: parked until a release notice on channel when
 // notify is set (see notifier), else sleeping with backoff. try runs the
 // script once with the given fence floor; cleanup removes our key after a
-// try whose outcome is unknown. It returns the fence and when the granting
-// command was sent.
-func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int, notify *notifier, channel string,
+// try whose outcome is unknown, run by cl. It returns the fence and when
+// the granting command was sent.
+func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int, notify *notifier, cl *cleanups, channel string,
 	try func(ctx context.Context, floor string) (any, int, error), cleanup func(context.Context)) (int64, time.Time, error) {
 	floor := o.startFloor()
 	wctx, cancel := o.WaitContext(ctx, wait)
@@ -172,13 +208,18 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 	for {
 		r, sent, err := tryScript(wctx, o, op, key, &floor, trips, try, func() {
 			// Delete our key (by token) rather than leave it until its TTL.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
-			cleanup(cctx)
-			cancel()
 			*trips++
+			cl.run(wctx, func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
+				defer cancel()
+				cleanup(cctx)
+			})
 		})
 		if err != nil {
 			return 0, time.Time{}, err
+		}
+		if w != nil {
+			w.tried()
 		}
 		switch {
 		case r[0] == 1 && len(r) >= 2:
@@ -190,7 +231,7 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 			return 0, time.Time{}, &lock.Error{Backend: Backend, Op: op, Key: key, Err: lock.ErrNotAcquired}
 		}
 		if w == nil && notify != nil {
-			if w = notify.join(wctx, channel); w != nil && w.ready == nil {
+			if w = notify.join(channel); w != nil && w.ready == nil {
 				// Already subscribed, but the release may have come between
 				// the try and joining: try again, now sure to hear the next.
 				continue

@@ -242,7 +242,9 @@ func TestLostReplyLeavesNoOrphan(t *testing.T) {
 	drop.Store(true)
 	lossy := client(t, url, evalHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		err := next(ctx, cmd)
-		if drop.CompareAndSwap(true, false) { // only the first command: the acquire
+		// Only the first command that ran: the acquire (a NOSCRIPT reply
+		// passes, so that the script really runs when sent again).
+		if err == nil && drop.CompareAndSwap(true, false) {
 			cmd.SetErr(context.DeadlineExceeded)
 			return context.DeadlineExceeded
 		}
@@ -379,5 +381,88 @@ func TestLeaseContext(t *testing.T) {
 	}
 	if cause := context.Cause(l2.Context()); !errors.Is(cause, lock.ErrReleased) {
 		t.Errorf("lease context cause after Release = %v, want lock.ErrReleased", cause)
+	}
+}
+
+// TestCleanupAfterLostReplyWithinBudget: the acquire script runs but its
+// reply is lost, and the release that cleans up after it hangs (a Redis
+// that stopped answering): Lock still answers within its budget, and the
+// cleanup goes on in the background (Close waits for it), deleting the
+// key once Redis answers again.
+func TestCleanupAfterLostReplyWithinBudget(t *testing.T) {
+	url := sharedRedis(t)
+	bg := context.Background()
+	check := client(t, url)
+	var drop atomic.Bool
+	unblock := make(chan struct{})
+	releases := map[string]bool{}
+	for _, s := range []*redis.Script{mutexRelease, reentrantRelease, fairRelease} {
+		releases[s.Hash()] = true
+	}
+	// Loaded, so that every script goes by EVALSHA (which the hook tells
+	// apart) and no NOSCRIPT reply takes the place of the acquire's.
+	for _, s := range []*redis.Script{mutexAcquire, reentrantAcquire, fairAcquire, mutexRelease, reentrantRelease, fairRelease} {
+		if err := s.Load(bg, check).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lossy := client(t, url, evalHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if a := cmd.Args(); len(a) > 1 && releases[fmt.Sprint(a[1])] {
+			select { // a Redis that answers no more, until unblock
+			case <-unblock:
+			case <-ctx.Done():
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		if err == nil && drop.CompareAndSwap(true, false) { // the acquire: ran, reply lost
+			cmd.SetErr(context.DeadlineExceeded)
+			return context.DeadlineExceeded
+		}
+		return err
+	}))
+	const wait = 500 * time.Millisecond
+	opts := Options{Options: lock.Options{Wait: wait}}
+	m, r, f := NewMutex(lossy, opts), NewReentrant(lossy, opts), NewFair(lossy, opts)
+	tests := []struct {
+		name  string
+		lock  func(ctx context.Context, key string) (lock.Lease, error)
+		close func()
+		left  func(key string) int64 // the keys of the lock still in Redis
+	}{
+		{"Mutex", m.Lock, m.Close, func(key string) int64 { return check.Exists(bg, key).Val() }},
+		{"Reentrant", func(ctx context.Context, key string) (lock.Lease, error) {
+			return r.Lock(lock.WithOwner(ctx, "o"), key)
+		}, r.Close, func(key string) int64 { return check.Exists(bg, key).Val() }},
+		{"Fair", f.Lock, f.Close, func(key string) int64 { return check.Exists(bg, fairKeysT(t, key).keys[:3]...).Val() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "lock:{cleanup-budget-" + tt.name + "}"
+			drop.Store(true)
+			start := time.Now()
+			l, err := tt.lock(bg, key)
+			took := time.Since(start)
+			if l != nil || err == nil {
+				t.Fatalf("Lock(%q) with its reply lost = %v, %v; want an error", key, l, err)
+			}
+			if took > wait {
+				t.Errorf("Lock(%q) answered after %v, want within its %v budget: it waited for the hung cleanup", key, took, wait)
+			} else {
+				t.Logf("Lock(%q) answered after %v (budget %v)", key, took, wait)
+			}
+			if n := tt.left(key); n == 0 {
+				t.Fatalf("the acquire that lost its reply left no key: nothing to clean up, the test proves nothing")
+			}
+		})
+	}
+	close(unblock)
+	for _, tt := range tests {
+		tt.close() // waits for the cleanups
+		if n := tt.left("lock:{cleanup-budget-" + tt.name + "}"); n != 0 {
+			t.Errorf("%s: %d keys left after Close, want the cleanup to have deleted them", tt.name, n)
+		}
 	}
 }

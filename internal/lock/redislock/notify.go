@@ -24,19 +24,34 @@ const subscriberIdle = 2 * time.Second
 // first needs it and closed after subscriberIdle without waiters; each lock
 // key with local waiters has its channel subscribed on it (releaseChannel).
 // A release notice wakes one local waiter, the first parked; the others stay
-// parked. A notice that is lost (the connection dropped, a key that expired
+// parked. A woken waiter that leaves without a try's answer passes the
+// notice on to the next parked one (leave). A notice that is lost (the connection dropped, a key that expired
 // or was deleted without a release) is covered by the waiters' own timed
 // retries (Options.PollInterval, and the holder's remaining TTL).
 type notifier struct {
 	rdb    redis.UniversalClient
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the subscriber goroutines
+	wg     sync.WaitGroup // the subscriber and sender goroutines
 
 	mu     sync.Mutex
 	closed bool
 	ps     *redis.PubSub // the running subscriber's, nil when none runs
 	chans  map[string]*channel
+	// ops are the subscription changes decided under mu, which the sender
+	// goroutine (sending: one runs) sends in that order, outside mu: a
+	// SUBSCRIBE on a new connection can take a dial and a handshake, and
+	// must not hold up the waiters and notices of every other key.
+	ops     []psOp
+	sending bool
+}
+
+// psOp is one change to a subscriber's subscriptions: SUBSCRIBE chans,
+// UNSUBSCRIBE chans (unsub), or closing it (close).
+type psOp struct {
+	ps           *redis.PubSub
+	chans        []string
+	unsub, close bool
 }
 
 // channel is one release channel's local waiters. Guarded by notifier.mu.
@@ -61,6 +76,11 @@ type waiter struct {
 	// is its token wakes it and no other. "" for Mutex and Reentrant.
 	token   string
 	noticed bool // an addressed notice came while it was not parked; guarded by notifier.mu
+	// notice: the waiter was woken by a notice (or took a pending one)
+	// that no try of its own has used yet. If it leaves so, the notice
+	// goes on to the next parked waiter (leave): the release it announced
+	// may have freed the lock for them. Only the waiter's goroutine uses it.
+	notice bool
 }
 
 func newNotifier(rdb redis.UniversalClient) *notifier {
@@ -71,14 +91,14 @@ func newNotifier(rdb redis.UniversalClient) *notifier {
 // join registers a waiter on name, subscribing to it (and starting the
 // subscriber) if no local waiter was on it. It returns nil after close:
 // the caller then polls.
-func (n *notifier) join(ctx context.Context, name string) *waiter {
-	return n.joinAddressed(ctx, name, "")
+func (n *notifier) join(name string) *waiter {
+	return n.joinAddressed(name, "")
 }
 
 // joinAddressed is join for a waiter that only notices carrying token as
 // their payload wake (the Fair lock's, whose releases name the next in
 // line). A notice with an empty payload wakes one waiter as in join.
-func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waiter {
+func (n *notifier) joinAddressed(name, token string) *waiter {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -88,13 +108,14 @@ func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waite
 	if c == nil {
 		start := n.ps == nil
 		if start {
-			n.ps = n.rdb.Subscribe(n.ctx)
+			n.ps = n.rdb.Subscribe(n.ctx) // no channel yet: no command sent
 		}
-		// Sent under n.mu so that SUBSCRIBE and reap's UNSUBSCRIBE reach
-		// Redis in the order they were decided. An error (Redis unreachable)
-		// leaves the channel recorded: go-redis subscribes it when the
-		// subscriber reconnects, and until then this waiter polls.
-		_ = n.ps.Subscribe(ctx, name)
+		// Sent by the sender, after every change decided before, so that
+		// SUBSCRIBE and reap's UNSUBSCRIBE reach Redis in the order they
+		// were decided. Until Redis confirms it this waiter polls; an error
+		// (Redis unreachable) leaves the channel recorded: go-redis
+		// subscribes it when the subscriber reconnects.
+		n.send(psOp{ps: n.ps, chans: []string{name}})
 		c = &channel{ready: make(chan struct{})}
 		n.chans[name] = c
 		if start {
@@ -114,6 +135,42 @@ func (n *notifier) joinAddressed(ctx context.Context, name, token string) *waite
 		w.ready = c.ready
 	}
 	return w
+}
+
+// send queues op for the sender goroutine, starting one if none runs.
+// Called with n.mu held.
+func (n *notifier) send(op psOp) {
+	n.ops = append(n.ops, op)
+	if !n.sending {
+		n.sending = true
+		n.wg.Add(1)
+		go n.sendOps()
+	}
+}
+
+// sendOps sends the queued subscription changes in order until none is
+// left. After close they fail at once on the closed subscriber.
+func (n *notifier) sendOps() {
+	defer n.wg.Done()
+	for {
+		n.mu.Lock()
+		if len(n.ops) == 0 {
+			n.sending = false
+			n.mu.Unlock()
+			return
+		}
+		op := n.ops[0]
+		n.ops = n.ops[1:]
+		n.mu.Unlock()
+		switch {
+		case op.close:
+			_ = op.ps.Close()
+		case op.unsub:
+			_ = op.ps.Unsubscribe(n.ctx, op.chans...)
+		default:
+			_ = op.ps.Subscribe(n.ctx, op.chans...)
+		}
+	}
 }
 
 // close stops the subscriber and waits for it to exit. Waiters still parked
@@ -227,11 +284,11 @@ func (n *notifier) reap(ps *redis.PubSub) bool {
 		if n.ps == ps {
 			n.ps = nil
 		}
-		_ = ps.Close()
+		n.send(psOp{ps: ps, close: true})
 		return true
 	}
 	if len(idle) > 0 {
-		_ = ps.Unsubscribe(n.ctx, idle...)
+		n.send(psOp{ps: ps, chans: idle, unsub: true})
 	}
 	return false
 }
@@ -276,6 +333,7 @@ func (w *waiter) park(ctx context.Context, t *time.Timer) bool {
 			w.noticed = false
 		} else {
 			c.pending = false
+			w.notice = w.token == ""
 		}
 		n.mu.Unlock()
 		return true
@@ -285,6 +343,7 @@ func (w *waiter) park(ctx context.Context, t *time.Timer) bool {
 	n.mu.Unlock()
 	select {
 	case <-w.wake:
+		w.notice = w.token == ""
 		return true
 	case <-w.ready:
 		w.ready = nil
@@ -312,18 +371,34 @@ func (w *waiter) unpark(givingUp bool) {
 		return
 	}
 	<-w.wake // wakeOne sent it under n.mu, before w.parked became false
-	if givingUp && w.token == "" {
+	switch {
+	case w.token != "":
 		// An addressed notice is not passed on: the Fair lock's waiter
 		// leaving the queue wakes the next in line itself.
+	case givingUp:
 		c.wakeOne()
+	default:
+		w.notice = true
 	}
 }
 
-// leave ends w's wait (acquired, failed or given up). w is not parked.
+// tried records that a try of w's got its answer (granted, or held by
+// someone else): the notice it was woken by, if any, is used.
+func (w *waiter) tried() { w.notice = false }
+
+// leave ends w's wait (acquired, failed or given up). w is not parked. A
+// notice it was woken by and did not use goes on to the next parked
+// waiter: a waiter that leaves once woken (its budget ended, its caller
+// gave up or its try failed before the try's answer) must not keep the
+// others parked until their timed retries.
 func (w *waiter) leave() {
 	n, c := w.n, w.c
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if w.notice {
+		w.notice = false
+		c.wakeOne()
+	}
 	if w.token != "" {
 		delete(c.addressed, w.token)
 	}

@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
@@ -330,5 +333,194 @@ func TestOverlapManyWaiters(t *testing.T) {
 				t.Errorf("%s: %d critical sections (want %d), %d overlapped another, %d updates lost; want 0 and 0", tt.name, entries, goroutines*iters, overlaps, lost)
 			}
 		})
+	}
+}
+
+type cancelKey struct{}
+
+// TestNoticeOfAWaiterThatQuitsIsPassedOn: a release notice wakes one
+// parked waiter; if that waiter leaves before its try used the notice (its
+// try failed, or its caller gave up), the notice goes on to the next
+// parked waiter, so the others still get the lock right after the release
+// rather than at their timed retries, a minute away and past their budget.
+// The woken waiter is made to quit through Options.FenceFloor, which its
+// try asks once it finds the fencing counter gone.
+func TestNoticeOfAWaiterThatQuitsIsPassedOn(t *testing.T) {
+	url := sharedRedis(t)
+	check := client(t, url)
+	ctx := context.Background()
+	quits := []struct {
+		name string
+		quit func(ctx context.Context) error // what the woken waiter's FenceFloor does
+		want error
+	}{
+		{"try fails", func(context.Context) error { return errors.New("fence floor unavailable") }, nil},
+		{"caller gives up", func(ctx context.Context) error {
+			ctx.Value(cancelKey{}).(context.CancelFunc)()
+			return ctx.Err()
+		}, lock.ErrTimeout},
+	}
+	for _, lk := range lockers {
+		for _, q := range quits {
+			t.Run(lk.name+"/"+q.name, func(t *testing.T) {
+				const n, wait = 12, 8 * time.Second
+				var tries atomic.Int64
+				var armed atomic.Bool
+				opts := Options{Options: lock.Options{Wait: wait}, PollInterval: time.Minute,
+					FenceFloor: func(ctx context.Context, _ string) (int64, error) {
+						if armed.CompareAndSwap(true, false) {
+							return 0, q.quit(ctx)
+						}
+						return 0, nil
+					}}
+				lock := lk.new(t, client(t, url, acquireCounter(&tries)), opts)
+				key := "lock:{quit-" + lk.name + "-" + strings.ReplaceAll(q.name, " ", "-") + "}"
+				held, err := lock(ctx, "holder", key)
+				if err != nil {
+					t.Fatalf("holder Lock(%q) = %v", key, err)
+				}
+				var released atomic.Int64 // UnixNano of the holder's release
+				var wg sync.WaitGroup
+				var acquired atomic.Int64
+				var mu sync.Mutex
+				var quitErrs []error
+				for g := range n {
+					wg.Go(func() {
+						wctx, cancel := context.WithCancel(ctx)
+						defer cancel()
+						l, err := lock(context.WithValue(wctx, cancelKey{}, context.CancelFunc(cancel)), fmt.Sprint("waiter-", g), key)
+						if err != nil {
+							mu.Lock()
+							quitErrs = append(quitErrs, err)
+							mu.Unlock()
+							return
+						}
+						if late := time.Since(time.Unix(0, released.Load())); late > 2*time.Second {
+							t.Errorf("waiter %d acquired %v after the release, want well within 2s (its timed retry is a minute away, its budget %v)", g, late, wait)
+						}
+						acquired.Add(1)
+						if err := l.Release(ctx); err != nil {
+							t.Errorf("waiter %d: Release = %v", g, err)
+						}
+					})
+				}
+				subscribed(t, check, key)
+				// The holder's two tries (the first found no fencing counter),
+				// then two per waiter before it parks.
+				testenv.WaitFor(t, "every waiter's two tries", 5*time.Second, func() bool { return tries.Load() >= 2+2*n })
+				// The next acquire finds no fencing counter and asks
+				// FenceFloor, which makes that waiter quit.
+				fk, _ := fenceKey(key)
+				if err := check.Del(ctx, fk).Err(); err != nil {
+					t.Fatal(err)
+				}
+				armed.Store(true)
+				released.Store(time.Now().UnixNano())
+				if err := held.Release(ctx); err != nil {
+					t.Fatalf("holder Release = %v", err)
+				}
+				wg.Wait()
+				if len(quitErrs) != 1 || (q.want != nil && !errors.Is(quitErrs[0], q.want)) {
+					t.Errorf("waiters that failed: %v, want the one made to quit (%v)", quitErrs, q.want)
+				}
+				if got := acquired.Load(); got != n-1 {
+					t.Errorf("%d of the %d other waiters acquired, want all", got, n-1)
+				}
+			})
+		}
+	}
+}
+
+// slowSubscriber is a client whose pub/sub connections go to another
+// address (a cut link: SUBSCRIBE never gets its answer), while its other
+// commands reach Redis.
+type slowSubscriber struct {
+	redis.UniversalClient
+	sub *redis.Client
+}
+
+func (s slowSubscriber) Subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	return s.sub.Subscribe(ctx, channels...)
+}
+
+// TestSlowSubscribeBlocksNoOne: a waiter whose SUBSCRIBE hangs (a new
+// connection to Redis that gets no answer) must not hold up the other
+// waiters of its lock, nor itself, past their budget: they fall back to
+// timed retries until the subscription is confirmed. The subscription
+// used to be sent under the notifier's mutex, which every join, park and
+// leave takes.
+func TestSlowSubscribeBlocksNoOne(t *testing.T) {
+	url := sharedRedis(t)
+	ctx := context.Background()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait, hang = 500 * time.Millisecond, 5 * time.Second
+	proxy, err := localstack.StartNetProxy("redis-"+t.Name(), opts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan struct{}, 1)
+	subOpts := *opts
+	subOpts.Addr = proxy.Addr
+	subOpts.ReadTimeout, subOpts.WriteTimeout = hang, hang
+	subOpts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		select {
+		case dialed <- struct{}{}:
+		default:
+		}
+		return c, err
+	}
+	sub := redis.NewClient(&subOpts)
+	t.Cleanup(func() { _ = sub.Close() })
+	m := NewMutex(slowSubscriber{UniversalClient: client(t, url), sub: sub}, Options{Options: lock.Options{Wait: wait}})
+	t.Cleanup(func() {
+		proxy.Stop() // first: the hung SUBSCRIBE then fails at once, and Close need not wait for it
+		m.Close()
+	})
+
+	holder := NewMutex(client(t, url), Options{})
+	for _, key := range []string{"lock:{slow-sub-1}", "lock:{slow-sub-2}"} {
+		l, err := holder.Lock(ctx, key)
+		if err != nil {
+			t.Fatalf("holder Lock(%q) = %v", key, err)
+		}
+		defer l.Release(ctx)
+	}
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	lockTimed := func(key string) <-chan result {
+		got := make(chan result, 1)
+		go func() {
+			start := time.Now()
+			_, err := m.Lock(ctx, key)
+			got <- result{time.Since(start), err}
+		}()
+		return got
+	}
+	first := lockTimed("lock:{slow-sub-1}")
+	select {
+	case <-dialed: // its SUBSCRIBE is on its way, on a connection that gets no answer
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first waiter's subscriber never dialed")
+	}
+	second := lockTimed("lock:{slow-sub-2}")
+	for i, got := range []<-chan result{first, second} {
+		r := <-got
+		if !errors.Is(r.err, lock.ErrTimeout) {
+			t.Errorf("waiter %d: Lock = %v, want lock.ErrTimeout", i+1, r.err)
+		}
+		if r.took > wait+wait/2 {
+			t.Errorf("waiter %d gave up after %v, want within its %v budget (and some slack): the hung SUBSCRIBE (%v) held it", i+1, r.took, wait, hang)
+		} else {
+			t.Logf("waiter %d gave up after %v (budget %v)", i+1, r.took, wait)
+		}
 	}
 }

@@ -48,7 +48,7 @@ func NewReentrant(rdb redis.UniversalClient, opts Options) *Reentrant {
 }
 
 // Close stops the subscription that wakes waiters, as Mutex.Close does.
-func (r *Reentrant) Close() { r.notify.close() }
+func (r *Reentrant) Close() { r.close() }
 
 // Lock acquires key for the owner in ctx (ErrNoOwner without one), or
 // re-enters it if the owner holds it already, incrementing its count and
@@ -97,15 +97,18 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	k := entryKey{key, owner}
 	e := r.use(k)
 	defer r.unuse(k, e)
-	if wait { // the owner's other operation on key is brief, or a Lock bounded by Wait
-		sctx, cancel := context.WithTimeout(ctx, r.opts.Wait)
+	// One budget for the whole call: the wait for the owner's turn at key
+	// (its other operation there is brief, or a Lock bounded by its own
+	// Wait), then the re-entry or the wait for the lock. Each with a Wait
+	// of its own, a Lock behind the same owner's Lock that gave up waited
+	// twice Wait.
+	wctx, cancel := r.opts.WaitContext(ctx, wait)
+	defer cancel()
+	if wait {
 		select {
 		case e.sem <- struct{}{}:
-			cancel()
-		case <-sctx.Done():
-			err := timeoutError(op, key, sctx)
-			cancel()
-			return nil, err
+		case <-wctx.Done():
+			return nil, timeoutError(op, key, wctx)
 		}
 	} else {
 		select {
@@ -117,7 +120,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	defer func() { <-e.sem }()
 
 	if e.h != nil {
-		return r.reenter(ctx, op, k, e, trips)
+		return r.reenter(ctx, wctx, op, k, e, trips)
 	}
 	ch, err := releaseChannel(key)
 	if err != nil {
@@ -129,7 +132,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 		v, _, err := redisscript.Run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
 		return v == int64(1), err
 	})
-	fence, sent, err := grant(ctx, &r.opts, op, key, wait, trips, r.notify, ch,
+	fence, sent, err := grant(wctx, &r.opts, op, key, wait, trips, r.notify, r.cleanups, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return redisscript.Run(ctx, r.rdb, reentrantAcquire, keys, owner, token, ms(r.opts.TTL), floor)
 		},
@@ -151,20 +154,21 @@ func (r *Reentrant) lease(ctx context.Context, k entryKey, e *entry, h *hold, ow
 	return l
 }
 
-// reenter increments the count of the hold e has. Called with e.sem held.
-func (r *Reentrant) reenter(ctx context.Context, op string, k entryKey, e *entry, trips *int) (*Lease, error) {
+// reenter increments the count of the hold e has, by a script bounded by
+// wctx; the lease derives from ctx. Called with e.sem held.
+func (r *Reentrant) reenter(ctx, wctx context.Context, op string, k entryKey, e *entry, trips *int) (*Lease, error) {
 	h := e.h
 	if err := h.err(); err != nil {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: k.key, Err: fmt.Errorf("re-entry: %w", err)}
 	}
 	e.seq++
 	sent := time.Now()
-	v, n, err := redisscript.Run(ctx, r.rdb, reentrantEnter, e.keys[:1], k.owner, h.token, ms(r.opts.TTL), strconv.FormatInt(e.seq, 10))
+	v, n, err := redisscript.Run(wctx, r.rdb, reentrantEnter, e.keys[:1], k.owner, h.token, ms(r.opts.TTL), strconv.FormatInt(e.seq, 10))
 	*trips += n
 	if err != nil {
 		// If it ran, Redis counts one more than we do; harmless, as the
 		// last release deletes the hold whatever the count.
-		return nil, &lock.Error{Backend: Backend, Op: op, Key: k.key, Err: err}
+		return nil, tryError(wctx, op, k.key, err)
 	}
 	if c, ok := v.(int64); !ok || c < 0 {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: k.key, Err: fmt.Errorf("%w: %v", errUnexpectedReply, v)}

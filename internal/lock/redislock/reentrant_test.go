@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,5 +304,45 @@ func TestKindsExcludeEachOther(t *testing.T) {
 	}
 	if err := rl.Release(owner); err != nil {
 		t.Errorf("Reentrant Release = %v", err)
+	}
+}
+
+// TestReentrantWaitsOneBudget: two Locks of one owner on a key another
+// owner holds: the second waits for the first's turn (the owner's
+// operations on a key take turns) and then, the first having given up,
+// for the lock itself. Both waits come out of one budget: no Lock returns
+// later than Options.Wait after it was called.
+func TestReentrantWaitsOneBudget(t *testing.T) {
+	url := sharedRedis(t)
+	var tries atomic.Int64
+	const wait = time.Second
+	r := closing(t, NewReentrant(client(t, url, acquireCounter(&tries)), Options{Options: lock.Options{Wait: wait}}))
+	bg := context.Background()
+	const key = "lock:{re-budget}"
+	held, err := NewReentrant(client(t, url), Options{}).Lock(lock.WithOwner(bg, "holder"), key)
+	if err != nil {
+		t.Fatalf("holder Lock = %v", err)
+	}
+	defer held.Release(lock.WithOwner(bg, "holder"))
+	owner := lock.WithOwner(bg, "o")
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.Lock(owner, key)
+		first <- err
+	}()
+	testenv.WaitFor(t, "the first Lock's try", 5*time.Second, func() bool { return tries.Load() >= 1 })
+	start := time.Now()
+	_, err = r.Lock(owner, key)
+	took := time.Since(start)
+	if !errors.Is(err, lock.ErrTimeout) {
+		t.Errorf("second Lock of the owner = %v, want lock.ErrTimeout", err)
+	}
+	if took > wait+wait/2 {
+		t.Errorf("second Lock of the owner gave up after %v, want within its %v budget (and some slack)", took, wait)
+	} else {
+		t.Logf("second Lock of the owner gave up after %v (budget %v)", took, wait)
+	}
+	if err := <-first; !errors.Is(err, lock.ErrTimeout) {
+		t.Errorf("first Lock of the owner = %v, want lock.ErrTimeout", err)
 	}
 }

@@ -57,7 +57,7 @@ func NewRWMutex(rdb redis.UniversalClient, opts Options) *RWMutex {
 }
 
 // Close stops the subscription that wakes waiters (see Mutex.Close).
-func (m *RWMutex) Close() { m.notify.close() }
+func (m *RWMutex) Close() { m.close() }
 
 // Lock takes the write side of key, waiting (at most Options.Wait, never
 // past ctx) while readers or another writer hold it.
@@ -143,7 +143,7 @@ func (m *RWMutex) take(ctx context.Context, sd side, key, op string, wait bool, 
 		}
 	}
 	h := newHold(sd.backend, key, token, &m.opts, renew)
-	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, ch,
+	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, m.cleanups, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return redisscript.Run(ctx, m.rdb, sd.acquire, keys, token, ms(m.opts.TTL), floor)
 		},

@@ -495,7 +495,7 @@ func (a *acquisition) timeout() error {
 // giveUp removes our node (if any) so that it does not hold up the
 // waiters behind it, and returns err.
 func (a *acquisition) giveUp(err error) (*Lease, error) {
-	a.l.remove(a.ctx, a.parent, a.guid, a.node)
+	a.l.remove(a.ctx, a.wctx, a.parent, a.guid, a.node)
 	return nil, err
 }
 
@@ -716,25 +716,46 @@ func (l *Locker) grant(a *acquisition, epoch uint64) (*Lease, bool) {
 	return lease, true
 }
 
-// cleanupTimeout bounds the delete when Lock gives up; past it the delete
-// goes on in the background.
-const cleanupTimeout = 2 * time.Second
+// cleanupTimeout bounds the one delete of a known node when Lock gives up
+// (past it, cleanup takes over), and cleanupWait how long the Lock waits
+// for it before it answers, never past its wait budget: a ZooKeeper that
+// does not answer must not stretch the answer past the budget.
+const (
+	cleanupTimeout = 2 * time.Second
+	cleanupWait    = 100 * time.Millisecond
+)
 
-// remove deletes an acquisition's node: node when known, else whatever
-// carries guid. Whatever cannot be done now is done in the background.
-func (l *Locker) remove(ctx context.Context, parent, guid, node string) {
+// remove deletes an acquisition's node, in the background: node when
+// known, else whatever carries guid. It waits for the delete of a known
+// node until wctx (the caller's budget) ends and at most cleanupWait.
+func (l *Locker) remove(ctx, wctx context.Context, parent, guid, node string) {
 	if parent == "" {
 		return
 	}
-	if node != "" {
+	if node == "" {
+		l.spawn(func() { l.cleanup(parent, guid) })
+		return
+	}
+	finished := make(chan struct{})
+	if !l.spawn(func() {
+		defer close(finished)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
 		err := l.delete(cctx, parent+"/"+node)
+		cancel()
 		if err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, lock.ErrClosed) {
 			return
 		}
+		l.cleanup(parent, guid)
+	}) {
+		return // closed: the session's end deletes the node
 	}
-	l.spawn(func() { l.cleanup(parent, guid) })
+	t := time.NewTimer(cleanupWait)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-wctx.Done():
+	case <-t.C:
+	}
 }
 
 // delete makes one attempt at deleting path. It does not wait through a
