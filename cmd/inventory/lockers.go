@@ -35,7 +35,10 @@ func openLockers(ctx context.Context, cfg config, pool *pgxpool.Pool, rdb redis.
 	handoff := redislock.NewMutex(rdb, redisOpts(stock.Handoff, false))
 	reentrant := redislock.NewReentrant(rdb, redisOpts(stock.Reentrant, true))
 	fair := redislock.NewFair(rdb, redisOpts(stock.Fair, true))
-	closers := []func(){mutex.Close, handoff.Close, reentrant.Close, fair.Close}
+	// pglock releases a lock whose outcome was unknown in the background;
+	// Close waits for those releases.
+	pl := pglock.New(pool, pglock.Options{Options: base})
+	closers := []func(){mutex.Close, handoff.Close, reentrant.Close, fair.Close, pl.Close}
 	closeAll = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
@@ -47,7 +50,7 @@ func openLockers(ctx context.Context, cfg config, pool *pgxpool.Pool, rdb redis.
 		stock.Handoff:   handoff,
 		stock.Reentrant: reentrant,
 		stock.Fair:      fair,
-		stock.PgLock:    pglock.New(pool, pglock.Options{Options: base}),
+		stock.PgLock:    pl,
 	}
 	if eps := cfg.etcdEndpoints(); len(eps) > 0 {
 		l, err := dialEtcd(ctx, eps, cfg, obs, log)
