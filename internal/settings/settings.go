@@ -99,6 +99,9 @@ type Strategy struct {
 	// inUse counts the sales in flight by the version of the default they
 	// began with (Use); the lease is recorded on the oldest.
 	inUse map[int64]int
+	// interrupt ends the listener's wait for a notification, so that it
+	// renews at once (nil while it does not wait).
+	interrupt context.CancelFunc
 }
 
 // renewal is one read of the setting that callers may share.
@@ -301,16 +304,22 @@ func (s *Strategy) Use(ctx context.Context) (name string, done func(), err error
 	return name, func() { once.Do(func() { s.release1(version) }) }, nil
 }
 
-// release1 ends one sale of version; the last sale of a version older than
-// the newest read renews the lease, off the old version.
+// release1 ends one sale of version; after the last sale of a version
+// older than the newest read, the lease is renewed off the old version at
+// once: by the listener (Run), which it wakes, else here.
 func (s *Strategy) release1(version int64) {
 	s.mu.Lock()
 	if s.inUse[version]--; s.inUse[version] <= 0 {
 		delete(s.inUse, version)
 	}
 	behind := version < s.version && s.oldestInUse(s.version) == s.version
+	interrupt := s.interrupt
 	s.mu.Unlock()
-	if behind {
+	switch {
+	case !behind:
+	case interrupt != nil:
+		interrupt()
+	default:
 		s.renew(context.Background())
 	}
 }
@@ -364,7 +373,14 @@ func (s *Strategy) listen(ctx context.Context, every time.Duration) {
 		// Anything switched before LISTEN took effect is read here.
 		s.renew(ctx)
 		wctx, cancel := context.WithTimeout(ctx, every)
+		s.mu.Lock()
+		s.interrupt = cancel
+		s.mu.Unlock()
+		// A timeout, or the interrupt, leaves the connection usable.
 		_, err := conn.WaitForNotification(wctx)
+		s.mu.Lock()
+		s.interrupt = nil
+		s.mu.Unlock()
 		cancel()
 		if ctx.Err() != nil || err != nil && conn.IsClosed() {
 			return
