@@ -65,7 +65,7 @@ func (h *History) WriteVisualizations(path func(product string) string, limit in
 // checkHistory checks ops, bounded by timeout per product.
 func checkHistory(initial, final map[string]history.State, ops []history.Op, timeout time.Duration) *History {
 	began := time.Now()
-	res := history.Check(initial, final, ops, timeout)
+	res := history.Check(initial, final, ops, history.Within(timeout))
 	h := &History{Verdict: string(res.Verdict)}
 	for _, p := range res.Products {
 		h.Ops += p.Ops
