@@ -386,7 +386,7 @@ func newMatrixTable(m *Matrix) *matrixTable {
 			case c.NotStruck != "":
 				mc.Class, mc.Title = "notstruck", c.NotStruck
 			case c.SafeBroke:
-				mc.Class, mc.Text = "failed", mc.Text+" BROKE"
+				mc.Class, mc.Text = "failed", mc.Text+" "+brokeLabel(c.Failing)
 			case c.Kept < c.Runs:
 				mc.Class = "expected"
 			default:
