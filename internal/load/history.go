@@ -10,10 +10,11 @@ import (
 // DefaultHistoryBudget bounds the history check of each window of a
 // product's history (see internal/history): 10 s, and 1 ms more per op.
 // Measured on the 2-core box (docs/loadtest.md): a history whose answers
-// are all definite checks at about 60,000 ops a second, so the budget is
-// far above what a sound history needs; one with many sales whose outcome
-// nobody knows can take porcupine minutes, which is why the fault matrix
-// settles those from the ledger first. Past it a window is INCONCLUSIVE,
+// are all definite checks at about 45,000 ops a second, so the budget is
+// far above what a sound history needs; one with a few sales whose outcome
+// nobody knows can take porcupine longer than any budget (200 ops, 2% of
+// them unknown: not in 10 s), which is why the fault matrix settles those
+// from the ledger first. Past it a window is INCONCLUSIVE,
 // and a safe row with an INCONCLUSIVE history fails.
 var DefaultHistoryBudget = history.Scaled(10*time.Second, time.Millisecond)
 
