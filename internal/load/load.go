@@ -488,8 +488,13 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	selling := make(chan struct{})
 	disturbed := make(chan error, 1)
 	disturbedFrom := time.Now()
+	var healed time.Time // when Disturb returned: the fault had struck and healed
 	if cfg.Disturb != nil {
-		go func() { disturbed <- cfg.Disturb(ctx, answered.Load, selling) }()
+		go func() {
+			err := cfg.Disturb(ctx, answered.Load, selling)
+			healed = time.Now() // read after the send below
+			disturbed <- err
+		}()
 	}
 	var pace <-chan struct{}
 	if cfg.Spread > 0 {
@@ -558,12 +563,10 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	elapsed := time.Since(start)
 	reads := reading.stop(cfg.Readers, elapsed.Seconds())
 	close(selling)
-	var healed time.Time
 	if cfg.Disturb != nil {
 		if err := <-disturbed; err != nil {
 			return Result{}, fmt.Errorf("fault: %w", err)
 		}
-		healed = time.Now()
 	}
 	disturbedUntil := time.Now()
 	if err := ctx.Err(); err != nil {

@@ -90,6 +90,7 @@ func runWave(ctx context.Context, c *Client, tr truth, cfg Config, sc Scenario, 
 	var next, answered atomic.Int64
 	var wg sync.WaitGroup
 	began := time.Now()
+	w.evidence.Began = began
 	for k := range min(max(cfg.Concurrency, 1), buyers) {
 		wg.Go(func() {
 			cnt := newCounts()

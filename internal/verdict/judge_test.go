@@ -34,8 +34,8 @@ func TestJudgeRules(t *testing.T) {
 			History: checked("p"),
 			Ledger:  []LedgerRow{{ID: 1, Key: "p-0", Round: 1, Strategy: "redis", Instance: "inventory-1"}},
 			Answers: []KeyedAnswer{{Key: "p-0", Definite: true, OK: true, SaleID: 1}},
-			Fault:   &Strike{Fault: "replica-kill", Healed: healed, SoldOutSent: []time.Time{healed.Add(time.Second)}},
-			Wave:    &Wave{Within: 30 * time.Second, Left: 4, Buyers: 5, Sold: 4},
+			Fault:   &Strike{Fault: "replica-kill", Healed: healed, SoldOutSent: []time.Time{healed.Add(3 * time.Second)}},
+			Wave:    &Wave{Within: 30 * time.Second, Left: 4, Buyers: 5, Sold: 4, Began: healed.Add(2 * time.Second)},
 		}
 	}
 	// A run without a fault: 15 buyers for 10 units, sold out exactly.
@@ -72,13 +72,17 @@ func TestJudgeRules(t *testing.T) {
 			e.Products[0].Final, e.Products[0].Rounds[0].Units, e.Products[0].Rounds[0].Rows, e.Products[0].OK, e.Products[0].Rounds[0].OK = 1, 9, 9, 9, 9
 			e.Wave.Sold = 3
 		}, Broken, "answered 409 sold out 1 time after the fault had healed"},
+		{"a sold-out after the heal, before the wave, while units remained that the wave then sold", faulted(), func(e *Evidence) {
+			e.Fault.SoldOutSent = append(e.Fault.SoldOutSent, healed.Add(time.Second))
+		}, Broken, "answered 409 sold out 1 time after the fault had healed, while 4 units remained, before the wave"},
 		{"a sold-out after the heal but before the wave's restock", faulted(), func(e *Evidence) {
 			// Round 1 sold out during the fault; the wave restocked round 2
 			// and its 9 buyers bought 9 of its 10 units.
 			p := &e.Products[0]
 			p.Buyers, p.OK, p.Final, p.LateSoldOut, p.LateTurnedAway = 20, 19, 1, 0, 0
 			p.Rounds = []RoundFigures{{Round: 1, Initial: 10, Units: 10, Rows: 10, OK: 10}, {Round: 2, Current: true, Initial: 10, Units: 9, Rows: 9, OK: 9}}
-			e.Wave.Left, e.Wave.Buyers, e.Wave.Sold, e.Wave.RestockedAt = 10, 9, 9, healed.Add(2*time.Second)
+			e.Wave.Left, e.Wave.Buyers, e.Wave.Sold, e.Wave.RestockedAt = 10, 9, 9, healed.Add(1500*time.Millisecond)
+			e.Fault.SoldOutSent = []time.Time{healed.Add(time.Second)}
 		}, Safe, ""},
 		{"no order of events explains the answers", plain(), func(e *Evidence) {
 			e.History.Verdict = history.NotLinearizable

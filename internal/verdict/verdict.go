@@ -115,8 +115,10 @@ type Wave struct {
 	// Left is the units of the current round as the wave began.
 	Left int64
 	// RestockedAt is when the restock before the wave was answered; zero
-	// when the run had left units and the wave bought those.
+	// when the run had left units and the wave bought those. Began is
+	// when the wave's first buyer was sent.
 	RestockedAt time.Time
+	Began       time.Time
 	Buyers      int64 // buyers sent
 	Sold        int64 // their 2xx
 	// Unanswered is the wave's buyers still without an answer when the
@@ -245,17 +247,44 @@ func (e Evidence) brokenBeyondTheLedger() []string {
 		}
 	}
 	if e.Safe && e.Fault != nil && !e.Fault.Healed.IsZero() && len(e.Products) == 1 {
-		// A 409 sent before the wave's restock had its answer was about the
-		// round the run sold out.
-		from := e.Fault.Healed
-		if e.Wave != nil && e.Wave.RestockedAt.After(from) {
-			from = e.Wave.RestockedAt
-		}
-		if _, _, w := SoldOutAfterHeal(e.Products[0].Final, from, e.Fault.SoldOutSent); w != "" {
-			why = append(why, w)
-		}
+		why = append(why, e.soldOutAfterHeal()...)
 	}
 	return why
+}
+
+// soldOutAfterHeal is SoldOutAfterHeal over a faulted run and its wave:
+// stock only falls within a round, so a 409 sent once the fault had healed
+// is false when units were still left later in its round. Those sent
+// before the wave are held against what the wave found left (unless it
+// found none and restocked: the run's round had sold out); those sent
+// during the wave, against the stock after it.
+func (e Evidence) soldOutAfterHeal() []string {
+	healed, final, sent := e.Fault.Healed, e.Products[0].Final, e.Fault.SoldOutSent
+	w := e.Wave
+	if w == nil {
+		if _, _, why := SoldOutAfterHeal(final, healed, sent); why != "" {
+			return []string{why}
+		}
+		return nil
+	}
+	var before, during []time.Time
+	for _, t := range sent {
+		if t.Before(w.Began) {
+			before = append(before, t)
+		} else {
+			during = append(during, t)
+		}
+	}
+	var out []string
+	if w.RestockedAt.IsZero() {
+		if _, _, why := SoldOutAfterHeal(w.Left, healed, before); why != "" {
+			out = append(out, why+", before the wave after the heal")
+		}
+	}
+	if _, _, why := SoldOutAfterHeal(final, healed, during); why != "" {
+		out = append(out, why+", to the wave after the heal")
+	}
+	return out
 }
 
 // history is the history check's reasons: the products no order explains
