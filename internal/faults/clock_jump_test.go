@@ -123,9 +123,9 @@ func TestApplicabilityNamesRealStrategies(t *testing.T) {
 }
 
 // TestClockJumpRecordsTheLeasesItEnded starts a real redis-server under
-// libfaketime and holds, for sku-1, a lock key with a second to live and a
+// libfaketime and holds, for sku-1, a lock key with 10 s to live and a
 // live entry of lua's leases, beside a lock key without a time to live
-// and a fencing counter (no leases): a jump of 3s ends the two leases, and
+// and a fencing counter (no leases): a jump of 30 s ends the two leases, and
 // the fault's record says so; a jump that moves the clock by nothing ends
 // none, and its record says that too.
 func TestClockJumpRecordsTheLeasesItEnded(t *testing.T) {
@@ -145,10 +145,10 @@ func TestClockJumpRecordsTheLeasesItEnded(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, err := range []error{
-			rdb.Set(ctx, "lock:{sku-1}", "holder-1", time.Second).Err(),
-			rdb.ZAdd(ctx, "stock:{sku-1}:leases", redis.Z{Score: float64(now.Add(2 * time.Second).UnixMilli()), Member: "r1 1 1 1"}).Err(),
+			rdb.Set(ctx, "lock:{sku-1}", "holder-1", 10*time.Second).Err(),
+			rdb.ZAdd(ctx, "stock:{sku-1}:leases", redis.Z{Score: float64(now.Add(10 * time.Second).UnixMilli()), Member: "r1 1 1 1"}).Err(),
 			rdb.Set(ctx, "lock:{sku-2}", "forever", 0).Err(),
-			rdb.Set(ctx, "lock:{sku-2}:fence", "7", time.Second).Err(),
+			rdb.Set(ctx, "lock:{sku-2}:fence", "7", 10*time.Second).Err(),
 		} {
 			if err != nil {
 				t.Fatal(err)
@@ -160,7 +160,7 @@ func TestClockJumpRecordsTheLeasesItEnded(t *testing.T) {
 		want map[string]int
 	}{
 		{0, map[string]int{}},
-		{3 * time.Second, map[string]int{"sku-1": 2}},
+		{30 * time.Second, map[string]int{"sku-1": 2}},
 	} {
 		hold()
 		f := &ClockJump{ended: map[string]int{}}
