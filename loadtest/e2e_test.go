@@ -378,7 +378,7 @@ func TestSafeStrategiesMixedRestockedAndSwitched(t *testing.T) {
 		{"mix and switch, restocked mid-run", "sku-e2e-restock", []string{"--restock-during"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", tc.product,
+			args := append([]string{"--url", f.URL, "--admin-token", f.AdminToken, "--postgres-url", f.PostgresURL, "--product", tc.product,
 				"--strategies", strings.Join(safe, ","), "--mix", "--switch-during", "10",
 				"--stock", strconv.Itoa(e2eStock), "--buyers", strconv.Itoa(e2eBuyers), "--concurrency", "32", "--json", "-"}, tc.extra...)
 			var stdout, stderr bytes.Buffer
@@ -487,6 +487,10 @@ func checkRowFromDB(ctx context.Context, t *testing.T, conn *pgx.Conn, product s
 	if r.Verdict != verdict.Safe || r.Oversold != 0 || r.LostUpdates != 0 || r.FinalStock < 0 || len(r.BrokenRounds) > 0 {
 		t.Errorf("%s: verdict %s, oversold %d, lost %d, final %d, broken rounds %v (%q); want SAFE",
 			r.Strategy, r.Verdict, r.Oversold, r.LostUpdates, r.FinalStock, r.BrokenRounds, r.Reasons)
+	}
+	// SAFE from the database, with a history checked to the end.
+	if r.StateFrom != load.FromPostgres || r.History == nil || r.History.Verdict != "LINEARIZABLE" {
+		t.Errorf("%s: state read from %q, history %+v; want Postgres and a LINEARIZABLE history", r.Strategy, r.StateFrom, r.History)
 	}
 	if r.Errors != 0 || r.OK+r.SoldOut+r.Unavailable != r.Buyers || r.OK != okSum {
 		t.Errorf("%s: %d×2xx %d×409 %d×503 %d errors for %d buyers, 2xx by round sum to %d; want a definite answer for every buyer",

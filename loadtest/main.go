@@ -22,16 +22,21 @@
 // Every run's history of answers is checked, product by product, against
 // one sequential stock (internal/history): a safe strategy whose answers no
 // order of events explains is NOT LINEARIZABLE, and porcupine's page of it
-// is written beside the report. The state each run is checked against is
-// read from Postgres (the local fleet's, or --postgres-url's).
+// is written beside the report; one whose history was not checked to the
+// end is INCONCLUSIVE, never a pass. The state each run is checked against
+// is read from Postgres: the local fleet's, --postgres-url's, or, given
+// only --url, the one `make fleet` named in its state file (bin/fleet.json)
+// for the fleet at that URL. Without any, it is read through the service's
+// API, and the table says its verdicts are UNVERIFIED.
 //
 // Exit status: 0 when every safe strategy kept its invariants, 1 when one
 // was BROKEN (oversold, lost an update, disagreed with its ledger, or failed
-// requests) or NOT LINEARIZABLE (an answer that cannot be true), 2 for bad
-// flags. UNDERSOLD (503s while stock remained) is
-// reported but does not fail the run: it is a capacity limit, not oversell.
-// Lock breaches (the lock broke and the database refused the write) are
-// counted but do not fail the run either: the invariants held.
+// requests), NOT LINEARIZABLE (an answer that cannot be true) or
+// INCONCLUSIVE (its history not checked to the end), 2 for bad flags.
+// UNDERSOLD (503s while stock remained) is reported but does not fail the
+// run: it is a capacity limit, not oversell. Lock breaches (the lock broke
+// and the database refused the write) are counted but do not fail the run
+// either: the invariants held.
 package main
 
 import (
@@ -87,7 +92,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 var (
 	errUsage = load.ErrUsage // exit status 2
 	// errBroken is returned after the table is printed when a safe strategy was BROKEN.
-	errBroken = errors.New("a safe strategy broke its invariants (see BROKEN or NOT LINEARIZABLE above)")
+	errBroken = errors.New("a safe strategy failed (see BROKEN, NOT LINEARIZABLE or INCONCLUSIVE above)")
 )
 
 // subcommands are the load tester's other commands, `loadtest <name>`;
@@ -151,8 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
 	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
 	fs.DurationVar(&o.ceilingTime, "ceiling-time", 5*time.Second, "how long --ceilings measures each figure")
-	fs.StringVar(&o.postgresURL, "postgres-url", "", "with --url: the fleet's Postgres, to read the state each run is checked against (stock, rounds, ledger) from the database instead of the service's API, and for --ceilings' hot-row ceiling (the local fleet's is known)")
-	fs.DurationVar(&o.historyTimeout, "history-timeout", load.DefaultHistoryTimeout, "bound on checking one product's history of answers (porcupine); past it the product is INCONCLUSIVE, reported and never a pass")
+	fs.StringVar(&o.postgresURL, "postgres-url", "", "with --url: the fleet's Postgres, to read the state each run is checked against (stock, rounds, ledger) from the database instead of the service's API, and for --ceilings' hot-row ceiling (the local fleet's is known; without it, the one `make fleet` named in bin/fleet.json for the fleet at --url; with neither, the verdicts are UNVERIFIED)")
+	fs.DurationVar(&o.historyTimeout, "history-timeout", 0, "a fixed bound on checking each window of a product's history of answers (porcupine); past it the product is INCONCLUSIVE, and a safe strategy's run with an INCONCLUSIVE history fails (default: 10s plus 1ms per op of the window)")
 	fs.StringVar(&o.redisURL, "redis-url", "", "with --url and --ceilings: the fleet's Redis, for the Redis ceiling (the local fleet's is known)")
 	fs.BoolVar(&o.byProduct, "by-product", false, "sell through POST /products/{id}/sale, which nginx routes to one replica per product (consistent hashing), instead of POST /sale (round robin)")
 	fs.IntVar(&o.clientIPs, "client-ips", 0, "send from `N` loopback source addresses, 127.0.0.2 up, each request from the next in turn, so that a gateway limiting each client address (the fleet's nginx limit_req) sees N clients; for a fleet on this machine (0: from the one address the system picks)")
@@ -205,8 +210,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --lock-ttl must be at least 10ms and above --work-delay (%s)", errUsage, o.workDelay)
 	case o.ceilingTime <= 0:
 		return o, fmt.Errorf("%w: --ceiling-time must be positive", errUsage)
-	case o.historyTimeout <= 0:
-		return o, fmt.Errorf("%w: --history-timeout must be positive", errUsage)
+	case o.historyTimeout < 0:
+		return o, fmt.Errorf("%w: --history-timeout must be positive (or 0 for the default budget)", errUsage)
 	case o.url != "" && o.binary != "":
 		return o, fmt.Errorf("%w: --binary is for the local fleet; a running fleet at --url has its own", errUsage)
 	case o.url == "" && (o.postgresURL != "" || o.redisURL != ""):
@@ -289,6 +294,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.postgresURL, o.redisURL = f.PostgresURL, f.RedisURL
 		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
 	}
+
+	if o.url != "" && o.postgresURL == "" {
+		// make fleet says where its Postgres is: read the truth there.
+		path := fleet.StatePath()
+		if st, why := fleet.FleetAt(path, o.url); why == "" {
+			o.postgresURL = st.PostgresURL
+			if o.redisURL == "" {
+				o.redisURL = st.RedisURL
+			}
+			fmt.Fprintf(stderr, "reading each run's state from the fleet's Postgres, %s (named in %s)\n", st.PostgresURL, path)
+		} else {
+			fmt.Fprintf(stderr, "no Postgres for %s (%s): each run's state is read through the service's API, and the verdicts are UNVERIFIED; give --postgres-url\n", o.url, why)
+		}
+	}
+	rep.Verified = o.postgresURL != ""
 
 	sources, err := load.ClientSources(o.clientIPs, rep.Target)
 	if err != nil {

@@ -34,7 +34,7 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 
 	loadtest := func(strategies string) report.Report {
 		t.Helper()
-		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--product", prefix, "--products", strconv.Itoa(products),
+		args := []string{"--url", f.URL, "--admin-token", f.AdminToken, "--postgres-url", f.PostgresURL, "--product", prefix, "--products", strconv.Itoa(products),
 			"--strategies", strategies, "--stock", strconv.Itoa(stock), "--buyers", strconv.Itoa(buyers), "--concurrency", "32", "--json", "-"}
 		var stdout, stderr bytes.Buffer
 		if err := run(ctx, args, &stdout, &stderr); err != nil && !errors.Is(err, errBroken) {
@@ -108,6 +108,10 @@ func TestManyProductsAgainstATwoReplicaFleet(t *testing.T) {
 		if r.Safe {
 			if r.Verdict != verdict.Safe || r.Oversold != 0 || r.Errors != 0 || len(r.Reasons) > 0 {
 				t.Errorf("%s: verdict %s, oversold %d, %d errors (%q); want SAFE", r.Strategy, r.Verdict, r.Oversold, r.Errors, r.Reasons)
+			}
+			// SAFE from the database, every product's history checked to the end.
+			if r.StateFrom != load.FromPostgres || r.History == nil || r.History.Verdict != "LINEARIZABLE" {
+				t.Errorf("%s: state read from %q, history %+v; want Postgres and a LINEARIZABLE history", r.Strategy, r.StateFrom, r.History)
 			}
 			continue
 		}

@@ -5,6 +5,12 @@
 // curl on a machine without Docker. It says what it is doing while it
 // builds and starts, writes every process's log under a directory it names
 // first, and exits 0 when stopped with Ctrl-C or SIGTERM.
+//
+// While it runs, it says where the fleet is in a state file (--state,
+// bin/fleet.json under the module's root; removed when it stops): the load
+// tester, given the fleet's URL, reads the fleet's Postgres from it, so
+// that its verdicts come from the database; and it prints the load
+// tester's command, ready to paste.
 package main
 
 import (
@@ -52,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	postgresHA := fs.Bool("postgres-ha", false, "run Postgres as a primary and a synchronous standby under Patroni (DCS: the fleet's etcd); the replicas follow a failover by themselves")
 	postgresAsync := fs.Bool("postgres-async", false, "like --postgres-ha, the standby asynchronous: faster commits, and a failover loses the last ones acknowledged")
 	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
+	statePath := fs.String("state", fleet.StatePath(), "`file` that says where the running fleet is (URL, admin token, Postgres and Redis URLs), for the load tester; removed when the fleet stops")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,6 +119,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer f.Stop()
 
+	state := fleet.State{URL: f.URL, AdminToken: f.AdminToken, PostgresURL: f.PostgresURL, RedisURL: f.RedisURL, PID: os.Getpid(), StartedAt: time.Now().UTC()}
+	if err := fleet.WriteState(*statePath, state); err != nil {
+		return err
+	}
+	defer func() {
+		if err := fleet.RemoveState(*statePath, state.PID); err != nil {
+			say(err.Error())
+		}
+	}()
+
 	say("up")
 	fmt.Fprintf(stdout, "inventory is up at %s (admin token %q)\n", f.URL, f.AdminToken)
 	for _, r := range f.Replicas {
@@ -123,18 +140,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "    patroni %s: postgres on port %d, REST API %s (GET /cluster, /primary)\n", m.Name, m.Port, m.API)
 		}
 	}
-	fmt.Fprintf(stdout, "  redis    %s\n  logs     %s\nCtrl-C stops everything (the data goes with it; the logs stay).\n",
-		f.RedisURL, *logDir)
+	fmt.Fprintf(stdout, "  redis    %s\n  logs     %s\n  state    %s\n", f.RedisURL, *logDir, *statePath)
 	if f.RedisCluster != nil {
 		fmt.Fprintf(stdout, "  the Redis strategies use the Redis Cluster at %s\n", strings.Join(f.RedisCluster.Seeds(), ","))
 	}
+	fmt.Fprintf(stdout, "Load test it, the verdicts read from Postgres (from the repository; it finds Postgres in %s):\n  %s\n",
+		*statePath, loadtestCommand(f.URL, f.AdminToken, ""))
+	fmt.Fprintf(stdout, "or, from anywhere, naming Postgres:\n  %s\n", loadtestCommand(f.URL, f.AdminToken, f.PostgresURL))
+	fmt.Fprintln(stdout, "Ctrl-C stops everything (the data goes with it; the logs stay).")
 	<-ctx.Done()
+	// Gone first: a load tester must not find the Postgres that is stopping.
+	if err := fleet.RemoveState(*statePath, state.PID); err != nil {
+		say(err.Error())
+	}
 	say("stopping …")
 	if err := f.Stop(); err != nil {
 		return err
 	}
 	say("stopped; logs in " + *logDir)
 	return nil
+}
+
+// loadtestCommand is the load tester's command against the fleet at url,
+// naming its Postgres when pgURL is not empty.
+func loadtestCommand(url, token, pgURL string) string {
+	cmd := fmt.Sprintf("go run ./loadtest --url %s --admin-token %s", url, token)
+	if pgURL != "" {
+		cmd += " --postgres-url '" + pgURL + "'"
+	}
+	return cmd + " --stock 100 --buyers 150 --strategies none,local,redis,atomic"
 }
 
 // checkFree reports whether addr can be listened on, naming the flag and

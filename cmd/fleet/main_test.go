@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"inventory/internal/client"
+	"inventory/internal/fleet"
 	"inventory/internal/localstack"
 
 	"inventory/internal/testenv"
@@ -31,8 +32,9 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	done := make(chan error, 1)
 	logs := t.TempDir()
 	var stderr localstack.LogBuffer
+	statePath := filepath.Join(t.TempDir(), "bin", "fleet.json")
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--logs", logs}, &stdout, &stderr)
+		done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--logs", logs, "--state", statePath}, &stdout, &stderr)
 	}()
 
 	// Up means run has said so (every part of the fleet checked), not merely
@@ -57,6 +59,15 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	if p, err := admin.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 1}); err != nil || p.Round != 1 {
 		t.Fatalf("PUT /products/sku-1 with the demo token = %+v, %v; want it created", p, err)
 	}
+	// While it runs, the state file names it and its Postgres, for the
+	// load tester given the fleet's URL by another name; and it printed
+	// the load tester's command naming that Postgres.
+	st, why := fleet.FleetAt(statePath, "http://localhost:"+strconv.Itoa(port))
+	if why != "" || st.AdminToken != "demo-admin-token" || !strings.HasPrefix(st.PostgresURL, "postgres://") {
+		t.Errorf("FleetAt(the state file) = %+v, %q; want the fleet, its token and its Postgres", st, why)
+	} else if want := "--postgres-url '" + st.PostgresURL + "'"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout = %q, want the load tester's command with %s", stdout.String(), want)
+	}
 
 	cancel()
 	if err := <-done; err != nil {
@@ -64,6 +75,9 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	}
 	if _, err := admin.Healthz(context.Background()); err == nil {
 		t.Errorf("%s still answers after run returned", base)
+	}
+	if _, err := os.Stat(statePath); !os.IsNotExist(err) {
+		t.Errorf("the state file after run returned: %v, want it removed", err)
 	}
 	if !strings.Contains(stdout.String(), "inventory is up at "+base) {
 		t.Errorf("stdout = %q, want it to name %s", stdout.String(), base)

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -118,5 +119,66 @@ func TestApplicabilityNamesRealStrategies(t *testing.T) {
 		if got := err == nil; got != tt.applies || (err != nil && !errors.Is(err, ErrNotApplicable)) {
 			t.Errorf("AppliesTo(%s, %s) = %v, want applies=%v", tt.f.Name(), tt.strategy, err, tt.applies)
 		}
+	}
+}
+
+// TestClockJumpRecordsTheLeasesItEnded starts a real redis-server under
+// libfaketime and holds, for sku-1, a lock key with 10 s to live and a
+// live entry of lua's leases, beside a lock key without a time to live
+// and a fencing counter (no leases): a jump of 30 s ends the two leases, and
+// the fault's record says so; a jump that moves the clock by nothing ends
+// none, and its record says that too.
+func TestClockJumpRecordsTheLeasesItEnded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := localstack.StartRedisWith(ctx, localstack.RedisOptions{FakeClock: true})
+	if err != nil {
+		t.Fatalf("StartRedisWith(FakeClock): %v", err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rdb.Close()
+	hold := func() {
+		t.Helper()
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range []error{
+			rdb.Set(ctx, "lock:{sku-1}", "holder-1", 10*time.Second).Err(),
+			rdb.ZAdd(ctx, "stock:{sku-1}:leases", redis.Z{Score: float64(now.Add(10 * time.Second).UnixMilli()), Member: "r1 1 1 1"}).Err(),
+			rdb.Set(ctx, "lock:{sku-2}", "forever", 0).Err(),
+			rdb.Set(ctx, "lock:{sku-2}:fence", "7", 10*time.Second).Err(),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		by   time.Duration
+		want map[string]int
+	}{
+		{0, map[string]int{}},
+		{30 * time.Second, map[string]int{"sku-1": 2}},
+	} {
+		hold()
+		f := &ClockJump{ended: map[string]int{}}
+		held, err := heldLeases(ctx, rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.strike(ctx, []*localstack.Redis{r}, []*redis.Client{rdb}, [][]heldLease{held}, tc.by); err != nil {
+			t.Fatalf("strike(%v): %v", tc.by, err)
+		}
+		if got := f.LeasesEnded(); !maps.Equal(got, tc.want) {
+			t.Errorf("a jump of %v: LeasesEnded() = %v, want %v", tc.by, got, tc.want)
+		}
+		if err := f.Heal(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !BreaksLocks(&ClockJump{}) || BreaksLocks(&ReplicaKill{}) {
+		t.Errorf("BreaksLocks(clock-jump) = %v, BreaksLocks(replica-kill) = %v; want true, false", BreaksLocks(&ClockJump{}), BreaksLocks(&ReplicaKill{}))
 	}
 }

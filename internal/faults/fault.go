@@ -115,6 +115,31 @@ func appliesTo(strategy string, list []string, why string) error {
 	return fmt.Errorf("%s: %s: %w", strategy, why, ErrNotApplicable)
 }
 
+// LockBreaker is implemented by faults whose strike is meant to end the
+// strategies' locks or leases under their holders (clock-jump), as the
+// fault declares and the matrix then demands: every cell of such a fault
+// must show a lock broken in at least one run (a lease ended early, a
+// breach the fence or guard refused, two holders at once), else it did not
+// strike. LeasesEnded is the fault's own record of its last injection: by
+// product, the leases it saw itself end under their holders.
+type LockBreaker interface{ LeasesEnded() map[string]int }
+
+// BreaksLocks reports whether f declares that its strike breaks locks
+// (LockBreaker).
+func BreaksLocks(f Fault) bool {
+	_, ok := f.(LockBreaker)
+	return ok
+}
+
+// LeasesEnded is f's record of the leases its last injection ended, by
+// product; nil for a fault that keeps none.
+func LeasesEnded(f Fault) map[string]int {
+	if b, ok := f.(LockBreaker); ok {
+		return b.LeasesEnded()
+	}
+	return nil
+}
+
 // Target is one faulted run: the fleet, the product the buyers are
 // buying and the strategy they buy with. A ScopeFleet fault striking
 // several runs at once gets neither.

@@ -8,7 +8,16 @@
 // given, must match); "sold out" needs stock < q; a definite failure
 // changes nothing; an unknown outcome may or may not have sold. A restock
 // sets the stock and starts a round. A final reading of the database must
-// match the state the history leads to.
+// match the state the history leads to, and so must every reading taken
+// between ops.
+//
+// A product's history is checked in windows where that is sound: a
+// reading of the database taken while none of the product's ops was in
+// flight (each had its answer, and none may still take effect later) is
+// the state every order of the ops before it reaches, so the ops after it
+// are checked from it on their own. Each window's check is bounded by a
+// Budget that grows with its ops; a window that runs out of it is
+// Inconclusive, which is never a pass.
 package history
 
 import (
@@ -56,8 +65,9 @@ const (
 	Sale Kind = iota
 	// Restock: PUT /products/{id}, quantity = the new stock.
 	Restock
-	// Read: the database's stock after the run, quantity = the stock read.
-	// Only Check adds these.
+	// Read: the database's stock, quantity = the stock read, Round the
+	// round read, taken between Start and End. Check adds the final one;
+	// a caller adds those it took between ops.
 	Read
 )
 
@@ -76,7 +86,17 @@ type Op struct {
 	Round     int
 	// Start is when the request was sent, End when its answer came.
 	Start, End time.Time
+	// Key is the Idempotency-Key a sale was sent with ("" for none): what
+	// finds its row in the ledger when its answer did not say.
+	Key string
+	// Late says the op may have taken effect after its answer came, up to
+	// the last reading: a sale whose answer did not say (a timeout, a
+	// 5xx) but which the ledger shows sold. An Unknown op is always late.
+	Late bool
 }
+
+// lingers reports whether op may take effect after End.
+func (op Op) lingers() bool { return op.Late || op.Outcome == Unknown }
 
 // Recorder collects ops from many goroutines.
 type Recorder struct {
@@ -131,8 +151,12 @@ type ProductResult struct {
 	Violation string
 	// Evidence is the first op no order could place, described.
 	Evidence string
-	// Took is how long the check ran.
-	Took time.Duration
+	// Took is how long the check ran; Windows how many windows it was
+	// checked in (see the package doc), Budget the largest window's
+	// budget.
+	Took    time.Duration
+	Windows int
+	Budget  time.Duration
 
 	viz func(path string) error
 }
@@ -163,13 +187,27 @@ func (r Result) Failed() []ProductResult {
 	return out
 }
 
+// Budget is how long the check of a window of n ops may run before it is
+// Inconclusive; 0 for no bound.
+type Budget func(n int) time.Duration
+
+// Within is the budget d for every window, whatever its size (0: no bound).
+func Within(d time.Duration) Budget { return func(int) time.Duration { return d } }
+
+// Scaled is the budget base plus perOp for each op of the window.
+func Scaled(base, perOp time.Duration) Budget {
+	return func(n int) time.Duration { return base + time.Duration(n)*perOp }
+}
+
 // Check checks ops product by product. initial is each product's state
 // before the first op, final its state read from the database after the
-// last op has returned (a product missing from final is not read). Each
-// product's check stops after timeout (0: no limit) and is then
-// Inconclusive. The whole Result is NotLinearizable if any product is,
-// else Inconclusive if any product is, else Linearizable.
-func Check(initial, final map[string]State, ops []Op, timeout time.Duration) Result {
+// last op has returned (a product missing from final is not read); ops
+// may hold readings taken between ops too (Kind Read). Each window of a
+// product's history (see the package doc) is checked within budget(its
+// ops) (nil: no bound), and is Inconclusive past it. The whole Result is
+// NotLinearizable if any product is, else Inconclusive if any product is,
+// else Linearizable.
+func Check(initial, final map[string]State, ops []Op, budget Budget) Result {
 	byProduct := map[string][]Op{}
 	for _, op := range ops {
 		if op.Kind == Sale && op.Outcome == Failed {
@@ -190,7 +228,7 @@ func Check(initial, final map[string]State, ops []Op, timeout time.Duration) Res
 
 	res := Result{Verdict: Linearizable}
 	for _, id := range products {
-		pr := checkProduct(id, initial[id], final, byProduct[id], timeout)
+		pr := checkWindows(id, initial[id], final, byProduct[id], budget)
 		switch {
 		case pr.Verdict == NotLinearizable:
 			res.Verdict = NotLinearizable

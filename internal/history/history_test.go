@@ -118,7 +118,7 @@ func TestCheck(t *testing.T) {
 			if c.final != nil {
 				final["p"] = *c.final
 			}
-			res := Check(map[string]State{"p": c.init}, final, c.ops, 10*time.Second)
+			res := Check(map[string]State{"p": c.init}, final, c.ops, Within(10*time.Second))
 			if res.Verdict != c.want {
 				t.Fatalf("Check = %s (%+v), want %s", res.Verdict, res.Products, c.want)
 			}
@@ -141,7 +141,7 @@ func TestCheckPerProduct(t *testing.T) {
 	bad.Product = "r"
 	ops = append(ops, bad)
 	init := map[string]State{"p": {1, 1}, "q": {1, 1}, "r": {2, 1}}
-	res := Check(init, nil, ops, 10*time.Second)
+	res := Check(init, nil, ops, Within(10*time.Second))
 	if res.Verdict != NotLinearizable {
 		t.Fatalf("Check = %s, want %s", res.Verdict, NotLinearizable)
 	}
@@ -160,14 +160,14 @@ func TestCheckTimesOutInconclusive(t *testing.T) {
 		// Everyone overlaps everyone: each reports a distinct remaining.
 		ops = append(ops, sale(i, 1, i%7, 100000-i%5, Sold, int64(buyers-1-i)))
 	}
-	res := Check(map[string]State{"p": {buyers, 1}}, nil, ops, time.Nanosecond)
+	res := Check(map[string]State{"p": {buyers, 1}}, nil, ops, Within(time.Nanosecond))
 	if res.Verdict != Inconclusive {
 		t.Errorf("Check of %d overlapping sales with 1ns = %s, want %s", buyers, res.Verdict, Inconclusive)
 	}
 }
 
 func TestWriteHTML(t *testing.T) {
-	res := Check(map[string]State{"p": {1, 1}}, nil, []Op{sale(0, 1, 0, 1, Sold, 0), sale(1, 1, 2, 3, Sold, 0)}, 10*time.Second)
+	res := Check(map[string]State{"p": {1, 1}}, nil, []Op{sale(0, 1, 0, 1, Sold, 0), sale(1, 1, 2, 3, Sold, 0)}, Within(10*time.Second))
 	path := filepath.Join(t.TempDir(), "p.html")
 	if err := res.Products[0].WriteHTML(path); err != nil {
 		t.Fatalf("WriteHTML: %v", err)
@@ -204,7 +204,7 @@ func TestCheckSimulatedLoad(t *testing.T) {
 	for _, c := range []struct{ buyers, stock, concurrency int }{{400, 250, 16}, {400, 250, 64}, {2000, 500, 16}} {
 		ops, final := simulated(c.buyers, c.stock, c.concurrency, 1)
 		began := time.Now()
-		res := Check(map[string]State{"p": {int64(c.stock), 1}}, map[string]State{"p": final}, ops, time.Minute)
+		res := Check(map[string]State{"p": {int64(c.stock), 1}}, map[string]State{"p": final}, ops, Within(time.Minute))
 		t.Logf("%d buyers, stock %d, %d at once: %s in %v", c.buyers, c.stock, c.concurrency, res.Verdict, time.Since(began))
 		if res.Verdict != Linearizable {
 			t.Errorf("simulated linearizable load (%d buyers, stock %d, %d at once) = %s %+v", c.buyers, c.stock, c.concurrency, res.Verdict, res.Failed())
@@ -221,7 +221,7 @@ func TestCheckFindsAnOversellInALoad(t *testing.T) {
 	ops = append(ops, extra)
 	final.Stock--
 	began := time.Now()
-	res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, ops, time.Minute)
+	res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, ops, Within(time.Minute))
 	t.Logf("%s in %v: %+v", res.Verdict, time.Since(began), res.Failed())
 	if res.Verdict != NotLinearizable {
 		t.Errorf("Check with one sale too many = %s, want %s", res.Verdict, NotLinearizable)
@@ -241,7 +241,7 @@ func TestCheckFailsAnOversoldLoadAtOnce(t *testing.T) {
 		return ops
 	}
 	ok, final := simulated(400, 250, 64, 3)
-	if res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, inRound(ok), time.Minute); res.Verdict != Linearizable {
+	if res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, inRound(ok), Within(time.Minute)); res.Verdict != Linearizable {
 		t.Fatalf("the load without an oversell = %s %+v, want %s", res.Verdict, res.Failed(), Linearizable)
 	}
 
@@ -276,7 +276,7 @@ func TestCheckFailsAnOversoldLoadAtOnce(t *testing.T) {
 		ops, final := simulated(400, 250, 64, 3)
 		ops = c.spoil(inRound(ops), &final)
 		began := time.Now()
-		res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, ops, time.Minute)
+		res := Check(map[string]State{"p": {250, 1}}, map[string]State{"p": final}, ops, Within(time.Minute))
 		took := time.Since(began)
 		if res.Verdict != NotLinearizable || res.Products[0].Violation != c.want || took > 5*time.Second {
 			t.Errorf("%s: Check = %s %+v in %v, want %s (%s) within 5s", c.name, res.Verdict, res.Failed(), took, NotLinearizable, c.want)

@@ -100,8 +100,80 @@ func describe(in input, out output) string {
 	return "?"
 }
 
-// checkProduct checks one product's ops (and its final reading, if any).
-func checkProduct(id string, init State, final map[string]State, ops []Op, timeout time.Duration) ProductResult {
+// checkWindows checks one product's ops (and its final reading, if any),
+// window by window (see the package doc), and sums up the windows: the
+// first that is not Linearizable decides the product's verdict.
+func checkWindows(id string, init State, final map[string]State, ops []Op, budget Budget) ProductResult {
+	var fin *State
+	if f, ok := final[id]; ok {
+		fin = &f
+	}
+	windows, reads := splitAtQuiescentReadings(ops)
+	out := ProductResult{Product: id, Verdict: Linearizable}
+	state := init
+	for i, w := range windows {
+		end := fin
+		if i < len(reads) {
+			r := reads[i]
+			end = &State{Stock: r.Quantity, Round: r.Round}
+		}
+		pr := checkProduct(id, state, end, w, budget)
+		out.Ops += pr.Ops
+		out.Took += pr.Took
+		out.Windows++
+		out.Budget = max(out.Budget, pr.Budget)
+		if pr.Verdict != Linearizable && out.Verdict == Linearizable {
+			out.Verdict, out.Violation, out.Evidence, out.viz = pr.Verdict, pr.Violation, pr.Evidence, pr.viz
+		}
+		if out.viz == nil {
+			out.viz = pr.viz
+		}
+		if end != nil {
+			state = *end
+		}
+	}
+	return out
+}
+
+// splitAtQuiescentReadings cuts ops (one product's) at each reading of the
+// database taken while none of the other ops was in flight: every op before
+// it had its answer before the reading began and may not take effect later
+// (not Late, not Unknown), every op after it began after the reading had
+// its answer, and the reading knows its round. It returns the windows,
+// the reading that ends each but the last, and the rest of the ops as the
+// last window (its reading is the final one). A reading taken while ops
+// were in flight stays in its window, an op like any other.
+func splitAtQuiescentReadings(ops []Op) (windows [][]Op, reads []Op) {
+	sorted := append([]Op(nil), ops...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
+	from := 0
+	for i, r := range sorted {
+		if r.Kind != Read || r.Round <= 0 {
+			continue
+		}
+		quiet := true
+		for j, op := range sorted[from:] {
+			if from+j == i || op.Kind == Read {
+				continue
+			}
+			before := !op.End.After(r.Start) && !op.lingers()
+			after := !op.Start.Before(r.End)
+			if !before && !after {
+				quiet = false
+				break
+			}
+		}
+		if !quiet {
+			continue
+		}
+		windows, reads, from = append(windows, sorted[from:i]), append(reads, r), i+1
+	}
+	return append(windows, sorted[from:]), reads
+}
+
+// checkProduct checks one window of a product's ops from init (and its
+// reading at the end, fin, if any).
+func checkProduct(id string, init State, fin *State, ops []Op, budget Budget) ProductResult {
 	began := time.Now()
 	var base, last time.Time
 	for i, op := range ops {
@@ -113,15 +185,15 @@ func checkProduct(id string, init State, final map[string]State, ops []Op, timeo
 		}
 	}
 	at := func(t time.Time) int64 { return int64(t.Sub(base)) }
-	// Ops whose outcome is unknown may take effect any time up to the
-	// final reading, which comes after everything.
+	// Ops that may take effect after their answer may do so any time up
+	// to the final reading, which comes after everything.
 	unknownEnd := at(last) + 1
 	readAt := at(last) + 2
 
 	history := make([]porcupine.Operation, 0, len(ops)+1)
 	for _, op := range ops {
 		end := at(op.End)
-		if op.Outcome == Unknown {
+		if op.lingers() {
 			end = unknownEnd
 		}
 		remaining := op.Remaining
@@ -136,27 +208,27 @@ func checkProduct(id string, init State, final map[string]State, ops []Op, timeo
 			Return:   end,
 		})
 	}
-	if f, ok := final[id]; ok {
+	if fin != nil {
 		history = append(history, porcupine.Operation{
 			ClientId: maxClient(ops) + 1,
-			Input:    input{kind: Read, q: f.Stock},
+			Input:    input{kind: Read, q: fin.Stock},
 			Call:     readAt,
-			Output:   output{outcome: Sold, remaining: -1, round: f.Round},
+			Output:   output{outcome: Sold, remaining: -1, round: fin.Round},
 			Return:   readAt,
 		})
+	}
+	var timeout time.Duration
+	if budget != nil {
+		timeout = budget(len(history))
 	}
 
 	m := model
 	m.Init = func() []any { return []any{init} }
 	pm := m.ToModel()
-	var fin *State
-	if f, ok := final[id]; ok {
-		fin = &f
-	}
 	if violation, evidence := refute(init, fin, ops); violation != "" {
 		// Refuted without a search: porcupine only draws the page, when it
 		// is asked for, from the orders that come closest within a second.
-		pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began),
+		pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began), Windows: 1, Budget: timeout,
 			Verdict: NotLinearizable, Violation: violation, Evidence: evidence}
 		pr.viz = func(path string) error {
 			budget := time.Second
@@ -169,14 +241,14 @@ func checkProduct(id string, init State, final map[string]State, ops []Op, timeo
 		return pr
 	}
 	result, info := porcupine.CheckOperationsVerbose(pm, history, timeout)
-	pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began)}
+	pr := ProductResult{Product: id, Ops: len(history), Took: time.Since(began), Windows: 1, Budget: timeout}
 	pr.viz = func(path string) error { return porcupine.VisualizePath(pm, info, path) }
 	switch result {
 	case porcupine.Ok:
 		pr.Verdict = Linearizable
 	case porcupine.Unknown:
 		pr.Verdict = Inconclusive
-		pr.Evidence = fmt.Sprintf("no order found or ruled out within %v", timeout)
+		pr.Evidence = fmt.Sprintf("no order found or ruled out within its budget of %v", timeout)
 	default:
 		pr.Verdict = NotLinearizable
 		pr.Violation, pr.Evidence = explain(history, info)

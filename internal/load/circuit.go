@@ -7,25 +7,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"inventory/internal/verdict"
 )
 
 // Circuit is a product's sale circuit as the invariant watchdog opened it
 // during a run (table circuits): the evidence it saw, the round's stock
 // and ledger at its check, is how far the strategy had oversold when the
 // breaker tripped; Result.Oversold is how far it got in all.
-type Circuit struct {
-	Product  string    `json:"product"`
-	Kind     string    `json:"kind"` // negative_stock, ledger_mismatch
-	Quantity int64     `json:"quantity"`
-	Initial  int64     `json:"initial"`
-	Sold     int64     `json:"sold"`
-	Open     bool      `json:"open"` // still open after the run
-	OpenedAt time.Time `json:"opened_at"`
-	OpenedBy string    `json:"opened_by"`
-}
-
-// OversoldAtTrip is the units sold beyond the stock when the breaker tripped.
-func (c Circuit) OversoldAtTrip() int64 { return max(0, c.Sold-c.Initial, -c.Quantity) }
+type Circuit = verdict.Circuit
 
 // circuitWait bounds how long a run that broke an invariant waits for the
 // watchdog to open its product's circuit: a few of its default 1s
@@ -70,7 +60,7 @@ func readCircuit(ctx context.Context, pgURL, product string, round int64) (*Circ
 		return nil, fmt.Errorf("the fleet's Postgres: %w", err)
 	}
 	defer conn.Close(ctx)
-	c := Circuit{Product: product}
+	c := Circuit{Product: product, Round: round}
 	err = conn.QueryRow(ctx, `SELECT kind, quantity, initial, sold, open, opened_at, opened_by
 		FROM circuits WHERE product_id = $1 AND round = $2`, product, round).
 		Scan(&c.Kind, &c.Quantity, &c.Initial, &c.Sold, &c.Open, &c.OpenedAt, &c.OpenedBy)
@@ -83,24 +73,36 @@ func readCircuit(ctx context.Context, pgURL, product string, round int64) (*Circ
 	return &c, nil
 }
 
-// CircuitNotes says, for each run during which the watchdog opened its
-// product's circuit, how far the strategy had oversold when the breaker
-// tripped, how far in all, and how an admin closes it; base is the fleet's
-// URL. None when no circuit opened.
+// CircuitNotes says, for each run whose buyers were refused with 503
+// circuit-open or during which the watchdog opened its product's circuit,
+// what happened: how many buyers the open circuit refused (known in every
+// mode, from the answers), and, when the fleet's Postgres is known, how far
+// the strategy had oversold when the breaker tripped, how far in all, and
+// how an admin closes it; base is the fleet's URL. None when no circuit
+// opened.
 func CircuitNotes(results []Result, base string) []string {
 	var out []string
 	for _, r := range results {
 		c := r.Circuit
+		refused := ""
+		if r.CircuitRefused > 0 {
+			refused = fmt.Sprintf("%d of its buyers got 503 circuit-open; ", r.CircuitRefused)
+		}
 		if c == nil {
+			if r.CircuitRefused > 0 {
+				out = append(out, fmt.Sprintf("circuit breaker: %s run %d: %sthe invariant watchdog had stopped the product's sales (it found the stock or the ledger broken). "+
+					"Give the load tester --postgres-url to see what it found; POST %s/products/<id>/circuit (admin token) closes it; a restock starts a round it does not cover.",
+					r.Strategy, r.Run, refused, base))
+			}
 			continue
 		}
 		state := "still open: every sale of it answers 503 circuit-open"
 		if !c.Open {
 			state = "closed since"
 		}
-		out = append(out, fmt.Sprintf("circuit breaker: %s run %d: %s's watchdog found %s %s (stock %d, %d sold of %d: %d over) and opened its circuit; "+
+		out = append(out, fmt.Sprintf("circuit breaker: %s run %d: %s%s's watchdog found %s %s (stock %d, %d sold of %d: %d over) and opened its circuit; "+
 			"the run ended %d over, the circuit %s. POST %s/products/%s/circuit (admin token) closes it; a restock starts a round it does not cover.",
-			r.Strategy, r.Run, c.OpenedBy, c.Product, c.Kind, c.Quantity, c.Sold, c.Initial, c.OversoldAtTrip(), r.Oversold, state, base, c.Product))
+			r.Strategy, r.Run, refused, c.OpenedBy, c.Product, c.Kind, c.Quantity, c.Sold, c.Initial, c.OversoldAtTrip(), r.Oversold, state, base, c.Product))
 	}
 	return out
 }

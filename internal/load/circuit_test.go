@@ -33,3 +33,18 @@ func TestCircuitNotes(t *testing.T) {
 		}
 	}
 }
+
+// TestCircuitNotesWithoutTheDatabase: a run read through the API knows no
+// circuit, but its buyers' 503 circuit-open answers say one was open, and
+// the note under the table says so, and how to see more.
+func TestCircuitNotesWithoutTheDatabase(t *testing.T) {
+	notes := CircuitNotes([]Result{{Strategy: "none", Run: 1, Unavailable: 110, CircuitRefused: 110}, {Strategy: "atomic", Run: 1, Unavailable: 3}}, "http://127.0.0.1:8080")
+	if len(notes) != 1 {
+		t.Fatalf("CircuitNotes = %q, want one note, for none", notes)
+	}
+	for _, want := range []string{"none run 1", "110 of its buyers got 503 circuit-open", "--postgres-url", "POST http://127.0.0.1:8080/products/<id>/circuit"} {
+		if !strings.Contains(notes[0], want) {
+			t.Errorf("CircuitNotes = %q, want it to say %q", notes[0], want)
+		}
+	}
+}

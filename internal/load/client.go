@@ -202,9 +202,10 @@ type outcome struct {
 	remainingKnown bool
 	replayed       bool
 	// From a 409 or 503 problem: the lock broke and the database refused
-	// the write (lock_breach), or the service could not tell whether the
-	// sale committed (type outcome-unknown).
-	breach, unknown bool
+	// the write (lock_breach), the service could not tell whether the
+	// sale committed (type outcome-unknown), or the product's circuit was
+	// open (type circuit-open).
+	breach, unknown, circuitOpen bool
 	// maybe says an earlier attempt of a retried sale had an answer that
 	// may have sold (see historyOutcome).
 	maybe bool
@@ -268,6 +269,7 @@ func outcomeOf(sale apiclient.Sale, err error) outcome {
 		case http.StatusConflict, http.StatusServiceUnavailable:
 			o.breach = p.LockBreach
 			o.unknown = p.Status == http.StatusServiceUnavailable && p.Slug() == "outcome-unknown"
+			o.circuitOpen = p.Status == http.StatusServiceUnavailable && p.Slug() == "circuit-open"
 		default:
 			o.err = err
 		}

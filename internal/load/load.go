@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"inventory/internal/history"
 	"inventory/internal/verdict"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,9 +61,17 @@ type Config struct {
 	// not from the service's API, and so are restocks made by others
 	// during the run (a fault's).
 	PostgresURL string
-	// HistoryTimeout bounds the history check of each product (0:
-	// DefaultHistoryTimeout); past it the product is INCONCLUSIVE.
+	// HistoryTimeout bounds the history check of each window of each
+	// product's history (0: DefaultHistoryBudget, which grows with the
+	// window's ops); past it the product is INCONCLUSIVE, and a safe row
+	// with an INCONCLUSIVE history fails.
 	HistoryTimeout time.Duration
+	// WaveWithin, with Disturb, is the liveness check: once the fault has
+	// healed (Disturb returned), a fresh wave of buyers buys what is left
+	// of the product (restocked first when the run sold out) and must be
+	// answered within it (see runWave); its answers join the run's figures
+	// and history. 0: no wave. One product only.
+	WaveWithin time.Duration
 	// Readers, when above 0, keeps that many anonymous readers asking
 	// GET /live?since=0 and GET /products/{id} while the buyers buy (see
 	// readers): whether reads can starve sales.
@@ -113,21 +122,25 @@ type Result struct {
 	Breaches    int64  `json:"breaches"` // 409/503 answers flagged lock_breach: the lock broke, the database refused the write
 	// BreachMetric is the rise of the replicas' inventory_lock_breaches_total
 	// for the strategy during a faulted run (a killed replica's count is lost).
-	BreachMetric int64                 `json:"breach_metric,omitempty"`
-	Unknown      int64                 `json:"unknown"` // 503 outcome-unknown answers: sold or not, the ledger says
-	FinalStock   int64                 `json:"final_stock"`
-	LedgerUnits  int64                 `json:"ledger_units"`
-	LedgerRows   int64                 `json:"ledger_rows"`
-	Oversold     int64                 `json:"oversold"`
-	LostUpdates  int64                 `json:"lost_updates"`
-	Undersold    int64                 `json:"undersold"`
-	Retries      int64                 `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not final (apiclient.Retryable)
-	Rounds       []verdict.RoundResult `json:"rounds"`                  // every round the run sold in, each checked on its own
-	BrokenRounds []int64               `json:"broken_rounds,omitempty"` // rounds that broke an invariant
-	Switches     int                   `json:"switches,omitempty"`      // fleet default switches during the run
-	PerStrategy  map[string]int64      `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
-	Seconds      float64               `json:"seconds"`
-	Throughput   float64               `json:"throughput_rps"`
+	BreachMetric int64 `json:"breach_metric,omitempty"`
+	Unknown      int64 `json:"unknown"` // 503 outcome-unknown answers: sold or not, the ledger says
+	// CircuitRefused is the 503 circuit-open answers: the invariant
+	// watchdog had stopped the product's sales (seen in every mode, the
+	// database known or not).
+	CircuitRefused int64                 `json:"circuit_open_503,omitempty"`
+	FinalStock     int64                 `json:"final_stock"`
+	LedgerUnits    int64                 `json:"ledger_units"`
+	LedgerRows     int64                 `json:"ledger_rows"`
+	Oversold       int64                 `json:"oversold"`
+	LostUpdates    int64                 `json:"lost_updates"`
+	Undersold      int64                 `json:"undersold"`
+	Retries        int64                 `json:"retries,omitempty"`       // requests re-sent with the same Idempotency-Key after an answer that was not final (apiclient.Retryable)
+	Rounds         []verdict.RoundResult `json:"rounds"`                  // every round the run sold in, each checked on its own
+	BrokenRounds   []int64               `json:"broken_rounds,omitempty"` // rounds that broke an invariant
+	Switches       int                   `json:"switches,omitempty"`      // fleet default switches during the run
+	PerStrategy    map[string]int64      `json:"per_strategy,omitempty"`  // 2xx answers by the strategy that sold (mix and switch rows)
+	Seconds        float64               `json:"seconds"`
+	Throughput     float64               `json:"throughput_rps"`
 	// HotRowRate is, with --ceilings and the fleet's Postgres known, the
 	// hot-row ceiling (see Ceilings.HotRow) measured just before this run:
 	// what its sales per second are a multiple of.
@@ -171,12 +184,20 @@ type Result struct {
 	Reads *Reads `json:"reads,omitempty"`
 	// Circuit is the circuit the invariant watchdog opened on the product's
 	// round during the run (an unsafe strategy oversold), read from the
-	// fleet's Postgres; nil when none opened or the database is not known.
-	Circuit *Circuit `json:"circuit,omitempty"`
+	// fleet's Postgres once it opened; nil when none opened or the database
+	// is not known. Circuits is every circuit open on the run's products
+	// in its rounds right after it, as the verdict saw them.
+	Circuit  *Circuit          `json:"circuit,omitempty"`
+	Circuits []verdict.Circuit `json:"circuits,omitempty"`
+	// Wave is, under a fault, the buyers sent once it had healed (see
+	// Config.WaveWithin); their answers are counted in the figures above.
+	Wave *WaveResult `json:"wave,omitempty"`
 
 	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
 	// it out.
 	Answers []verdict.KeyedAnswer `json:"-"`
+	// Evidence is what the verdict was judged from (see Judge).
+	Evidence verdict.Evidence `json:"-"`
 }
 
 // Latency holds request latency percentiles in milliseconds.
@@ -190,7 +211,7 @@ type Latency struct {
 // answerCounts is what the buyers of one product (or of every product)
 // saw; workers add to it concurrently.
 type answerCounts struct {
-	ok, soldOut, unavailable, errors, breaches, unknown atomic.Int64
+	ok, soldOut, unavailable, errors, breaches, unknown, circuitOpen atomic.Int64
 	// Of buyers who asked after the product's last restock in the run.
 	lateSoldOut, lateTurnedAway atomic.Int64
 }
@@ -219,14 +240,15 @@ func (a *answerCounts) count(o outcome, late bool) {
 	if o.unknown {
 		a.unknown.Add(1)
 	}
+	if o.circuitOpen {
+		a.circuitOpen.Add(1)
+	}
 }
 
 // figures is the answers as verdict.Judge takes them, the product's state to be
 // filled in.
-func (a *answerCounts) figures(safe, faulted bool, buyers int64) verdict.Figures {
+func (a *answerCounts) figures(buyers int64) verdict.Figures {
 	return verdict.Figures{
-		Safe:           safe,
-		Faulted:        faulted,
 		Buyers:         buyers,
 		OK:             a.ok.Load(),
 		SoldOut:        a.soldOut.Load(),
@@ -466,8 +488,13 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	selling := make(chan struct{})
 	disturbed := make(chan error, 1)
 	disturbedFrom := time.Now()
+	var healed time.Time // when Disturb returned: the fault had struck and healed
 	if cfg.Disturb != nil {
-		go func() { disturbed <- cfg.Disturb(ctx, answered.Load, selling) }()
+		go func() {
+			err := cfg.Disturb(ctx, answered.Load, selling)
+			healed = time.Now() // read after the send below
+			disturbed <- err
+		}()
 	}
 	var pace <-chan struct{}
 	if cfg.Spread > 0 {
@@ -513,7 +540,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 				}
 				t0 := time.Now()
 				o, retries := c.buyRetrying(runCtx, ids[p], strategy, key, cfg.Retries)
-				rec.Add(o.op(w, ids[p], t0, time.Now()))
+				rec.Add(o.op(w, ids[p], key, t0, time.Now()))
 				t.retries.Add(int64(retries))
 				// Latency is the buyer's, retries included.
 				cnt.latencies = append(cnt.latencies, time.Since(t0).Microseconds())
@@ -548,6 +575,16 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	if err := context.Cause(runCtx); err != nil {
 		return Result{}, err
 	}
+	// Once the fault has healed, a fresh wave must buy what is left.
+	var wv *wave
+	if cfg.Disturb != nil && cfg.WaveWithin > 0 {
+		if len(ids) > 1 {
+			return Result{}, errors.New("the wave after a fault buys one product: WaveWithin needs Products of at most 1")
+		}
+		if wv, err = runWave(ctx, c, tr, cfg, sc, ids[0], t, &rec); err != nil {
+			return Result{}, err
+		}
+	}
 
 	buyersOf := make([]int64, len(ids))
 	if choices == nil {
@@ -556,16 +593,19 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	for _, p := range choices {
 		buyersOf[p]++
 	}
+	if wv != nil {
+		buyersOf[0] += wv.res.Buyers
+	}
 	// Every product is checked on its own, exactly as a single one is.
 	var (
 		after     = make([]product, len(ids))
 		figs      = make([]verdict.Figures, len(ids))
-		judged    = make([]verdict.Judgement, len(ids))
+		ledgers   = make([][]verdict.LedgerRow, len(ids))
 		okByRound = t.okByRound()
 		others    = make([][]history.Op, len(ids)) // restocks made by someone else: a fault
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
-		a, err := tr.product(ctx, id)
+		a, rows, err := tr.snapshot(ctx, id, before[i].Round, cfg.Keys != "")
 		if err != nil {
 			return fmt.Errorf("final state: %w", err)
 		}
@@ -576,37 +616,54 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		if a.Round != wantRound && (cfg.Disturb == nil || a.Round < before[i].Round) {
 			return fmt.Errorf("final state: round %d, want %d: someone else restocked %s during the run", a.Round, wantRound, id)
 		}
-		f := t.products[i].figures(sc.Safe, cfg.Disturb != nil, buyersOf[i])
-		f.Final = a.Quantity
+		f := t.products[i].figures(buyersOf[i])
+		f.Product, f.Final = id, a.Quantity
+		if wv != nil && wv.round != 0 {
+			// Only the wave's buyers asked after the last restock, its own.
+			f.LateSoldOut, f.LateTurnedAway = wv.counts.lateSoldOut.Load(), wv.counts.lateTurnedAway.Load()
+		}
 		if f.Rounds, f.Unattributed, err = readRounds(ctx, tr, id, before[i].Round, a, okByRound[i]); err != nil {
 			return err
 		}
 		if cfg.Disturb != nil {
-			if others[i], err = restocksByOthers(ctx, tr, id, before[i].Round, a.Round, restockedRound[i].Load(), f.Rounds, workers+len(ids), disturbedFrom, disturbedUntil); err != nil {
+			ours := []int64{restockedRound[i].Load()}
+			if wv != nil {
+				ours = append(ours, wv.round)
+			}
+			if others[i], err = restocksByOthers(ctx, tr, id, before[i].Round, a.Round, ours, f.Rounds, workers+len(ids), disturbedFrom, disturbedUntil); err != nil {
 				return err
 			}
 		}
-		after[i], figs[i], judged[i] = a, f, verdict.Judge(f)
+		after[i], figs[i], ledgers[i] = a, f, rows
 		return nil
 	}); err != nil {
 		return Result{}, err
 	}
+	firsts := map[string]int64{}
+	for i, id := range ids {
+		firsts[id] = before[i].Round
+	}
+	circuits, err := tr.circuits(ctx, ids, firsts)
+	if err != nil {
+		return Result{}, err
+	}
 
-	all := t.all.figures(sc.Safe, cfg.Disturb != nil, int64(cfg.Buyers))
+	all := t.all.figures(int64(cfg.Buyers))
 	res := Result{
-		Strategy:    sc.Name,
-		Safe:        sc.Safe,
-		Buyers:      all.Buyers,
-		OK:          all.OK,
-		SoldOut:     all.SoldOut,
-		Unavailable: all.Unavailable,
-		Errors:      all.Errors,
-		Breaches:    all.Breaches,
-		Unknown:     all.Unknown,
-		Retries:     t.retries.Load(),
-		Switches:    switches,
-		Seconds:     elapsed.Seconds(),
-		Throughput:  float64(cfg.Buyers) / elapsed.Seconds(),
+		Strategy:       sc.Name,
+		Safe:           sc.Safe,
+		Buyers:         all.Buyers,
+		OK:             all.OK,
+		SoldOut:        all.SoldOut,
+		Unavailable:    all.Unavailable,
+		Errors:         all.Errors,
+		Breaches:       all.Breaches,
+		Unknown:        all.Unknown,
+		CircuitRefused: t.all.circuitOpen.Load(),
+		Retries:        t.retries.Load(),
+		Switches:       switches,
+		Seconds:        elapsed.Seconds(),
+		Throughput:     float64(cfg.Buyers) / elapsed.Seconds(),
 		LatencyMs: Latency{
 			P50: ms(t.hist.ValueAtQuantile(50)),
 			P95: ms(t.hist.ValueAtQuantile(95)),
@@ -618,30 +675,19 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		FirstErrors: t.firstErrs,
 		Answers:     t.answers,
 		Reads:       reads,
+		Circuits:    circuits,
+		Seed:        cfg.Seed,
 	}
-	for i := range ids {
-		pr := productResult(ids[i], after[i], figs[i], judged[i])
-		res.Initial += pr.Initial
-		res.LedgerUnits += pr.LedgerUnits
-		res.LedgerRows += pr.LedgerRows
-		res.FinalStock += pr.FinalStock
-		res.Oversold += pr.Oversold
-		res.LostUpdates += pr.LostUpdates
-		res.Undersold += pr.Undersold
-		if len(ids) > 1 {
-			if len(pr.Rounds) == 1 {
-				pr.Rounds = nil // the product's round is in Round
-			}
-			res.Products = append(res.Products, pr)
+	if wv != nil {
+		res.Buyers += wv.res.Buyers
+		res.Wave = &wv.res
+	}
+	if len(ids) > 1 {
+		for i := range ids {
+			res.Products = append(res.Products, ProductResult{Product: ids[i], Round: after[i].Round})
 		}
-	}
-	if len(ids) == 1 {
-		j := judged[0]
-		res.Round, res.Rounds, res.BrokenRounds = after[0].Round, j.Rounds, j.BrokenRounds()
-		res.Verdict, res.Reasons = j.Verdict, j.Reasons
 	} else {
-		res.Seed = cfg.Seed
-		res.Verdict, res.Reasons = verdict.Combine(sc.Safe, ids, judged)
+		res.Round, res.Seed = after[0].Round, 0
 	}
 	if len(sc.Sell) != 1 && len(t.perStrategy) > 0 {
 		res.PerStrategy = t.perStrategy
@@ -654,51 +700,83 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		final[id] = history.State{Stock: after[i].Quantity, Round: int(after[i].Round)}
 		ops = append(ops, others[i]...)
 	}
+	settled := 0
+	if len(ids) == 1 && ledgers[0] != nil {
+		settled = settle(ops, ledgers[0])
+	}
+	budget := DefaultHistoryBudget
+	if cfg.HistoryTimeout > 0 {
+		budget = history.Within(cfg.HistoryTimeout)
+	}
 	res.StateFrom = tr.from()
-	res.History = checkHistory(initial, final, ops, cmp.Or(cfg.HistoryTimeout, DefaultHistoryTimeout))
-	judgeHistory(&res)
+	res.History = checkHistory(initial, final, ops, budget)
+	res.History.Settled = settled
+
+	ev := verdict.Evidence{Safe: sc.Safe, Products: figs, History: &res.History.result, Circuits: circuits, CircuitRefusals: res.CircuitRefused}
+	if len(ids) == 1 && ledgers[0] != nil {
+		ev.Ledger = ledgers[0]
+		if cfg.Keys != "" {
+			ev.Answers = append([]verdict.KeyedAnswer{}, t.answers...)
+		}
+	}
+	if cfg.Disturb != nil {
+		ev.Fault = &verdict.Strike{Healed: healed}
+		if wv != nil {
+			ev.Wave = &wv.evidence
+		}
+	}
+	res.Judge(ev)
 	return res, nil
 }
 
-// judgeHistory adds the history's verdict to res: a safe row whose answers
-// no order explains is NOT LINEARIZABLE (unless it already broke another
-// invariant, which stays its verdict), and every row gets a reason per
-// product that failed. An INCONCLUSIVE check changes no verdict: the
-// checker ran out of time, which says nothing either way about the
-// strategy, and the table and JSON say it was not a pass.
-func judgeHistory(res *Result) {
-	h := res.History
-	if h.Verdict != string(history.NotLinearizable) {
-		return
-	}
-	listed := 0
-	for _, p := range h.Products {
-		if p.Verdict != string(history.NotLinearizable) {
+// Judge has verdict.Judge judge the run from ev, and sets what it found in
+// res: the verdict and its reasons, the units oversold, lost and
+// undersold, each round and each product's own. ev is kept (Evidence), so
+// that whoever has more of it (the fault matrix: the fault's strike, the
+// default the buyers were given) adds it and judges the run again.
+func (r *Result) Judge(ev verdict.Evidence) {
+	j := verdict.Judge(ev)
+	r.Evidence = ev
+	r.Verdict, r.Reasons = j.Verdict, j.Reasons
+	r.Initial, r.LedgerUnits, r.LedgerRows, r.FinalStock = 0, 0, 0, 0
+	r.Oversold, r.LostUpdates, r.Undersold = 0, 0, 0
+	for i, f := range ev.Products {
+		pj := j.Products[i]
+		pr := productResult(f, pj)
+		r.Initial += pr.Initial
+		r.LedgerUnits += pr.LedgerUnits
+		r.LedgerRows += pr.LedgerRows
+		r.FinalStock += pr.FinalStock
+		r.Oversold += pr.Oversold
+		r.LostUpdates += pr.LostUpdates
+		r.Undersold += pr.Undersold
+		if len(ev.Products) == 1 {
+			r.Rounds, r.BrokenRounds = pj.Rounds, pj.BrokenRounds()
 			continue
 		}
-		if listed == verdict.MaxProductReasons {
-			res.Reasons = append(res.Reasons, "… and more products whose history no order explains")
-			break
+		if i < len(r.Products) {
+			pr.Round = r.Products[i].Round
 		}
-		listed++
-		res.Reasons = append(res.Reasons, fmt.Sprintf("history of %s not linearizable (%s): %s", p.Product, p.Violation, p.Evidence))
-	}
-	if res.Safe && res.Verdict != verdict.Broken {
-		res.Verdict = verdict.NotLinearizable
+		if len(pr.Rounds) == 1 {
+			pr.Rounds = nil // the product's round is in Round
+		}
+		if i < len(r.Products) {
+			r.Products[i] = pr
+		}
 	}
 }
 
 // restocksByOthers is the restocks of product id that the run did not make
-// itself (ours is round, 0 for none) but found in the rounds after first up to
+// itself (ours: the rounds it started) but found in the rounds after first up to
 // current: a fault's. Each becomes a restock op (client from clientBase on)
 // that took effect at some moment while the fault was active (from–until),
 // not before the database says its round began (less a second for clock
 // skew); its stock is the round's initial.
-func restocksByOthers(ctx context.Context, tr truth, id string, first, current, ours int64, rounds []verdict.RoundFigures,
+func restocksByOthers(ctx context.Context, tr truth, id string, first, current int64, ours []int64, rounds []verdict.RoundFigures,
 	clientBase int, from, until time.Time) ([]history.Op, error) {
 	var out []history.Op
 	for n := first + 1; n <= current; n++ {
-		if n == ours {
+		if slices.Contains(ours, n) {
 			continue
 		}
 		var initial int64 = -1
@@ -742,9 +820,9 @@ func restockChecked(ctx context.Context, c *Client, tr truth, id string, stock i
 }
 
 // productResult is one product's figures and judgement as --json writes them.
-func productResult(id string, after product, f verdict.Figures, j verdict.Judgement) ProductResult {
+func productResult(f verdict.Figures, j verdict.Judgement) ProductResult {
 	pr := ProductResult{
-		Product: id, Round: after.Round, Buyers: f.Buyers, FinalStock: f.Final, OK: f.OK, SoldOut: f.SoldOut, Unavailable: f.Unavailable,
+		Product: f.Product, Buyers: f.Buyers, FinalStock: f.Final, OK: f.OK, SoldOut: f.SoldOut, Unavailable: f.Unavailable,
 		Oversold: j.Oversold, LostUpdates: j.LostUpdates, Undersold: j.Undersold, Rounds: j.Rounds,
 		// Reasons other than undersold are broken invariants, whether the strategy claims safety or not.
 		Broken: len(j.Reasons) > 0 && j.Verdict != verdict.Undersold,

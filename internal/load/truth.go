@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"inventory/internal/verdict"
 )
 
 // Where a run's state was read from, as Result.StateFrom says.
@@ -25,6 +27,13 @@ type truth interface {
 	// started is when round n of id began, as the database's clock saw it
 	// (zero when unknown).
 	started(ctx context.Context, id string, n int64) (time.Time, error)
+	// snapshot is product and, when rows, its ledger's rows from round
+	// first on, read at one moment; the ledger is nil when it cannot be
+	// read (through the API).
+	snapshot(ctx context.Context, id string, first int64, rows bool) (product, []verdict.LedgerRow, error)
+	// circuits is the circuits the watchdog opened on ids from their first
+	// round on (firsts); nil when they cannot be read (through the API).
+	circuits(ctx context.Context, ids []string, firsts map[string]int64) ([]verdict.Circuit, error)
 	from() string
 	close()
 }
@@ -39,8 +48,15 @@ func (a apiTruth) round(ctx context.Context, id string, n int64) (round, error) 
 	return a.c.round(ctx, id, n)
 }
 func (apiTruth) started(context.Context, string, int64) (time.Time, error) { return time.Time{}, nil }
-func (apiTruth) from() string                                              { return FromAPI }
-func (apiTruth) close()                                                    {}
+func (a apiTruth) snapshot(ctx context.Context, id string, _ int64, _ bool) (product, []verdict.LedgerRow, error) {
+	p, err := a.c.product(ctx, id)
+	return p, nil, err
+}
+func (apiTruth) circuits(context.Context, []string, map[string]int64) ([]verdict.Circuit, error) {
+	return nil, nil
+}
+func (apiTruth) from() string { return FromAPI }
+func (apiTruth) close()       {}
 
 // pgTruth reads the stock row, the rounds table and the ledger straight
 // from Postgres, with the same queries' meaning as the service's reads.
@@ -62,24 +78,7 @@ func newPGTruth(ctx context.Context, pgURL string, conns int) (*pgTruth, error) 
 }
 
 func (p *pgTruth) product(ctx context.Context, id string) (product, error) {
-	out := product{ProductID: id}
-	err := p.pool.QueryRow(ctx, `
-		SELECT s.name, s.quantity, s.initial, s.round, s.version,
-		       coalesce(l.units, 0), coalesce(l.n, 0)
-		FROM stock s
-		LEFT JOIN LATERAL (
-			SELECT sum(quantity) AS units, count(*) AS n
-			FROM sales WHERE product_id = $1 AND round = s.round
-		) l ON true
-		WHERE s.product_id = $1`, id).
-		Scan(&out.Name, &out.Quantity, &out.Initial, &out.Round, &out.Version, &out.Sold, &out.Sales)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return product{}, fmt.Errorf("product %s: not in Postgres", id)
-	}
-	if err != nil {
-		return product{}, fmt.Errorf("read product %s from Postgres: %w", id, err)
-	}
-	return out, nil
+	return readProduct(ctx, p.pool, id)
 }
 
 func (p *pgTruth) round(ctx context.Context, id string, n int64) (round, error) {

@@ -46,7 +46,7 @@ func historyLines(h *load.History) []string {
 	for _, p := range h.Products {
 		switch {
 		case p.Verdict == string(history.Inconclusive):
-			out = append(out, fmt.Sprintf("%s INCONCLUSIVE after %s (%d ops): not a pass; its other checks stand", p.Product, seconds(p.Seconds), p.Ops))
+			out = append(out, fmt.Sprintf("%s INCONCLUSIVE after %s (%d ops): not checked, so not a pass (a safe row fails)", p.Product, seconds(p.Seconds), p.Ops))
 		case p.Visualization != "":
 			out = append(out, fmt.Sprintf("%s %s (%s), see %s", p.Product, p.Verdict, p.Violation, p.Visualization))
 		}

@@ -114,7 +114,7 @@ func verdictClass(r load.Result) string {
 	switch r.Verdict {
 	case verdict.Safe:
 		return "safe"
-	case verdict.Broken, verdict.NotLinearizable:
+	case verdict.Broken, verdict.NotLinearizable, verdict.Inconclusive, verdict.Stuck:
 		return "failed"
 	case verdict.Undersold:
 		return "undersold"
@@ -159,6 +159,11 @@ func settings(rep *Report) [][2]string {
 		{"started", rep.StartedAt},
 		{"commit", cmp(rep.Commit, "unknown")},
 		{"target", target},
+	}
+	if line := unverifiedLine(rep.Results); line != "" {
+		s = append(s, [2]string{"verdicts", line})
+	} else if len(rep.Results) > 0 && !slices.ContainsFunc(rep.Results, func(r load.Result) bool { return r.StateFrom != load.FromPostgres }) {
+		s = append(s, [2]string{"verdicts", "verified: each run's state read from the fleet's Postgres"})
 	}
 	if rep.Products > 1 {
 		s = append(s, [2]string{"products", fmt.Sprintf("%d (%s-1 … %s-%d), %d in stock each; buyers pick one by Zipf s=%g", rep.Products, rep.Product, rep.Product, rep.Products, rep.Stock, rep.Zipf)})
@@ -386,7 +391,7 @@ func newMatrixTable(m *Matrix) *matrixTable {
 			case c.NotStruck != "":
 				mc.Class, mc.Title = "notstruck", c.NotStruck
 			case c.SafeBroke:
-				mc.Class, mc.Text = "failed", mc.Text+" BROKE"
+				mc.Class, mc.Text = "failed", mc.Text+" "+brokeLabel(c.Failing)
 			case c.Kept < c.Runs:
 				mc.Class = "expected"
 			default:

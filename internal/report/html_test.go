@@ -19,7 +19,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 		WorkDelay: "5ms", StartedAt: "2026-11-25T10:00:00Z", Commit: "720ee85abcde", Results: []load.Result{
 			{Run: 1, Strategy: "none", Initial: 1000, LedgerUnits: 1030, OK: 1030, FinalStock: -30, Oversold: 30, Verdict: verdict.Oversold, Reasons: []string{"oversold 30 units"},
 				Timeline: []int64{50, 53}, PerReplica: map[string]int64{"inventory-1": 515, "inventory-2": 515}},
-			{Run: 1, Strategy: "redis", Safe: true, Initial: 1000, LedgerUnits: 1000, OK: 1000, SoldOut: 500, Breaches: 4, Verdict: verdict.Safe,
+			{Run: 1, Strategy: "redis", Safe: true, Initial: 1000, LedgerUnits: 1000, OK: 1000, SoldOut: 500, Breaches: 4, Verdict: verdict.Safe, StateFrom: load.FromAPI,
 				Timeline: []int64{30, 40, 30}, LatencyMs: load.Latency{P50: 3, P95: 9, P99: 12}},
 		}}
 	m := &Matrix{Runs: 3, Strategies: []StrategyInfo{{"none", false}, {"redis", true}}, Faults: []string{"redis-restart", "lock-expired-early"},
@@ -38,7 +38,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 		"none OVERSOLD: oversold 30 units", "720ee85abcde", "fsync on", "sku-loadtest, 1000 in stock", "1500 per row, 1 unit each, 64 at a time",
 		"Sales per second over time", "Latency seen by the buyers", "Final stock and oversold units",
 		"Answers per replica", "Lock breaches caught by the database", "What survives what", "lock-expired-early",
-		">3/3<", ">2/3 BROKE<", `class="notstruck"`, ">DID NOT STRIKE<"} {
+		">3/3<", ">2/3 BROKE<", `class="notstruck"`, ">DID NOT STRIKE<", "UNVERIFIED: the state before and after each run was read through the service"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the report lacks %q", want)
 		}

@@ -28,7 +28,7 @@ type Matrix struct {
 	Cells       []Cell         `json:"cells"`
 	// FaultSeconds is how long each fault's cells took, in Faults' order.
 	FaultSeconds []float64 `json:"fault_seconds"`
-	// Failed is true when a safe strategy broke an invariant in some run; the exit status is then 1.
+	// Failed is true when some cell fails (Cell.Fails); the exit status is then 1.
 	Failed bool `json:"failed"`
 }
 
@@ -44,8 +44,8 @@ type Cell struct {
 	Fault    string `json:"fault"`
 	Safe     bool   `json:"safe"`
 	// Runs is the faulted runs judged; Kept those that kept every
-	// invariant (stock ≥ 0, initial − stock = ledger per round, no round
-	// oversold, every 2xx with its row under its key, no key sold twice).
+	// invariant (verdict.Kept: a safe strategy's run SAFE or UNDERSOLD, an
+	// unsafe one's with nothing to explain), as verdict.JudgeCell counted.
 	Runs int `json:"runs"`
 	Kept int `json:"kept"`
 	// Missed is runs whose buyers all finished before the fault could
@@ -58,7 +58,12 @@ type Cell struct {
 	// runs than asked for and fails the matrix whether the strategy is
 	// safe or not. Its label is NotStruck ("DID NOT STRIKE"), never a
 	// kept/runs fraction: it broke nothing.
-	NotStruck    string `json:"not_struck,omitempty"`
+	NotStruck string `json:"not_struck,omitempty"`
+	// Failing is, for a safe strategy's cell, the verdict of its first run
+	// that did not keep every invariant (BROKEN, NOT LINEARIZABLE, STUCK,
+	// INCONCLUSIVE); Fails says the cell fails the matrix (verdict.JudgeCell).
+	Failing      string `json:"failing,omitempty"`
+	Fails        bool   `json:"fails"`
 	Oversold     int64  `json:"oversold"`       // units, summed over runs
 	Breaches     int64  `json:"breaches"`       // answers flagged lock_breach
 	BreachMetric int64  `json:"breach_metric"`  // rise of inventory_lock_breaches_total (at least: a killed replica's count is lost)
@@ -69,6 +74,16 @@ type Cell struct {
 	// same time (two holders each believing the lock theirs), summed over
 	// runs, from the replicas' GET /products/{id}/holds.
 	Overlaps int64 `json:"overlapping_holders"`
+	// LeasesLost is holds whose lease was lost under their holder (or
+	// whose write the database refused), from the same hold logs;
+	// LeasesEnded the leases the fault itself saw end under their holders
+	// (faults.LockBreaker), summed over runs.
+	LeasesLost  int64 `json:"leases_lost"`
+	LeasesEnded int64 `json:"leases_ended_by_fault"`
+	// WaveLeft and WaveSold are, summed over runs, the units left once the
+	// fault had healed and what the wave of buyers sent then bought.
+	WaveLeft int64 `json:"wave_left"`
+	WaveSold int64 `json:"wave_sold"`
 	// Linearizable is the runs whose history of answers one order
 	// explains (see load.History); the others are NOT LINEARIZABLE or
 	// INCONCLUSIVE, as each run's History says.
@@ -76,8 +91,8 @@ type Cell struct {
 	// P50 and P99 are the worst run's buyer latency percentiles, retries included.
 	P50 float64 `json:"p50_ms"`
 	P99 float64 `json:"p99_ms"`
-	// SafeBroke is true when the strategy is safe and a judged run broke
-	// an invariant (a run the fault did not strike is not one).
+	// SafeBroke is true when the strategy is safe and a judged run did
+	// not keep every invariant (a run the fault did not strike is not one).
 	SafeBroke bool       `json:"safe_broke"`
 	Results   []FaultRun `json:"results"`
 }
@@ -90,18 +105,34 @@ type FaultRun struct {
 	// at the same time; OverlapSample describes the first few.
 	Overlaps      int64    `json:"overlapping_holders"`
 	OverlapSample []string `json:"overlap_sample,omitempty"`
+	// LeasesLost is the run's holds whose lease was lost under their
+	// holder; LeasesEnded the leases of its product the fault itself saw
+	// end under their holders.
+	LeasesLost  int64 `json:"leases_lost"`
+	LeasesEnded int64 `json:"leases_ended_by_fault"`
+}
+
+// LocksBroken is the signs that the run's lock broke: leases lost or
+// ended under their holders, breaches the database refused, and holders
+// that overlapped.
+func (r FaultRun) LocksBroken() int64 {
+	return r.LeasesLost + r.LeasesEnded + max(r.Breaches, r.BreachMetric) + r.Overlaps
 }
 
 // kept reports whether a run kept every invariant.
 func kept(r load.Result) bool { return verdict.Kept(r.Safe, r.Verdict, r.Reasons) }
 
-// Add counts one judged run into the cell.
+// Add counts one judged run's figures into the cell (the cell's verdict is
+// verdict.JudgeCell's, set by whoever ran it).
 func (c *Cell) Add(r FaultRun) {
 	c.Runs++
-	if kept(r.Result) {
-		c.Kept++
-	}
 	c.Overlaps += r.Overlaps
+	c.LeasesLost += r.LeasesLost
+	c.LeasesEnded += r.LeasesEnded
+	if r.Wave != nil {
+		c.WaveLeft += r.Wave.Left
+		c.WaveSold += r.Wave.OK
+	}
 	c.Oversold += r.Oversold
 	c.Breaches += r.Breaches
 	c.BreachMetric += r.BreachMetric
@@ -116,16 +147,14 @@ func (c *Cell) Add(r FaultRun) {
 	c.Results = append(c.Results, r)
 }
 
-// Finish marks the cell SafeBroke once its runs are in.
-func (c *Cell) Finish() { c.SafeBroke = c.Safe && c.Kept < c.Runs }
-
-// NotStruck is the label of a cell whose fault, applicable to the
-// strategy, did not strike one of its runs in any try: a cell that proved
+// NotStruck is the label of a cell whose fault, declared to apply to the
+// strategy, did not strike enough of its runs, said at run time that it did
+// not apply, or never showed the effect it declares: a cell that proved
 // nothing, and fails.
-const NotStruck = "DID NOT STRIKE"
+const NotStruck = verdict.NotStruck
 
-// MarkNotStruck fails the cell as NotStruck, why saying what was tried.
-// The run it could not judge is kept in Results with the verdict
+// MarkNotStruck records why the cell is NotStruck (verdict.JudgeCell's
+// why). The run it could not judge is kept in Results with the verdict
 // NotStruck, and counted neither in Runs nor in Kept.
 func (c *Cell) MarkNotStruck(r FaultRun, why string) {
 	r.Verdict, r.Reasons = NotStruck, []string{why}
@@ -160,8 +189,8 @@ func (c Cell) Summary() string {
 	if c.NotStruck != "" && c.Runs == 0 {
 		return c.NotStruck
 	}
-	return fmt.Sprintf("%s kept the invariants, oversold %d, breaches %d, overlapping holders %d, definite %d, 5xx %d, p99 %.0f ms",
-		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Overlaps, c.Definite, c.Indefinite, c.P99)
+	return fmt.Sprintf("%s kept the invariants, oversold %d, breaches %d, overlapping holders %d, leases ended %d/lost %d, definite %d, 5xx %d, after the heal sold %d of %d, p99 %.0f ms",
+		c.Short(), c.Oversold, max(c.Breaches, c.BreachMetric), c.Overlaps, c.LeasesEnded, c.LeasesLost, c.Definite, c.Indefinite, c.WaveSold, c.WaveLeft, c.P99)
 }
 
 // PrintMatrix writes the strategies × faults table, then the figures of
@@ -192,7 +221,7 @@ func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 			v := c.Short()
 			switch {
 			case c.SafeBroke:
-				v += " BROKE"
+				v += " " + brokeLabel(c.Failing)
 				if colour {
 					v = text.FgRed.Sprint(v)
 				}
@@ -205,20 +234,23 @@ func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 	}
 	t.Render()
 	fmt.Fprintf(w, "cells: runs that kept every invariant / faulted runs (N=%d asked; * = some tries missed the fault, were not counted and were run again).\n", m.Runs)
-	fmt.Fprintf(w, "%s: the fault applies, but a run missed it in every try; the cell proved nothing, and fails the matrix, safe strategy or not.\n", NotStruck)
-	fmt.Fprintln(w, "Unsafe strategies (safe? no) are expected to break; only a safe strategy's broken run fails the matrix.")
+	fmt.Fprintf(w, "%s: the fault declared it applies, but a run missed it in every try, it said at run time that it does not apply, or it never showed the effect it declares (clock-jump: a lock broken); the cell proved nothing, and fails the matrix, safe strategy or not.\n", NotStruck)
+	fmt.Fprintln(w, "BROKE: a safe strategy broke an invariant or gave an answer no order of events explains; STUCK: it sold nothing to the buyers sent once the fault had healed; INCONCLUSIVE: its history was not checked to the end. Each fails the matrix.")
+	fmt.Fprintln(w, "Unsafe strategies (safe? no) are expected to break; only a safe strategy's failed run fails the matrix.")
 
 	d := table.NewWriter()
 	d.SetOutputMirror(w)
 	d.SetStyle(table.StyleLight)
 	d.Style().Format.Header = text.FormatDefault
-	d.AppendHeader(table.Row{"strategy", "fault", "kept", "oversold", "breaches (answers/metric)", "overlapping holders", "definite", "5xx", "retries", "history", "p50 ms", "p99 ms"})
+	d.AppendHeader(table.Row{"strategy", "fault", "kept", "oversold", "breaches (answers/metric)", "overlapping holders", "leases ended/lost",
+		"definite", "5xx", "retries", "after heal sold/left", "history", "p50 ms", "p99 ms"})
 	for _, c := range m.Cells {
 		if c.NotApplicable != "" {
 			continue
 		}
 		d.AppendRow(table.Row{c.Strategy, c.Fault, c.Short(), c.Oversold, fmt.Sprintf("%d/%d", c.Breaches, c.BreachMetric),
-			c.Overlaps, c.Definite, c.Indefinite, c.Retries, fmt.Sprintf("%d/%d lin", c.Linearizable, c.Runs), fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P99)})
+			c.Overlaps, fmt.Sprintf("%d/%d", c.LeasesEnded, c.LeasesLost), c.Definite, c.Indefinite, c.Retries,
+			fmt.Sprintf("%d/%d", c.WaveSold, c.WaveLeft), fmt.Sprintf("%d/%d lin", c.Linearizable, c.Runs), fmt.Sprintf("%.1f", c.P50), fmt.Sprintf("%.1f", c.P99)})
 	}
 	d.Render()
 	for _, c := range m.Cells {
@@ -234,13 +266,28 @@ func PrintMatrix(w io.Writer, m Matrix, colour bool) {
 	}
 }
 
+// brokeLabel is how the matrix marks a safe strategy's cell that failed
+// with verdict: BROKE for a broken invariant or an untrue answer, else the
+// verdict (STUCK, INCONCLUSIVE).
+func brokeLabel(failing string) string {
+	switch failing {
+	case verdict.Stuck, verdict.Inconclusive:
+		return failing
+	}
+	return "BROKE"
+}
+
 // Failures names the cells that fail the matrix, as "strategy × fault":
-// those where a safe strategy broke an invariant, and those the fault did
-// not strike (safe strategy or not).
+// those where a safe strategy did not keep every invariant (with the
+// verdict, e.g. "redis × replica-kill (STUCK)"), and those the fault did not
+// strike (safe strategy or not).
 func (m Matrix) Failures() (safeBroke, notStruck []string) {
 	for _, c := range m.Cells {
 		name := c.Strategy + " × " + c.Fault
 		if c.SafeBroke {
+			if c.Failing != "" && c.Failing != verdict.Broken {
+				name += " (" + c.Failing + ")"
+			}
 			safeBroke = append(safeBroke, name)
 		}
 		if c.NotStruck != "" {

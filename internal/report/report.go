@@ -44,9 +44,13 @@ type Report struct {
 	// Ceilings are the comparison figures measured in this run (--ceilings).
 	Ceilings *load.Ceilings `json:"ceilings,omitempty"`
 	Results  []load.Result  `json:"results"`
-	// Failed is true when some safe strategy was BROKEN or NOT
-	// LINEARIZABLE; the exit code is then 1.
+	// Failed is true when some safe strategy was BROKEN, NOT
+	// LINEARIZABLE, INCONCLUSIVE or STUCK; the exit code is then 1.
 	Failed bool `json:"failed"`
+	// Verified is true when every run's state before and after was read
+	// from the fleet's Postgres; false when some was read through the
+	// service's API (the table then says UNVERIFIED).
+	Verified bool `json:"verified"`
 }
 
 // PrintTable writes the verdict table, then one line per non-SAFE reason
@@ -55,7 +59,14 @@ type Report struct {
 // p99); wide adds every other figure (errors, breaches, ledger, lost and
 // undersold units, rounds, p50 to max, the answers per replica, the
 // history check), about 200 columns.
+//
+// When any row's state was read through the service's own API rather than
+// from Postgres, a line above the table says that its verdicts are
+// UNVERIFIED, and the verdict column is headed "unverified".
 func PrintTable(w io.Writer, r Report, wide bool) {
+	if line := unverifiedLine(r.Results); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if wide {
 		wideTable(w, r)
 	} else {
@@ -78,7 +89,7 @@ func compactTable(w io.Writer, r Report) {
 	if multiRun {
 		header = append(header, "run")
 	}
-	header = append(header, "strategy", "verdict", "sold", "2xx", "409", "503", "final", "oversold", "req/s", "p99 ms")
+	header = append(header, "strategy", verdictHeader(r.Results), "sold", "2xx", "409", "503", "final", "oversold", "req/s", "p99 ms")
 	t.AppendHeader(header)
 	for _, res := range r.Results {
 		row := table.Row{}
@@ -91,7 +102,7 @@ func compactTable(w io.Writer, r Report) {
 	}
 	var cols []table.ColumnConfig
 	for i, h := range header { // the figures right-aligned, their headers too
-		if h != "strategy" && h != "verdict" {
+		if h != "strategy" && h != "verdict" && h != "unverified" {
 			cols = append(cols, table.ColumnConfig{Number: i + 1, Align: text.AlignRight, AlignHeader: text.AlignRight})
 		}
 	}
@@ -135,7 +146,7 @@ func wideTable(w io.Writer, r Report) {
 	}
 	// max against p99 is the fairness figure: a lock that lets a waiter
 	// starve shows a max far above its p99.
-	header = append(header, "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per replica", "history", "verdict")
+	header = append(header, "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per replica", "history", verdictHeader(r.Results))
 	t.AppendHeader(header)
 	for _, res := range r.Results {
 		row := table.Row{}
@@ -161,6 +172,34 @@ func wideTable(w io.Writer, r Report) {
 		t.AppendRow(row)
 	}
 	t.Render()
+}
+
+// unverified reports whether some result's state before and after was read
+// through the service's API, which could vouch for itself, instead of from
+// the fleet's Postgres.
+func unverified(results []load.Result) bool {
+	return slices.ContainsFunc(results, func(r load.Result) bool { return r.StateFrom == load.FromAPI })
+}
+
+// verdictHeader is the verdict column's header: "verdict", or "unverified"
+// when unverified (no wider than the widest verdict, so the table still
+// fits 100 columns).
+func verdictHeader(results []load.Result) string {
+	if unverified(results) {
+		return "unverified"
+	}
+	return "verdict"
+}
+
+// unverifiedLine is the line above the table of a report read through the
+// API, saying how to get verified verdicts; "" when every state came from
+// Postgres.
+func unverifiedLine(results []load.Result) string {
+	if !unverified(results) {
+		return ""
+	}
+	return "UNVERIFIED: the state before and after each run was read through the service's own API, not from Postgres " +
+		"(give --postgres-url, or run against `make fleet`, whose state file names it): these verdicts take the service's word for its stock and ledger."
 }
 
 // printNotes writes, under the table, each row's reasons and the figures

@@ -177,12 +177,46 @@ func TestTableShowsTheHistory(t *testing.T) {
 		"history", "LIN 0.00s", "NOT LIN 1.2s", "INCONCL 30s", "NOT LINEARIZABLE",
 		"lua NOT LINEARIZABLE: history of sku-1 not linearizable (false sold-out)",
 		"lua history: sku-1 NOT LINEARIZABLE (false sold-out), see /tmp/r-lua-sku-1.html",
-		"redis history: sku-1 INCONCLUSIVE after 30s (2001 ops): not a pass",
+		"redis history: sku-1 INCONCLUSIVE after 30s (2001 ops): not checked, so not a pass",
 		"read from Postgres",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("PrintTable output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestAnUnverifiedTableSaysSo: rows whose state was read through the
+// service's API, not from Postgres, get a line above the table saying
+// their verdicts are UNVERIFIED and how to verify them, and the verdict
+// column says so too; a table read from Postgres says neither.
+func TestAnUnverifiedTableSaysSo(t *testing.T) {
+	rows := func(from string) Report {
+		rep := Report{Runs: 2}
+		for run := 1; run <= 2; run++ {
+			for _, name := range append(slices.Clone(sixteen), load.RowMix, load.RowSwitch) {
+				rep.Results = append(rep.Results, load.Result{Run: run, Strategy: name, Verdict: verdict.NotLinearizable, StateFrom: from,
+					Initial: 20000, Buyers: 150000, OK: 10500, SoldOut: 139000, Unavailable: 500, FinalStock: -500, LedgerUnits: 10500, Oversold: 500,
+					Throughput: 12345.6, LatencyMs: load.Latency{P99: 12345.6}})
+			}
+		}
+		return rep
+	}
+	var buf bytes.Buffer
+	PrintTable(&buf, rows(load.FromAPI), false)
+	lines := strings.Split(buf.String(), "\n")
+	if !strings.HasPrefix(lines[0], "UNVERIFIED: ") || !strings.Contains(lines[0], "--postgres-url") || !strings.Contains(lines[1], "unverified") {
+		t.Errorf("a table read through the API begins %q / %q; want an UNVERIFIED line naming --postgres-url, then a header with \"unverified\"", lines[0], lines[1])
+	}
+	for i, line := range lines[1 : 3+36] {
+		if n := text.StringWidthWithoutEscSequences(line); n > 100 {
+			t.Errorf("line %d is %d columns wide, want at most 100:\n%s", i+2, n, line)
+		}
+	}
+	buf.Reset()
+	PrintTable(&buf, rows(load.FromPostgres), false)
+	if strings.Contains(buf.String(), "UNVERIFIED") || strings.Contains(buf.String(), "unverified") {
+		t.Errorf("a table read from Postgres says unverified:\n%s", buf.String())
 	}
 }
 

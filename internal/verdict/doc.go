@@ -1,15 +1,15 @@
-// Package verdict judges a run of buyers from what they were told and what
-// the database holds afterwards, as the design's invariants say: per round
-// no unit oversold, the ledger equal to the stock's fall, every 2xx with its
-// ledger row (and its Idempotency-Key's only row), no 409 while stock
-// remained, and no two lock holders at once.
+// Package verdict judges a run of buyers, and a cell of the fault matrix,
+// from evidence alone: Judge takes everything one run left (each product's
+// answers and its state before and after, read from Postgres; the check of
+// the history of answers; the ledger's rows by Idempotency-Key; the
+// circuits the watchdog opened; the fault's strike and the wave of buyers
+// after its heal) and returns the verdict and every reason, and JudgeCell
+// does the same for a cell's runs. Both are pure functions: whoever runs
+// the buyers or injects the faults (internal/load, internal/faults/matrix)
+// only collects, and internal/report only shows.
 //
-// Every check is a function of readings taken beforehand (Figures, the
-// ledger's rows by key, the replicas' holds), so each can be tested without
-// a fleet and new checkers join beside them: a check of the history of
-// answers against a sequential model of a product (linearizability) is one
-// more function over the buyers' operations, with its own verdict. The
-// readings from Postgres that the checks need are here too (ReadKeys,
-// SoldWithOthers, LedgerByStrategy); the checker never injects or drives
-// anything.
+// A run cannot pass what it did not check: a safe row whose history was
+// not checked to the end is INCONCLUSIVE, one that sold nothing once its
+// fault had healed is STUCK, and a cell whose fault did not strike, or did
+// not show the effect it declares, is DID NOT STRIKE; all of them fail.
 package verdict

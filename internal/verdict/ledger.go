@@ -1,65 +1,69 @@
 package verdict
 
 import (
-	"context"
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// LedgerByStrategy says which strategies, from which replicas, wrote the
-// product's ledger rows (every round from first), e.g. "redis@inventory-1
-// 40, none@inventory-2 2": what a broken run's oversell was sold with.
-func LedgerByStrategy(ctx context.Context, pgURL, product string, first int64) (string, error) {
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return "", fmt.Errorf("read the ledger: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `
-		SELECT strategy || '@' || instance, count(*) FROM sales
-		WHERE product_id = $1 AND round >= $2 GROUP BY 1 ORDER BY 1`, product, first)
-	if err != nil {
-		return "", fmt.Errorf("read the ledger: %w", err)
-	}
-	var parts []string
-	for rows.Next() {
-		var who string
-		var n int64
-		if err := rows.Scan(&who, &n); err != nil {
-			return "", fmt.Errorf("read the ledger: %w", err)
-		}
-		parts = append(parts, fmt.Sprintf("%s %d", who, n))
-	}
-	return strings.Join(parts, ", "), rows.Err()
+// LedgerRow is one row of a run's product's ledger (table sales), as read
+// from Postgres after the run.
+type LedgerRow struct {
+	ID       int64
+	Key      string // its Idempotency-Key; "" for none
+	Round    int64
+	Strategy string
+	Instance string
 }
 
-// SoldWithOthers reads the ledger of product (every round from first)
-// and names every strategy other than want that sold: buyers who named
-// none should all have got the fleet default, want.
-func SoldWithOthers(ctx context.Context, pgURL, product string, first int64, want string) ([]string, error) {
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return nil, fmt.Errorf("read the ledger: %w", err)
+// byKey is rows' ids by Idempotency-Key ("" for none), for CheckKeys.
+func byKey(rows []LedgerRow) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, r := range rows {
+		out[r.Key] = append(out[r.Key], r.ID)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `
-		SELECT strategy, count(*) FROM sales
-		WHERE product_id = $1 AND round >= $2 AND strategy <> $3 GROUP BY 1 ORDER BY 1`, product, first, want)
-	if err != nil {
-		return nil, fmt.Errorf("read the ledger: %w", err)
+	return out
+}
+
+// soldWithOthers names every strategy other than want that wrote rows:
+// buyers who named none should all have got the fleet default, want.
+func soldWithOthers(rows []LedgerRow, want string) []string {
+	n := map[string]int{}
+	for _, r := range rows {
+		if r.Strategy != want {
+			n[r.Strategy]++
+		}
 	}
 	var why []string
-	for rows.Next() {
-		var name string
-		var n int64
-		if err := rows.Scan(&name, &n); err != nil {
-			return nil, fmt.Errorf("read the ledger: %w", err)
-		}
-		why = append(why, fmt.Sprintf("%d sales made with %s while the fleet default was %s", n, name, want))
+	for _, name := range sortedKeys(n) {
+		why = append(why, fmt.Sprintf("%d sales made with %s while the fleet default was %s", n[name], name, want))
 	}
-	return why, rows.Err()
+	return why
+}
+
+// byStrategy says which strategies, from which replicas, wrote rows, e.g.
+// "redis@inventory-1 40, none@inventory-2 2": what a broken run's oversell
+// was sold with.
+func byStrategy(rows []LedgerRow) string {
+	n := map[string]int{}
+	for _, r := range rows {
+		n[r.Strategy+"@"+r.Instance]++
+	}
+	var parts []string
+	for _, who := range sortedKeys(n) {
+		parts = append(parts, fmt.Sprintf("%s %d", who, n[who]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp.Compare[string])
+	return keys
 }
 
 // KeyedAnswer is the last answer a buyer with an Idempotency-Key got.
@@ -70,40 +74,13 @@ type KeyedAnswer struct {
 	SaleID   int64 // from a 2xx
 }
 
-// ReadKeys reads the ledger of product (every round from first) straight
-// from Postgres: the ids of its rows by Idempotency-Key ("" for none), for
-// CheckKeys.
-func ReadKeys(ctx context.Context, pgURL, product string, first int64) (map[string][]int64, error) {
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return nil, fmt.Errorf("check the ledger: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT id, coalesce(idempotency_key, '') FROM sales WHERE product_id = $1 AND round >= $2`, product, first)
-	if err != nil {
-		return nil, fmt.Errorf("check the ledger: %w", err)
-	}
-	byKey := map[string][]int64{}
-	for rows.Next() {
-		var id int64
-		var key string
-		if err := rows.Scan(&id, &key); err != nil {
-			return nil, fmt.Errorf("check the ledger: %w", err)
-		}
-		byKey[key] = append(byKey[key], id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("check the ledger: %w", err)
-	}
-	return byKey, nil
-}
-
-// CheckKeys holds the ledger's rows by key (ReadKeys) against every
-// buyer's last answer: each 2xx has its row, under its Idempotency-Key and
-// with the sale id it was told; no key has two rows (a retry sold twice);
-// and no row belongs to a buyer who was told 409 sold out or to no buyer
-// at all. It returns what is wrong, one line each, at most five.
-func CheckKeys(byKey map[string][]int64, answers []KeyedAnswer) []string {
+// CheckKeys holds the ledger's rows by key against every buyer's last
+// answer: each 2xx has its row, under its Idempotency-Key and with the sale
+// id it was told; no key has two rows (a retry sold twice); and no row
+// belongs to a buyer who was told 409 sold out or to no buyer at all. It
+// returns what is wrong, one line each, at most five.
+func CheckKeys(rows []LedgerRow, answers []KeyedAnswer) []string {
+	keyed := byKey(rows)
 	var why []string
 	note := func(format string, args ...any) {
 		if len(why) < 5 {
@@ -113,7 +90,7 @@ func CheckKeys(byKey map[string][]int64, answers []KeyedAnswer) []string {
 	seen := map[string]bool{}
 	for _, a := range answers {
 		seen[a.Key] = true
-		ids := byKey[a.Key]
+		ids := keyed[a.Key]
 		switch {
 		case len(ids) > 1:
 			note("key %s has %d ledger rows %v: a retry sold twice", a.Key, len(ids), ids)
@@ -125,9 +102,9 @@ func CheckKeys(byKey map[string][]int64, answers []KeyedAnswer) []string {
 			note("key %s was told 409 sold out but has ledger row %d", a.Key, ids[0])
 		}
 	}
-	for key, ids := range byKey {
+	for _, key := range sortedKeys(keyed) {
 		if !seen[key] {
-			note("ledger rows %v under key %q belong to no buyer of this run", ids, key)
+			note("ledger rows %v under key %q belong to no buyer of this run", keyed[key], key)
 		}
 	}
 	return why

@@ -1,23 +1,32 @@
 package verdict
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+
+	"inventory/internal/history"
+)
 
 // Verdicts, one per row (a strategy, mix or switch) and run. A row sold
 // only by safe strategies is judged as a safe strategy.
 const (
-	// Safe: a safe strategy sold exactly what it had, no more, and
-	// the ledger matches the answers and the stock, in every round of the
-	// run. Lock breaches the database caught do not change that.
+	// Safe: a safe strategy sold exactly what it had, no more, the ledger
+	// matches the answers and the stock in every round of the run, and one
+	// order of events explains every answer (a checked history). Lock
+	// breaches the database caught do not change that.
 	Safe = "SAFE"
 	// Undersold: a safe strategy kept every invariant but turned
 	// buyers away with 503 (lock wait timed out) while stock remained. Not
 	// a correctness failure, a capacity one: raise INVENTORY_LOCK_WAIT or
-	// lower --concurrency.
+	// lower --concurrency. Under a fault, the wave of buyers after the heal
+	// must still sell (else Stuck).
 	Undersold = "UNDERSOLD"
 	// Broken: a safe strategy oversold (in any round), lost an
 	// update, disagreed with its ledger beyond what outcome-unknown answers
-	// allow, answered "sold out" with stock left, or failed requests it
-	// should have answered. The load tester exits 1.
+	// allow, answered "sold out" with stock left, failed requests it
+	// should have answered, sold twice for one Idempotency-Key, sold with
+	// another strategy than the fleet default it was given, or tripped the
+	// invariant watchdog's circuit. The load tester exits 1.
 	Broken = "BROKEN"
 	// Oversold: an unsafe strategy sold more than it had, which is
 	// what the demo is meant to show.
@@ -34,283 +43,301 @@ const (
 	// stock the answers do not lead to). Checked on the history of answers
 	// (internal/history); the load tester exits 1.
 	NotLinearizable = "NOT LINEARIZABLE"
+	// Inconclusive: a safe strategy kept the ledger's invariants, but its
+	// history of answers was not checked to the end (the checker ran out
+	// of time, or nobody checked it): a false sold-out in a run that sold
+	// out would only show there, so the run cannot pass. The load tester
+	// exits 1.
+	Inconclusive = "INCONCLUSIVE"
+	// Stuck: under a fault, a safe strategy sold nothing to the wave of
+	// buyers sent once the fault had healed, while units remained (or the
+	// wave was not answered in time, or none was sent): it did not recover.
+	// Fails its run and its cell.
+	Stuck = "STUCK"
+	// NotStruck: a cell of the fault matrix whose fault, declared to apply
+	// to the strategy, did not strike enough of its runs, said at run time
+	// that it did not apply, or never showed the effect it declares: the
+	// cell proved nothing, and fails, safe strategy or not.
+	NotStruck = "DID NOT STRIKE"
 )
 
-// Figures is what one run measured: the answers buyers got, and the
-// product's state read back afterwards (from Postgres, via the API), round
-// by round.
-type Figures struct {
-	Safe bool // the strategy (every strategy of a mix or switch row) claims to be safe with several replicas
-	// Faulted says a fault struck during the run (the fault matrix). Then
-	// an answer that is not definite (a 503 or another 5xx, or none: a
-	// killed replica, Postgres restarting) is a figure, not a failure; any
-	// such buyer may or may not have a ledger row; and a 409 while stock
-	// remained (a counter or lock lost and rebuilt) is undersell, not a
-	// broken invariant. Oversell, lost updates and 2xx without their row
-	// still break.
-	Faulted     bool
-	Buyers      int64 // buyers fired, each for one unit
-	OK          int64 // 2xx answers
-	SoldOut     int64 // 409 answers
-	Unavailable int64 // 503 answers, Unknown included
-	Errors      int64 // any other status, or no answer
-	// Unknown is the 503s of type outcome-unknown: the service could not
-	// tell whether the sale committed, so each may or may not have a
-	// ledger row.
-	Unknown int64
-	// Breaches is the 409 and 503 answers flagged lock_breach: the lock
-	// broke and the database refused the write. Not an invariant broken:
-	// the database is what keeps them.
-	Breaches int64
-	Final    int64 // stock quantity afterwards, in the current round
-	// LateSoldOut and LateTurnedAway are the 409s, and the 409s, 503s and
-	// errors, of buyers who asked after the run's last restock (every buyer
-	// when the run did not restock): only they could see the current
-	// round's stock.
-	LateSoldOut, LateTurnedAway int64
-	// Unattributed is 2xx answers that named no round of this run.
-	Unattributed int64
-	// Rounds is every round the run sold in, oldest first, exactly one of
-	// them current.
-	Rounds []RoundFigures
+// Evidence is everything one run of a row left to judge it by: the
+// answers its buyers got and the state of each product before and after,
+// read from Postgres (or through the API), the history check of the
+// answers, and, where the run had them, the ledger's rows, the circuits the
+// watchdog opened, the fault's strike and the wave of buyers after its
+// heal. Collecting it is load's and the fault matrix's job; judging it is
+// Judge's alone.
+type Evidence struct {
+	// Safe: every strategy the row sells with claims to be safe.
+	Safe bool
+	// Products is each product's figures, in the run's order.
+	Products []Figures
+	// History is the check of every answer against one sequential stock
+	// per product; nil when none was made.
+	History *history.Result
+	// Ledger is the ledger's rows of a one-product run (every round of the
+	// run), read from Postgres; nil when not read. With Answers, each
+	// buyer's Idempotency-Key is held against it (CheckKeys).
+	Ledger  []LedgerRow
+	Answers []KeyedAnswer
+	// SoldWith is the fleet default the buyers, naming no strategy, must
+	// all have been sold with ("" when they named theirs, or a fault
+	// switched it on purpose); needs Ledger.
+	SoldWith string
+	// Circuits is the circuits the invariant watchdog opened on the run's
+	// products, in any of the run's rounds, read from Postgres;
+	// CircuitRefusals the buyers told 503 circuit-open (seen whether the
+	// database is known or not).
+	Circuits        []Circuit
+	CircuitRefusals int64
+	// Fault is the fault that struck during the run; nil for none.
+	Fault *Strike
+	// Wave is the buyers sent once the fault had healed; nil for none.
+	Wave *Wave
 }
 
-// RoundFigures is one round of the ledger as the server reports it, and
-// the 2xx answers that named it.
-type RoundFigures struct {
-	Round   int64
-	Current bool
-	Initial int64 // the round's stock when it started
-	Units   int64 // units in the ledger for this round
-	Rows    int64 // ledger rows for this round
-	OK      int64 // 2xx answers whose response named this round
+// Strike is what a faulted run knows of its fault.
+type Strike struct {
+	Fault string
+	// Healed is when the fault, having struck, was healed.
+	Healed time.Time
+	// SoldOutSent is when each of the run's sales answered 409 sold out
+	// was sent (SoldOutAfterHeal); nil when not noted.
+	SoldOutSent []time.Time
 }
 
-// RoundResult is one round checked on its own, as --json writes it.
-type RoundResult struct {
-	Round       int64 `json:"round"`
-	Current     bool  `json:"current"`
-	Initial     int64 `json:"initial"`
-	LedgerUnits int64 `json:"ledger_units"`
-	LedgerRows  int64 `json:"ledger_rows"`
-	OK          int64 `json:"ok_2xx"` // 2xx answers that named this round
-	Oversold    int64 `json:"oversold"`
-	Broken      bool  `json:"broken"`
+// Wave is the liveness check after a fault: once it has healed, a fresh
+// wave of buyers (restocked first if the run had sold out) buys what is
+// left, within a bound.
+type Wave struct {
+	Within time.Duration // the bound
+	// Left is the units of the current round as the wave began.
+	Left int64
+	// RestockedAt is when the restock before the wave was answered; zero
+	// when the run had left units and the wave bought those. Began is
+	// when the wave's first buyer was sent.
+	RestockedAt time.Time
+	Began       time.Time
+	Buyers      int64 // buyers sent
+	Sold        int64 // their 2xx
+	// Unanswered is the wave's buyers still without an answer when the
+	// bound ran out (cut off in flight, or never sent).
+	Unanswered int64
 }
 
-// Judgement is the verdict with the derived counts and why.
-type Judgement struct {
-	Verdict string
-	// Oversold is units sold beyond the initial stock, summed over rounds:
-	// Σ max(0, ledger − initial).
-	Oversold int64
-	// LostUpdates is units the ledger records but the stock never lost, in
-	// the current round: ledger − (initial − final). Negative means stock
-	// fell without a sale.
-	LostUpdates int64
-	// Undersold is units left in stock while buyers were turned away.
-	Undersold int64
-	// Rounds is every round with its own oversold count and whether it
-	// broke an invariant.
-	Rounds []RoundResult
-	// Reasons explain any verdict other than SAFE.
-	Reasons []string
+// Circuit is a product's sale circuit as the invariant watchdog opened it
+// (table circuits): the evidence it saw, the round's stock and ledger at
+// its check, is how far a strategy had oversold when the breaker tripped.
+type Circuit struct {
+	Product  string    `json:"product"`
+	Round    int64     `json:"round"`
+	Kind     string    `json:"kind"` // negative_stock, ledger_mismatch
+	Quantity int64     `json:"quantity"`
+	Initial  int64     `json:"initial"`
+	Sold     int64     `json:"sold"`
+	Open     bool      `json:"open"` // still open after the run
+	OpenedAt time.Time `json:"opened_at"`
+	OpenedBy string    `json:"opened_by"`
 }
 
-// BrokenRounds lists the rounds that broke an invariant.
-func (j Judgement) BrokenRounds() []int64 {
-	var out []int64
-	for _, r := range j.Rounds {
-		if r.Broken {
-			out = append(out, r.Round)
+// OversoldAtTrip is the units sold beyond the stock when the breaker tripped.
+func (c Circuit) OversoldAtTrip() int64 { return max(0, c.Sold-c.Initial, -c.Quantity) }
+
+// Judge is the verdict of one run from its evidence, and why. A safe row
+// is, in this order of precedence: BROKEN when a product broke a ledger
+// invariant, a key's rows disagree with its buyer's answer, a sale was made
+// with another strategy than the default given, the watchdog opened a
+// circuit, or a sold-out was answered after the fault had healed while
+// units remained; NOT LINEARIZABLE when no order of events explains the
+// answers; STUCK when, under a fault, the wave after the heal sold nothing
+// of what was left (or was not answered in time, or not sent);
+// INCONCLUSIVE when its history was not checked to the end; UNDERSOLD when
+// buyers were turned away while units remained; else SAFE. Every reason
+// found is listed, whichever verdict wins. An unsafe row is OVERSOLD, LOST
+// UPDATES or NO OVERSELL by its ledger, with the same reasons listed.
+func Judge(e Evidence) Judgement {
+	faulted := e.Fault != nil
+	js := make([]Judgement, len(e.Products))
+	ids := make([]string, len(e.Products))
+	for i, f := range e.Products {
+		js[i], ids[i] = judgeProduct(f, e.Safe, faulted), f.Product
+	}
+	var j Judgement
+	switch len(js) {
+	case 0:
+		j = Judgement{Verdict: Broken, Reasons: []string{"no product was read back: nothing to judge"}}
+		if !e.Safe {
+			j.Verdict = NoOversell
 		}
+	case 1:
+		j = js[0]
+		j.Reasons = append([]string(nil), j.Reasons...)
+	default:
+		j.Verdict, j.Reasons = combine(e.Safe, ids, js)
+		for _, p := range js {
+			j.Oversold += p.Oversold
+			j.LostUpdates += p.LostUpdates
+			j.Undersold += p.Undersold
+		}
+	}
+	j.Products = js
+
+	broken := e.brokenBeyondTheLedger()
+	notLin, unchecked := e.history()
+	stuck := e.stuck()
+	if !e.Safe {
+		j.Reasons = append(j.Reasons, broken...)
+		j.Reasons = append(j.Reasons, notLin...)
+		return j
+	}
+	ledgerBroken := j.Verdict == Broken
+	var capacity []string // an UNDERSOLD row's note: listed after what fails
+	if j.Verdict == Undersold {
+		capacity, j.Reasons = j.Reasons, nil
+	}
+	j.Reasons = append(j.Reasons, broken...)
+	j.Reasons = append(j.Reasons, notLin...)
+	j.Reasons = append(j.Reasons, stuck...)
+	j.Reasons = append(j.Reasons, unchecked...)
+	switch {
+	case ledgerBroken || len(broken) > 0:
+		j.Verdict = Broken
+		if e.Ledger != nil {
+			// Which strategy sold what, from which replica: the first clue.
+			j.Reasons = append(j.Reasons, "ledger rows by strategy@replica: "+byStrategy(e.Ledger))
+		}
+	case len(notLin) > 0:
+		j.Verdict = NotLinearizable
+	case len(stuck) > 0:
+		j.Verdict = Stuck
+	case len(unchecked) > 0:
+		j.Verdict = Inconclusive
+	case len(capacity) > 0:
+		j.Verdict = Undersold
+	default:
+		j.Verdict = Safe
+	}
+	j.Reasons = append(j.Reasons, capacity...)
+	return j
+}
+
+// brokenBeyondTheLedger is what breaks a safe row besides the products'
+// ledger invariants: keys, the strategy sales were made with, circuits and
+// sold-outs after the heal.
+func (e Evidence) brokenBeyondTheLedger() []string {
+	var why []string
+	if e.Ledger != nil && e.Answers != nil {
+		why = append(why, CheckKeys(e.Ledger, e.Answers)...)
+	}
+	if e.Ledger != nil && e.SoldWith != "" {
+		why = append(why, soldWithOthers(e.Ledger, e.SoldWith)...)
+	}
+	if e.Safe {
+		// A safe strategy never trips the breaker, fault or not: an open
+		// circuit is the watchdog seeing a broken invariant (or misreading
+		// a sound one), and the product's sales stopped either way.
+		for _, c := range e.Circuits {
+			why = append(why, fmt.Sprintf("the watchdog of %s opened %s's circuit in round %d (%s: stock %d, %d sold of %d): a safe strategy must never trip it",
+				c.OpenedBy, c.Product, c.Round, c.Kind, c.Quantity, c.Sold, c.Initial))
+		}
+		if e.CircuitRefusals > 0 {
+			why = append(why, fmt.Sprintf("%d buyer%s refused with 503 circuit-open: the invariant watchdog stopped the product's sales",
+				e.CircuitRefusals, plural(int(e.CircuitRefusals), " was", "s were")))
+		}
+	}
+	if e.Safe && e.Fault != nil && !e.Fault.Healed.IsZero() && len(e.Products) == 1 {
+		why = append(why, e.soldOutAfterHeal()...)
+	}
+	return why
+}
+
+// soldOutAfterHeal is SoldOutAfterHeal over a faulted run and its wave:
+// stock only falls within a round, so a 409 sent once the fault had healed
+// is false when units were still left later in its round. Those sent
+// before the wave are held against what the wave found left (unless it
+// found none and restocked: the run's round had sold out); those sent
+// during the wave, against the stock after it.
+func (e Evidence) soldOutAfterHeal() []string {
+	healed, final, sent := e.Fault.Healed, e.Products[0].Final, e.Fault.SoldOutSent
+	w := e.Wave
+	if w == nil {
+		if _, _, why := SoldOutAfterHeal(final, healed, sent); why != "" {
+			return []string{why}
+		}
+		return nil
+	}
+	var before, during []time.Time
+	for _, t := range sent {
+		if t.Before(w.Began) {
+			before = append(before, t)
+		} else {
+			during = append(during, t)
+		}
+	}
+	var out []string
+	if w.RestockedAt.IsZero() {
+		if _, _, why := SoldOutAfterHeal(w.Left, healed, before); why != "" {
+			out = append(out, why+", before the wave after the heal")
+		}
+	}
+	if _, _, why := SoldOutAfterHeal(final, healed, during); why != "" {
+		out = append(out, why+", to the wave after the heal")
 	}
 	return out
 }
 
-// Judge applies the invariants from design.md to one run, each round on
-// its own: quantity ≥ 0; per round ledger ≤ initial; in the current round
-// initial − quantity = ledger units; 2xx ≤ ledger rows ≤ 2xx + unknown,
-// per round and over the run; sold out exactly.
-func Judge(f Figures) Judgement {
-	var j Judgement
-	var broken []string
-	multi := len(f.Rounds) > 1
-	var current *RoundFigures
-	var okSum, rowSum int64
-	for i := range f.Rounds {
-		r := &f.Rounds[i]
-		okSum += r.OK
-		rowSum += r.Rows
-		rr := RoundResult{Round: r.Round, Current: r.Current, Initial: r.Initial, LedgerUnits: r.Units, LedgerRows: r.Rows, OK: r.OK,
-			Oversold: max(0, r.Units-r.Initial)}
-		prefix := ""
-		if multi {
-			prefix = fmt.Sprintf("round %d: ", r.Round)
-		}
-		var why []string
-		if r.Current {
-			current = r
-			if f.Final < 0 {
-				why = append(why, fmt.Sprintf("stock went negative (%d)", f.Final))
-			}
-		}
-		if rr.Oversold > 0 {
-			why = append(why, fmt.Sprintf("oversold %d unit%s: ledger %d > initial %d", rr.Oversold, plural(int(rr.Oversold), "", "s"), r.Units, r.Initial))
-		}
-		if r.Current {
-			if lost := r.Units - (r.Initial - f.Final); lost != 0 {
-				j.LostUpdates = lost
-				why = append(why, fmt.Sprintf("lost updates: ledger %d units but stock fell by %d", r.Units, r.Initial-f.Final))
-			}
-		}
-		if why1 := Reconcile(r.Rows, r.OK, f.slack()); why1 != "" {
-			why = append(why, why1)
-		}
-		if r.Units != r.Rows {
-			why = append(why, fmt.Sprintf("ledger has %d units in %d sales of one unit each", r.Units, r.Rows))
-		}
-		for _, w := range why {
-			broken = append(broken, prefix+w)
-		}
-		rr.Broken = len(why) > 0
-		j.Oversold += rr.Oversold
-		j.Rounds = append(j.Rounds, rr)
+// history is the history check's reasons: the products no order explains
+// (notLin), and those whose check did not finish, or the check that was
+// never made (unchecked).
+func (e Evidence) history() (notLin, unchecked []string) {
+	h := e.History
+	if h == nil {
+		return nil, []string{"the history of answers was not checked: no order of events was shown to explain them"}
 	}
-	if current == nil {
-		broken = append(broken, "no current round to check the final stock against")
-	}
-	if multi {
-		if why := Reconcile(rowSum, okSum, f.slack()); why != "" {
-			broken = append(broken, "over the run: "+why)
-		}
-	}
-	if f.Unattributed > 0 {
-		broken = append(broken, fmt.Sprintf("%d buyer%s got 2xx naming no round this run sold in", f.Unattributed, plural(int(f.Unattributed), "", "s")))
-	}
-	if f.Final > 0 {
-		j.Undersold = min(f.Final, f.LateTurnedAway)
-	}
-	if f.LateSoldOut > 0 && f.Final > 0 && !f.Faulted {
-		broken = append(broken, fmt.Sprintf("answered 409 sold out %d times while %d units remained", f.LateSoldOut, f.Final))
-	}
-	if f.Errors > 0 && !f.Faulted {
-		broken = append(broken, fmt.Sprintf("%d requests failed with neither 2xx, 409 nor 503", f.Errors))
-	}
-
-	if !f.Safe {
-		switch {
-		case j.Oversold > 0:
-			j.Verdict = Oversold
-		case j.LostUpdates > 0:
-			j.Verdict = LostUpdates
-		default:
-			j.Verdict = NoOversell
-		}
-		j.Reasons = broken
-		return j
-	}
-	switch {
-	case len(broken) > 0:
-		j.Verdict, j.Reasons = Broken, broken
-	case j.Undersold > 0:
-		j.Verdict = Undersold
-		j.Reasons = []string{fmt.Sprintf("%d units left while %d buyers got 503 (lock wait timed out): a capacity limit, not oversell", f.Final, f.Unavailable)}
-	default:
-		j.Verdict = Safe
-	}
-	return j
-}
-
-// slack is how many ledger rows may lack a 2xx: the buyers whose answer
-// did not say whether they bought.
-func (f Figures) slack() int64 {
-	if f.Faulted {
-		return f.Unavailable + f.Errors
-	}
-	return f.Unknown
-}
-
-// Reconcile checks ledger rows against the 2xx answers: every 2xx has its
-// row, and a row without a 2xx can only belong to a buyer whose outcome was
-// unknown. It returns what is wrong, or "".
-func Reconcile(rows, ok, unknown int64) string {
-	switch {
-	case rows < ok:
-		return fmt.Sprintf("ledger has %d sales but %d buyers got 2xx", rows, ok)
-	case rows > ok+unknown && unknown == 0:
-		return fmt.Sprintf("ledger has %d sales but %d buyers got 2xx", rows, ok)
-	case rows > ok+unknown:
-		return fmt.Sprintf("ledger has %d sales but %d buyers got 2xx and %d got outcome-unknown", rows, ok, unknown)
-	}
-	return ""
-}
-
-// MaxProductReasons bounds how many products' reasons a row lists.
-const MaxProductReasons = 8
-
-// Combine is the verdict of a many-product row from its products' own
-// judgements: a safe row is BROKEN when any product is, UNDERSOLD when any
-// product is and none broke, else SAFE; an unsafe row is OVERSOLD when any
-// product oversold, LOST UPDATES when any lost one. Reasons name their
-// product, at most MaxProductReasons products of them.
-func Combine(safe bool, ids []string, js []Judgement) (string, []string) {
-	var verdict string
-	var reasons []string
-	listed, more := 0, 0
-	add := func(i int) {
-		if len(js[i].Reasons) == 0 {
-			return
+	listed := 0
+	for _, p := range h.Products {
+		if p.Verdict == history.Linearizable {
+			continue
 		}
 		if listed == MaxProductReasons {
-			more++
-			return
+			notLin = append(notLin, "… and more products whose history is not LINEARIZABLE")
+			break
 		}
 		listed++
-		for _, r := range js[i].Reasons {
-			reasons = append(reasons, ids[i]+": "+r)
-		}
-	}
-	some := func(v string) bool {
-		for _, j := range js {
-			if j.Verdict == v {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case safe && some(Broken):
-		verdict = Broken
-		for i := range js {
-			if js[i].Verdict == Broken {
-				add(i)
-			}
-		}
-	case safe && some(Undersold):
-		verdict = Undersold
-		for i := range js {
-			add(i)
-		}
-	case safe:
-		verdict = Safe
-	default:
-		switch {
-		case some(Oversold):
-			verdict = Oversold
-		case some(LostUpdates):
-			verdict = LostUpdates
+		switch p.Verdict {
+		case history.NotLinearizable:
+			notLin = append(notLin, fmt.Sprintf("history of %s not linearizable (%s): %s", p.Product, p.Violation, p.Evidence))
 		default:
-			verdict = NoOversell
-		}
-		for i := range js {
-			add(i)
+			unchecked = append(unchecked, fmt.Sprintf("history of %s %s after %s (%d ops): %s; not checked, so not a pass",
+				p.Product, p.Verdict, p.Took.Round(time.Millisecond), p.Ops, p.Evidence))
 		}
 	}
-	if more > 0 {
-		reasons = append(reasons, fmt.Sprintf("… and %d more product%s", more, plural(more, "", "s")))
+	if h.Verdict == history.Inconclusive && len(unchecked) == 0 && len(notLin) == 0 {
+		unchecked = append(unchecked, "the history check was INCONCLUSIVE")
 	}
-	return verdict, reasons
+	return notLin, unchecked
+}
+
+// stuck is why a faulted safe run did not show that it sells again once the
+// fault healed.
+func (e Evidence) stuck() []string {
+	if e.Fault == nil || !e.Safe {
+		return nil
+	}
+	w := e.Wave
+	switch {
+	case w == nil:
+		return []string{"no buyers were sent once the fault had healed: that the strategy sells again went unchecked"}
+	case w.Left <= 0:
+		return []string{"nothing was left to sell once the fault had healed, and no restock: that the strategy sells again went unchecked"}
+	case w.Sold == 0:
+		return []string{fmt.Sprintf("sold none of the %d unit%s left once the fault had healed, to a wave of %d buyers", w.Left, plural(int(w.Left), "", "s"), w.Buyers)}
+	case w.Unanswered > 0:
+		return []string{fmt.Sprintf("%d of the %d buyers sent once the fault had healed had no answer within %s (%d of %d units sold)",
+			w.Unanswered, w.Buyers, w.Within, w.Sold, w.Left)}
+	}
+	return nil
 }
 
 // Kept reports whether a run whose row is safe (or not), judged verdict
@@ -324,7 +351,13 @@ func Kept(safe bool, verdict string, reasons []string) bool {
 }
 
 // Failing reports whether a verdict makes the load tester exit non-zero.
-func Failing(verdict string) bool { return verdict == Broken || verdict == NotLinearizable }
+func Failing(verdict string) bool {
+	switch verdict {
+	case Broken, NotLinearizable, Inconclusive, Stuck, NotStruck:
+		return true
+	}
+	return false
+}
 
 func plural(n int, one, many string) string {
 	if n == 1 {

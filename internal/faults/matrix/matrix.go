@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,10 @@ type Options struct {
 	// start, so that the fastest strategies are still selling when the
 	// slowest reach the fault's moment (0: as fast as they can).
 	Spread time.Duration
+	// WaveWithin is how long the wave of buyers sent once a run's fault
+	// has healed has to buy what is left (load.Config.WaveWithin; 0:
+	// load.DefaultWaveWithin).
+	WaveWithin time.Duration
 	// Fleets is how many fleets run at once, each with its own group of
 	// faults (the groups in order, the next starting when one ends).
 	// Default (0 or 1): one at a time. Side by side the fleets share the
@@ -289,7 +294,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 		began := time.Now()
 		lanes := make([]*lane, len(strategies))
 		for i, s := range strategies {
-			lanes[i] = &lane{s: s, cell: report.Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}}
+			lanes[i] = &lane{s: s, cell: report.Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}, breaksLocks: faults.BreaksLocks(fault)}
 			if err := faults.AppliesTo(fault, faults.Target{Strategy: s.Name, Strategies: mr.all}); err != nil {
 				lanes[i].cell.NotApplicable = err.Error()
 			}
@@ -311,7 +316,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 		}
 		for _, l := range lanes {
 			byCell[[2]string{l.s.Name, fault.Name()}] = l.cell
-			m.Failed = m.Failed || l.cell.SafeBroke || l.cell.NotStruck != ""
+			m.Failed = m.Failed || l.cell.Fails
 		}
 		took := time.Since(began).Round(100 * time.Millisecond)
 		m.FaultSeconds = append(m.FaultSeconds, took.Seconds())
@@ -359,6 +364,12 @@ type lane struct {
 	// says why each missed run was not struck.
 	missedInARow int
 	misses       []string
+	// refused is what the fault said when it reported, at run time, that
+	// it does not apply to the strategy it had declared it applies to.
+	refused string
+	// breaksLocks: the fault declares that its strike breaks locks
+	// (faults.LockBreaker).
+	breaksLocks bool
 }
 
 // triesPerRun is how often the matrix tries a run whose fault did not
@@ -367,30 +378,35 @@ type lane struct {
 const triesPerRun = 3
 
 // NotStruck is the verdict of the run a cell fails with when its fault,
-// applicable to the strategy, never struck in triesPerRun tries: a cell
-// that proved nothing must not pass.
-const NotStruck = report.NotStruck
+// applicable to the strategy, never struck in triesPerRun tries, said at
+// run time that it does not apply, or never showed the effect it declares:
+// a cell that proved nothing must not pass.
+const NotStruck = verdict.NotStruck
 
 // grow is the scale after a missed run.
 func grow(scale int64) int64 { return min(4*max(scale, 1), maxScale) }
 
-// open reports whether the cell wants another run: the fault applies,
-// fewer than o.Runs are judged, and the run at hand has not missed
-// triesPerRun times in a row.
+// open reports whether the cell wants another run: the fault applies (as
+// declared, and as it said when it struck), fewer than o.Runs are judged,
+// and the run at hand has not missed triesPerRun times in a row.
 func (l *lane) open(o Options) bool {
-	return l.cell.NotApplicable == "" && l.cell.Runs < o.Runs && l.missedInARow < triesPerRun
+	return l.cell.NotApplicable == "" && l.refused == "" && l.cell.Runs < o.Runs && l.missedInARow < triesPerRun
 }
 
-// finish closes the lane's cell: a cell the fault applies to with fewer
-// than o.Runs runs judged did not strike, and gets a failing run saying
-// what was tried.
+// finish closes the lane's cell with verdict.JudgeCell's verdict; a cell
+// that did not strike gets a failing run saying why.
 func (l *lane) finish(o Options) {
-	if l.cell.NotApplicable == "" && l.cell.Runs < o.Runs {
-		res := load.Result{Run: l.tries, Strategy: l.s.Name, Safe: l.s.Safe}
-		l.cell.MarkNotStruck(report.FaultRun{Result: res}, fmt.Sprintf("%s: %d of %d runs struck; the last %d tries did not: %s",
-			NotStruck, l.cell.Runs, o.Runs, l.missedInARow, strings.Join(l.misses[max(0, len(l.misses)-l.missedInARow):], "; ")))
+	c := verdict.Cell{Safe: l.s.Safe, NotApplicable: l.cell.NotApplicable, Wanted: o.Runs, Misses: l.misses,
+		MissedInARow: l.missedInARow, Refused: l.refused, MustBreakLocks: l.breaksLocks}
+	for _, r := range l.cell.Results {
+		c.Runs = append(c.Runs, verdict.CellRun{Verdict: r.Verdict, Reasons: r.Reasons, LocksBroken: r.LocksBroken()})
 	}
-	l.cell.Finish()
+	j := verdict.JudgeCell(c)
+	if j.NotStruck != "" {
+		res := load.Result{Run: l.tries, Strategy: l.s.Name, Safe: l.s.Safe}
+		l.cell.MarkNotStruck(report.FaultRun{Result: res}, j.NotStruck)
+	}
+	l.cell.Kept, l.cell.SafeBroke, l.cell.Failing, l.cell.Fails = j.Kept, j.SafeBroke, j.Failing, j.Fails
 }
 
 // next starts the lane's next run: its product, and o's stock and buyers
@@ -408,10 +424,16 @@ func (mr *matrixRun) next(l *lane, fault faults.Fault, scale int64) (product str
 // missed (the fault found its buyers all answered).
 func (mr *matrixRun) record(l *lane, fault faults.Fault, res report.FaultRun, err error) (missed bool, _ error) {
 	switch {
-	// A fault that applies (faults.AppliesTo) yet finds nothing to act on
-	// when it strikes was not struck, whatever it calls it: the run is
-	// tried again, never the cell skipped.
-	case errors.Is(err, faults.ErrMissed), errors.Is(err, faults.ErrNotStruck), errors.Is(err, faults.ErrNotApplicable):
+	// A fault that declared it applies (faults.AppliesTo) and then says it
+	// does not contradicts its declaration: the cell proved nothing, and
+	// fails; it is not tried again.
+	case errors.Is(err, faults.ErrNotApplicable):
+		l.refused = fmt.Sprintf("try %d: %v", l.tries, err)
+		fmt.Fprintf(mr.log, "  %s × %s try %d: the fault declared it applies, then said it does not: %v\n", l.s.Name, fault.Name(), l.tries, err)
+		return false, nil
+	// A fault that applies yet finds nothing to act on when it strikes
+	// was not struck: the run is tried again, never the cell skipped.
+	case errors.Is(err, faults.ErrMissed), errors.Is(err, faults.ErrNotStruck):
 		l.cell.Missed++
 		l.missedInARow++
 		l.misses = append(l.misses, fmt.Sprintf("try %d: %v", l.tries, err))
@@ -453,7 +475,7 @@ func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault
 		if faults.ChangesDefault(fault) {
 			soldWith = ""
 		}
-		res, err := mr.faultedRun(ctx, l.s, size, product, sc, soldWith, 0, strikeAlone(fault, t, strikeAt(size)))
+		res, err := mr.faultedRun(ctx, l.s, size, product, sc, soldWith, 0, strikeAlone(fault, t, strikeAt(size)), fault)
 		missed, err := mr.record(l, fault, res, err)
 		if err != nil {
 			return err
@@ -525,19 +547,20 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 			product, size := products[i], sizes[i]
 			wg.Go(func() {
 				var disturb func(context.Context, func() int64, <-chan struct{}) error
+				var struck faults.Fault // the value that strikes this run, for its record
 				if board != nil {
 					defer board.leave(i)
-					disturb = board.disturb(i, strikeAt(size))
+					disturb, struck = board.disturb(i, strikeAt(size)), fault
 				} else {
 					own, _ := faults.New(fault.Name()) // a value per run: it keeps what it must heal
-					disturb = strikeAlone(own, mr.target(l, product), strikeAt(size))
+					disturb, struck = strikeAlone(own, mr.target(l, product), strikeAt(size)), own
 				}
 				sc := load.Scenario{Name: l.s.Name, Safe: l.s.Safe, Sell: []string{l.s.Name}}
 				soldWith := ""
 				if i == byDefault {
 					sc.Sell, sc.Switch, soldWith = nil, []string{l.s.Name}, l.s.Name
 				}
-				got[i].res, got[i].err = mr.faultedRun(ctx, l.s, size, product, sc, soldWith, spread, disturb)
+				got[i].res, got[i].err = mr.faultedRun(ctx, l.s, size, product, sc, soldWith, spread, disturb, struck)
 			})
 		}
 		wg.Wait()
@@ -629,92 +652,52 @@ func awaitAnswers(ctx context.Context, answered func() int64, at int64, selling 
 
 // faultedRun is one run of one cell: buyers with Idempotency-Keys buy
 // product with strategy s (as sc says: naming it, or as the fleet
-// default), starting over at least spread, while disturb strikes. The run is judged like any other
-// (faulted), then its ledger is checked key by key, and the replicas'
-// hold logs are searched for holders that overlapped.
+// default), starting over at least spread, while disturb strikes (struck
+// is the fault value that strikes, for its record), then, once the fault
+// has healed, a wave of buyers buys what is left (load.Config.WaveWithin).
+// load collects the run's evidence; the matrix adds what only it knows
+// (the fault, when each 409 was sent, the default the buyers were given)
+// and has verdict.Judge judge the run on all of it. The replicas' hold
+// logs are then read for holders that overlapped and leases lost.
 func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Options, product string, sc load.Scenario, soldWith string,
-	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error) (report.FaultRun, error) {
+	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error, struck faults.Fault) (report.FaultRun, error) {
 	before, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
 		return report.FaultRun{}, err
 	}
-	var healed time.Time // when disturb returned: the fault had struck and healed
 	cfg := load.Config{
 		Product: product, Stock: o.Stock, Buyers: o.Buyers, Concurrency: o.Concurrency,
-		Keys: product, Retries: o.Retries, Spread: spread,
-		Disturb: func(ctx context.Context, answered func() int64, selling <-chan struct{}) error {
-			err := disturb(ctx, answered, selling)
-			healed = time.Now()
-			return err
-		},
-		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger and a fault's restocks
+		Keys: product, Retries: o.Retries, Spread: spread, Disturb: disturb,
+		WaveWithin:  cmp.Or(o.WaveWithin, load.DefaultWaveWithin),
+		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger, circuits and a fault's restocks
 	}
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	soldOutSent := mr.takeSoldOut(product)
 	if err != nil {
 		return report.FaultRun{}, err
 	}
-	if s.Safe && !healed.IsZero() {
-		during, _, why := verdict.SoldOutAfterHeal(res.FinalStock, healed, soldOutSent)
-		if during > 0 {
-			fmt.Fprintf(mr.log, "  %s (%s): %d sold-out answers while stock remained, sent while the fault was active (allowed)\n", product, s.Name, during)
-		}
-		if why != "" {
-			res.Reasons = append(res.Reasons, why)
-			res.Verdict = verdict.Broken
-		}
-	}
-	pgURL := mr.fleet.PostgresURL
-	byKey, err := verdict.ReadKeys(ctx, pgURL, product, res.Rounds[0].Round)
-	if err != nil {
-		return report.FaultRun{}, err
-	}
-	why := verdict.CheckKeys(byKey, res.Answers)
-	if soldWith != "" {
-		others, err := verdict.SoldWithOthers(ctx, pgURL, product, res.Rounds[0].Round, soldWith)
-		if err != nil {
-			return report.FaultRun{}, err
-		}
-		why = append(why, others...)
-	}
+	ev := res.Evidence
+	ev.Fault.Fault, ev.Fault.SoldOutSent, ev.SoldWith = struck.Name(), soldOutSent, soldWith
+	res.Judge(ev)
 	if s.Safe {
-		// A safe strategy never trips the breaker, fault or not: an open
-		// circuit is the watchdog seeing a broken invariant (or misreading
-		// a sound one), and the product's sales stopped either way.
-		for _, r := range res.Rounds {
-			c, err := load.ReadCircuit(ctx, pgURL, product, r.Round)
-			if err != nil {
-				return report.FaultRun{}, err
-			}
-			if c != nil {
-				why = append(why, fmt.Sprintf("the watchdog of %s opened %s's circuit in round %d (%s: stock %d, %d sold of %d): a safe strategy must never trip it",
-					c.OpenedBy, product, r.Round, c.Kind, c.Quantity, c.Sold, c.Initial))
-			}
+		if during, _, _ := verdict.SoldOutAfterHeal(res.FinalStock, ev.Fault.Healed, soldOutSent); during > 0 {
+			fmt.Fprintf(mr.log, "  %s (%s): %d sold-out answers while stock remained, sent while the fault was active\n", product, s.Name, during)
 		}
-	}
-	if len(why) > 0 {
-		res.Reasons = append(res.Reasons, why...)
-		if s.Safe {
-			res.Verdict = verdict.Broken
-		}
-	}
-	if s.Safe && res.Verdict == verdict.Broken {
-		// Which strategy sold what, from which replica: the first clue.
-		who, err := verdict.LedgerByStrategy(ctx, pgURL, product, res.Rounds[0].Round)
-		if err != nil {
-			return report.FaultRun{}, err
-		}
-		res.Reasons = append(res.Reasons, "ledger rows by strategy@replica: "+who)
 	}
 	after, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
 		return report.FaultRun{}, err
 	}
 	res.BreachMetric = breachDelta(before, after)
-	run := report.FaultRun{Result: res}
+	run := report.FaultRun{Result: res, LeasesEnded: int64(faults.LeasesEnded(struck)[product])}
 	holds, err := fetchHolds(ctx, mr.replicas, mr.fleet.AdminToken, product)
 	if err != nil {
 		return report.FaultRun{}, err
+	}
+	for _, h := range holds {
+		if h.Outcome != nil && *h.Outcome == holdLockLost {
+			run.LeasesLost++
+		}
 	}
 	ov := verdict.Overlaps(holds, time.Now())
 	run.Overlaps = int64(len(ov))
@@ -723,3 +706,7 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 	}
 	return run, nil
 }
+
+// holdLockLost is the outcome of a hold whose lease was lost under its
+// holder, or whose write the database refused as a breach (stock.HoldLockLost).
+const holdLockLost = "lock-lost"

@@ -116,15 +116,27 @@ func TestShortFaultMatrix(t *testing.T) {
 	}
 	for _, c := range m.Cells {
 		if c.SafeBroke {
-			t.Errorf("%s (safe) × %s: %s kept every invariant\n%s", c.Strategy, c.Fault, c.Short(), reasons(c))
+			t.Errorf("%s (safe) × %s: %s %s\n%s", c.Strategy, c.Fault, c.Short(), c.Failing, reasons(c))
 		}
 		for _, r := range c.Results {
 			if r.Verdict == NotStruck {
 				t.Errorf("%s × %s: %s", c.Strategy, c.Fault, strings.Join(r.Reasons, "; "))
+				continue
+			}
+			// Every judged run was checked to the end and, once its fault
+			// had healed, sold again to a wave of buyers.
+			if c.Safe && (r.History == nil || r.History.Verdict != "LINEARIZABLE") {
+				t.Errorf("%s × %s run %d: history %+v, want LINEARIZABLE", c.Strategy, c.Fault, r.Run, r.History)
+			}
+			if r.Wave == nil || (c.Safe && r.Wave.OK == 0) {
+				t.Errorf("%s × %s run %d: wave after the heal %+v, want one that sold", c.Strategy, c.Fault, r.Run, r.Wave)
 			}
 		}
 		if c.NotApplicable == "" && c.Runs == 0 {
 			t.Errorf("%s × %s: no run was struck mid-sale (%d missed)", c.Strategy, c.Fault, c.Missed)
+		}
+		if c.Fails != (c.SafeBroke || c.NotStruck != "") {
+			t.Errorf("%s × %s: fails %v, SafeBroke %v, NotStruck %q", c.Strategy, c.Fault, c.Fails, c.SafeBroke, c.NotStruck)
 		}
 	}
 	if got, want := strings.Join(m.Faults, ","), strings.Join(faults.Names(), ","); got != want {
@@ -133,15 +145,30 @@ func TestShortFaultMatrix(t *testing.T) {
 	if want := anySafeBroke(m) || anyNotStruck(m); m.Failed != want {
 		t.Errorf("Matrix.Failed = %v, want %v", m.Failed, want)
 	}
-	// clock-jump breaks the Redis locks it reaches: the lock strategies
-	// whose lock lives on the fleet's Redis show it as overlapping
-	// holders or breaches caught, and none of them oversold.
+	// clock-jump breaks the Redis locks and leases it reaches: every cell
+	// it applies to shows one broken (else it fails, DID NOT STRIKE,
+	// above), and no safe strategy oversold.
 	for _, c := range m.Cells {
-		if c.Fault != (&faults.ClockJump{}).Name() || c.NotApplicable != "" || !c.Safe {
+		if c.Fault != (&faults.ClockJump{}).Name() || c.NotApplicable != "" {
 			continue
 		}
-		if c.Oversold > 0 {
+		if c.Safe && c.Oversold > 0 {
 			t.Errorf("%s × clock-jump oversold %d", c.Strategy, c.Oversold)
+		}
+		t.Logf("%s × clock-jump: leases ended %d, lost %d, overlaps %d, breaches %d/%d", c.Strategy, c.LeasesEnded, c.LeasesLost, c.Overlaps, c.Breaches, c.BreachMetric)
+	}
+	// The unsafe strategies are still caught: none oversells under some
+	// fault (local and setnx do now and then, by chance: in one run per
+	// cell, setnx kept every invariant under every fault once).
+	for _, name := range []string{"none"} {
+		broke := 0
+		for _, c := range m.Cells {
+			if c.Strategy == name {
+				broke += c.Runs - c.Kept
+			}
+		}
+		if broke == 0 {
+			t.Errorf("%s broke no invariant under any fault, want it caught", name)
 		}
 	}
 	// A lock strategy keeps its lock in Redis: lock-expired-early must act on it.

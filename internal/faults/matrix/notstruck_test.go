@@ -14,17 +14,16 @@ import (
 
 // TestAFaultThatDidNotStrikeIsTriedAgainThenFailsItsCell: a run whose
 // fault applies to the strategy but did not strike (its buyers finished
-// first, it found no lock, or it said "not applicable" only once it looked)
-// is tried again, triesPerRun times in a row at most; a cell left short of
-// its runs then fails, DID NOT STRIKE, for a safe and an unsafe strategy
-// alike, instead of passing as n/a or with fewer runs.
+// first, or it found no lock) is tried again, triesPerRun times in a row
+// at most; a cell left short of its runs then fails, DID NOT STRIKE, for a
+// safe and an unsafe strategy alike, instead of passing as n/a or with
+// fewer runs.
 func TestAFaultThatDidNotStrikeIsTriedAgainThenFailsItsCell(t *testing.T) {
 	o := Options{Runs: 3}
 	fault := &faults.LockExpiredEarly{}
 	judged := report.FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe}}
 	for _, miss := range []error{
 		fmt.Errorf("no lock of p in Redis: %w", faults.ErrNotStruck),
-		fmt.Errorf("found nothing: %w", faults.ErrNotApplicable),
 		faults.ErrMissed,
 	} {
 		for _, safe := range []bool{true, false} {
@@ -102,5 +101,105 @@ func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
 	mr.report(&log, n)
 	if n.cell.NotStruck != "" || n.cell.SafeBroke || n.cell.Short() != "n/a" {
 		t.Errorf("lock-expired-early × atomic: NotStruck %q, SafeBroke %v, %s; want an n/a cell that does not fail", n.cell.NotStruck, n.cell.SafeBroke, n.cell.Short())
+	}
+}
+
+// lane is a fresh lane of strategy redis (safe or not) under fault.
+func newLane(fault faults.Fault, safe bool) *lane {
+	return &lane{s: load.StrategyInfo{Name: "redis", Safe: safe}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: safe},
+		breaksLocks: faults.BreaksLocks(fault)}
+}
+
+// TestAFaultThatSaysItDoesNotApplyAfterDeclaringItDoesFailsItsCell: a
+// fault declared applicable (faults.AppliesTo) that reports, when it
+// strikes, that it does not apply after all contradicts its declaration:
+// the cell fails at once, DID NOT STRIKE, saying so, and is not tried
+// again, even though its other runs struck. (Before, that was a miss:
+// tried again, and a later strike passed the cell.)
+func TestAFaultThatSaysItDoesNotApplyAfterDeclaringItDoesFailsItsCell(t *testing.T) {
+	o := Options{Runs: 3}
+	fault := &faults.StrategySwitch{}
+	judged := report.FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe}}
+	var log bytes.Buffer
+	mr := &matrixRun{o: o, log: &log}
+	l := newLane(fault, true)
+	for l.open(o) && l.tries < 20 {
+		mr.next(l, fault, 1)
+		var err error
+		if l.tries == 2 {
+			err = fmt.Errorf("no other strategy of redis's kind (safe or unsafe) to switch to: %w", faults.ErrNotApplicable)
+		}
+		if _, err := mr.record(l, fault, judged, err); err != nil {
+			t.Fatalf("record = %v", err)
+		}
+	}
+	mr.report(&log, l)
+	c := l.cell
+	if l.tries != 2 || !c.Fails || !strings.Contains(c.NotStruck, "said at run time that it does not") || !strings.Contains(c.NotStruck, "try 2: no other strategy") {
+		t.Errorf("%d tries, fails %v, NotStruck %q; want 2 tries, a failing cell saying the fault said at run time it does not apply (try 2)",
+			l.tries, c.Fails, c.NotStruck)
+	}
+}
+
+// TestALockBreakingFaultMustShowALockBroken: clock-jump declares that it
+// breaks locks (faults.LockBreaker); a cell whose runs all kept every
+// invariant but showed no lock broken (no lease ended, no breach, no
+// overlap) did not strike, and fails; one lease the fault saw end in one
+// run is enough. A fault that declares nothing of the kind needs none.
+// (Before, a jump that did nothing passed every cell.)
+func TestALockBreakingFaultMustShowALockBroken(t *testing.T) {
+	o := Options{Runs: 2}
+	for _, tc := range []struct {
+		name      string
+		fault     faults.Fault
+		runs      []report.FaultRun
+		wantFails bool
+	}{
+		{"clock-jump, nothing broken", &faults.ClockJump{}, []report.FaultRun{{}, {}}, true},
+		{"clock-jump, a lease ended", &faults.ClockJump{}, []report.FaultRun{{}, {LeasesEnded: 1}}, false},
+		{"clock-jump, a lease lost", &faults.ClockJump{}, []report.FaultRun{{LeasesLost: 1}, {}}, false},
+		{"clock-jump, two holders at once", &faults.ClockJump{}, []report.FaultRun{{Overlaps: 1}, {}}, false},
+		{"clock-jump, a breach caught", &faults.ClockJump{}, []report.FaultRun{{Result: load.Result{Breaches: 1}}, {}}, false},
+		{"replica-kill, nothing broken", &faults.ReplicaKill{}, []report.FaultRun{{}, {}}, false},
+	} {
+		var log bytes.Buffer
+		mr := &matrixRun{o: o, log: &log}
+		l := newLane(tc.fault, true)
+		for _, r := range tc.runs {
+			mr.next(l, tc.fault, 1)
+			r.Safe, r.Verdict = true, verdict.Safe
+			if _, err := mr.record(l, tc.fault, r, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mr.report(&log, l)
+		if l.cell.Fails != tc.wantFails || (l.cell.NotStruck != "") != tc.wantFails {
+			t.Errorf("%s: fails %v, NotStruck %q; want fails %v", tc.name, l.cell.Fails, l.cell.NotStruck, tc.wantFails)
+		}
+		if tc.wantFails && !strings.Contains(l.cell.NotStruck, "no lock was seen broken") {
+			t.Errorf("%s: NotStruck %q, want it to say no lock was seen broken", tc.name, l.cell.NotStruck)
+		}
+	}
+}
+
+// TestAStuckRunFailsASafeCell: a safe strategy's run judged STUCK (it sold
+// nothing to the buyers sent once the fault had healed) fails its cell, and
+// the cell says STUCK; an unsafe strategy's broken run does not.
+func TestAStuckRunFailsASafeCell(t *testing.T) {
+	o := Options{Runs: 2}
+	fault := &faults.ReplicaKill{}
+	var log bytes.Buffer
+	mr := &matrixRun{o: o, log: &log}
+	l := newLane(fault, true)
+	for _, v := range []string{verdict.Safe, verdict.Stuck} {
+		mr.next(l, fault, 1)
+		if _, err := mr.record(l, fault, report.FaultRun{Result: load.Result{Safe: true, Verdict: v, Reasons: []string{"why"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mr.report(&log, l)
+	if !l.cell.Fails || !l.cell.SafeBroke || l.cell.Failing != verdict.Stuck || l.cell.Kept != 1 {
+		t.Errorf("a safe cell with a STUCK run: fails %v, SafeBroke %v, failing %q, kept %d; want true, true, STUCK, 1",
+			l.cell.Fails, l.cell.SafeBroke, l.cell.Failing, l.cell.Kept)
 	}
 }
