@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	apiclient "inventory/internal/client"
 	"inventory/internal/history"
 )
@@ -93,9 +95,13 @@ func (c *Client) round(ctx context.Context, id string, n int64) (round, error) {
 }
 
 // restock sets the product's stock, starting a new round of the ledger, and
-// returns the product as restocked.
+// returns the product as restocked. Every try carries the same
+// Idempotency-Key, so a try whose answer was lost (a replica killed after
+// its commit: nginx answers 502 and never resends a PUT) is sent again as
+// adminRetry says and starts no second round.
 func (c *Client) restock(ctx context.Context, id string, quantity int64) (product, error) {
-	p, err := c.api.Restock(ctx, id, apiclient.RestockRequest{Quantity: quantity, Name: "load test " + id})
+	req := apiclient.RestockRequest{Quantity: quantity, Name: "load test " + id, IdempotencyKey: uuid.NewString()}
+	p, err := idempotent(ctx, func(ctx context.Context) (product, error) { return c.api.Restock(ctx, id, req) })
 	if err != nil {
 		return p, fmt.Errorf("restock %s: %w", id, adminHint(err))
 	}

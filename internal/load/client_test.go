@@ -124,3 +124,38 @@ func problem(w http.ResponseWriter, status int, slug string) {
 	w.WriteHeader(status)
 	_, _ = fmt.Fprintf(w, `{"type":"urn:inventory:problem:%s","title":%q,"status":%d}`, slug, http.StatusText(status), status)
 }
+
+// TestRestockIsSentAgainUnderItsKey: a restock whose answer was lost (nginx
+// answers 502 when the replica died after its commit, and never resends a
+// PUT itself) is sent again with the same Idempotency-Key, so that the
+// service answers the first restock's result and starts no second round.
+func TestRestockIsSentAgainUnderItsKey(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		n := len(keys)
+		mu.Unlock()
+		if n == 1 {
+			problem(w, http.StatusBadGateway, "bad-gateway")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"product_id":"p","quantity":5,"initial":5,"round":2}`)
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, "token", 1, nil)
+	defer c.Close()
+	p, err := c.restock(context.Background(), "p", 5)
+	if err != nil || p.Round != 2 {
+		t.Fatalf("restock after a 502 = %+v, %v; want round 2", p, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
+		t.Errorf("restock sent Idempotency-Keys %q, want the same key twice", keys)
+	}
+}
