@@ -127,10 +127,12 @@ const redisResetTimeout = 2 * time.Second
 // closeRound is called by Store.restock with the product's row locked,
 // before the new round is written: it makes the replicas drop their
 // sold-out marks of rounds before next and returns once none is recorded
-// and running (read through q, the restock's own transaction).
-func (r Restocker) closeRound(ctx context.Context, q querier, id string, next int) error {
+// and running. It reads and writes through tx, the restock's own
+// transaction, and nothing else of Postgres: the sales queued behind the
+// row may hold every other connection of the pool.
+func (r Restocker) closeRound(ctx context.Context, tx pgx.Tx, id string, next int) error {
 	if r.Marks != nil {
-		r.Marks.restocked(ctx, id, next)
+		r.Marks.restockedThrough(ctx, tx, id, next)
 	}
 	// Best effort, and brief (sales of the product wait meanwhile): a
 	// replica that does not hear it has its mark run out.
@@ -139,7 +141,7 @@ func (r Restocker) closeRound(ctx context.Context, q querier, id string, next in
 	cancel()
 	deadline := time.Now().Add(restockMarkWait)
 	for {
-		n, err := markedBefore(ctx, q, id, next)
+		n, err := markedBefore(ctx, tx, id, next)
 		if err != nil {
 			return err
 		}
@@ -173,7 +175,7 @@ type querier interface {
 // current round (closeRound, for an existing product), write the new round
 // and commit.
 func (s *Store) restock(ctx context.Context, o RestockOrder,
-	closeRound func(ctx context.Context, q querier, id string, next int) error) (Restocked, error) {
+	closeRound func(ctx context.Context, tx pgx.Tx, id string, next int) error) (Restocked, error) {
 	for {
 		done, err := s.restockOnce(ctx, o, closeRound)
 		if !errors.Is(err, errCreatedMeanwhile) {
@@ -188,7 +190,7 @@ func (s *Store) restock(ctx context.Context, o RestockOrder,
 var errCreatedMeanwhile = errors.New("created by another restock meanwhile")
 
 func (s *Store) restockOnce(ctx context.Context, o RestockOrder,
-	closeRound func(ctx context.Context, q querier, id string, next int) error) (Restocked, error) {
+	closeRound func(ctx context.Context, tx pgx.Tx, id string, next int) error) (Restocked, error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
 	if err != nil {
 		return Restocked{}, dbErr("begin restock", err)

@@ -264,6 +264,14 @@ func (m *SoldOut) markLocked(id string, start time.Time) {
 // restocked forgets product id's mark here and its records of older rounds
 // than round, its new round (see Store.dropMarksBefore).
 func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
+	m.restockedThrough(ctx, m.store.pool, id, round)
+}
+
+// restockedThrough is restocked, its records dropped through db: a restock
+// made here drops them in its own transaction, which holds the product's
+// row, so that it never waits for a connection of a pool that the sales
+// queued behind that row may have taken.
+func (m *SoldOut) restockedThrough(ctx context.Context, db execer, id string, round int) {
 	m.mu.Lock()
 	m.forgets++
 	delete(m.marks, id)
@@ -278,7 +286,7 @@ func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
 	if heard != nil {
 		heard(id)
 	}
-	_ = m.store.dropMarksBefore(ctx, m.holder, id, round)
+	_ = dropMarksBefore(ctx, db, m.holder, id, round)
 }
 
 // soldOutElsewhere marks product id, which another replica saw sold out in

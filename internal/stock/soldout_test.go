@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -575,5 +576,72 @@ func TestARestockHeardOfIsPassedOn(t *testing.T) {
 	defer mu.Unlock()
 	if len(heard) == 0 || heard[0] != "announced" || !slices.Contains(heard, "made-here") {
 		t.Errorf("OnRestock heard %v, want announced, then made-here", heard)
+	}
+}
+
+// TestARestockNeedsNoOtherConnection: the sales queued behind a restock's
+// row lock can hold every other connection of the replica's pool. The
+// restock made through a replica that marks its products (Restocker.Marks)
+// dropped its marks through the pool, waited for a connection it could
+// not get while its transaction sat idle, and was ended by Postgres
+// (idle_in_transaction_session_timeout): a 503 in the fault matrix's
+// restock-race. It must use its own transaction alone.
+func TestARestockNeedsNoOtherConnection(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const id = "restock-pool-full"
+	e.restock(t, id, 10)
+	cfg, err := pgxpool.ParseConfig(e.pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2 // the restock's and one sale's
+	small, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	st := NewStore(small, Limits{IdleTimeout: time.Second})
+	marks := NewSoldOut(time.Minute, st, "replica-a")
+
+	blocker, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rollback(ctx, blocker)
+	var blockerPID int
+	if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid() FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&blockerPID); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) func() bool {
+		return func() bool {
+			var got int
+			err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0 AND datname = current_database()`).Scan(&got)
+			return err == nil && got >= n
+		}
+	}
+	restocked := make(chan error, 1)
+	go func() {
+		_, err := Restocker{Store: st, Redis: e.rdb, Marks: marks}.Restock(ctx, RestockOrder{ProductID: id, Quantity: 20})
+		restocked <- err
+	}()
+	waitFor(t, "the restock to wait for the row", 10*time.Second, waiting(1))
+	sold := make(chan error, 1)
+	go func() {
+		_, err := newAtomic(Deps{Store: st, Redis: e.rdb, Instance: "replica-a"}).Sell(ctx, Order{ProductID: id, Quantity: 1})
+		sold <- err
+	}()
+	waitFor(t, "the sale to queue behind the restock", 10*time.Second, waiting(2))
+	if err := blocker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-restocked; err != nil {
+		t.Fatalf("Restock with the pool's other connection taken by a sale queued behind it = %v, want it done", err)
+	}
+	if err := <-sold; err != nil {
+		t.Fatalf("the sale queued behind the restock = %v, want a sale of the new round", err)
+	}
+	if p := e.checkLedger(t, id); p.Round != 2 || p.Quantity != 19 {
+		t.Errorf("after the restock and the sale: round %d, quantity %d; want round 2 with 19 left", p.Round, p.Quantity)
 	}
 }

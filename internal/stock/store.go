@@ -749,7 +749,17 @@ func (s *Store) dropMarks(ctx context.Context, holder, id string) error {
 // round sold out already) is true, and deleting its record would leave it
 // answering in memory with nothing for the next restock to wait on.
 func (s *Store) dropMarksBefore(ctx context.Context, holder, id string, round int) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM soldout_marks WHERE holder = $1 AND ($2 = '' OR product_id = $2) AND round < $3`, holder, id, round)
+	return dropMarksBefore(ctx, s.pool, holder, id, round)
+}
+
+// execer runs a statement: a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// dropMarksBefore is Store.dropMarksBefore through db.
+func dropMarksBefore(ctx context.Context, db execer, holder, id string, round int) error {
+	_, err := db.Exec(ctx, `DELETE FROM soldout_marks WHERE holder = $1 AND ($2 = '' OR product_id = $2) AND round < $3`, holder, id, round)
 	if err != nil {
 		return dbErr("drop sold-out marks", err)
 	}
