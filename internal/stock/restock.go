@@ -118,7 +118,7 @@ func (r Restocker) Restock(ctx context.Context, o RestockOrder) (Restocked, erro
 }
 
 // announceTimeout bounds a restock's announcement, which Redis may not
-// answer (down, or cut off).
+// answer (down, or cut off); the restock's transaction polls meanwhile.
 const announceTimeout = time.Second
 
 // redisResetTimeout bounds the delete of a restocked product's Redis keys.
@@ -135,18 +135,30 @@ func (r Restocker) closeRound(ctx context.Context, tx pgx.Tx, id string, next in
 		r.Marks.restockedThrough(ctx, tx, id, next)
 	}
 	// Best effort, and brief (sales of the product wait meanwhile): a
-	// replica that does not hear it has its mark run out.
-	actx, cancel := context.WithTimeout(ctx, announceTimeout)
-	_ = announceRestock(actx, r.Redis, id, next)
-	cancel()
+	// replica that does not hear it has its mark run out. Sent beside the
+	// polls, which keep the transaction busy: Postgres ends a transaction
+	// idle for Limits.IdleTimeout (a lock TTL, as short as 1 s), and Redis
+	// may take announceTimeout not to answer.
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		actx, cancel := context.WithTimeout(ctx, announceTimeout)
+		defer cancel()
+		_ = announceRestock(actx, r.Redis, id, next)
+	}()
+	defer func() { <-announced }()
 	deadline := time.Now().Add(restockMarkWait)
 	for {
 		n, err := markedBefore(ctx, tx, id, next)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return nil
+		select {
+		case <-announced:
+			if n == 0 {
+				return nil
+			}
+		default:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: %d replica(s) still answer %q sold out from memory after %s (INVENTORY_SOLD_OUT_TTL longer than that?); nothing was restocked",
