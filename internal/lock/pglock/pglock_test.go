@@ -198,24 +198,26 @@ func TestWaiting(t *testing.T) {
 		t.Fatalf("holder's lease after the waiters gave up: %v, want held", h.Err())
 	}
 	t.Run("released", func(t *testing.T) {
-		done := make(chan lock.Lease, 1)
+		type result struct {
+			l   lock.Lease
+			err error
+		}
+		done := make(chan result, 1)
 		go func() {
 			l, err := waiter.Lock(ctx, "wait")
-			if err != nil {
-				t.Errorf("waiter: Lock = %v, want the lock once released", err)
-			}
-			done <- l
+			done <- result{l, err}
 		}()
 		if err := h.Release(ctx); err != nil {
 			t.Fatalf("holder: Release = %v", err)
 		}
-		select {
-		case l := <-done:
-			if l != nil && l.Fence().Token <= h.Fence().Token {
-				t.Errorf("waiter's fence %d, holder's %d: want larger", l.Fence().Token, h.Fence().Token)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("waiter did not get the lock within 5s of its release")
+		// The waiter answers within its Wait (10s) whatever happens; a
+		// loaded machine may take seconds to let it poll again.
+		r := <-done
+		switch {
+		case r.err != nil:
+			t.Errorf("waiter: Lock = %v, want the lock once released", r.err)
+		case r.l.Fence().Token <= h.Fence().Token:
+			t.Errorf("waiter's fence %d, holder's %d: want larger", r.l.Fence().Token, h.Fence().Token)
 		}
 	})
 }
