@@ -141,6 +141,9 @@ const (
 	maxRounds = 1 << 16
 	// outboxSize is how many sell-outs may wait to be announced.
 	outboxSize = 64
+	// maxMarking bounds the sell-outs announced elsewhere that Listen
+	// marks at once.
+	maxMarking = 8
 )
 
 // NewSoldOut returns an empty memory whose marks last at most ttl, recorded
@@ -342,6 +345,16 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 		defer cancel()
 		m.ForgetAll(dctx)
 	}()
+	// Sell-outs announced elsewhere are marked beside the loop (at most
+	// maxMarking at once, the rest dropped: marking is never required).
+	// Recording a mark reads the stock row FOR SHARE, which a restock holds
+	// while it waits for this replica to drop its marks on hearing of the
+	// restock, the next message on this subscription: a mark made in the
+	// loop held the restock up until its marks ran out. Ended before the
+	// marks are forgotten above.
+	var marking sync.WaitGroup
+	defer marking.Wait()
+	slots := make(chan struct{}, maxMarking)
 
 	sub := ann.subscribe(ctx)
 	// Receive does not return when ctx ends, only when its connection does.
@@ -360,7 +373,19 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 		case *redis.Subscription:
 			m.ForgetAll(ctx)
 		case *redis.Message:
-			m.receive(ctx, ann.plain(msg.Channel), msg.Payload)
+			channel := ann.plain(msg.Channel)
+			if channel != SoldOutChannel {
+				m.receive(ctx, channel, msg.Payload)
+				break
+			}
+			select {
+			case slots <- struct{}{}:
+				marking.Go(func() {
+					defer func() { <-slots }()
+					m.receive(ctx, channel, msg.Payload)
+				})
+			default:
+			}
 		default:
 			if err != nil {
 				// go-redis reconnects and resubscribes on the next Receive;

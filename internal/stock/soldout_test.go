@@ -645,3 +645,54 @@ func TestARestockNeedsNoOtherConnection(t *testing.T) {
 		t.Errorf("after the restock and the sale: round %d, quantity %d; want round 2 with 19 left", p.Round, p.Quantity)
 	}
 }
+
+// TestARestockIsHeardWhileASellOutIsMarked: hearing of a sell-out, a
+// replica records a mark, which reads the stock row FOR SHARE; a restock
+// holding that row waits for the replica to drop its older marks when it
+// hears of the restock, next on the same subscription. Marked in the
+// listener's loop, the sell-out held the restock's announcement up until
+// the restock gave up or the marks ran out (TestSoldOutAcrossReplicas
+// failed so after 30 s, in a loaded make test).
+func TestARestockIsHeardWhileASellOutIsMarked(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	const id = "heard-while-marking"
+	e.restock(t, id, 0)
+	a := NewSoldOut(time.Minute, e.store, "replica-a")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { a.Listen(ctx, e.newRedis(t), slog.New(slog.DiscardHandler)) })
+	waitFor(t, "a to subscribe", 10*time.Second, func() bool {
+		n, err := e.announcementSubscribers(ctx)
+		return err == nil && n[RestockChannel] == 1
+	})
+	// Marked once subscribed: subscribing forgets every mark.
+	waitFor(t, "a to mark the product", 10*time.Second, func() bool { return a.mark(ctx, id, a.begin()) })
+
+	// The row held as a restock holds it.
+	blocker, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rollback(ctx, blocker)
+	var blockerPID int
+	if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid() FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&blockerPID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.Publish(ctx, SoldOutChannel, id+" 1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's mark of the sell-out to wait for the row", 10*time.Second, func() bool {
+		var n int
+		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, blockerPID).Scan(&n)
+		return err == nil && n > 0
+	})
+	if err := e.rdb.Publish(ctx, RestockChannel, id+" 2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a to drop its mark of round 1 on hearing of round 2, the row still held", 10*time.Second, func() bool {
+		n, err := markedBefore(ctx, e.pool, id, 2)
+		return err == nil && n == 0
+	})
+}
