@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,55 @@ type Circuits struct {
 type openCircuit struct {
 	Circuit
 	checked atomic.Int64 // unix nanoseconds of the last look at Postgres
+
+	mu   sync.Mutex
+	look *look // the look at Postgres under way, nil when none
+	last *look // the last look that ended, nil when none since Refresh or Recheck
+}
+
+// look is one look at Postgres whether a circuit is still open, which the
+// refused sales that come while it is under way wait for and share.
+type look struct {
+	done chan struct{}
+	open bool // set before done closes
+}
+
+// readOpen is the answer of a look that has not been made: Refresh has
+// just read the circuit open.
+var readOpen = func() *look {
+	l := &look{done: make(chan struct{}), open: true}
+	close(l.done)
+	return l
+}()
+
+// join returns the look under way at oc; else, when the last look began
+// less than every ago (at now, unix nanoseconds), that look, whose answer
+// stands; else a new one that the caller makes (start).
+func (oc *openCircuit) join(now, every int64) (l *look, start bool) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	switch {
+	case oc.look != nil:
+		return oc.look, false
+	case now-oc.checked.Load() < every && oc.last != nil:
+		return oc.last, false
+	case now-oc.checked.Load() < every:
+		return readOpen, false
+	}
+	oc.checked.Store(now)
+	oc.look = &look{done: make(chan struct{})}
+	return oc.look, true
+}
+
+// finish ends l, which found the circuit open or not.
+func (oc *openCircuit) finish(l *look, open bool) {
+	l.open = open
+	close(l.done)
+	oc.mu.Lock()
+	if oc.look == l {
+		oc.look, oc.last = nil, l
+	}
+	oc.mu.Unlock()
 }
 
 // RecheckInterval is how often, at most, a replica asks Postgres whether
@@ -76,13 +126,15 @@ func (c *Circuits) Open(product string) (Circuit, bool) {
 // circuit is open here and, as Postgres said at most RecheckInterval ago,
 // still open and covering the product's current round. Refusals answer
 // from memory: a crowd of buyers of a broken product costs one indexed
-// read per RecheckInterval, made by the one refused buyer who finds the
-// last look older than that (the others do not wait for it), so it cannot
-// hold up the watchdog's checks of the other products on their shared
-// pool. A restock or an admin's close through another replica is so
-// learnt here within RecheckInterval of the next sale, or at the next
-// Refresh. When Postgres cannot be asked, the circuit stays open: refusing
-// is safe.
+// read per RecheckInterval, made by the first refused buyer who finds the
+// last look older than that; the buyers that come while it is under way
+// wait for its answer and share it (one query at a time per product, so a
+// crowd cannot hold up the watchdog's checks of the other products on
+// their shared pool). A restock heard of (Recheck) makes the next sale
+// look at once; an admin's close through another replica, or a restock
+// whose announcement was lost, is learnt here within RecheckInterval of
+// the next sale, or at the next Refresh. When Postgres cannot be asked,
+// the circuit stays open: refusing is safe.
 func (c *Circuits) Refuses(ctx context.Context, product string) (Circuit, bool) {
 	if c == nil {
 		return Circuit{}, false
@@ -91,22 +143,34 @@ func (c *Circuits) Refuses(ctx context.Context, product string) (Circuit, bool) 
 	if !open {
 		return Circuit{}, false
 	}
-	now := c.now().UnixNano()
-	last := oc.checked.Load()
-	if now-last < c.recheck.Nanoseconds() || !oc.checked.CompareAndSwap(last, now) {
-		return oc.Circuit, true // looked at lately, or another buyer is looking now
+	l, start := oc.join(c.now().UnixNano(), c.recheck.Nanoseconds())
+	if start {
+		// Not the buyer's own context: the others wait for this answer.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
+		var stillOpen bool
+		err := c.pool.QueryRow(qctx, `
+			SELECT coalesce(c.open AND c.round = s.round, false)
+			FROM stock s LEFT JOIN circuits c ON c.product_id = s.product_id
+			WHERE s.product_id = $1`, product).Scan(&stillOpen)
+		cancel()
+		if err == nil && !stillOpen {
+			c.drop(product, oc)
+		}
+		oc.finish(l, err != nil || stillOpen)
 	}
-	var stillOpen bool
-	err := c.pool.QueryRow(ctx, `
-		SELECT coalesce(c.open AND c.round = s.round, false)
-		FROM stock s LEFT JOIN circuits c ON c.product_id = s.product_id
-		WHERE s.product_id = $1`, product).Scan(&stillOpen)
-	if err == nil && !stillOpen {
-		c.drop(product, oc)
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return oc.Circuit, true
+	}
+	if !l.open {
 		return Circuit{}, false
 	}
 	return oc.Circuit, true
 }
+
+// lookTimeout bounds one look at Postgres whether a circuit is still open.
+const lookTimeout = 2 * time.Second
 
 // Refresh reloads the open circuits of the products' current rounds and
 // returns their products, sorted.
@@ -199,7 +263,12 @@ func (c *Circuits) Recheck(product string) {
 		return
 	}
 	if oc, open := (*c.opened.Load())[product]; open {
+		// A look under way may have begun before the restock committed:
+		// the next sale begins another rather than share its answer.
+		oc.mu.Lock()
 		oc.checked.Store(0)
+		oc.look, oc.last = nil, nil
+		oc.mu.Unlock()
 	}
 }
 

@@ -311,8 +311,28 @@ func TestRefusalsAnswerFromMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Recheck("broken")
-	if _, refuses := b.Refuses(ctx, "broken"); refuses {
-		t.Errorf("Refuses(broken) right after a restock was heard of (Recheck) = true, want false: the new round has no circuit")
+	before := rechecks(&rec)
+	const buyers = 200
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	start := make(chan struct{})
+	for range buyers {
+		wg.Go(func() {
+			<-start
+			if _, refuses := b.Refuses(ctx, "broken"); refuses {
+				refused.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	// One looks; the others wait for its answer rather than refuse from
+	// memory while it is under way.
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d of %d buyers refused right after a restock was heard of (Recheck), want none: the new round has no circuit", n, buyers)
+	}
+	if n := rechecks(&rec) - before; n != 1 {
+		t.Errorf("%d buyers right after a restock was heard of asked Postgres %d times, want 1", buyers, n)
 	}
 }
 
