@@ -223,7 +223,10 @@ func (c *Circuits) open(ctx context.Context, v Violation, by string) (bool, erro
 		return false, fmt.Errorf("circuits: open %q: %w", v.Product, err)
 	}
 	oc.Violation = v
-	c.set(v.Product, c.looked(oc, c.now()))
+	// Not looked at yet: a restock may have started another round since
+	// the check read this one, and its announcement come before this (so
+	// Recheck found nothing to recheck); the first refused sale looks.
+	c.set(v.Product, c.looked(oc, time.Time{}))
 	return true, nil
 }
 
@@ -272,10 +275,12 @@ func (c *Circuits) Recheck(product string) {
 	}
 }
 
-// looked is oc as Postgres showed it at at.
+// looked is oc as Postgres showed it at at (the zero time: not yet).
 func (c *Circuits) looked(oc Circuit, at time.Time) *openCircuit {
 	o := &openCircuit{Circuit: oc}
-	o.checked.Store(at.UnixNano())
+	if !at.IsZero() { // never looked at: 0, not the zero time's undefined UnixNano
+		o.checked.Store(at.UnixNano())
+	}
 	return o
 }
 
