@@ -193,9 +193,17 @@ func (c *Circuits) Refresh(ctx context.Context) ([]string, error) {
 	}
 	m := make(map[string]*openCircuit, len(open))
 	products := make([]string, 0, len(open))
+	had := *c.opened.Load()
 	for _, oc := range open {
-		m[oc.Product] = c.looked(oc, start)
 		products = append(products, oc.Product)
+		// A circuit this replica has already keeps its looks: a Recheck
+		// made while this read was under way (a restock that committed
+		// meanwhile) still stands.
+		if o := had[oc.Product]; o != nil && o.Round == oc.Round && o.OpenedAt.Equal(oc.OpenedAt) {
+			m[oc.Product] = o
+			continue
+		}
+		m[oc.Product] = c.looked(oc, start)
 	}
 	c.opened.Store(&m)
 	sort.Strings(products)
