@@ -387,10 +387,26 @@ const NotStruck = verdict.NotStruck
 func grow(scale int64) int64 { return min(4*max(scale, 1), maxScale) }
 
 // open reports whether the cell wants another run: the fault applies (as
-// declared, and as it said when it struck), fewer than o.Runs are judged,
-// and the run at hand has not missed triesPerRun times in a row.
+// declared, and as it said when it struck), fewer than o.Runs are judged
+// (or, for a fault that must break a lock, none of the judged runs has
+// shown one broken and fewer than triesPerRun extra runs were made), and
+// the run at hand has not missed triesPerRun times in a row. A judged run
+// that broke no lock is still judged, every invariant of it: only the
+// cell's proof that the fault struck is sought again.
 func (l *lane) open(o Options) bool {
-	return l.cell.NotApplicable == "" && l.refused == "" && l.cell.Runs < o.Runs && l.missedInARow < triesPerRun
+	wanted := l.cell.Runs < o.Runs ||
+		l.breaksLocks && !l.brokeALock() && l.cell.Runs < o.Runs+triesPerRun-1
+	return l.cell.NotApplicable == "" && l.refused == "" && wanted && l.missedInARow < triesPerRun
+}
+
+// brokeALock reports whether a judged run of the cell showed a lock broken.
+func (l *lane) brokeALock() bool {
+	for _, r := range l.cell.Results {
+		if r.LocksBroken() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // finish closes the lane's cell with verdict.JudgeCell's verdict; a cell
