@@ -308,7 +308,7 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips 
 			l.abandon(s)
 			continue
 		}
-		l.giveUp(ctx, s, name, key)
+		l.giveUp(ctx, wctx, s, name, key)
 		return nil, fail(err)
 	}
 }
@@ -435,20 +435,17 @@ func (l *Locker) waitDelete(ctx context.Context, key, own string, at int64) erro
 	}
 }
 
-// cleanupTimeout bounds deleting the key of a failed acquisition, and
-// cleanupWait how long Lock waits for that before it returns.
-const (
-	cleanupTimeout = 2 * time.Second
-	cleanupWait    = 100 * time.Millisecond
-)
+// cleanupTimeout bounds deleting the key of a failed acquisition.
+const cleanupTimeout = 2 * time.Second
 
 // giveUp deletes key after a failed acquisition (its put may have been
 // applied even if the answer was lost) and then gives the turn at name to
-// the next local waiter. It waits for that at most cleanupWait, so that an
-// unresponsive etcd does not stretch Lock past its budget; the rest goes on
-// in the background, owned by the Locker. If the delete fails, the session
-// is abandoned so that the key goes with its lease.
-func (l *Locker) giveUp(ctx context.Context, s *session, name, key string) {
+// the next local waiter. It waits for that until wctx (the caller's
+// budget) ends and at most lock.CleanupWait, so that an unresponsive etcd
+// does not stretch Lock past its budget; the rest goes on in the
+// background, owned by the Locker. If the delete fails, the session is
+// abandoned so that the key goes with its lease.
+func (l *Locker) giveUp(ctx, wctx context.Context, s *session, name, key string) {
 	finished := make(chan struct{})
 	l.wg.Go(func() {
 		defer close(finished)
@@ -462,12 +459,7 @@ func (l *Locker) giveUp(ctx context.Context, s *session, name, key string) {
 			l.abandon(s)
 		}
 	})
-	t := time.NewTimer(cleanupWait)
-	defer t.Stop()
-	select {
-	case <-finished:
-	case <-t.C:
-	}
+	lock.AwaitCleanup(wctx, finished)
 }
 
 // grant builds the lease for key, created at revision rev and seen still

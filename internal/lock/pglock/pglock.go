@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,7 +61,7 @@ type Locker struct {
 	// one whose turn it is polls Postgres.
 	turns turn.Turns
 
-	cleanups sync.WaitGroup // releases still running after their Lock answered
+	cleanups lock.Cleanups // releases still running after their Lock answered
 }
 
 // New returns a Locker over db; see Options for the defaults.
@@ -176,32 +175,18 @@ func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tri
 }
 
 // cleanupTimeout bounds the best-effort release after an acquire whose
-// outcome is unknown, and cleanupWait how long the Lock or TryLock that
-// needs it waits for it before it answers (never past its wait budget):
-// the release goes on in the background, and Close waits for it. A slow
-// database must not stretch the answer past the budget.
-const (
-	cleanupTimeout = 2 * time.Second
-	cleanupWait    = 100 * time.Millisecond
-)
+// outcome is unknown; the release goes on in the background (see
+// lock.Cleanups), and Close waits for it.
+const cleanupTimeout = 2 * time.Second
 
 // cleanup frees name's row if it carries token, in the background; it
-// waits for that until wctx ends and at most cleanupWait.
+// waits for that until wctx ends and at most lock.CleanupWait.
 func (l *Locker) cleanup(ctx, wctx context.Context, name, token string) {
-	finished := make(chan struct{})
-	l.cleanups.Go(func() {
-		defer close(finished)
+	l.cleanups.Run(wctx, func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_, _ = l.db.Exec(cctx, releaseSQL, name, token)
 	})
-	t := time.NewTimer(cleanupWait)
-	defer t.Stop()
-	select {
-	case <-finished:
-	case <-wctx.Done():
-	case <-t.C:
-	}
 }
 
 // Close waits for the releases still running in the background after

@@ -147,7 +147,7 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 		}
 		if queued && !granted {
 			*trips++
-			f.cleanups.run(wctx, func() {
+			f.cleanups.Run(wctx, func() {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
 				defer cancel()
 				_, _, _ = redisscript.Run(cctx, f.rdb, fairRelease, k.keys, token, k.channel)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,34 +15,9 @@ import (
 )
 
 // cleanupTimeout bounds the best-effort delete after an acquire whose
-// outcome is unknown, and cleanupWait how long the Lock or TryLock that
-// needs it waits for it before it answers (never past its wait budget):
-// the delete goes on in the background, and Close waits for it. An
-// unresponsive Redis must not stretch the answer past the budget.
-const (
-	cleanupTimeout = 2 * time.Second
-	cleanupWait    = 100 * time.Millisecond
-)
-
-// cleanups runs the deletes that may outlive the call that needed them.
-type cleanups struct{ wg sync.WaitGroup }
-
-// run runs f in a goroutine that close waits for, and waits for it until
-// it ends, wctx ends (the caller's budget) or cleanupWait has passed.
-func (c *cleanups) run(wctx context.Context, f func()) {
-	finished := make(chan struct{})
-	c.wg.Go(func() {
-		defer close(finished)
-		f()
-	})
-	t := time.NewTimer(cleanupWait)
-	defer t.Stop()
-	select {
-	case <-finished:
-	case <-wctx.Done():
-	case <-t.C:
-	}
-}
+// outcome is unknown; the delete goes on in the background (see
+// lock.Cleanups), and Close waits for it.
+const cleanupTimeout = 2 * time.Second
 
 // withDefaults fills the documented defaults into the zero fields.
 func (o Options) withDefaults() Options {
@@ -94,11 +68,11 @@ type base struct {
 	rdb      redis.UniversalClient
 	opts     Options
 	notify   *notifier // nil when PollOnly
-	cleanups *cleanups
+	cleanups *lock.Cleanups
 }
 
 func newBase(rdb redis.UniversalClient, opts Options) base {
-	b := base{rdb: rdb, opts: opts.withDefaults(), cleanups: &cleanups{}}
+	b := base{rdb: rdb, opts: opts.withDefaults(), cleanups: &lock.Cleanups{}}
 	if !b.opts.PollOnly {
 		b.notify = newNotifier(rdb)
 	}
@@ -108,7 +82,7 @@ func newBase(rdb redis.UniversalClient, opts Options) base {
 // close stops the subscription and waits for the cleanups in flight.
 func (b *base) close() {
 	b.notify.close()
-	b.cleanups.wg.Wait()
+	b.cleanups.Wait()
 }
 
 // Close stops the subscription that wakes waiters, if one is running (it
@@ -190,7 +164,7 @@ func (b *base) release(ctx context.Context, l *Lease, script *redis.Script, keys
 // script once with the given fence floor; cleanup removes our key after a
 // try whose outcome is unknown, run by cl. It returns the fence and when
 // the granting command was sent.
-func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int, notify *notifier, cl *cleanups, channel string,
+func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *int, notify *notifier, cl *lock.Cleanups, channel string,
 	try func(ctx context.Context, floor string) (any, int, error), cleanup func(context.Context)) (int64, time.Time, error) {
 	floor := o.startFloor()
 	wctx, cancel := o.WaitContext(ctx, wait)
@@ -209,7 +183,7 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 		r, sent, err := tryScript(wctx, o, op, key, &floor, trips, try, func() {
 			// Delete our key (by token) rather than leave it until its TTL.
 			*trips++
-			cl.run(wctx, func() {
+			cl.Run(wctx, func() {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(cleanupTimeout, o.TTL))
 				defer cancel()
 				cleanup(cctx)

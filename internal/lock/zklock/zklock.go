@@ -717,17 +717,13 @@ func (l *Locker) grant(a *acquisition, epoch uint64) (*Lease, bool) {
 }
 
 // cleanupTimeout bounds the one delete of a known node when Lock gives up
-// (past it, cleanup takes over), and cleanupWait how long the Lock waits
-// for it before it answers, never past its wait budget: a ZooKeeper that
-// does not answer must not stretch the answer past the budget.
-const (
-	cleanupTimeout = 2 * time.Second
-	cleanupWait    = 100 * time.Millisecond
-)
+// (past it, cleanup takes over); the Lock waits for it at most
+// lock.CleanupWait, never past its wait budget.
+const cleanupTimeout = 2 * time.Second
 
 // remove deletes an acquisition's node, in the background: node when
 // known, else whatever carries guid. It waits for the delete of a known
-// node until wctx (the caller's budget) ends and at most cleanupWait.
+// node until wctx (the caller's budget) ends and at most lock.CleanupWait.
 func (l *Locker) remove(ctx, wctx context.Context, parent, guid, node string) {
 	if parent == "" {
 		return
@@ -749,13 +745,7 @@ func (l *Locker) remove(ctx, wctx context.Context, parent, guid, node string) {
 	}) {
 		return // closed: the session's end deletes the node
 	}
-	t := time.NewTimer(cleanupWait)
-	defer t.Stop()
-	select {
-	case <-finished:
-	case <-wctx.Done():
-	case <-t.C:
-	}
+	lock.AwaitCleanup(wctx, finished)
 }
 
 // delete makes one attempt at deleting path. It does not wait through a
