@@ -318,22 +318,13 @@ func replayRestock(ctx context.Context, q querier, o RestockOrder) (done Restock
 // was lost (cause) committed, as resolve does for a sale: it waits for the
 // product's row lock, which the restock held until it ended.
 func (s *Store) resolveRestock(ctx context.Context, p Product, restockKey string, cause error) (Restocked, error) {
-	wait := s.limits.IdleTimeout + resolveMargin
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+s.limits.CommitTimeout)
-	defer cancel()
-	begin := beginWith(wait, wait)
-	for attempt := 0; ; attempt++ {
-		found, err := s.lookupRestock(rctx, begin, p.ID, restockKey)
-		switch {
-		case err == nil && found:
-			return Restocked{Product: p}, nil
-		case err == nil:
-			return Restocked{}, fmt.Errorf("commit restock: %w: the reply was lost (%v) and the database shows it did not commit", ErrUnavailable, cause)
-		}
-		if !errors.Is(err, ErrUnavailable) || pause(rctx, backoff(attempt, 50*time.Millisecond, time.Second)) != nil {
-			return Restocked{}, fmt.Errorf("commit restock: %w: %w: the reply was lost (%v) and the database cannot tell: %w", ErrUnavailable, ErrOutcomeUnknown, cause, err)
-		}
+	err := s.committed(ctx, "commit restock", cause, func(ctx context.Context, begin string) (bool, error) {
+		return s.lookupRestock(ctx, begin, p.ID, restockKey)
+	})
+	if err != nil {
+		return Restocked{}, err
 	}
+	return Restocked{Product: p}, nil
 }
 
 // lookupRestock reports whether the restock under restockKey committed,

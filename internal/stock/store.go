@@ -584,20 +584,38 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 // it ends: committed, rolled back, or ended by Postgres after
 // Limits.IdleTimeout when its COMMIT never arrived.
 func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, cause error) (Sale, error) {
+	err := s.committed(ctx, "commit", cause, func(ctx context.Context, begin string) (bool, error) {
+		return s.lookup(ctx, begin, saleKey, &sale)
+	})
+	if err != nil {
+		return Sale{}, err
+	}
+	return sale, nil
+}
+
+// committed finds out whether a transaction whose COMMIT reply was lost
+// (cause, the driver's error) committed, by lookup, which looks for what it
+// wrote once the product's row lock, held by that transaction until it
+// ended, is free (begin is the lookup's BEGIN, with lock and idle timeouts
+// past Limits.IdleTimeout: by then Postgres has ended it, whatever became
+// of it). nil when it did; an ErrUnavailable error when it certainly did
+// not; an error wrapping ErrOutcomeUnknown only when Postgres could not be
+// read in time (restarting, say), retrying meanwhile.
+func (s *Store) committed(ctx context.Context, op string, cause error, lookup func(ctx context.Context, begin string) (bool, error)) error {
 	wait := s.limits.IdleTimeout + resolveMargin
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+s.limits.CommitTimeout)
 	defer cancel()
 	begin := beginWith(wait, wait)
 	for attempt := 0; ; attempt++ {
-		found, err := s.lookup(rctx, begin, saleKey, &sale)
+		found, err := lookup(rctx, begin)
 		switch {
 		case err == nil && found:
-			return sale, nil
+			return nil
 		case err == nil:
-			return Sale{}, fmt.Errorf("commit: %w: the reply was lost (%v) and the ledger shows the sale did not commit", ErrUnavailable, cause)
+			return fmt.Errorf("%s: %w: the reply was lost (%v) and the database shows it did not commit", op, ErrUnavailable, cause)
 		}
 		if !errors.Is(err, ErrUnavailable) || pause(rctx, backoff(attempt, 50*time.Millisecond, time.Second)) != nil {
-			return Sale{}, fmt.Errorf("commit: %w: %w: the reply was lost (%v) and the ledger cannot tell: %w", ErrUnavailable, ErrOutcomeUnknown, cause, err)
+			return fmt.Errorf("%s: %w: %w: the reply was lost (%v) and the database cannot tell: %w", op, ErrUnavailable, ErrOutcomeUnknown, cause, err)
 		}
 	}
 }
