@@ -29,6 +29,7 @@ import (
 	"inventory/internal/stock"
 	"inventory/internal/testenv"
 	"inventory/internal/watchdog"
+	"inventory/internal/wire"
 	"inventory/migrations"
 )
 
@@ -506,7 +507,7 @@ func TestAdminCallsRefusedWithoutAConfiguredToken(t *testing.T) {
 func TestStrategies(t *testing.T) {
 	f := newFixture(t, adminToken)
 	r := f.do("GET", "/strategies", "", "")
-	var list []strategyInfo
+	var list []wire.StrategyInfo
 	if err := json.Unmarshal([]byte(r.raw), &list); err != nil || len(list) != len(stock.Names()) {
 		t.Fatalf("GET /strategies = %s (%v), want %d strategies", r.raw, err, len(stock.Names()))
 	}
@@ -873,11 +874,11 @@ func TestProfilesAreForTheAdminOnly(t *testing.T) {
 func TestStrategyUnavailable(t *testing.T) {
 	f := newFixture(t, adminToken)
 	r := f.do("GET", "/strategies", "", "")
-	var list []strategyInfo
+	var list []wire.StrategyInfo
 	if err := json.Unmarshal([]byte(r.raw), &list); err != nil {
 		t.Fatal(err)
 	}
-	var needy []strategyInfo
+	var needy []wire.StrategyInfo
 	for _, s := range list {
 		info, _ := stock.Lookup(s.Name)
 		if s.Available == (info.Needs != "") || s.Needs != info.Needs {

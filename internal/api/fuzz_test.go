@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"inventory/internal/stock"
+	"inventory/internal/wire"
 )
 
 // Fuzz targets for what a request can carry before any backend is touched.
@@ -98,13 +99,13 @@ func FuzzDecodeSale(f *testing.F) {
 		if !isProductID(order.ProductID) || order.Quantity < 1 || order.Quantity > s.MaxQuantity {
 			t.Fatalf("readSale(%q) accepted %+v, which breaks the product id or quantity rule", body, order)
 		}
-		var plain saleRequest
+		var plain wire.SaleBody
 		if err := json.Unmarshal(body, &plain); err != nil || plain.ProductID == nil || plain.Quantity == nil ||
 			*plain.ProductID != order.ProductID || *plain.Quantity != order.Quantity {
 			t.Fatalf("readSale(%q) = %+v, but json.Unmarshal reads %+v, %v", body, order, plain, err)
 		}
 		// What was accepted must read back the same when sent again.
-		again, err := json.Marshal(saleRequest{ProductID: &order.ProductID, Quantity: &order.Quantity})
+		again, err := json.Marshal(wire.SaleBody{ProductID: &order.ProductID, Quantity: &order.Quantity})
 		if err != nil {
 			t.Fatal(err)
 		}

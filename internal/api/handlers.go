@@ -19,6 +19,7 @@ import (
 
 	"inventory/internal/stock"
 	"inventory/internal/tracing"
+	"inventory/internal/wire"
 )
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
@@ -26,27 +27,6 @@ const maxIdempotencyKey = 255
 
 // maxRestock bounds a restock so that sums over the ledger stay far from overflow.
 const maxRestock = 1_000_000_000_000
-
-type saleRequest struct {
-	ProductID *string `json:"product_id"`
-	Quantity  *int64  `json:"quantity"`
-}
-
-type saleResponse struct {
-	SaleID    int64  `json:"sale_id"`
-	ProductID string `json:"product_id"`
-	Quantity  int64  `json:"quantity"`
-	Remaining int64  `json:"remaining"`
-	// Round is the round whose stock the sale decremented.
-	Round    int    `json:"round"`
-	Strategy string `json:"strategy"`
-	Instance string `json:"instance"`
-}
-
-// productSaleRequest is the body of POST /products/{id}/sale.
-type productSaleRequest struct {
-	Quantity *int64 `json:"quantity"`
-}
 
 // handleSale is POST /sale, the product in the body.
 func (s *server) handleSale(w http.ResponseWriter, r *http.Request) {
@@ -123,12 +103,12 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 	if sale.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusOK, saleResponse{
+	writeJSON(w, http.StatusOK, wire.Sale{
 		SaleID:    sale.ID,
 		ProductID: sale.ProductID,
 		Quantity:  sale.Quantity,
 		Remaining: sale.Remaining,
-		Round:     sale.Round,
+		Round:     int64(sale.Round),
 		Strategy:  sale.Strategy,
 		Instance:  sale.Instance,
 	})
@@ -168,22 +148,22 @@ func (s *server) readProductSale(w http.ResponseWriter, r *http.Request) (stock.
 // readSaleBody reads a sale's body: POST /sale's (withProduct) or POST
 // /products/{id}/sale's. The usual shape is scanned; anything else is
 // decoded by encoding/json, which answers it or says what is wrong.
-func readSaleBody(w http.ResponseWriter, r *http.Request, withProduct bool) (saleRequest, error) {
+func readSaleBody(w http.ResponseWriter, r *http.Request, withProduct bool) (wire.SaleBody, error) {
 	body, err := readJSONBody(w, r)
 	if err != nil {
-		return saleRequest{}, err
+		return wire.SaleBody{}, err
 	}
-	if req, scanned := scanSale(body, withProduct); scanned {
+	if req, scanned := wire.ScanSaleRequest(string(body), withProduct); scanned {
 		return req, nil
 	}
 	if withProduct {
-		var req saleRequest
+		var req wire.SaleBody
 		err := unmarshalStrict(body, &req)
 		return req, err
 	}
-	var req productSaleRequest
+	var req wire.ProductSaleBody
 	err = unmarshalStrict(body, &req)
-	return saleRequest{Quantity: req.Quantity}, err
+	return wire.SaleBody{Quantity: req.Quantity}, err
 }
 
 // order checks a sale's product id, quantity and Idempotency-Key.
@@ -282,19 +262,10 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
-type productResponse struct {
-	ProductID string `json:"product_id"`
-	Name      string `json:"name"`
-	Quantity  int64  `json:"quantity"`
-	Initial   int64  `json:"initial"`
-	Sold      int64  `json:"sold"`
-	Sales     int64  `json:"sales"`
-	Round     int    `json:"round"`
-	Version   int64  `json:"version"`
-}
-
-func toProductResponse(p stock.Product) productResponse {
-	return productResponse{p.ID, p.Name, p.Quantity, p.Initial, p.Sold, p.Sales, p.Round, p.Version}
+// toProduct is p as GET and PUT /products/{id} answer it.
+func toProduct(p stock.Product) wire.Product {
+	return wire.Product{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity, Initial: p.Initial, Sold: p.Sold, Sales: p.Sales,
+		Round: int64(p.Round), Version: p.Version}
 }
 
 func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
@@ -309,16 +280,7 @@ func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", roundETag(p.Round))
-	writeJSON(w, http.StatusOK, toProductResponse(p))
-}
-
-type roundResponse struct {
-	ProductID string `json:"product_id"`
-	Round     int    `json:"round"`
-	Initial   int64  `json:"initial"`
-	Sold      int64  `json:"sold"`
-	Sales     int64  `json:"sales"`
-	Current   bool   `json:"current"`
+	writeJSON(w, http.StatusOK, toProduct(p))
 }
 
 // handleGetRound answers one round of a product from the ledger, current or past.
@@ -339,12 +301,8 @@ func (s *server) handleGetRound(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, roundResponse{rd.ProductID, rd.Round, rd.Initial, rd.Sold, rd.Sales, rd.Current})
-}
-
-type restockRequest struct {
-	Quantity *int64 `json:"quantity"`
-	Name     string `json:"name"`
+	writeJSON(w, http.StatusOK, wire.Round{ProductID: rd.ProductID, Round: int64(rd.Round), Initial: rd.Initial, Sold: rd.Sold,
+		Sales: rd.Sales, Current: rd.Current})
 }
 
 // handlePutProduct creates a product (201) or restocks it (200), starting a
@@ -368,7 +326,7 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	var req restockRequest
+	var req wire.RestockBody
 	if err := decodeJSON(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -419,7 +377,7 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	w.Header().Set("ETag", roundETag(done.Round))
-	writeJSON(w, status, toProductResponse(done.Product))
+	writeJSON(w, status, toProduct(done.Product))
 }
 
 // restockTimeout bounds a restock, which waits for the product's row (its
@@ -454,30 +412,16 @@ func ifMatchRound(r *http.Request) (int, error) {
 	return int(n), nil
 }
 
-type strategyInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Safe        bool   `json:"safe"`
-	// Available is false when this replica was started without the lock
-	// service the strategy needs; Needs then names its setting.
-	Available bool   `json:"available"`
-	Needs     string `json:"needs,omitempty"`
-}
-
 func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
-	list := make([]strategyInfo, len(stock.Strategies))
+	list := make([]wire.StrategyInfo, len(stock.Strategies))
 	for i, st := range stock.Strategies {
 		desc := st.Description
 		if note := s.Notes[st.Name]; note != "" {
 			desc += ". " + note
 		}
-		list[i] = strategyInfo{st.Name, desc, st.Safe, s.Sellers[st.Name] != nil, st.Needs}
+		list[i] = wire.StrategyInfo{Name: st.Name, Description: desc, Safe: st.Safe, Available: s.Sellers[st.Name] != nil, Needs: st.Needs}
 	}
 	writeJSON(w, http.StatusOK, list)
-}
-
-type strategyBody struct {
-	Strategy *string `json:"strategy"`
 }
 
 func (s *server) handleGetStrategy(w http.ResponseWriter, r *http.Request) {
@@ -486,11 +430,11 @@ func (s *server) handleGetStrategy(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, fmt.Errorf("%w: %v", stock.ErrUnavailable, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, strategyBody{Strategy: &name})
+	writeJSON(w, http.StatusOK, wire.StrategyChoice{Strategy: name})
 }
 
 func (s *server) handlePutStrategy(w http.ResponseWriter, r *http.Request) {
-	var req strategyBody
+	var req wire.StrategyChoiceBody
 	if err := decodeJSON(w, r, &req); err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -513,16 +457,11 @@ func (s *server) handlePutStrategy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "default strategy switched", "strategy", *req.Strategy, "request_id", requestID(r))
-	writeJSON(w, http.StatusOK, req)
-}
-
-type health struct {
-	Status   string `json:"status"`
-	Instance string `json:"instance"`
+	writeJSON(w, http.StatusOK, wire.StrategyChoice{Strategy: *req.Strategy})
 }
 
 func (s *server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, health{"ok", s.Instance})
+	writeJSON(w, http.StatusOK, wire.Health{Status: "ok", Instance: s.Instance})
 }
 
 func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
@@ -530,5 +469,5 @@ func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, health{"ready", s.Instance})
+	writeJSON(w, http.StatusOK, wire.Health{Status: "ready", Instance: s.Instance})
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"inventory/internal/wire"
 )
 
 // livePage is GET /: one self-contained page (no external assets) that
@@ -17,41 +19,6 @@ var livePage []byte
 
 // liveProducts is how many products GET /live lists, most recently changed first.
 const liveProducts = 20
-
-type liveProduct struct {
-	ProductID string `json:"product_id"`
-	Name      string `json:"name"`
-	Quantity  int64  `json:"quantity"`
-	Initial   int64  `json:"initial"`
-	Round     int    `json:"round"`
-}
-
-type liveResponse struct {
-	At time.Time `json:"at"`
-	// Replica is the answering replica's own figures; nginx round-robins
-	// GET /live, so a page polling it hears from every replica in turn.
-	Replica  liveReplica   `json:"replica"`
-	Default  string        `json:"default"`
-	Products []liveProduct `json:"products"`
-	// LastSaleID is the cursor for the next call's ?since=.
-	LastSaleID int64 `json:"last_sale_id"`
-	// SalesSince counts, by strategy, the sales after ?since= (fleet-wide,
-	// from the ledger); empty without ?since=.
-	SalesSince map[string]int64 `json:"sales_since"`
-}
-
-// liveReplica is one replica's answers to sales since it started, kept in
-// its memory (a restart starts them over, with a new started_at): the
-// live page turns two answers of the same replica into rates.
-type liveReplica struct {
-	Instance  string    `json:"instance"`
-	StartedAt time.Time `json:"started_at"`
-	// Sales is the sales it answered 200 (replayed ones apart).
-	Sales int64 `json:"sales"`
-	// Refusals is the sales it refused, by problem type (the slug after
-	// urn:inventory:problem:, e.g. sold-out, circuit-open, lock-timeout).
-	Refusals map[string]int64 `json:"refusals"`
-}
 
 // tally counts a replica's answers to sales by result: classify's slug,
 // or "replayed". The zero value is ready.
@@ -124,10 +91,11 @@ func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
 	}
 	def, _ := s.Default.Get(r.Context())
 	sales, refusals := s.answers.snapshot()
-	out := liveResponse{At: time.Now().UTC(), Default: def, Products: []liveProduct{}, LastSaleID: last, SalesSince: counts,
-		Replica: liveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}}
+	out := wire.Live{At: time.Now().UTC(), Default: def, Products: []wire.LiveProduct{}, LastSaleID: last, SalesSince: counts,
+		Replica: wire.LiveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}}
 	for _, p := range products {
-		out.Products = append(out.Products, liveProduct{p.ID, p.Name, p.Quantity, p.Initial, p.Round})
+		out.Products = append(out.Products, wire.LiveProduct{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity, Initial: p.Initial,
+			Round: int64(p.Round)})
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)

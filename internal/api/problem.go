@@ -10,6 +10,7 @@ import (
 
 	"inventory/internal/stock"
 	"inventory/internal/watchdog"
+	"inventory/internal/wire"
 )
 
 // Errors of the HTTP layer itself; stock's sentinels cover the rest.
@@ -43,8 +44,8 @@ type kind struct {
 	retry bool
 }
 
-// problemTypePrefix makes each slug a stable problem type URI (RFC 9457 §3.1.1).
-const problemTypePrefix = "urn:inventory:problem:"
+// problemTypePrefix makes each slug a stable problem type URI.
+const problemTypePrefix = wire.ProblemTypePrefix
 
 // classify is the one place where an error becomes an HTTP status. The slug
 // doubles as the result label of the sale metrics. Order matters: an error
@@ -126,19 +127,6 @@ func classify(err error) kind {
 	}
 }
 
-// problem is an RFC 9457 problem details object.
-type problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail,omitempty"`
-	Instance  string `json:"instance,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
-	// LockBreach (extension member) says the database refused a write that
-	// the strategy's lock should have made impossible: the lock broke.
-	LockBreach bool `json:"lock_breach,omitempty"`
-}
-
 // writeProblem answers with err as problem+json and logs it once, with
 // attrs (slog key-value pairs) added to the log line. The detail shown is
 // the kind's fixed sentence unless the error is one of our own validation
@@ -149,10 +137,10 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error,
 
 // writeClassified is writeProblem for an error already classified as k.
 func (s *server) writeClassified(w http.ResponseWriter, r *http.Request, k kind, err error, attrs ...any) {
-	p := problem{
+	p := wire.Problem{
 		Type:       problemTypePrefix + k.slug,
 		Title:      k.title,
-		Status:     k.status,
+		Status:     int64(k.status),
 		Detail:     k.detail,
 		Instance:   r.URL.Path,
 		RequestID:  requestID(r),
@@ -189,7 +177,7 @@ func (s *server) writeClassified(w http.ResponseWriter, r *http.Request, k kind,
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(k.status)
 	buf := problemBuffers.Get().(*[]byte)
-	*buf = p.appendJSON((*buf)[:0])
+	*buf = p.AppendJSON((*buf)[:0])
 	_, _ = w.Write(*buf)
 	problemBuffers.Put(buf)
 }
