@@ -122,7 +122,7 @@ test-faults: deps
 # one target at a time.
 FUZZ_TARGETS = ./internal/api:FuzzDecodeSale ./internal/api:FuzzIdempotencyKey \
 	./internal/api:FuzzRequestID ./internal/api:FuzzStrategyParam ./internal/stock:FuzzValidateProductID \
-	./internal/wire:FuzzScanSale ./internal/wire:FuzzProblemJSON ./internal/client:FuzzScan ./internal/client:FuzzSaleBody
+	./internal/wire:FuzzScanSale ./internal/wire:FuzzProblemJSON ./internal/wire:FuzzScan ./internal/wire:FuzzSaleBody
 FUZZTIME ?= 60s
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a duration runs out on a busy machine

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"inventory/internal/wire"
 )
 
 // Options configures a Client. The zero value works: no admin token, a
@@ -265,7 +267,7 @@ func (c *Client) callWith(ctx context.Context, method, path string, admin bool, 
 	}
 	// The load tester's /healthz ceiling is set against sold-out answers,
 	// read by the scanner: it reads health the same way.
-	if h, ok := out.(*Health); ok && scanHealth(string(b), h) {
+	if h, ok := out.(*Health); ok && wire.ScanHealth(string(b), h) {
 		return nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {
@@ -358,7 +360,7 @@ func (c *Client) Strategies(ctx context.Context) ([]StrategyInfo, error) {
 
 // Strategy is GET /strategy: the fleet default.
 func (c *Client) Strategy(ctx context.Context) (string, error) {
-	var s strategyChoice
+	var s wire.StrategyChoice
 	err := c.call(ctx, http.MethodGet, "/strategy", false, nil, &s)
 	return s.Strategy, err
 }
@@ -366,7 +368,7 @@ func (c *Client) Strategy(ctx context.Context) (string, error) {
 // SetStrategy is PUT /strategy (admin): it switches the fleet default and
 // returns once every replica sells with it.
 func (c *Client) SetStrategy(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodPut, "/strategy", true, strategyChoice{Strategy: name}, nil)
+	return c.call(ctx, http.MethodPut, "/strategy", true, wire.StrategyChoice{Strategy: name}, nil)
 }
 
 // Healthz is GET /healthz: liveness.

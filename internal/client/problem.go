@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"inventory/internal/wire"
 )
 
 // TypePrefix starts the type of every problem the service and its nginx
 // write: "urn:inventory:problem:" + slug.
-const TypePrefix = "urn:inventory:problem:"
+const TypePrefix = wire.ProblemTypePrefix
 
 // Problem is the error of every call answered with a status other than
 // 2xx: the service's (or nginx's) application/problem+json (RFC 9457)
@@ -99,28 +101,21 @@ func newProblem(method, path string, resp *http.Response, body string) *Problem 
 		Path:       path,
 		Body:       body,
 	}
-	if !scanProblem(body, p) {
-		var j problemJSON
-		if json.Unmarshal([]byte(body), &j) == nil {
-			j.into(p)
+	var j wire.Problem
+	if !wire.ScanProblem(body, &j) {
+		// The answer's own status is the one kept: a body's status of
+		// another type must not cost the members that are fine.
+		var anyStatus struct {
+			wire.Problem
+			Status json.RawMessage `json:"status"`
+		}
+		if json.Unmarshal([]byte(body), &anyStatus) == nil {
+			j = anyStatus.Problem
 		}
 	}
-	return p
-}
-
-// problemJSON is a problem's members as encoding/json reads them.
-type problemJSON struct {
-	Type       string `json:"type"`
-	Title      string `json:"title"`
-	Detail     string `json:"detail"`
-	Instance   string `json:"instance"`
-	RequestID  string `json:"request_id"`
-	LockBreach bool   `json:"lock_breach"`
-}
-
-func (j problemJSON) into(p *Problem) {
 	p.Type, p.Title, p.Detail, p.InstancePath, p.RequestID, p.LockBreach =
 		j.Type, j.Title, j.Detail, j.Instance, j.RequestID, j.LockBreach
+	return p
 }
 
 // StatusOf is the HTTP status of the answer to a call that returned err,

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
-	"unicode/utf8"
+
+	"inventory/internal/wire"
 )
 
 // maxSaleAnswer bounds a sale's answer; the service's are a few hundred
@@ -18,13 +18,9 @@ const maxSaleAnswer = 64 << 10
 // An answer other than 2xx is a *Problem: 409 sold-out, 503 with
 // RetryAfter, and so on.
 func (c *Client) Sell(ctx context.Context, order SaleRequest, opts SaleOptions) (Sale, error) {
-	// By hand, not by encoding/json: this is the load tester's hot path.
+	// Not by encoding/json: this is the load tester's hot path.
 	body := &requestBody{}
-	b := append(body.arr[:0], `{"product_id":`...)
-	b = appendJSONString(b, order.ProductID)
-	b = append(b, `,"quantity":`...)
-	b = strconv.AppendInt(b, order.Quantity, 10)
-	body.b = append(b, '}')
+	body.b = order.AppendJSON(body.arr[:0])
 	return c.sell(ctx, c.saleURL, body, opts)
 }
 
@@ -32,9 +28,7 @@ func (c *Client) Sell(ctx context.Context, order SaleRequest, opts SaleOptions) 
 // in the path, which nginx routes to one replica per product.
 func (c *Client) SellProduct(ctx context.Context, id string, order ProductSaleRequest, opts SaleOptions) (Sale, error) {
 	body := &requestBody{}
-	b := append(body.arr[:0], `{"quantity":`...)
-	b = strconv.AppendInt(b, order.Quantity, 10)
-	body.b = append(b, '}')
+	body.b = order.AppendJSON(body.arr[:0])
 	return c.sell(ctx, c.base+"/products/"+url.PathEscape(id)+"/sale", body, opts)
 }
 
@@ -61,7 +55,7 @@ func (c *Client) sell(ctx context.Context, target string, body *requestBody, opt
 		return Sale{}, fmt.Errorf("POST %s = %s: read the answer: %w", path, resp.Status, err)
 	}
 	var sale Sale
-	if !scanSale(s, &sale) {
+	if !wire.ScanSale(s, &sale) {
 		var decoded Sale // on the heap, but only here
 		if jerr := json.Unmarshal(b, &decoded); jerr != nil {
 			decoded = Sale{}
@@ -74,37 +68,4 @@ func (c *Client) sell(ctx context.Context, target string, body *requestBody, opt
 		sale.Instance = resp.Header.Get("X-Instance")
 	}
 	return sale, err
-}
-
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		q, _ := json.Marshal(s) // replaces what is not UTF-8, as the service would read it
-		return append(b, q...)
-	}
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
