@@ -171,8 +171,11 @@ func matchSchema(typ reflect.Type, schema *openapi3.Schema, at string) []string 
 		// type than the other writes.
 		return []string{fmt.Sprintf("%s is %s in Go; an integer of the wire is an int64", at, typ)}
 	case typ.Kind() == reflect.Slice:
-		if out := want("array"); out != nil || schema.Items == nil {
-			return append(out, fmt.Sprintf("%s has no items schema", at))
+		if out := want("array"); out != nil {
+			return out
+		}
+		if schema.Items == nil {
+			return []string{fmt.Sprintf("%s is %s in Go, but openapi.yaml gives no items schema", at, typ)}
 		}
 		return matchSchema(typ.Elem(), schema.Items.Value, at+"[]")
 	case typ.Kind() == reflect.Map:
