@@ -207,7 +207,15 @@ func matchSchema(typ reflect.Type, schema *openapi3.Schema, at string) []string 
 			}
 			out = append(out, matchSchema(f.Type, prop.Value, where)...)
 		}
-		for _, name := range slices.Sorted(maps.Keys(schema.Properties)) {
+		// A required name the schema does not describe is still one a
+		// body must carry.
+		names := slices.Sorted(maps.Keys(schema.Properties))
+		for _, name := range schema.Required {
+			if schema.Properties[name] == nil {
+				names = append(names, name)
+			}
+		}
+		for _, name := range names {
 			if !members[name] {
 				req := "property"
 				if slices.Contains(schema.Required, name) {
