@@ -33,6 +33,7 @@ type marker struct {
 	selectKey    string
 	selectVals   []string
 	columns      []string
+	rowsNewest   bool
 }
 
 func parseMarker(line string) (marker, error) {
@@ -58,9 +59,17 @@ func parseMarker(line string) (marker, error) {
 			m.selectKey, m.selectVals = key, strings.Split(vals, ",")
 		case "columns":
 			m.columns = strings.Split(v, ",")
+		case "rows":
+			if v != "newest" {
+				return marker{}, fmt.Errorf("marker %q: rows wants newest, got %q", line, v)
+			}
+			m.rowsNewest = true
 		default:
-			return marker{}, fmt.Errorf("marker %q: unknown option %q (want series, select or columns)", line, k)
+			return marker{}, fmt.Errorf("marker %q: unknown option %q (want series, select, columns or rows)", line, k)
 		}
+	}
+	if m.rowsNewest && m.selectKey == "" {
+		return marker{}, fmt.Errorf("marker %q: rows=newest needs select=KEY:V1,V2,…", line)
 	}
 	return m, nil
 }
@@ -132,6 +141,9 @@ func generate(line string, records map[string][]Record, relDir string) (string, 
 	if !ok {
 		return "", fmt.Errorf("no records file %s", m.file)
 	}
+	if m.rowsNewest {
+		return generateEach(m, rs, relDir)
+	}
 	r, ok := Newest(rs, m.keeps)
 	if !ok {
 		return "", fmt.Errorf("no record in %s has series %q and rows %s %v", m.file, m.series, m.selectKey, m.selectVals)
@@ -164,6 +176,59 @@ func generate(line string, records map[string][]Record, relDir string) (string, 
 		b.WriteString("\n```sh\n" + command + "\n```\n")
 	}
 	return b.String(), nil
+}
+
+// generateEach is a table whose every row is the newest measurement of
+// its own: for each selected value, the row of the newest record (of the
+// series) that has it, with when, at which commit and by which command.
+func generateEach(m marker, rs []Record, relDir string) (string, error) {
+	var rows []Row
+	var cols []Column
+	for _, v := range m.selectVals {
+		one := m
+		one.selectVals = []string{v}
+		r, ok := Newest(rs, one.keeps)
+		if !ok {
+			return "", fmt.Errorf("no record in %s has series %q and a row %s %s", m.file, m.series, m.selectKey, v)
+		}
+		if cols == nil {
+			cols = r.Columns
+			if m.columns != nil {
+				cols = nil
+				for _, k := range m.columns {
+					c, ok := r.column(k)
+					if !ok {
+						return "", fmt.Errorf("the %s record of %s has no column %q", r.Date, m.file, k)
+					}
+					cols = append(cols, c)
+				}
+			}
+			cols = append(slices.Clone(cols), Column{Key: "\x00measured", Title: "measured"}, Column{Key: "\x00command", Title: "command", Code: true})
+		}
+		i := slices.IndexFunc(r.Rows, func(row Row) bool { return cell(row[m.selectKey]) == v })
+		row := Row{"\x00measured": when(r), "\x00command": strings.Join(strings.Fields(r.Command), " ")}
+		for k, x := range r.Rows[i] {
+			row[k] = x
+		}
+		rows = append(rows, row)
+	}
+	var b bytes.Buffer
+	writeTable(&b, cols, rows)
+	history := path.Join(relDir, m.file)
+	fmt.Fprintf(&b, "\nEach row is the newest record that has it; the machines, their load and the setups are in the history: [%s](%s).\n", history, history)
+	return b.String(), nil
+}
+
+// when is a record's date and commit, as a table cell.
+func when(r Record) string {
+	d := r.Date
+	if t, ok := r.Time(); ok && strings.Contains(r.Date, "T") {
+		d = t.Format("2006-01-02 15:04") + " UTC"
+	}
+	if r.Commit == "" {
+		return d
+	}
+	return d + " at " + r.Commit
 }
 
 // writeTable writes a Markdown table of rows under cols.

@@ -75,6 +75,28 @@ func TestMarkerChoosesSeriesRowsAndColumns(t *testing.T) {
 	}
 }
 
+func TestRowsNewestTakesEachRowFromItsOwnNewestRecord(t *testing.T) {
+	old := record("2026-11-20", "old", Row{"strategy": "x", "sales": 1.0}, Row{"strategy": "y", "sales": 2.0})
+	mid := record("2026-11-21T10:00Z", "mid", Row{"strategy": "y", "sales": 3.0})
+	mid.Command = "make test   # twice"
+	other := record("2026-11-22", "other", Row{"strategy": "x", "sales": 9.0})
+	other.Series = "elsewhere"
+	records := map[string][]Record{"x.jsonl": {old, mid, other}}
+	got, err := Update([]byte("<!-- results x.jsonl select=strategy:x,y rows=newest -->\n<!-- /results -->\n"), records, "results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "| strategy | sales/s | measured | command |\n|---|---|---|---|\n" +
+		"| `x` | 9 | 2026-11-22 at other | `go run ./loadtest --strategies a,b` |\n" +
+		"| `y` | 3 | 2026-11-21 10:00 UTC at mid | `make test # twice` |\n"
+	if !strings.Contains(string(got), want) {
+		t.Errorf("rows=newest =\n%s\nwant the table\n%s", got, want)
+	}
+	if _, err := Update([]byte("<!-- results x.jsonl rows=newest -->\n<!-- /results -->\n"), records, "results"); err == nil || !strings.Contains(err.Error(), "needs select") {
+		t.Errorf("rows=newest without select: %v, want an error saying it needs select", err)
+	}
+}
+
 func TestUpdateRefusesWhatItCannotWrite(t *testing.T) {
 	records := map[string][]Record{"x.jsonl": {record("2026-11-25", "a", Row{"strategy": "x", "sales": 1.0})}}
 	for _, tc := range []struct{ doc, want string }{
