@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -221,6 +222,10 @@ func appendRecords(kinds []results.Kind, data []byte, command string, load []flo
 		if err != nil {
 			return err
 		}
+		if c, ok := docsOnlyDirty(dir, rec.Commit); ok {
+			rec.Commit = c
+			rec.Setup = strings.TrimSpace("The working tree differed from this commit only under docs/. " + rec.Setup)
+		}
 		rec.Machine = results.ThisMachine()
 		rec.Machine.Load, rec.Machine.Beside = load, o.beside
 		rec.Command = command
@@ -243,6 +248,23 @@ func appendRecords(kinds []results.Kind, data []byte, command string, load []flo
 		fmt.Fprintf(stdout, "recorded the run of %s in %s\n", rec.Date, path)
 	}
 	return updateDocs(dir, true, stdout)
+}
+
+// docsOnlyDirty is commit without its "-dirty" when what the working tree
+// changes is only under docs/ (a record appended, a page rewritten): the
+// code measured is the commit's. ok is false when commit is clean, or the
+// code differs, or git cannot say.
+func docsOnlyDirty(docs, commit string) (string, bool) {
+	clean, dirty := strings.CutSuffix(commit, "-dirty")
+	if !dirty {
+		return commit, false
+	}
+	root := filepath.Dir(docs)
+	out, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", ".", ":(exclude)"+filepath.Base(docs)).Output()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		return commit, false
+	}
+	return clean, true
 }
 
 // updateDocs rewrites (write) or checks the docs' tables and says which

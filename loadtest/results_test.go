@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,5 +114,45 @@ func TestShellJoin(t *testing.T) {
 	want := `--strategies a,b --url 'http://x:1/?a=1&b=2' --setup 'it'\''s' ''`
 	if got != want {
 		t.Errorf("shellJoin = %s, want %s", got, want)
+	}
+}
+
+// TestACommitDirtyOnlyUnderDocsIsClean: a run made while only docs/
+// differed (the records of the run before) measured the commit's code.
+func TestACommitDirtyOnlyUnderDocsIsClean(t *testing.T) {
+	root := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", root, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	write := func(path, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q")
+	write("main.go", "package main\n")
+	write("docs/results/x.jsonl", "{}\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	docs := filepath.Join(root, "docs")
+
+	if c, ok := docsOnlyDirty(docs, "abc123"); ok || c != "abc123" {
+		t.Errorf("docsOnlyDirty(a clean commit) = %q, %v", c, ok)
+	}
+	write("docs/results/x.jsonl", "{}\n{}\n")
+	if c, ok := docsOnlyDirty(docs, "abc123-dirty"); !ok || c != "abc123" {
+		t.Errorf("docsOnlyDirty(a tree dirty under docs/ only) = %q, %v; want abc123, true", c, ok)
+	}
+	write("main.go", "package main // changed\n")
+	if c, ok := docsOnlyDirty(docs, "abc123-dirty"); ok || c != "abc123-dirty" {
+		t.Errorf("docsOnlyDirty(a tree whose code changed) = %q, %v; want abc123-dirty, false", c, ok)
 	}
 }
