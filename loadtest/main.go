@@ -18,6 +18,9 @@
 // `loadtest faults` runs the fault matrix instead: every strategy × every
 // fault of internal/faults, N faulted runs per cell, against a local fleet
 // (internal/faults/matrix; `loadtest faults -h` lists its flags).
+// `loadtest results` keeps the measured runs of docs/results and the doc
+// tables written from them (internal/results): `results record KIND --
+// FLAGS` runs the load tester and appends the run.
 //
 // Every run's history of answers is checked, product by product, against
 // one sequential stock (internal/history): a safe strategy whose answers no
@@ -102,6 +105,7 @@ var subcommands = []struct {
 	run        func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
 	{"faults", "run the fault matrix: every strategy × fault, N faulted runs per cell", runFaults},
+	{"results", "append a run to docs/results and rewrite the doc tables made from them", runResults},
 }
 
 type options struct {
