@@ -25,16 +25,16 @@ import (
 func openLockers(ctx context.Context, cfg config, pool *pgxpool.Pool, rdb redis.UniversalClient, store *stock.Store, obs lock.Observer, log *slog.Logger) (lockers map[string]lock.Locker, closeAll func(), err error) {
 	base := lock.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Observer: obs}
 	// Redis's fencing counters restart above what Postgres has seen.
-	redisOpts := func(strategy string, watchdog bool) redislock.Options {
-		return redislock.Options{Options: base, Watchdog: watchdog, FenceFloor: store.FenceFloor(strategy)}
+	redisOpts := func(counter string, watchdog bool) redislock.Options {
+		return redislock.Options{Options: base, Watchdog: watchdog, FenceFloor: store.FenceFloor(counter)}
 	}
 	// redis and handoff: the plain lock, bounded by its lease time. The
 	// reentrant and fair locks renew theirs (a crowd queues on the hot row)
 	// and learn within TTL/3 that their key is gone.
-	mutex := redislock.NewMutex(rdb, redisOpts(stock.RedisLock, false))
-	handoff := redislock.NewMutex(rdb, redisOpts(stock.Handoff, false))
-	reentrant := redislock.NewReentrant(rdb, redisOpts(stock.Reentrant, true))
-	fair := redislock.NewFair(rdb, redisOpts(stock.Fair, true))
+	mutex := redislock.NewMutex(rdb, redisOpts(redislock.Backend, false))
+	handoff := redislock.NewMutex(rdb, redisOpts(redislock.Backend, false))
+	reentrant := redislock.NewReentrant(rdb, redisOpts(redislock.Backend, true))
+	fair := redislock.NewFair(rdb, redisOpts(redislock.FairBackend, true))
 	// pglock releases a lock whose outcome was unknown in the background;
 	// Close waits for those releases.
 	pl := pglock.New(pool, pglock.Options{Options: base})
@@ -70,7 +70,7 @@ func openLockers(ctx context.Context, cfg config, pool *pgxpool.Pool, rdb redis.
 			closers = append(closers, func() { _ = c.Close() })
 			servers = append(servers, c)
 		}
-		lockers[stock.Redlock] = redlock.New(servers, redlock.Options{Options: base, FenceFloor: store.FenceFloor(stock.Redlock)})
+		lockers[stock.Redlock] = redlock.New(servers, redlock.Options{Options: base, FenceFloor: store.FenceFloor(redlock.Backend)})
 	}
 	if servers := cfg.zooKeeperServers(); servers != nil {
 		zctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -25,7 +25,7 @@ import (
 //     would. The holder's watch on it cancels its lease.
 //   - pglock: the holder's row is made to look expired (expires_at set to
 //     Postgres' now, token and fence kept), not deleted: deleting it would
-//     restart the lock's fence at 1, below what stock.pglock_fence has seen,
+//     restart the lock's fence at 1, below what the pglock fence has seen,
 //     and the database would refuse every later holder of the product for
 //     good, which is not an early expiry but a lost fence. An expired row is
 //     what a lease that ended early looks like on Postgres' clock: the next

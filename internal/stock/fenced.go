@@ -20,8 +20,8 @@ import (
 // same or a newer token got there first; see claimFence), then check, work,
 // and decrement guarded. Under the claim's row lock the checked quantity
 // cannot change, so a guard refusal here also means the lock broke.
-func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, col fenceColumn, fence int64, work time.Duration) (decrement, error) {
-	q, _, err := t.claimFence(ctx, col, fence)
+func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, fence lock.Fence, work time.Duration) (decrement, error) {
+	q, _, err := t.claimFence(ctx, fence)
 	if err != nil {
 		return decrement{}, err
 	}
@@ -32,7 +32,7 @@ func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, col fence
 	if errors.Is(err, ErrSoldOut) {
 		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", ErrLockBreach, err)
 	}
-	d.fence = fence
+	d.fence = fence.Token
 	return d, err
 }
 
