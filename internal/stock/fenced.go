@@ -63,27 +63,18 @@ func release(ctx context.Context, l lock.Lease) {
 	_ = l.Release(rctx)
 }
 
-// lockErr translates an error from taking a lock, of any backend: a
-// timeout and a loss the same way for all, anything else as the
-// unavailability of the backend's servers, named by the backend the error
-// comes from (lock.Error.Backend).
+// lockErr translates an error from taking a lock, of any backend, by the
+// lock contract's kind alone: a timeout, a loss, and the backend's servers
+// failing (or its locker closed) the same way for all. The error names
+// the backend it comes from (lock.Error).
 func lockErr(err error) error {
 	switch {
 	case errors.Is(err, lock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	case errors.Is(err, lock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	case errors.Is(err, lock.ErrUnavailable), errors.Is(err, lock.ErrClosed):
+		return fmt.Errorf("lock: %w: %w", ErrUnavailable, err)
 	}
-	var lerr *lock.Error
-	errors.As(err, &lerr)
-	switch {
-	case lerr == nil:
-	case lerr.Backend == "zklock":
-		return fmt.Errorf("zookeeper: lock: %w: %w", ErrUnavailable, err)
-	case lerr.Backend == "etcdlock":
-		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
-	case lerr.Backend == "pglock":
-		return dbErr("lock", err)
-	}
-	return redisErr("lock", err)
+	return fmt.Errorf("lock: %w", err)
 }
