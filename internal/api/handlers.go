@@ -462,6 +462,12 @@ type strategyInfo struct {
 	// service the strategy needs; Needs then names its setting.
 	Available bool   `json:"available"`
 	Needs     string `json:"needs,omitempty"`
+	// What the strategy is (stock.Info): the lock backend it takes a
+	// product's lock from ("" none), whether it keeps state in the
+	// service's Redis, whether it commits many sales per transaction.
+	LockBackend string `json:"lock_backend"`
+	UsesRedis   bool   `json:"uses_redis"`
+	Batches     bool   `json:"batches"`
 }
 
 func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
@@ -471,7 +477,8 @@ func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
 		if note := s.Notes[st.Name]; note != "" {
 			desc += ". " + note
 		}
-		list[i] = strategyInfo{st.Name, desc, st.Safe, s.Sellers[st.Name] != nil, st.Needs}
+		list[i] = strategyInfo{Name: st.Name, Description: desc, Safe: st.Safe, Available: s.Sellers[st.Name] != nil, Needs: st.Needs,
+			LockBackend: st.LockBackend(), UsesRedis: st.Redis, Batches: st.Batches}
 	}
 	writeJSON(w, http.StatusOK, list)
 }

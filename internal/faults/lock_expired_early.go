@@ -36,7 +36,7 @@ import (
 //     holder's.
 //
 // name is the lock's name, lockName(product). The strategies that take no
-// lock (lockExpiredEarlyApplies says which do) are not applicable; one that
+// lock (Strategy.LockBackend says which do) are not applicable; one that
 // does but whose lock Inject cannot find within lookFor was not struck
 // (ErrNotStruck), and its run is tried again.
 type LockExpiredEarly struct {
@@ -60,14 +60,11 @@ func (*LockExpiredEarly) Name() string { return "lock-expired-early" }
 // Scope implements Scoped.
 func (*LockExpiredEarly) Scope() Scope { return ScopeProduct }
 
-// AppliesTo implements Applicable: the strategies that take a lock.
+// AppliesTo implements Applicable: the strategies that take a lock of a
+// lock backend (kept in Redis, etcd, ZooKeeper or the locks table).
 func (*LockExpiredEarly) AppliesTo(t Target) error {
-	return appliesTo(t.Strategy, lockExpiredEarlyApplies, "its sale takes no lock")
+	return appliesTo(t, func(s Strategy) bool { return s.LockBackend != "" }, "its sale takes no lock")
 }
-
-// lockExpiredEarlyApplies is the strategies that sell under a lock kept in
-// Redis, etcd, ZooKeeper or the locks table.
-var lockExpiredEarlyApplies = []string{"setnx", "redis", "reentrant", "fair", "redlock", "etcd", "zookeeper", "pglock", "handoff"}
 
 // Inject implements Fault.
 func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
