@@ -13,12 +13,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redislock/redisbreak"
 	"inventory/internal/lock/zklock"
 	"inventory/internal/testenv"
 	"inventory/migrations"
@@ -321,5 +323,26 @@ func TestLockExpiredEarlyNotStruck(t *testing.T) {
 		if !strings.Contains(err.Error(), place) {
 			t.Errorf("Inject = %q, want it to name %s", err, place)
 		}
+	}
+}
+
+// TestLockExpiredEarlyFindsSetNXsKey: setnx keeps its naive lock under
+// "setnx:{id}", not "lock:{id}"; lock-expired-early must find it there, or
+// it never strikes setnx (which the matrix showed as DID NOT STRIKE).
+func TestLockExpiredEarlyFindsSetNXsKey(t *testing.T) {
+	ctx := context.Background()
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	product := fmt.Sprintf("setnx-key-%d", time.Now().UnixNano())
+	if err := rdb.SetNX(ctx, "setnx:{"+product+"}", 1, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	key, val, err := redisbreak.LockKey(ctx, rdb, lockName(product))
+	if key != "setnx:{"+product+"}" || val != "1" || err != nil {
+		t.Errorf("redisbreak.LockKey(%s) = %q, %q, %v; want setnx:{%s}, 1", lockName(product), key, val, err, product)
 	}
 }

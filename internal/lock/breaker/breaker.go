@@ -4,8 +4,8 @@
 // fault can break has a sub-package exporting one Breaker, which reads the
 // backend's servers directly, as an operator would, and imports none of
 // the backend's code: the fault harness links nothing of the service, and
-// a test of each sub-package holds its reading of the backend's layout
-// against what the backend really writes.
+// faults' TestLockLayoutAgreesWithTheBackends holds each one's reading of
+// the backend's layout against what the backend really writes.
 package breaker
 
 import (

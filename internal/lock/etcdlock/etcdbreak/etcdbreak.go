@@ -19,7 +19,8 @@ import (
 )
 
 // Where etcdlock keeps a lock named name, with its default options (the
-// service's); etcdbreak_test holds them against what etcdlock writes.
+// service's); faults' TestLockLayoutAgreesWithTheBackends holds them
+// against what etcdlock writes.
 const (
 	// Setting is etcdlock.Setting.
 	Setting = "INVENTORY_ETCD_ENDPOINTS"

@@ -18,7 +18,8 @@ import (
 )
 
 // Where zklock keeps a lock named name, with its default options (the
-// service's); zkbreak_test holds them against what zklock writes.
+// service's); faults' TestLockLayoutAgreesWithTheBackends holds them
+// against what zklock writes.
 const (
 	// Setting is zklock.Setting.
 	Setting = "INVENTORY_ZOOKEEPER_SERVERS"
