@@ -304,6 +304,22 @@ func TestReadmeEnvironmentIsTheServicesConfig(t *testing.T) {
 	if len(read) < 10 {
 		t.Fatalf("found %d env tags in cmd/inventory/config.go: is the test reading it right?", len(read))
 	}
+	// The lock backends' settings are read through their descriptors
+	// (backend.Descriptor.Setting, each a const Setting of the backend's
+	// package), which cmd/inventory's one list of backends opens.
+	descriptors, err := filepath.Glob("internal/lock/*/descriptor.go")
+	if err != nil || len(descriptors) == 0 {
+		t.Fatalf("no lock backend descriptors (internal/lock/*/descriptor.go): %v", err)
+	}
+	for _, d := range descriptors {
+		src, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`Setting = "([A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
+			read[m[1]] = true
+		}
+	}
 	named := map[string]bool{}
 	re := regexp.MustCompile(`\bINVENTORY_[A-Z0-9_]+`)
 	for _, l := range readmeCode(t) {

@@ -341,7 +341,7 @@ func makeTraffic(t *testing.T, f *fleet.Fleet) {
 		p, err := c.Product(ctx, "sku-dash")
 		return err == nil && p.Sold > 0
 	})
-	if _, err := pool.Exec(ctx, `UPDATE stock SET fence = fence + 20 WHERE product_id = 'sku-dash'`); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE fences SET token = token + 20 WHERE product_id = 'sku-dash'`); err != nil {
 		t.Fatalf("raise sku-dash's fence: %v", err)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"io/fs"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestUpConcurrent(t *testing.T) {
 	if applied != len(files) || rows != len(files) {
 		t.Errorf("goose_db_version: %d versions in %d rows, want %d in %d (each applied once)", applied, rows, len(files), len(files))
 	}
-	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "soldout_marks", "locks"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "soldout_marks", "locks", "fences"} {
 		if !tableExists(t, db, table) {
 			t.Errorf("table %s missing after Up", table)
 		}
@@ -127,16 +128,18 @@ func TestSchema(t *testing.T) {
 			t.Errorf("%s: Exec(%q) = %v, want error %v", c.name, c.sql, err, c.wantErr)
 		}
 	}
+	// A product's fences are rows of fences, none until a lock holder
+	// claims the product: every counter's fence starts at 0.
 	var def struct {
-		version, fence, pglockFence int64
-		round                       int
-		name                        string
+		version, fences int64
+		round           int
+		name            string
 	}
-	if err := db.QueryRowContext(ctx, `SELECT version, fence, pglock_fence, round, name FROM stock WHERE product_id = 'p'`).
-		Scan(&def.version, &def.fence, &def.pglockFence, &def.round, &def.name); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT version, (SELECT count(*) FROM fences WHERE product_id = 'p'), round, name FROM stock WHERE product_id = 'p'`).
+		Scan(&def.version, &def.fences, &def.round, &def.name); err != nil {
 		t.Fatalf("read defaults: %v", err)
 	}
-	if def.version != 0 || def.fence != 0 || def.pglockFence != 0 || def.round != 1 || def.name != "" {
+	if def.version != 0 || def.fences != 0 || def.round != 1 || def.name != "" {
 		t.Errorf("stock defaults = %+v, want version 0, fences 0, round 1, name empty", def)
 	}
 }
@@ -155,7 +158,7 @@ func TestDown(t *testing.T) {
 	if _, err := p.DownTo(ctx, 0); err != nil {
 		t.Fatalf("DownTo(0): %v", err)
 	}
-	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "soldout_marks", "locks"} {
+	for _, table := range []string{"stock", "sales", "rounds", "settings", "setting_leases", "soldout_marks", "locks", "fences"} {
 		if tableExists(t, db, table) {
 			t.Errorf("table %s still there after Down", table)
 		}
@@ -165,5 +168,73 @@ func TestDown(t *testing.T) {
 	}
 	if !tableExists(t, db, "sales") {
 		t.Errorf("table sales missing after Up, Down, Up")
+	}
+}
+
+// TestFencesCarriedOver: the migration that made each fence a row of
+// fences carries every product's tokens over from the columns of stock,
+// one row per counter that had one, and its Down puts them back.
+func TestFencesCarriedOver(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, testenv.PostgresURL(t))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatalf("NewProvider: %v", err)
+	}
+	const before, fencesAsRows = 10, 11
+	if _, err := p.UpTo(ctx, before); err != nil {
+		t.Fatalf("UpTo(%d): %v", before, err)
+	}
+	const columns = `fence, fair_fence, pglock_fence, redlock_fence, etcd_fence, zookeeper_fence`
+	for _, q := range []string{
+		`INSERT INTO stock (product_id, quantity, initial) VALUES ('a', 1, 1), ('b', 1, 1), ('c', 1, 1)`,
+		`UPDATE stock SET (` + columns + `) = (1, 2, 3, 4, 5, 6) WHERE product_id = 'a'`,
+		`UPDATE stock SET etcd_fence = 7 WHERE product_id = 'b'`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := p.UpTo(ctx, fencesAsRows); err != nil {
+		t.Fatalf("UpTo(%d): %v", fencesAsRows, err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT product_id || ' ' || backend || ' ' || token FROM fences ORDER BY 1`)
+	if err != nil {
+		t.Fatalf("read fences: %v", err)
+	}
+	var got []string
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a etcdlock 5", "a pglock 3", "a redislock 1", "a redislock/fair 2", "a redlock 4", "a zklock 6", "b etcdlock 7"}
+	if !slices.Equal(got, want) {
+		t.Errorf("fences after the migration = %q, want %q", got, want)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'stock' AND column_name LIKE '%fence'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("stock has %d fence columns after the migration (%v), want 0", n, err)
+	}
+	if _, err := p.DownTo(ctx, before); err != nil {
+		t.Fatalf("DownTo(%d): %v", before, err)
+	}
+	var a, b [6]int64
+	for id, dst := range map[string]*[6]int64{"a": &a, "b": &b} {
+		if err := db.QueryRowContext(ctx, `SELECT `+columns+` FROM stock WHERE product_id = $1`, id).
+			Scan(&dst[0], &dst[1], &dst[2], &dst[3], &dst[4], &dst[5]); err != nil {
+			t.Fatalf("read %s's fence columns after Down: %v", id, err)
+		}
+	}
+	if a != [6]int64{1, 2, 3, 4, 5, 6} || b != [6]int64{0, 0, 0, 0, 7, 0} {
+		t.Errorf("fence columns after Down: a %v, b %v; want a [1 2 3 4 5 6], b [0 0 0 0 7 0]", a, b)
+	}
+	if tableExists(t, db, "fences") {
+		t.Errorf("table fences still there after Down")
 	}
 }

@@ -129,6 +129,14 @@ func TestComposeEnvIsWhatTheBinaryReads(t *testing.T) {
 	for _, m := range regexp.MustCompile(`env:"(INVENTORY_[A-Z_]+)"`).FindAllStringSubmatch(config, -1) {
 		read[m[1]] = true
 	}
+	// The lock backends' settings, read through their descriptors
+	// (backend.Descriptor.Setting, a const Setting of each backend).
+	descriptors, _ := filepath.Glob(filepath.Join("..", "internal", "lock", "*", "descriptor.go"))
+	for _, d := range descriptors {
+		for _, m := range regexp.MustCompile(`Setting = "(INVENTORY_[A-Z_]+)"`).FindAllStringSubmatch(readRepoFile(t, strings.TrimPrefix(d, "../")), -1) {
+			read[m[1]] = true
+		}
+	}
 	for _, name := range contractEnv {
 		if !read[name] {
 			t.Errorf("cmd/inventory/config.go does not read contract variable %s", name)

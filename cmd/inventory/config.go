@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/lock/backend"
 	"inventory/internal/stock"
 	"inventory/internal/tracing"
 )
@@ -39,17 +40,14 @@ type config struct {
 	// Cluster that the Redis strategies, the sold-out announcements and
 	// the readiness check use instead of one Redis; INVENTORY_REDIS_URL
 	// then gives only the user and password. redlock keeps its own servers.
-	RedisCluster []string `env:"INVENTORY_REDIS_CLUSTER" envSeparator:","`
-	// RedlockURLs are the redlock strategy's independent Redis servers,
-	// three or more; unset, the strategy is unavailable.
-	RedlockURLs []string      `env:"INVENTORY_REDLOCK_URLS" envSeparator:","`
-	Strategy    string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
-	AdminToken  string        `env:"INVENTORY_ADMIN_TOKEN"`
-	LockTTL     time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
-	LockWait    time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
-	WorkDelay   time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
-	Migrate     bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
-	MaxQuantity int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
+	RedisCluster []string      `env:"INVENTORY_REDIS_CLUSTER" envSeparator:","`
+	Strategy     string        `env:"INVENTORY_STRATEGY" envDefault:"redis"`
+	AdminToken   string        `env:"INVENTORY_ADMIN_TOKEN"`
+	LockTTL      time.Duration `env:"INVENTORY_LOCK_TTL" envDefault:"30s"`
+	LockWait     time.Duration `env:"INVENTORY_LOCK_WAIT" envDefault:"10s"`
+	WorkDelay    time.Duration `env:"INVENTORY_WORK_DELAY" envDefault:"0"`
+	Migrate      bool          `env:"INVENTORY_MIGRATE" envDefault:"true"`
+	MaxQuantity  int64         `env:"INVENTORY_MAX_QUANTITY" envDefault:"100"`
 	// SoldOutTTL is how long a replica answers 409 from memory for a product
 	// it saw sold out, unless a restock announcement ends it sooner; 0 turns
 	// the fast path off.
@@ -69,21 +67,27 @@ type config struct {
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
-	// EtcdEndpoints is comma-separated host:port of etcd, for the etcd
-	// strategy; unset, that strategy is unavailable.
-	EtcdEndpoints string `env:"INVENTORY_ETCD_ENDPOINTS"`
-	// ZooKeeperServers is the ZooKeeper ensemble (comma-separated
-	// host:port) of the zookeeper strategy; empty: that strategy is unavailable.
-	ZooKeeperServers string `env:"INVENTORY_ZOOKEEPER_SERVERS"`
+	// Backends are the settings of the lock backends that have one
+	// (backend.Descriptor.Setting: INVENTORY_REDLOCK_URLS,
+	// INVENTORY_ETCD_ENDPOINTS, INVENTORY_ZOOKEEPER_SERVERS, …), by
+	// variable, for those that are set: unset, a backend is not opened and
+	// the strategies that take its locks are unavailable.
+	Backends map[string]string
 	// Tracing is whether the standard OTEL_* variables ask for traces
 	// (tracing.Enabled): OTEL_EXPORTER_OTLP_ENDPOINT or
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set.
 	Tracing bool
 }
 
-// loadConfig reads and checks the configuration. Its errors are one line
+// loadConfig reads and checks the configuration, the settings of the lock
+// backends of the one list (lockBackends) included. Its errors are one line
 // naming the variable at fault.
 func loadConfig(getenv func(string) string) (config, error) {
+	return loadConfigWith(getenv, lockBackends)
+}
+
+// loadConfigWith is loadConfig with the lock backends of list.
+func loadConfigWith(getenv func(string) string, list []backend.Descriptor) (config, error) {
 	var cfg config
 	params, err := env.GetFieldParams(&cfg)
 	if err != nil {
@@ -107,7 +111,38 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.ReadRate = defaultReadRate()
 	}
 	cfg.Tracing = tracing.Enabled(getenv)
-	return cfg, cfg.validate()
+	cfg.Backends = map[string]string{}
+	for _, d := range list {
+		// A value of blanks is no value, as an unset variable.
+		if v := getenv(d.Setting); d.Setting != "" && strings.TrimSpace(v) != "" {
+			cfg.Backends[d.Setting] = v
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.validateBackends(list)
+}
+
+// validateBackends checks each lock backend's setting with its Check,
+// masking the secrets of a setting that may hold them.
+func (c config) validateBackends(list []backend.Descriptor) error {
+	for _, d := range list {
+		v, ok := c.Backends[d.Setting]
+		if !ok || d.Check == nil {
+			continue
+		}
+		if err := d.Check(v); err != nil {
+			msg := err.Error()
+			if d.Secret {
+				for _, u := range strings.Split(v, ",") {
+					msg = redactErr(errors.New(msg), u)
+				}
+			}
+			return fmt.Errorf("config: %s: %s", d.Setting, msg)
+		}
+	}
+	return nil
 }
 
 // readsPerCPU is the read budget's default, per CPU a replica may use: a
@@ -156,23 +191,10 @@ func (c config) validate() error {
 			return bad("INVENTORY_REDIS_CLUSTER", "want comma-separated host:port of seed nodes, got %q", s)
 		}
 	}
-	if n := len(c.RedlockURLs); n > 0 && n < 3 {
-		return bad("INVENTORY_REDLOCK_URLS", "want 3 or more comma-separated redis:// URLs of independent servers, got %d", n)
-	}
-	for i, u := range c.RedlockURLs {
-		if _, err := redis.ParseURL(u); err != nil {
-			return bad("INVENTORY_REDLOCK_URLS", "entry %d: %v", i+1, redactErr(err, u))
-		}
-	}
 	if info, err := stock.Lookup(c.Strategy); err != nil {
 		return bad("INVENTORY_STRATEGY", "%v", err)
 	} else if info.Needs != "" && !c.set(info.Needs) {
 		return bad("INVENTORY_STRATEGY", "strategy %q needs %s, which is not set", c.Strategy, info.Needs)
-	}
-	for _, ep := range c.etcdEndpoints() {
-		if _, _, err := net.SplitHostPort(ep); err != nil {
-			return bad("INVENTORY_ETCD_ENDPOINTS", "want comma-separated host:port, got %q", c.EtcdEndpoints)
-		}
 	}
 	if c.LockTTL < 10*time.Millisecond {
 		return bad("INVENTORY_LOCK_TTL", "must be at least 10ms, got %s", c.LockTTL)
@@ -198,20 +220,19 @@ func (c config) validate() error {
 	if c.MaxQuantity < 1 {
 		return bad("INVENTORY_MAX_QUANTITY", "must be at least 1, got %d", c.MaxQuantity)
 	}
-	for _, s := range c.zooKeeperServers() {
-		if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
-			return bad("INVENTORY_ZOOKEEPER_SERVERS", "want comma-separated host:port, got %q", c.ZooKeeperServers)
-		}
-	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("INVENTORY_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	return nil
 }
 
-// set reports whether the variable named env has a value: the config field
-// it fills is not its zero value.
+// set reports whether the variable named env has a value: a lock backend's
+// setting that is set, or a config field it fills that is not its zero
+// value.
 func (c config) set(env string) bool {
+	if _, ok := c.Backends[env]; ok {
+		return true
+	}
 	v := reflect.ValueOf(c)
 	for i, f := range reflect.VisibleFields(v.Type()) {
 		if f.Tag.Get("env") == env {
@@ -221,21 +242,9 @@ func (c config) set(env string) bool {
 	return false
 }
 
-// zooKeeperServers splits INVENTORY_ZOOKEEPER_SERVERS; nil when unset.
-func (c config) zooKeeperServers() []string {
-	if strings.TrimSpace(c.ZooKeeperServers) == "" {
-		return nil
-	}
-	servers := strings.Split(c.ZooKeeperServers, ",")
-	for i, s := range servers {
-		servers[i] = strings.TrimSpace(s)
-	}
-	return servers
-}
-
 // LogValue prints the configuration with secrets masked.
 func (c config) LogValue() slog.Value {
-	return slog.GroupValue(
+	attrs := []slog.Attr{
 		slog.String("addr", c.Addr),
 		slog.String("instance", c.Instance),
 		slog.String("postgres_url", redactDSN(c.PostgresURL)),
@@ -243,10 +252,8 @@ func (c config) LogValue() slog.Value {
 		slog.Any("redis_sentinels", c.RedisSentinels),
 		slog.String("redis_master", c.RedisMaster),
 		slog.Any("redis_cluster", c.RedisCluster),
-		slog.Any("redlock_urls", redactDSNs(c.RedlockURLs)),
 		slog.String("strategy", c.Strategy),
 		slog.Bool("admin_enabled", c.AdminToken != ""),
-		slog.String("etcd_endpoints", c.EtcdEndpoints),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Duration("lock_wait", c.LockWait),
 		slog.Duration("work_delay", c.WorkDelay),
@@ -255,19 +262,22 @@ func (c config) LogValue() slog.Value {
 		slog.Float64("read_rate", c.ReadRate),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
-		slog.String("zookeeper_servers", c.ZooKeeperServers),
-	)
-}
-
-// etcdEndpoints splits INVENTORY_ETCD_ENDPOINTS; nil when unset.
-func (c config) etcdEndpoints() []string {
-	var eps []string
-	for ep := range strings.SplitSeq(c.EtcdEndpoints, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			eps = append(eps, ep)
+	}
+	// Each lock backend's setting under its name without the prefix
+	// (INVENTORY_ETCD_ENDPOINTS: etcd_endpoints), secrets masked.
+	for _, d := range lockBackends {
+		v, ok := c.Backends[d.Setting]
+		if !ok {
+			continue
+		}
+		key := strings.ToLower(strings.TrimPrefix(d.Setting, "INVENTORY_"))
+		if d.Secret {
+			attrs = append(attrs, slog.Any(key, redactDSNs(strings.Split(v, ","))))
+		} else {
+			attrs = append(attrs, slog.String(key, v))
 		}
 	}
-	return eps
+	return slog.GroupValue(attrs...)
 }
 
 // describeEnvError names the variable at fault instead of the Go field.

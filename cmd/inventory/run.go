@@ -157,7 +157,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		IdleTimeout: min(cfg.LockTTL, cfg.WorkDelay+5*time.Second),
 		Reads:       reads,
 	})
-	lockers, closeLockers, err := openLockers(ctx, cfg, pool, rdb, store, m, log)
+	lockers, closeLockers, err := openLockers(ctx, cfg, lockBackends, pool, rdb, store, m, log)
 	if err != nil {
 		return err
 	}

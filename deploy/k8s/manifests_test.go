@@ -3,6 +3,7 @@ package k8s
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -86,6 +87,18 @@ func contract(t *testing.T) []string {
 	var names []string
 	for _, m := range regexp.MustCompile(`env:"(INVENTORY_[A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
 		names = append(names, m[1])
+	}
+	// The lock backends' settings, read through their descriptors
+	// (backend.Descriptor.Setting, a const Setting of each backend).
+	descriptors, _ := filepath.Glob("../../internal/lock/*/descriptor.go")
+	for _, d := range descriptors {
+		src, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatalf("read a lock backend's descriptor: %v", err)
+		}
+		for _, m := range regexp.MustCompile(`Setting = "(INVENTORY_[A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
+			names = append(names, m[1])
+		}
 	}
 	if len(names) < 10 {
 		t.Fatalf("found %d INVENTORY_ settings in cmd/inventory/config.go, want the whole contract", len(names))

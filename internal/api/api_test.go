@@ -127,13 +127,15 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 // built with opts as cmd/inventory builds them; the strategies that need
 // a lock service of their own get none.
 func testLockers(t testing.TB, pool *pgxpool.Pool, rdb redis.UniversalClient, store *stock.Store, opts lock.Options) map[string]lock.Locker {
-	redisOpts := func(strategy string, watchdog bool) redislock.Options {
-		return redislock.Options{Options: opts, Watchdog: watchdog, FenceFloor: store.FenceFloor(strategy)}
+	// Redis's fencing counters restart above what Postgres has seen of
+	// their counter (a lock.Fence's Backend).
+	redisOpts := func(counter string, watchdog bool) redislock.Options {
+		return redislock.Options{Options: opts, Watchdog: watchdog, FenceFloor: store.FenceFloor(counter)}
 	}
-	mutex := redislock.NewMutex(rdb, redisOpts(stock.RedisLock, false))
-	handoff := redislock.NewMutex(rdb, redisOpts(stock.Handoff, false))
-	reentrant := redislock.NewReentrant(rdb, redisOpts(stock.Reentrant, true))
-	fair := redislock.NewFair(rdb, redisOpts(stock.Fair, true))
+	mutex := redislock.NewMutex(rdb, redisOpts(redislock.Backend, false))
+	handoff := redislock.NewMutex(rdb, redisOpts(redislock.Backend, false))
+	reentrant := redislock.NewReentrant(rdb, redisOpts(redislock.Backend, true))
+	fair := redislock.NewFair(rdb, redisOpts(redislock.FairBackend, true))
 	for _, c := range []func(){mutex.Close, handoff.Close, reentrant.Close, fair.Close} {
 		t.Cleanup(c)
 	}

@@ -419,7 +419,8 @@ func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
 		if note := s.Notes[st.Name]; note != "" {
 			desc += ". " + note
 		}
-		list[i] = wire.StrategyInfo{Name: st.Name, Description: desc, Safe: st.Safe, Available: s.Sellers[st.Name] != nil, Needs: st.Needs}
+		list[i] = wire.StrategyInfo{Name: st.Name, Description: desc, Safe: st.Safe, Available: s.Sellers[st.Name] != nil, Needs: st.Needs,
+			LockBackend: st.LockBackend(), UsesRedis: st.Redis, Batches: st.Batches}
 	}
 	writeJSON(w, http.StatusOK, list)
 }

@@ -85,15 +85,18 @@ func (*ClockJump) Needs(opts *fleet.Options) {
 const clockJumpWork = 25 * time.Millisecond
 
 // AppliesTo implements Applicable: only strategies that keep a lock,
-// lease or reservation with a TTL on one of the jumping Redis servers
-// (a jump of Postgres', etcd's or ZooKeeper's clock would be another fault).
+// lease or reservation with a TTL on one of the jumping Redis servers: the
+// fleet's Redis (Strategy.UsesRedis) or the first of the Redlock servers
+// (the lock backend redlockBackend's). A jump of Postgres', etcd's or
+// ZooKeeper's clock would be another fault.
 func (*ClockJump) AppliesTo(t Target) error {
-	return appliesTo(t.Strategy, clockJumpApplies, "its sale keeps no lock or lease with a TTL in Redis")
+	return appliesTo(t, func(s Strategy) bool { return s.UsesRedis || s.LockBackend == redlockBackend },
+		"its sale keeps no lock or lease with a TTL in Redis")
 }
 
-// clockJumpApplies is the strategies whose lock or lease lives in the
-// jumping Redis servers.
-var clockJumpApplies = []string{"setnx", "redis", "reentrant", "fair", "redlock", "lua", "handoff"}
+// redlockBackend is the lock backend whose locks live on the fleet's
+// Redlock servers (fleet.RedlockServers), the first of which jumps.
+const redlockBackend = "redlock"
 
 // Inject implements Fault: it watches the jumping servers for leases held
 // (every few milliseconds) and jumps the clocks as soon as a product whose

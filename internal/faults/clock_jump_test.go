@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 
 	"inventory/internal/fleet"
 	"inventory/internal/localstack"
-	"inventory/internal/stock"
 )
 
 // TestClockJumpExpiresALockAtOnceAndHealBringsTheClockBack starts a real
@@ -83,42 +81,6 @@ func TestClockJumpNeedsAFakeClock(t *testing.T) {
 	_, err := clockServers(&fleet.Fleet{Redis: &localstack.Redis{Addr: "127.0.0.1:1"}})
 	if err == nil {
 		t.Errorf("clockServers(a Redis on the real clock) = nil error, want one naming FakeClock")
-	}
-}
-
-// TestApplicabilityNamesRealStrategies: every strategy a fault's static
-// applicability list names is one the service offers, and every strategy
-// the service offers is either in a fault's list or said not to apply, so
-// a strategy added later is struck (and fails loudly if the fault finds
-// nothing), never skipped by a typo.
-func TestApplicabilityNamesRealStrategies(t *testing.T) {
-	names := stock.Names()
-	for fault, list := range map[string][]string{
-		"clock-jump":         clockJumpApplies,
-		"lock-expired-early": lockExpiredEarlyApplies,
-	} {
-		for _, s := range list {
-			if !slices.Contains(names, s) {
-				t.Errorf("%s applies to %q, which is no strategy (want one of %v)", fault, s, names)
-			}
-		}
-	}
-	for _, tt := range []struct {
-		f        Fault
-		strategy string
-		applies  bool
-	}{
-		{&ClockJump{}, "redis", true}, {&ClockJump{}, "redlock", true}, {&ClockJump{}, "setnx", true},
-		{&ClockJump{}, "lua", true}, {&ClockJump{}, "handoff", true},
-		{&ClockJump{}, "atomic", false}, {&ClockJump{}, "etcd", false}, {&ClockJump{}, "batch", false},
-		{&LockExpiredEarly{}, "zookeeper", true}, {&LockExpiredEarly{}, "pglock", true},
-		{&LockExpiredEarly{}, "optimistic", false}, {&LockExpiredEarly{}, "lua", false},
-		{&RedisRestart{}, "atomic", true}, // no list: every strategy
-	} {
-		err := AppliesTo(tt.f, Target{Strategy: tt.strategy})
-		if got := err == nil; got != tt.applies || (err != nil && !errors.Is(err, ErrNotApplicable)) {
-			t.Errorf("AppliesTo(%s, %s) = %v, want applies=%v", tt.f.Name(), tt.strategy, err, tt.applies)
-		}
 	}
 }
 

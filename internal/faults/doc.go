@@ -23,7 +23,9 @@
 // faults starts one fleet per set of needs.
 //
 // A fault that acts on some strategies only says which, before any run
-// (Applicable), from a static list: a fault that applies but finds nothing
+// (Applicable), from the strategies' properties (Strategy: the lock
+// backend, Redis, batches, safe), never from a list of names: a fault
+// that applies but finds nothing
 // to strike when its moment comes reports a miss (ErrMissed, ErrNotStruck),
 // never "not applicable", so that its run is tried again rather than its
 // cell skipped.

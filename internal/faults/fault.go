@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"inventory/internal/client"
 	"inventory/internal/fleet"
 )
 
@@ -92,10 +93,13 @@ func FleetOptions(f Fault, base fleet.Options) fleet.Options {
 
 // Applicable is implemented by faults that act on some strategies only:
 // AppliesTo returns nil, or why the fault has nothing to act on with
-// t.Strategy (wrapping ErrNotApplicable). It is decided from the strategy
-// alone (and the strategies offered), before the run, never from what the
-// fault found when it struck: a fault that applies but found nothing to
-// strike is a miss (ErrMissed, ErrNotStruck), and its run is tried again.
+// t.Strategy (wrapping ErrNotApplicable). It is decided from what the
+// strategy is (its properties in t.Strategies, as GET /strategies tells
+// them: its lock backend, whether it uses Redis, …; never from a list of
+// names, so that a strategy added later is struck by every fault its
+// properties call for), before the run, never from what the fault found
+// when it struck: a fault that applies but found nothing to strike is a
+// miss (ErrMissed, ErrNotStruck), and its run is tried again.
 type Applicable interface{ AppliesTo(t Target) error }
 
 // AppliesTo returns nil if f applies to t.Strategy, else why not.
@@ -106,13 +110,18 @@ func AppliesTo(f Fault, t Target) error {
 	return nil
 }
 
-// appliesTo is AppliesTo for a fault that applies to the strategies named
-// in list (a strategy not in the list does not apply, for why).
-func appliesTo(strategy string, list []string, why string) error {
-	if slices.Contains(list, strategy) {
+// appliesTo is AppliesTo for a fault that applies to the strategies whose
+// properties (t's entry of t.Strategies) pass applies; one that does not
+// pass does not apply, for why.
+func appliesTo(t Target, applies func(Strategy) bool, why string) error {
+	s, ok := t.strategy()
+	if !ok {
+		return fmt.Errorf("%s: not among the strategies offered, whose properties say what a fault acts on: %w", t.Strategy, ErrNotApplicable)
+	}
+	if applies(s) {
 		return nil
 	}
-	return fmt.Errorf("%s: %s: %w", strategy, why, ErrNotApplicable)
+	return fmt.Errorf("%s: %s: %w", t.Strategy, why, ErrNotApplicable)
 }
 
 // LockBreaker is implemented by faults whose strike is meant to end the
@@ -159,10 +168,30 @@ type Target struct {
 	Selling <-chan struct{}
 }
 
-// Strategy is one entry of GET /strategies.
-type Strategy struct {
-	Name string
-	Safe bool
+// strategy is t.Strategy's entry of t.Strategies, or false.
+func (t Target) strategy() (Strategy, bool) {
+	i := slices.IndexFunc(t.Strategies, func(s Strategy) bool { return s.Name == t.Strategy })
+	if i < 0 {
+		return Strategy{}, false
+	}
+	return t.Strategies[i], true
+}
+
+// Strategy is one entry of GET /strategies: a strategy and what it is
+// (LockBackend, UsesRedis, Batches), the properties that decide which
+// faults apply to it.
+type Strategy = client.StrategyInfo
+
+// Offered is every strategy the service at baseURL offers, with its
+// properties, as its GET /strategies answers.
+func Offered(ctx context.Context, baseURL string) ([]Strategy, error) {
+	c := client.New(baseURL, client.Options{})
+	defer c.CloseIdleConnections()
+	list, err := c.Strategies(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("GET /strategies: %w", err)
+	}
+	return list, nil
 }
 
 var (

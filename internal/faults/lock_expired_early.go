@@ -5,38 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+
+	"inventory/internal/fleet"
+	"inventory/internal/lock/breaker"
+	"inventory/internal/lock/etcdlock/etcdbreak"
+	"inventory/internal/lock/pglock/pgbreak"
+	"inventory/internal/lock/redislock/redisbreak"
+	"inventory/internal/lock/redlock/redlockbreak"
+	"inventory/internal/lock/zklock/zkbreak"
 )
 
 // LockExpiredEarly is lock-expired-early: the product's lock is taken from
 // its holder while the holder is inside its critical section, as if its
 // lease had expired early (a clock jump, an eviction, a lease the server
 // let go), three times in a row, each time under a new holder. Wherever the
-// lock lives:
-//
-//   - Redis (the fleet's, and every Redlock server's): the lock key is
-//     deleted, only if it still carries the holder's value (or owner field).
-//   - etcd: the holder's key (the lowest create revision under
-//     etcdLockPrefix+name+"/") is deleted, only if it still has that
-//     create revision: what etcd does to it when its lease expires. The
-//     holder's watch cancels its lease, and the next waiter takes over.
-//   - ZooKeeper: the holder's node (zkHolder: the lowest sequence under
-//     zkLockRoot+"/"+name) is deleted, as its session's expiry
-//     would. The holder's watch on it cancels its lease.
-//   - pglock: the holder's row is made to look expired (expires_at set to
-//     Postgres' now, token and fence kept), not deleted: deleting it would
-//     restart the lock's fence at 1, below what stock.pglock_fence has seen,
-//     and the database would refuse every later holder of the product for
-//     good, which is not an early expiry but a lost fence. An expired row is
-//     what a lease that ended early looks like on Postgres' clock: the next
-//     acquirer takes it over with fence+1. The holder cannot notice before
-//     its own deadline (a pglock lease ends on a local timer and never reads
-//     the row back); it learns at Release, which answers ErrNotHeld once the
-//     row was taken over, and the fence orders its write before the next
-//     holder's.
+// lock lives, its backend's Breaker (lockBreakers) finds the holder and
+// takes the lock as that backend's own expiry would: the key deleted in
+// Redis (on every Redlock server that has it), the holder's key in etcd,
+// its node in ZooKeeper, its row of the locks table made to look expired
+// (each breaker's package says how, and why).
 //
 // name is the lock's name, lockName(product). The strategies that take no
-// lock (lockExpiredEarlyApplies says which do) are not applicable; one that
+// lock (Strategy.LockBackend says which do) are not applicable; one that
 // does but whose lock Inject cannot find within lookFor was not struck
 // (ErrNotStruck), and its run is tried again.
 type LockExpiredEarly struct {
@@ -60,14 +52,56 @@ func (*LockExpiredEarly) Name() string { return "lock-expired-early" }
 // Scope implements Scoped.
 func (*LockExpiredEarly) Scope() Scope { return ScopeProduct }
 
-// AppliesTo implements Applicable: the strategies that take a lock.
+// AppliesTo implements Applicable: the strategies that take a lock of a
+// lock backend (kept in Redis, etcd, ZooKeeper or the locks table).
 func (*LockExpiredEarly) AppliesTo(t Target) error {
-	return appliesTo(t.Strategy, lockExpiredEarlyApplies, "its sale takes no lock")
+	return appliesTo(t, func(s Strategy) bool { return s.LockBackend != "" }, "its sale takes no lock")
 }
 
-// lockExpiredEarlyApplies is the strategies that sell under a lock kept in
-// Redis, etcd, ZooKeeper or the locks table.
-var lockExpiredEarlyApplies = []string{"setnx", "redis", "reentrant", "fair", "redlock", "etcd", "zookeeper", "pglock", "handoff"}
+// lockBreakers are the breakers of the lock backends whose locks a fleet
+// keeps (each backend's knowledge of where its locks live and how to take
+// one): the fault looks for a product's lock in every one the fleet has.
+var lockBreakers = []breaker.Breaker{
+	redisbreak.Breaker,
+	redlockbreak.Breaker,
+	etcdbreak.Breaker,
+	zkbreak.Breaker,
+	pgbreak.Breaker,
+}
+
+// lockStore is one backend's open breaker.
+type lockStore struct {
+	backend, where string
+	breaker.Locks
+}
+
+// openLockStores connects to every place the fleet can keep a lock in.
+func openLockStores(ctx context.Context, f *fleet.Fleet) ([]lockStore, error) {
+	servers := breaker.Servers{Postgres: f.PostgresURL, Redis: f.RedisURL, Settings: f.LockSettings()}
+	var stores []lockStore
+	for _, b := range lockBreakers {
+		l, ok, err := b.Open(ctx, servers)
+		if err != nil {
+			closeLockStores(stores)
+			return nil, fmt.Errorf("%s: %w", b.Backend, err)
+		}
+		if ok {
+			stores = append(stores, lockStore{b.Backend, b.Where, l})
+		}
+	}
+	return stores, nil
+}
+
+func closeLockStores(stores []lockStore) {
+	for _, s := range stores {
+		s.Close()
+	}
+}
+
+// lockName is the name every lock strategy gives a product's lock (stock's
+// lockKey): the Redis key, the etcd key's and ZooKeeper path's last part,
+// the locks table's row.
+func lockName(product string) string { return "lock:{" + product + "}" }
 
 // Inject implements Fault.
 func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
@@ -77,27 +111,27 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 	}
 	defer closeLockStores(stores)
 	var (
-		struck []string  // the holders whose lock was taken, so each one is new
-		found  lockStore // where the first one was: the strategy's lock lives there
+		struck []string // the holders whose lock was taken, so each one is new
+		found  = -1     // where the first one was (stores' index): the strategy's lock lives there
 	)
 	for len(struck) < deletions {
 		wctx, cancel := context.WithTimeout(ctx, lookFor)
-		var h lockHolder
+		var h breaker.Holder
 		err := waitFor(wctx, t, "a lock of "+t.Product, func(ctx context.Context) (bool, error) {
-			for _, s := range stores {
-				if found != nil && s != found {
+			for i, s := range stores {
+				if found >= 0 && i != found {
 					continue
 				}
 				var ok bool
 				var err error
-				if h, ok, err = s.holder(ctx, t.Product); err != nil || ok {
+				if h, ok, err = s.Holder(ctx, lockName(t.Product)); err != nil || ok {
 					if err != nil {
-						return false, fmt.Errorf("%s: %w", s.name(), err)
+						return false, fmt.Errorf("%s: %w", s.backend, err)
 					}
-					if slices.Contains(struck, h.id) {
+					if slices.Contains(struck, h.ID) {
 						return false, nil // the same holder, still: wait for the next
 					}
-					found = s
+					found = i
 					return true, nil
 				}
 			}
@@ -113,34 +147,34 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 		cancel()
 		switch {
 		case (lookedLongEnough || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrMissed)) && ctx.Err() == nil && len(struck) == 0:
-			return fmt.Errorf("no lock of %s in Redis, etcd, ZooKeeper or the locks table for %v or until the buyers finished: %w",
-				t.Product, lookFor, ErrNotStruck)
+			return fmt.Errorf("no lock of %s in %s for %v or until the buyers finished: %w",
+				t.Product, storeNames(stores), lookFor, ErrNotStruck)
 		case len(struck) > 0 && err != nil && ctx.Err() == nil:
 			return nil // the buyers are done, or no new holder came: the holders seen lost their locks
 		case err != nil:
 			return err
 		}
-		if h.settle > 0 && f.Settle > 0 {
-			h.settle = f.Settle
+		if h.Settle > 0 && f.Settle > 0 {
+			h.Settle = f.Settle
 		}
-		if h.settle > 0 {
-			if err := hold(ctx, h.settle); err != nil {
+		if h.Settle > 0 {
+			if err := hold(ctx, h.Settle); err != nil {
 				return err
 			}
-			again, ok, err := found.holder(ctx, t.Product)
+			again, ok, err := stores[found].Holder(ctx, lockName(t.Product))
 			if err != nil {
-				return fmt.Errorf("lock-expired-early: %s: %w", found.name(), err)
+				return fmt.Errorf("lock-expired-early: %s: %w", stores[found].backend, err)
 			}
-			if !ok || again.id != h.id {
+			if !ok || again.ID != h.ID {
 				continue // it let go meanwhile: look for the next one
 			}
 		}
-		taken, err := h.take(ctx)
+		taken, err := h.Take(ctx)
 		if err != nil {
-			return fmt.Errorf("lock-expired-early: %s: %w", found.name(), err)
+			return fmt.Errorf("lock-expired-early: %s: %w", stores[found].backend, err)
 		}
 		if taken { // else the holder let go first: look for the next one
-			struck = append(struck, h.id)
+			struck = append(struck, h.ID)
 		}
 	}
 	return nil
@@ -150,3 +184,16 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 // a watch on their key or node, a release that finds the row taken over,
 // a refused fence); nothing to restore.
 func (*LockExpiredEarly) Heal(context.Context) error { return nil }
+
+// storeNames says where stores look, for an error: "Redis, etcd or the
+// locks table".
+func storeNames(stores []lockStore) string {
+	names := make([]string, len(stores))
+	for i, s := range stores {
+		names[i] = s.where
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}

@@ -20,6 +20,7 @@ import (
 	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redislock/redisbreak"
 	"inventory/internal/lock/zklock"
 	"inventory/internal/testenv"
 	"inventory/migrations"
@@ -340,8 +341,8 @@ func TestLockExpiredEarlyFindsSetNXsKey(t *testing.T) {
 	if err := rdb.SetNX(ctx, "setnx:{"+product+"}", 1, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	key, val, err := redisLockKey(ctx, rdb, product)
+	key, val, err := redisbreak.LockKey(ctx, rdb, lockName(product))
 	if key != "setnx:{"+product+"}" || val != "1" || err != nil {
-		t.Errorf("redisLockKey(%s) = %q, %q, %v; want setnx:{%s}, 1", product, key, val, err, product)
+		t.Errorf("redisbreak.LockKey(%s) = %q, %q, %v; want setnx:{%s}, 1", lockName(product), key, val, err, product)
 	}
 }

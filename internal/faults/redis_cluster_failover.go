@@ -83,13 +83,11 @@ func (*RedisClusterFailover) Colocate(ctx context.Context, fl *fleet.Fleet, prod
 
 var errNoCluster = errors.New("the fleet has no Redis Cluster: start it with RedisCluster")
 
-// clusterStrategies keep their state in the fleet's Redis, which is the
-// cluster here; redlock keeps servers of its own.
-var clusterStrategies = []string{"setnx", "redis", "reentrant", "fair", "lua", "handoff"}
-
-// AppliesTo implements Applicable.
+// AppliesTo implements Applicable: the strategies that keep state in the
+// fleet's Redis (Strategy.UsesRedis), which is the cluster here; redlock
+// keeps servers of its own.
 func (*RedisClusterFailover) AppliesTo(t Target) error {
-	return appliesTo(t.Strategy, clusterStrategies, "keeps nothing in the Redis Cluster")
+	return appliesTo(t, func(s Strategy) bool { return s.UsesRedis }, "keeps nothing in the Redis Cluster")
 }
 
 // Inject implements Fault: it kills the master of t.Product's slot, or of

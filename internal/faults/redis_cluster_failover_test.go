@@ -50,11 +50,11 @@ func TestRedisClusterFailoverLosesTheLockAndTheServiceFollows(t *testing.T) {
 		}
 		return client.StatusOf(err)
 	}
-	target := Target{Fleet: f, Product: product, Strategy: "redis"}
+	target := Target{Fleet: f, Product: product, Strategy: "redis", Strategies: offered()}
 	if err := fault.AppliesTo(target); err != nil {
 		t.Fatalf("AppliesTo(redis) = %v, want nil", err)
 	}
-	if err := fault.AppliesTo(Target{Strategy: "atomic"}); err == nil {
+	if err := fault.AppliesTo(Target{Strategy: "atomic", Strategies: offered()}); err == nil {
 		t.Errorf("AppliesTo(atomic) = nil, want not applicable (atomic keeps nothing in Redis)")
 	}
 	oldMaster, err := f.RedisCluster.MasterOf(ctx, "lock:{"+product+"}")

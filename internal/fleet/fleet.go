@@ -466,6 +466,11 @@ func (f *Fleet) startSentinel(ctx context.Context) (err error) {
 	return f.Sentinel.WaitReplica(ctx, f.RedisReplica.Addr, wait)
 }
 
+// LockSettings are the replicas' settings of the lock backends whose
+// servers the fleet started (INVENTORY_ETCD_ENDPOINTS: …): where those
+// backends keep their locks.
+func (f *Fleet) LockSettings() map[string]string { return f.lockServiceEnv() }
+
 // lockServiceEnv is the replicas' settings for the lock services the
 // fleet started.
 func (f *Fleet) lockServiceEnv() map[string]string {

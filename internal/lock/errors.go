@@ -7,7 +7,11 @@ import (
 
 // Errors every backend returns, wrapped in *Error; match them with
 // errors.Is. A backend's own causes of a loss (a ZooKeeper session
-// expired, an etcd key deleted) wrap ErrLost.
+// expired, an etcd key deleted) wrap ErrLost. These are the kinds a user
+// of any backend tells apart without asking which backend it has: an
+// error of Lock or TryLock wraps ErrNotAcquired, ErrTimeout, ErrLost,
+// ErrInvalidKey, ErrClosed or, for every other failure, ErrUnavailable
+// (see Acquire).
 var (
 	// ErrNotAcquired: the lock is held by someone else (TryLock).
 	ErrNotAcquired = errors.New("lock held by someone else")
@@ -37,7 +41,31 @@ var (
 	ErrInvalidKey = errors.New("invalid lock key")
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("locker closed")
+	// ErrUnavailable: the backend's servers did not answer, or answered
+	// with a failure (a connection refused or cut, a server error): no
+	// lock was taken, and trying again later may work.
+	ErrUnavailable = errors.New("lock backend unavailable")
 )
+
+// kinds are the errors of Lock and TryLock a caller acts on; anything else
+// an attempt fails with is the backend's servers failing (ErrUnavailable).
+var kinds = []error{ErrNotAcquired, ErrTimeout, ErrLost, ErrInvalidKey, ErrClosed, ErrUnavailable}
+
+// classify is err (of an attempt to take key) wrapping ErrUnavailable when
+// it wraps none of the kinds, so that every backend's failures reach their
+// callers as one kind, whatever the backend's servers are.
+func classify(err error, op, key string) error {
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			return err
+		}
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return &Error{Backend: e.Backend, Op: e.Op, Key: e.Key, Err: fmt.Errorf("%w: %w", ErrUnavailable, e.Err)}
+	}
+	return &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
+}
 
 // Error carries the backend, operation and key that an error is about.
 type Error struct {

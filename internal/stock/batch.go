@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"inventory/internal/lock"
 )
 
 // batch queues the sales of each product inside a replica and commits them
@@ -53,7 +55,7 @@ const (
 
 func newBatch(d Deps) *batch {
 	return newQueued(d, func(ctx context.Context, id string, orders []Order) []batchAnswer {
-		return d.Store.recordBatch(ctx, id, Batch, d.Instance, 0, orders)
+		return d.Store.recordBatch(ctx, id, Batch, d.Instance, lock.Fence{}, orders)
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"inventory/internal/lock"
 )
 
 // TestRecordBatchAllocatesInArrivalOrder: 6 in stock, orders of 3, 5, 1, 1,
@@ -30,7 +32,7 @@ func TestRecordBatchAllocatesInArrivalOrder(t *testing.T) {
 		{ProductID: id, Quantity: 1, IdempotencyKey: "twin"}, // the order ahead has it
 		{ProductID: id, Quantity: 1},
 	}
-	answers := e.store.recordBatch(ctx, id, Batch, "replica-a", 0, orders)
+	answers := e.store.recordBatch(ctx, id, Batch, "replica-a", lock.Fence{}, orders)
 	want := []struct {
 		sold      bool
 		remaining int64
@@ -153,7 +155,7 @@ func TestBatchesWithKeysInCommonDoNotDeadlock(t *testing.T) {
 		for b, id := range []string{"deadlock-a", "deadlock-b"} {
 			wg.Go(func() {
 				<-start
-				got[b] = e.store.recordBatch(ctx, id, Batch, "replica-a", 0, batch(id, b == 1))
+				got[b] = e.store.recordBatch(ctx, id, Batch, "replica-a", lock.Fence{}, batch(id, b == 1))
 			})
 		}
 		close(start)
@@ -214,7 +216,7 @@ func TestBatchKeyTakenMidBatchWithholdsNothing(t *testing.T) {
 		{ProductID: id, Quantity: 1},
 	}
 	done := make(chan []batchAnswer, 1)
-	go func() { done <- e.store.recordBatch(ctx, id, Batch, "replica-a", 0, orders) }()
+	go func() { done <- e.store.recordBatch(ctx, id, Batch, "replica-a", lock.Fence{}, orders) }()
 	waitFor(t, "the batch's insert to wait for the key's other sale", 10*time.Second, func() bool {
 		var n int
 		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, blockerPID).Scan(&n)

@@ -2,9 +2,13 @@ package stock
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"inventory/internal/lock"
 )
 
 func TestDBErrSaysWhatIsWorthRetrying(t *testing.T) {
@@ -29,6 +33,29 @@ func TestDBErrSaysWhatIsWorthRetrying(t *testing.T) {
 		}
 		if got := errors.Is(err, ErrLockTimeout); got != tt.lockTimeout {
 			t.Errorf("dbErr(op, SQLSTATE %s) wraps ErrLockTimeout = %v, want %v (%v)", tt.code, got, tt.lockTimeout, err)
+		}
+	}
+}
+
+// TestLockErrByKindNotByBackend: an error from taking a lock is answered
+// by its kind alone, whichever backend it comes from (one no strategy
+// names included): a timeout, a loss, the backend's servers failing or
+// its locker closed; the answer still names the backend.
+func TestLockErrByKindNotByBackend(t *testing.T) {
+	for _, backend := range []string{"redislock", "pglock", "etcdlock", "zklock", "redlock", "anotherlock"} {
+		for _, tt := range []struct {
+			kind, want error
+		}{
+			{lock.ErrTimeout, ErrLockTimeout},
+			{lock.ErrLost, ErrLockLost},
+			{lock.ErrUnavailable, ErrUnavailable},
+			{lock.ErrClosed, ErrUnavailable},
+		} {
+			in := &lock.Error{Backend: backend, Op: "lock", Key: "lock:{sku-1}", Err: fmt.Errorf("%w: test", tt.kind)}
+			err := lockErr(in)
+			if !errors.Is(err, tt.want) || !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), backend+": lock") {
+				t.Errorf("lockErr(%v) = %v, want it to wrap %v and name %s", in, err, tt.want, backend)
+			}
 		}
 	}
 }

@@ -139,7 +139,7 @@ func TestEtcdStaleHolderRefused(t *testing.T) {
 	defer func() { _ = b.Release(ctx) }()
 	sell := func(fence int64) error {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Etcd, "test", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, etcdFence, fence, 0)
+			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: etcdlock.Backend, Token: fence}, 0)
 		})
 		return err
 	}

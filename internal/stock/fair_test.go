@@ -115,7 +115,7 @@ func TestFairSellsInArrivalOrder(t *testing.T) {
 
 // TestFairFenceSurvivesRedisLoss: after Redis loses every key, the next
 // fencing token still starts above the highest one Postgres has seen
-// (stock.fair_fence).
+// (its redislock/fair fence).
 func TestFairFenceSurvivesRedisLoss(t *testing.T) {
 	e := newEnv(t)
 	const id = "fair-amnesia"
@@ -136,7 +136,7 @@ func TestFairFenceSurvivesRedisLoss(t *testing.T) {
 			t.Fatalf("FLUSHDB: %v", err)
 		}
 	}
-	if f, err := e.store.fence(ctx, fairFence, id); err != nil || f != last {
-		t.Errorf("stock.fair_fence = %d, %v; want %d, the last sale's", f, err, last)
+	if f, err := e.store.fence(ctx, redislock.FairBackend, id); err != nil || f != last {
+		t.Errorf("fence redislock/fair = %d, %v; want %d, the last sale's", f, err, last)
 	}
 }

@@ -148,7 +148,7 @@ func TestStaleFenceRejected(t *testing.T) {
 	for _, s := range steps {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Reentrant, "test",
 			func(ctx context.Context, tx *saleTx) (decrement, error) {
-				return fencedCheckThenDecrement(ctx, tx, 1, redisFence, s.fence, 0)
+				return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: s.fence}, 0)
 			})
 		if !errors.Is(err, s.want) || (s.want == nil && err != nil) || (err != nil && !errors.Is(err, ErrLockLost)) {
 			t.Errorf("record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
@@ -161,7 +161,7 @@ func TestStaleFenceRejected(t *testing.T) {
 	if p.Quantity != 10-sold || p.Sales != sold {
 		t.Errorf("stock %d, %d ledger rows; want %d and %d", p.Quantity, p.Sales, 10-sold, sold)
 	}
-	if f, err := e.store.fence(ctx, redisFence, id); err != nil || f != 6 {
+	if f, err := e.store.fence(ctx, redislock.Backend, id); err != nil || f != 6 {
 		t.Errorf("fence(%q) = %d, %v; want 6, nil", id, f, err)
 	}
 }
@@ -709,7 +709,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	wrote, resume, staleDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		_, err := e.store.record(ctx, one, Reentrant, "stale", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			d, err := fencedCheckThenDecrement(ctx, tx, 1, redisFence, 1, 0)
+			d, err := fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: 1}, 0)
 			close(wrote)
 			<-resume // paused between its UPDATE and its COMMIT
 			return d, err
@@ -720,7 +720,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	newDone := make(chan error, 1)
 	go func() {
 		_, err := e.store.record(ctx, one, Reentrant, "new", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, redisFence, 2, 0)
+			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: 2}, 0)
 		})
 		newDone <- err
 	}()
@@ -728,7 +728,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 		var n int
 		err := e.pool.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%SET fence%'`).Scan(&n)
+			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO fences%'`).Scan(&n)
 		return err == nil && n > 0
 	})
 	close(resume)

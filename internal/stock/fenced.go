@@ -20,8 +20,8 @@ import (
 // same or a newer token got there first; see claimFence), then check, work,
 // and decrement guarded. Under the claim's row lock the checked quantity
 // cannot change, so a guard refusal here also means the lock broke.
-func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, col fenceColumn, fence int64, work time.Duration) (decrement, error) {
-	q, _, err := t.claimFence(ctx, col, fence)
+func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, fence lock.Fence, work time.Duration) (decrement, error) {
+	q, _, err := t.claimFence(ctx, fence)
 	if err != nil {
 		return decrement{}, err
 	}
@@ -32,7 +32,7 @@ func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, col fence
 	if errors.Is(err, ErrSoldOut) {
 		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", ErrLockBreach, err)
 	}
-	d.fence = fence
+	d.fence = fence.Token
 	return d, err
 }
 
@@ -63,27 +63,18 @@ func release(ctx context.Context, l lock.Lease) {
 	_ = l.Release(rctx)
 }
 
-// lockErr translates an error from taking a lock, of any backend: a
-// timeout and a loss the same way for all, anything else as the
-// unavailability of the backend's servers, named by the backend the error
-// comes from (lock.Error.Backend).
+// lockErr translates an error from taking a lock, of any backend, by the
+// lock contract's kind alone: a timeout, a loss, and the backend's servers
+// failing (or its locker closed) the same way for all. The error names
+// the backend it comes from (lock.Error).
 func lockErr(err error) error {
 	switch {
 	case errors.Is(err, lock.ErrTimeout):
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	case errors.Is(err, lock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	case errors.Is(err, lock.ErrUnavailable), errors.Is(err, lock.ErrClosed):
+		return fmt.Errorf("lock: %w: %w", ErrUnavailable, err)
 	}
-	var lerr *lock.Error
-	errors.As(err, &lerr)
-	switch {
-	case lerr == nil:
-	case lerr.Backend == "zklock":
-		return fmt.Errorf("zookeeper: lock: %w: %w", ErrUnavailable, err)
-	case lerr.Backend == "etcdlock":
-		return fmt.Errorf("etcd: lock: %w: %w", ErrUnavailable, err)
-	case lerr.Backend == "pglock":
-		return dbErr("lock", err)
-	}
-	return redisErr("lock", err)
+	return fmt.Errorf("lock: %w", err)
 }

@@ -53,7 +53,7 @@ func (h *handoff) sellHeld(lease lock.Lease, id string, orders []Order) []batchA
 	if err := pause(lease.Context(), h.d.WorkDelay); err != nil {
 		return answerAll(orders, lost(lease, err))
 	}
-	answers := h.d.Store.recordBatch(lease.Context(), id, Handoff, h.d.Instance, lease.Fence().Token, orders)
+	answers := h.d.Store.recordBatch(lease.Context(), id, Handoff, h.d.Instance, lease.Fence(), orders)
 	for i, a := range answers {
 		// An order that did not fit was answered by a transaction that
 		// committed; anything else may be the lost lock's doing.

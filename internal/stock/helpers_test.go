@@ -155,15 +155,15 @@ func (d testDeps) build(t *testing.T) Deps {
 			out.Lockers[name] = lk
 		}
 	}
-	redisOpts := func(strategy string, watchdog bool) redislock.Options {
+	redisOpts := func(counter string, watchdog bool) redislock.Options {
 		o := d.Lock
-		o.Watchdog, o.FenceFloor = watchdog, d.Store.FenceFloor(strategy)
+		o.Watchdog, o.FenceFloor = watchdog, d.Store.FenceFloor(counter)
 		return o
 	}
-	mutex := redislock.NewMutex(d.Redis, redisOpts(RedisLock, false))
-	handoff := redislock.NewMutex(d.Redis, redisOpts(Handoff, false))
-	reentrant := redislock.NewReentrant(d.Redis, redisOpts(Reentrant, true))
-	fair := redislock.NewFair(d.Redis, redisOpts(Fair, true))
+	mutex := redislock.NewMutex(d.Redis, redisOpts(redislock.Backend, false))
+	handoff := redislock.NewMutex(d.Redis, redisOpts(redislock.Backend, false))
+	reentrant := redislock.NewReentrant(d.Redis, redisOpts(redislock.Backend, true))
+	fair := redislock.NewFair(d.Redis, redisOpts(redislock.FairBackend, true))
 	for _, c := range []func(){mutex.Close, handoff.Close, reentrant.Close, fair.Close} {
 		t.Cleanup(c)
 	}

@@ -13,16 +13,15 @@ import (
 // serialises the buyers, and Postgres has the last word. It takes the lock
 // (waiting up to the locker's wait budget, else ErrLockTimeout), then, in
 // one transaction under the lease's context, claims the stock row with the
-// lease's fencing token in the strategy's fence column, reads, checks,
-// works, decrements guarded and records the sale, and releases the lock
-// only after the commit. A lease lost meanwhile cancels the transaction
+// lease's fencing token (in the fence of the token's own counter, see
+// claimFence), reads, checks, works, decrements guarded and records the
+// sale, and releases the lock only after the commit. A lease lost meanwhile cancels the transaction
 // (ErrLockLost); a stale holder that slips past that (a pause) is refused
 // by the fence or the guard (ErrLockBreach), never an oversell.
 type locked struct {
-	d     Deps
-	name  string      // the strategy, as the ledger names it
-	lk    lock.Locker // the product's lock
-	fence fenceColumn // where Postgres keeps this lock's newest token
+	d    Deps
+	name string      // the strategy, as the ledger names it
+	lk   lock.Locker // the product's lock
 	// held, when set, runs the sale once the lock is held, in place of
 	// record (the reentrant strategy re-enters its lock there).
 	held func(ctx context.Context, lease lock.Lease, o Order) (Sale, error)
@@ -35,7 +34,7 @@ func newLocked(d Deps, name string) (*locked, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &locked{d: d, name: name, lk: lk, fence: fenceOf[name]}, nil
+	return &locked{d: d, name: name, lk: lk}, nil
 }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
@@ -77,7 +76,7 @@ func (s *locked) sell(ctx context.Context, o Order) (Sale, error) {
 // guarded decrement, ledger row, commit.
 func (s *locked) record(ctx context.Context, lease lock.Lease, o Order) (Sale, error) {
 	return s.d.Store.record(ctx, o, s.name, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, s.fence, lease.Fence().Token, s.d.WorkDelay)
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
+	"inventory/internal/lock/redislock"
 )
 
 // TestPgLockOverrunRollsBack: a critical section that outlives pglock's TTL
@@ -32,7 +33,7 @@ func TestPgLockOverrunRollsBack(t *testing.T) {
 // TestPgLockStaleHolderRefused: holder A's lease expires (a pause past its
 // TTL, say) before it writes; B takes the lock row over and sells; when A
 // resumes and writes with its older fence, Postgres refuses it as a breach.
-// The Redis locks' fence column is not involved, and the reverse holds too.
+// The Redis locks' fence is not involved, and the reverse holds too.
 func TestPgLockStaleHolderRefused(t *testing.T) {
 	e := newEnv(t)
 	const id = "pg-stale"
@@ -55,27 +56,27 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	})
 	defer func() { _ = b.Release(ctx) }()
 
-	sell := func(col fenceColumn, fence int64) error {
+	sell := func(counter string, fence int64) error {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, PgLock, "test", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, col, fence, 0)
+			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: counter, Token: fence}, 0)
 		})
 		return err
 	}
 	steps := []struct {
-		who   string
-		col   fenceColumn
-		fence int64
-		want  error
+		who     string
+		counter string
+		fence   int64
+		want    error
 	}{
-		{"B (pglock, the holder)", pglockFence, b.Fence().Token, nil},
-		{"A (pglock, stale)", pglockFence, a.Fence().Token, ErrLockBreach},
-		{"a redis holder with a token below pglock's", redisFence, 1, nil},
-		{"a stale redis holder", redisFence, 1, ErrLockBreach},
-		{"B again (each hold claims once)", pglockFence, b.Fence().Token, ErrLockBreach},
+		{"B (pglock, the holder)", pglock.Backend, b.Fence().Token, nil},
+		{"A (pglock, stale)", pglock.Backend, a.Fence().Token, ErrLockBreach},
+		{"a redis holder with a token below pglock's", redislock.Backend, 1, nil},
+		{"a stale redis holder", redislock.Backend, 1, ErrLockBreach},
+		{"B again (each hold claims once)", pglock.Backend, b.Fence().Token, ErrLockBreach},
 	}
 	sold := int64(0)
 	for _, s := range steps {
-		err := sell(s.col, s.fence)
+		err := sell(s.counter, s.fence)
 		if (s.want == nil) != (err == nil) || (s.want != nil && (!errors.Is(err, s.want) || !errors.Is(err, ErrLockLost))) {
 			t.Errorf("%s: record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", s.who, id, s.fence, err, s.want)
 		}

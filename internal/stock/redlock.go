@@ -5,7 +5,7 @@ package stock
 // compare-and-delete after the commit (see locked). Safe: the write is
 // fenced with the lock's token (a counter kept on a majority of the
 // servers, never restarted below what Postgres has seen;
-// stock.redlock_fence) and guarded, so when Redlock breaks (a server
+// the product's redlock fence) and guarded, so when Redlock breaks (a server
 // restarted empty while held, a pause past the validity) Postgres refuses
 // the stale or duplicate write and the breach is reported instead of an
 // oversell.

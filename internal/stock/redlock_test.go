@@ -29,7 +29,7 @@ func (d testDeps) redlock(servers []redis.UniversalClient) lock.Locker {
 		Options:    d.Lock.Options,
 		MinBackoff: d.Lock.MinBackoff,
 		MaxBackoff: d.Lock.MaxBackoff,
-		FenceFloor: d.Store.FenceFloor(Redlock),
+		FenceFloor: d.Store.FenceFloor(redlock.Backend),
 	})
 }
 
@@ -109,7 +109,7 @@ func TestRedlockRestartedServer(t *testing.T) {
 		t.Fatalf("warm-up: Sell = %v", err)
 	}
 
-	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: e.store.FenceFloor(Redlock)})
+	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: e.store.FenceFloor(redlock.Backend)})
 	key := lockKey(id)
 	if err := direct[3].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestRedlockRestartedServer(t *testing.T) {
 	}
 
 	_, err = e.store.record(la.Context(), Order{ProductID: id, Quantity: 1}, Redlock, "replica-a", func(ctx context.Context, tx *saleTx) (decrement, error) {
-		return fencedCheckThenDecrement(ctx, tx, 1, redlockFence, la.Fence().Token, 0)
+		return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redlock.Backend, Token: la.Fence().Token}, 0)
 	})
 	if !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
 		t.Errorf("A writing with fence %d after B's claim with %d: %v, want ErrLockBreach with ErrLockLost", la.Fence().Token, sale.Fence, err)

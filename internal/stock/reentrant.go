@@ -9,12 +9,13 @@ import (
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog (see
-// locked): the request's owner travels in its context (lock.WithOwner),
-// and the sale takes the lock again inside the first hold, as nested code
-// of one request would, incrementing the hold instead of deadlocking.
-// Safe: the transaction runs under the lease's context, a sale whose lock
-// was lost is rolled back, and a stale holder's write is fenced
-// (stock.fence) and guarded by Postgres (a breach, never an oversell).
+// locked): the request's owner travels in its context (lock.WithOwner), and
+// the sale takes the lock again inside the first hold, as nested code of one
+// request would, incrementing the hold instead of deadlocking. Safe: the
+// transaction runs under the lease's context, a sale whose lock was lost is
+// rolled back, and a stale holder's write is fenced (the product's redislock
+// fence, shared with redis and handoff) and guarded by Postgres (a breach,
+// never an oversell).
 type reentrant struct {
 	*locked
 }

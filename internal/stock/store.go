@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"inventory/internal/lock"
 	"inventory/internal/tracing"
 )
 
@@ -221,12 +222,13 @@ func (s *Store) quantity(ctx context.Context, id string) (q int64, round int, er
 	return q, round, nil
 }
 
-// fence returns the highest fencing token of column col's lock that id's
-// stock was written with; 0 for an unknown product, whose sale fails later
-// with ErrNotFound.
-func (s *Store) fence(ctx context.Context, col fenceColumn, id string) (int64, error) {
+// fence returns the highest fencing token of counter backend (a
+// lock.Fence's Backend) that id's stock row was claimed with; 0 when none
+// was, and for an unknown product, whose sale fails later with
+// ErrNotFound.
+func (s *Store) fence(ctx context.Context, backend, id string) (int64, error) {
 	var f int64
-	err := s.pool.QueryRow(ctx, newestFenceSQL[col], id).Scan(&f)
+	err := s.pool.QueryRow(ctx, `SELECT token FROM fences WHERE product_id = $1 AND backend = $2`, id, backend).Scan(&f)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -382,97 +384,71 @@ func (t *saleTx) decrementIfEnoughIn(ctx context.Context, n int64, round int) (d
 // reservation and its write.
 var errRoundChanged = errors.New("restocked meanwhile")
 
-// fenceColumn says which of the stock row's fences a lock's tokens are
-// compared with. Each lock backend counts its tokens on its own, and tokens
-// of two independent counters say nothing about each other's order: a
-// pglock token compared with a Redis one would refuse honest holders. Two
-// holders of different backends do not exclude each other anyway; their
-// claims serialise them on the row lock, and the guard holds between them.
-type fenceColumn int
+// Fences are kept per product and per fencing counter (lock.Fence's
+// Backend), one row each in fences. Each lock backend counts its tokens on
+// its own, and tokens of two independent counters say nothing about each
+// other's order: a pglock token compared with a Redis one would refuse
+// honest holders. Two holders of different backends do not exclude each
+// other anyway; their claims serialise them on the stock row's lock, and
+// the guard holds between them.
 
-const (
-	redisFence     fenceColumn = iota // stock.fence: redis, reentrant and handoff, one counter in Redis
-	pglockFence                       // stock.pglock_fence: the locks table's counter
-	redlockFence                      // stock.redlock_fence: a counter on a quorum of the Redlock servers
-	etcdFence                         // stock.etcd_fence: the etcd lock key's create revision
-	zookeeperFence                    // stock.zookeeper_fence: the ZooKeeper lock node's czxid
-	fairFence                         // stock.fair_fence: the fair Redis lock's counter
-)
-
-// fenceOf is the fence column of each lock strategy's tokens: redis,
-// reentrant and handoff share one, as their locks share one counter.
-var fenceOf = map[string]fenceColumn{
-	RedisLock: redisFence,
-	Reentrant: redisFence,
-	Handoff:   redisFence,
-	Fair:      fairFence,
-	Redlock:   redlockFence,
-	Etcd:      etcdFence,
-	ZooKeeper: zookeeperFence,
-	PgLock:    pglockFence,
-}
-
-// FenceFloor is the fence floor for the lock of the given lock strategy, for
-// a lock whose fencing counter can be lost (redislock's and redlock's
-// FenceFloor option): the highest token of that strategy's lock the
-// product's stock row was claimed with, so that a counter lost with Redis
-// never restarts below what Postgres has seen. Its key is the lock's name
-// (lock:{id}). nil for a strategy without a fence.
-func (s *Store) FenceFloor(strategy string) func(ctx context.Context, key string) (int64, error) {
-	col, ok := fenceOf[strategy]
-	if !ok {
-		return nil
-	}
+// FenceFloor is the fence floor of fencing counter backend (a lock.Fence's
+// Backend, e.g. "redislock"), for a lock whose counter can be lost
+// (redislock's and redlock's FenceFloor option): the highest token of that
+// counter the product's stock row was claimed with, so that a counter lost
+// with Redis never restarts below what Postgres has seen. Its key is the
+// lock's name (lock:{id}).
+func (s *Store) FenceFloor(backend string) func(ctx context.Context, key string) (int64, error) {
 	return func(ctx context.Context, key string) (int64, error) {
 		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
-		return s.fence(ctx, col, id)
+		return s.fence(ctx, backend, id)
 	}
 }
 
-// fenceColumns names each fenceColumn's column in stock.
-var fenceColumns = [...]string{
-	redisFence:     "fence",
-	pglockFence:    "pglock_fence",
-	redlockFence:   "redlock_fence",
-	etcdFence:      "etcd_fence",
-	zookeeperFence: "zookeeper_fence",
-	fairFence:      "fair_fence",
-}
-
-var (
-	claimSQL       [len(fenceColumns)]string
-	newestFenceSQL [len(fenceColumns)]string
+// claimSQL takes the stock row's lock (its UPDATE waits for a holder still
+// in a transaction on it, and then reads the row that holder left), then
+// raises the product's fence of counter $3 to token $2, only if the fence
+// is below it, and answers the quantity and round only if it did: no row
+// for an unknown product and for a token not above the fence. The stock
+// row comes first so that the order of claims is the order of the row
+// lock, whatever the counter, as when the fences were columns of stock.
+const claimSQL = `WITH claimed AS (
+	UPDATE stock SET updated_at = now() WHERE product_id = $1 RETURNING quantity, round
+), fenced AS (
+	INSERT INTO fences (product_id, backend, token) SELECT $1, $3, $2 FROM claimed
+	ON CONFLICT (product_id, backend) DO UPDATE SET token = EXCLUDED.token WHERE fences.token < EXCLUDED.token
+	RETURNING token
 )
-
-func init() {
-	for col, name := range fenceColumns {
-		claimSQL[col] = `UPDATE stock SET ` + name + ` = $2, updated_at = now() WHERE product_id = $1 AND ` + name + ` < $2
-			RETURNING quantity, round`
-		newestFenceSQL[col] = `SELECT ` + name + ` FROM stock WHERE product_id = $1`
-	}
-}
+SELECT quantity, round FROM claimed WHERE EXISTS (SELECT FROM fenced)`
 
 // claimFence makes this transaction the product's writer under fencing
-// token fence (of column col's lock) and returns the quantity left and the
-// round. Its UPDATE takes the row lock first, so it waits for any
-// transaction still holding it (a stale holder paused between its decrement
-// and its COMMIT) and then sees that sale; it refuses when a holder with the
-// same or a newer token has claimed the row, which only a broken lock
-// allows: ErrLockBreach with ErrLockLost. Everything the transaction does
-// afterwards runs under the row lock, and a stale holder that writes later
-// finds the newer fence. A holder paused inside the transaction has its
-// session ended by Postgres after Limits.IdleTimeout, so its row lock
-// cannot stall the next holder for ever.
+// token f (of counter f.Backend) and returns the quantity left and the
+// round. It takes the stock row's lock first (claimSQL), so it waits for
+// any transaction still holding it (a stale holder paused between its
+// decrement and its COMMIT) and then sees that sale; it refuses when a
+// holder with the same or a newer token of the same counter has claimed
+// the row, which only a broken lock allows: ErrLockBreach with
+// ErrLockLost. Everything the transaction does afterwards runs under the
+// row lock, and a stale holder that writes later finds the newer fence. A
+// holder paused inside the transaction has its session ended by Postgres
+// after Limits.IdleTimeout, so its row lock cannot stall the next holder
+// for ever.
 //
 // The comparison is strict because each hold claims once: after Redis loses
 // its data mid-sale, the next token is minted above the highest committed
 // fence and can equal the in-flight holder's; "<" lets only one of them on.
-func (t *saleTx) claimFence(ctx context.Context, col fenceColumn, fence int64) (quantity int64, round int, err error) {
+func (t *saleTx) claimFence(ctx context.Context, f lock.Fence) (quantity int64, round int, err error) {
+	if f.Backend == "" {
+		return 0, 0, fmt.Errorf("claim %q with fencing token %d: the token names no counter (lock.Fence.Backend)", t.id, f.Token)
+	}
 	var q int64
-	err = t.tx.QueryRow(ctx, claimSQL[col], t.id, fence).Scan(&q, &round)
+	err = t.tx.QueryRow(ctx, claimSQL, t.id, f.Token, f.Backend).Scan(&q, &round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var newest int64
-		err := t.tx.QueryRow(ctx, newestFenceSQL[col], t.id).Scan(&newest)
+		err := t.tx.QueryRow(ctx, `
+			SELECT coalesce(f.token, 0) FROM stock s
+			LEFT JOIN fences f ON f.product_id = s.product_id AND f.backend = $2
+			WHERE s.product_id = $1`, t.id, f.Backend).Scan(&newest)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return 0, 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
 		}
@@ -480,7 +456,7 @@ func (t *saleTx) claimFence(ctx context.Context, col fenceColumn, fence int64) (
 			return 0, 0, dbErr("read fence", err)
 		}
 		return 0, 0, fmt.Errorf("%w: %w: fencing token %d is not newer than %d, the last claim on %q",
-			ErrLockBreach, ErrLockLost, fence, newest, t.id)
+			ErrLockBreach, ErrLockLost, f.Token, newest, t.id)
 	}
 	if err != nil {
 		return 0, 0, dbErr("claim fence", err)

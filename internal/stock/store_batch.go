@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"inventory/internal/lock"
 )
 
 // batchAnswer is one order's outcome in a batch.
@@ -20,8 +22,8 @@ type batchAnswer struct {
 }
 
 // recordBatch sells orders, all of product id and in arrival order, in one
-// transaction: it locks the stock row once (claiming it with the Redis
-// lock's fencing token fence when that is not 0, see claimFence), gives each
+// transaction: it locks the stock row once (claiming it with the lock's
+// fencing token fence when its Token is not 0, see claimFence), gives each
 // order its units while they last (an order that does not fit is told
 // ErrSoldOut, a later smaller one may still fit), writes every ledger row in
 // one statement with the stock's guarded decrement, and commits. The answers
@@ -37,7 +39,7 @@ type batchAnswer struct {
 // such a transaction is rolled back and the batch tried again with that key
 // known (at most once per key): every answer is decided by a transaction
 // that wrote exactly what it allocated.
-func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, fence int64, orders []Order) []batchAnswer {
+func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, fence lock.Fence, orders []Order) []batchAnswer {
 	taken := map[string]bool{}
 	for {
 		answers, late, err := s.recordBatchOnce(ctx, id, strategy, instance, fence, orders, taken)
@@ -57,7 +59,7 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 // (besides those the ledger shows). It returns the keys that were taken
 // between its look and its write, when there were any: it then rolled back,
 // and the answers are to be ignored.
-func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance string, fence int64, orders []Order,
+func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance string, fence lock.Fence, orders []Order,
 	known map[string]bool) (answers []batchAnswer, late []string, err error) {
 	answers = make([]batchAnswer, len(orders))
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
@@ -68,8 +70,8 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 
 	var stock int64
 	var round int
-	if fence != 0 {
-		stock, round, err = (&saleTx{tx: tx, id: id}).claimFence(ctx, redisFence, fence)
+	if fence.Token != 0 {
+		stock, round, err = (&saleTx{tx: tx, id: id}).claimFence(ctx, fence)
 	} else {
 		err = tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&stock, &round)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -156,7 +158,7 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
 		)
 		SELECT ins.id, ins.sale_key, ins.created_at, (SELECT quantity FROM dec) FROM ins`,
-		id, round, strategy, instance, quantities, keys, saleKeys, fence, remainders)
+		id, round, strategy, instance, quantities, keys, saleKeys, fence.Token, remainders)
 	if err != nil {
 		return nil, nil, dbErr("write batch", err)
 	}
@@ -208,7 +210,7 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 	for i, sk := range saleKeys {
 		o, sale := orders[bySaleKey[sk]], written[bySaleKey[sk]]
 		sale.ProductID, sale.Quantity, sale.Remaining, sale.Round = id, o.Quantity, remainders[i], round
-		sale.Strategy, sale.Instance, sale.Fence = strategy, instance, fence
+		sale.Strategy, sale.Instance, sale.Fence = strategy, instance, fence.Token
 		answers[bySaleKey[sk]].sale = sale
 	}
 	return answers, nil, nil

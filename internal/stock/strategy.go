@@ -30,7 +30,8 @@ const (
 	Handoff    = "handoff"
 )
 
-// Info describes a strategy for GET /strategies.
+// Info describes a strategy for GET /strategies: what it is, told by
+// properties that the fault matrix chooses its faults by, never by name.
 type Info struct {
 	Name        string
 	Description string
@@ -40,26 +41,64 @@ type Info struct {
 	// the strategy needs besides Postgres and Redis; empty when none. New
 	// returns ErrNotConfigured when Deps lacks the strategy's locker.
 	Needs string
+	// Lock is the lock a sale takes the product's lock from: a lock
+	// backend's name (internal/lock/backend), and after a slash the kind
+	// of lock when the backend has several ("redislock/fair"); "" for a
+	// sale that takes no lock of a backend (local's mutex is in-process).
+	// Deps.Lockers holds the strategy's Locker of that lock.
+	Lock string
+	// Redis is whether a sale keeps state in the service's own Redis (a
+	// lock, a counter, a reservation): a Redis that fails over or jumps
+	// its clock strikes it. redlock's servers are its own, not this one.
+	Redis bool
+	// Batches is whether the strategy commits many sales in one
+	// transaction.
+	Batches bool
+}
+
+// LockBackend is the lock backend of i.Lock ("redislock" for
+// "redislock/fair"); "" when the sale takes no lock of a backend.
+func (i Info) LockBackend() string {
+	b, _, _ := strings.Cut(i.Lock, "/")
+	return b
+}
+
+// LockKind is the kind of lock of i.Lock ("fair" for "redislock/fair");
+// "" for the backend's plain lock.
+func (i Info) LockKind() string {
+	_, k, _ := strings.Cut(i.Lock, "/")
+	return k
 }
 
 // Strategies lists every strategy, unsafe ones first.
 var Strategies = []Info{
 	{Name: None, Description: "read, check and update with no coordination at all", Safe: false},
 	{Name: Local, Description: "read-check-update inside an in-process mutex: each replica has its own lock", Safe: false},
-	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false},
-	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true},
-	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true},
-	{Name: Fair, Description: "FIFO Redis lock: buyers queue in arrival order and are woken in turn (no polling); Postgres fences and guards the write", Safe: true},
-	{Name: Redlock, Description: "read-check-update inside a Redlock held on a majority of N independent Redis servers; Postgres fences and guards the write", Safe: true, Needs: "INVENTORY_REDLOCK_URLS"},
-	{Name: Etcd, Description: "read-check-update inside an etcd lock (session lease, concurrency.Mutex's recipe); Postgres fences the write with the key's create revision and guards it", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS"},
-	{Name: ZooKeeper, Description: "read-check-update inside a ZooKeeper lock (ephemeral sequential node, waiters watch their predecessor, lost with the session); Postgres fences the write with the node's czxid and guards it", Safe: true, Needs: "INVENTORY_ZOOKEEPER_SERVERS"},
-	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true},
+	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false,
+		Lock: "redislock/setnx", Redis: true},
+	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true,
+		Lock: "redislock", Redis: true},
+	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true,
+		Lock: "redislock/reentrant", Redis: true},
+	{Name: Fair, Description: "FIFO Redis lock: buyers queue in arrival order and are woken in turn (no polling); Postgres fences and guards the write", Safe: true,
+		Lock: "redislock/fair", Redis: true},
+	{Name: Redlock, Description: "read-check-update inside a Redlock held on a majority of N independent Redis servers; Postgres fences and guards the write", Safe: true, Needs: "INVENTORY_REDLOCK_URLS",
+		Lock: "redlock"},
+	{Name: Etcd, Description: "read-check-update inside an etcd lock (session lease, concurrency.Mutex's recipe); Postgres fences the write with the key's create revision and guards it", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS",
+		Lock: "etcdlock"},
+	{Name: ZooKeeper, Description: "read-check-update inside a ZooKeeper lock (ephemeral sequential node, waiters watch their predecessor, lost with the session); Postgres fences the write with the node's czxid and guards it", Safe: true, Needs: "INVENTORY_ZOOKEEPER_SERVERS",
+		Lock: "zklock"},
+	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true,
+		Lock: "pglock"},
 	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
-	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true},
+	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true,
+		Redis: true},
 	{Name: Atomic, Description: "one conditional UPDATE ... WHERE quantity >= n", Safe: true},
 	{Name: ForUpdate, Description: "SELECT ... FOR UPDATE row lock inside a transaction", Safe: true},
-	{Name: Batch, Description: "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", Safe: true},
-	{Name: Handoff, Description: "the redis lock with a local queue: one contender per product per replica, the holder sells for the whole queue in one fenced transaction", Safe: true},
+	{Name: Batch, Description: "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", Safe: true,
+		Batches: true},
+	{Name: Handoff, Description: "the redis lock with a local queue: one contender per product per replica, the holder sells for the whole queue in one fenced transaction", Safe: true,
+		Lock: "redislock", Redis: true, Batches: true},
 }
 
 // Names returns every strategy name in the order of Strategies.
@@ -95,14 +134,14 @@ type Deps struct {
 	Store    *Store
 	Redis    redis.UniversalClient
 	Instance string
-	// Lockers are the lock strategies' locks, by strategy name: setnx,
-	// redis, reentrant, fair, redlock, etcd, zookeeper, pglock and handoff
-	// each take a product's lock from their own, with the TTL, wait budget
-	// and renewal it was built with. A strategy without one is not
-	// available: New returns ErrNotConfigured. Each strategy's doc says
-	// which lock it expects; the fenced ones need tokens that only grow per
-	// strategy (redis, reentrant and handoff share one counter), their
-	// Redis counters restarted above Store.FenceFloor.
+	// Lockers are the lock strategies' locks, by strategy name: each
+	// strategy whose Info names a Lock takes a product's lock from its own
+	// Locker of that lock (cmd/inventory opens them from the lock
+	// backends' descriptors), with the TTL, wait budget and renewal it was
+	// built with. A strategy without one is not available: New returns
+	// ErrNotConfigured. The fenced ones need tokens that only grow per
+	// counter (lock.Fence.Backend), counters that can be lost restarted
+	// above Store.FenceFloor.
 	Lockers map[string]lock.Locker
 	// Wait is the budget within which optimistic and lua keep trying a
 	// sale that lost a race; default 10s.

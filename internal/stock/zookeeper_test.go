@@ -175,7 +175,7 @@ func TestZooKeeperStaleHolderRefused(t *testing.T) {
 	cut.heal()
 	sell := func(fence int64) error {
 		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, ZooKeeper, "test", func(ctx context.Context, tx *saleTx) (decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, zookeeperFence, fence, 0)
+			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: zklock.Backend, Token: fence}, 0)
 		})
 		return err
 	}

@@ -8,8 +8,9 @@ import (
 )
 
 // SalesAtWork counts the sale transactions of the database at pgURL that
-// sit idle after locking the stock row (a lock holder's claim, a
-// decrement, or forupdate's SELECT ... FOR UPDATE): inside their critical
+// sit idle after locking the stock row (a lock holder's claim, which
+// starts WITH claimed AS (UPDATE stock ...), a decrement, or forupdate's
+// SELECT ... FOR UPDATE): inside their critical
 // section, holding the row, doing the simulated work
 // (INVENTORY_WORK_DELAY).
 //
@@ -34,7 +35,7 @@ func SalesAtWork(t testing.TB, pgURL string) int {
 		SELECT count(*) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'
 		  AND backend_xid IS NOT NULL
-		  AND (query ~ '^\s*UPDATE stock SET ' OR query ~ '^\s*SELECT .* FROM stock WHERE .* FOR UPDATE\s*$')`).Scan(&n)
+		  AND (query ~ '^\s*(WITH claimed AS \(\s*)?UPDATE stock SET ' OR query ~ '^\s*SELECT .* FROM stock WHERE .* FOR UPDATE\s*$')`).Scan(&n)
 	if err != nil {
 		t.Fatalf("read pg_stat_activity: %v", err)
 	}

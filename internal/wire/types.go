@@ -156,6 +156,13 @@ type StrategyInfo struct {
 	// without the member (from a fleet older than it) reads as available.
 	Available bool   `json:"available"`
 	Needs     string `json:"needs,omitempty"`
+	// What the strategy is: the lock backend it takes a product's lock
+	// from ("" none), whether it keeps state in the service's Redis,
+	// whether it commits many sales per transaction. Faults choose the
+	// strategies they apply to by these.
+	LockBackend string `json:"lock_backend"`
+	UsesRedis   bool   `json:"uses_redis"`
+	Batches     bool   `json:"batches"`
 }
 
 // UnmarshalJSON reads an entry, Available true unless it says otherwise.

@@ -272,8 +272,18 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 		stamp: time.Now().Unix() % 1_000_000, spread: o.Spread, log: log, soldOut: soldOut,
 	}
 	defer mr.c.Close()
+	// What each strategy is (its lock backend, whether it uses Redis, …)
+	// decides which faults apply to it: GET /strategies says.
+	offered, err := faults.Offered(ctx, f.URL)
+	if err != nil {
+		return report.Matrix{}, err
+	}
 	for _, s := range strategies {
-		mr.all = append(mr.all, faults.Strategy{Name: s.Name, Safe: s.Safe})
+		i := slices.IndexFunc(offered, func(o faults.Strategy) bool { return o.Name == s.Name })
+		if i < 0 {
+			return report.Matrix{}, fmt.Errorf("strategy %q is not in the fleet's GET /strategies", s.Name)
+		}
+		mr.all = append(mr.all, offered[i])
 	}
 	for _, r := range f.Replicas {
 		mr.replicas = append(mr.replicas, r.URL)

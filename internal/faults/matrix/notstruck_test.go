@@ -92,7 +92,8 @@ func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
 	}
 
 	n := &lane{s: load.StrategyInfo{Name: "atomic", Safe: true}, cell: report.Cell{Strategy: "atomic", Fault: fault.Name(), Safe: true}}
-	if err := faults.AppliesTo(fault, faults.Target{Strategy: "atomic"}); err != nil {
+	// atomic as GET /strategies describes it: no lock backend.
+	if err := faults.AppliesTo(fault, faults.Target{Strategy: "atomic", Strategies: []faults.Strategy{{Name: "atomic", Safe: true}}}); err != nil {
 		n.cell.NotApplicable = err.Error()
 	}
 	if n.open(o) {

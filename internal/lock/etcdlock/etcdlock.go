@@ -440,11 +440,14 @@ const cleanupTimeout = 2 * time.Second
 
 // giveUp deletes key after a failed acquisition (its put may have been
 // applied even if the answer was lost) and then gives the turn at name to
-// the next local waiter. It waits for that until wctx (the caller's
-// budget) ends and at most lock.CleanupWait, so that an unresponsive etcd
-// does not stretch Lock past its budget; the rest goes on in the
-// background, owned by the Locker. If the delete fails, the session is
-// abandoned so that the key goes with its lease.
+// the next local waiter. It waits for that at most lock.CleanupWait, even
+// when wctx (the caller's budget) has ended, as it has whenever the wait
+// ran out: the waiter's key is then certainly there, and a Lock that
+// returned with it still queued would hold up the waiters behind it. The
+// bound keeps an unresponsive etcd from stretching Lock much past its
+// budget; the rest goes on in the background, owned by the Locker. If the
+// delete fails, the session is abandoned so that the key goes with its
+// lease.
 func (l *Locker) giveUp(ctx, wctx context.Context, s *session, name, key string) {
 	finished := make(chan struct{})
 	l.wg.Go(func() {
@@ -459,7 +462,7 @@ func (l *Locker) giveUp(ctx, wctx context.Context, s *session, name, key string)
 			l.abandon(s)
 		}
 	})
-	lock.AwaitCleanup(wctx, finished)
+	lock.AwaitCleanup(context.WithoutCancel(wctx), finished)
 }
 
 // grant builds the lease for key, created at revision rev and seen still

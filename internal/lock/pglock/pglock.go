@@ -153,7 +153,7 @@ func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tri
 			if wctx.Err() != nil {
 				return nil, timeoutError(op, name, wctx)
 			}
-			return nil, &lock.Error{Backend: Backend, Op: op, Key: name, Err: err}
+			return nil, &lock.Error{Backend: Backend, Op: op, Key: name, Err: classify(err)}
 		case !wait:
 			return nil, &lock.Error{Backend: Backend, Op: op, Key: name, Err: lock.ErrNotAcquired}
 		}
@@ -192,6 +192,18 @@ func (l *Locker) cleanup(ctx, wctx context.Context, name, token string) {
 // Close waits for the releases still running in the background after
 // acquires of unknown outcome (each at most 2s). The Locker stays usable.
 func (l *Locker) Close() { l.cleanups.Wait() }
+
+// classify is a failed acquire statement's error as the lock contract's
+// kind: Postgres giving up on the locks row's row lock (lock_timeout, which
+// the service sets on its pool) is a timeout like a wait that ran out;
+// anything else is left to lock.Acquire, which makes it ErrUnavailable.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		return fmt.Errorf("%w: %w", lock.ErrTimeout, err)
+	}
+	return err
+}
 
 // timeoutError reports giving up: lock.ErrTimeout wrapping ctx's error.
 func timeoutError(op, name string, ctx context.Context) error {
