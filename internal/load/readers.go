@@ -25,14 +25,17 @@ type Reads struct {
 // called, each in a loop of GET /live?since=0 (the whole ledger since the
 // first sale, as a new live page asks) and GET /products/{id}: what anyone
 // on the internet may ask while a sale runs. They have a client of their
-// own, so they do not take the buyers' connections in the load tester.
+// own, so they do not take the buyers' connections in the load tester. A
+// stop lets each reader's request in flight be answered (and counted), so
+// that every reader that started has an answer to show however short the
+// run; only the run's own context cuts a request off.
 type readers struct {
-	ok     atomic.Int64
-	mu     sync.Mutex
-	failed map[string]int64
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
-	api    *apiclient.Client
+	ok      atomic.Int64
+	mu      sync.Mutex
+	failed  map[string]int64
+	wg      sync.WaitGroup
+	stopped chan struct{}
+	api     *apiclient.Client
 }
 
 // startReaders starts n readers of product id (none when n is 0).
@@ -41,14 +44,14 @@ func (c *Client) startReaders(ctx context.Context, n int, id string) *readers {
 	if n <= 0 {
 		return r
 	}
-	ctx, r.cancel = context.WithCancel(ctx)
+	r.stopped = make(chan struct{})
 	r.api = apiclient.New(c.api.BaseURL(), apiclient.Options{Concurrency: n})
 	for range n {
 		r.wg.Go(func() {
-			for ctx.Err() == nil {
+			for r.reading(ctx) {
 				_, err := r.api.Live(ctx, 0)
 				r.count(ctx, err)
-				if ctx.Err() != nil {
+				if !r.reading(ctx) {
 					return
 				}
 				_, err = r.api.Product(ctx, id)
@@ -57,6 +60,17 @@ func (c *Client) startReaders(ctx context.Context, n int, id string) *readers {
 		})
 	}
 	return r
+}
+
+// reading reports whether the readers are to go on: not stopped, and the
+// run not ended.
+func (r *readers) reading(ctx context.Context) bool {
+	select {
+	case <-r.stopped:
+		return false
+	default:
+		return ctx.Err() == nil
+	}
 }
 
 func (r *readers) count(ctx context.Context, err error) {
@@ -78,10 +92,10 @@ func (r *readers) count(ctx context.Context, err error) {
 
 // stop stops the readers and waits for them; seconds is how long they read.
 func (r *readers) stop(n int, seconds float64) *Reads {
-	if r.cancel == nil {
+	if r.stopped == nil {
 		return nil
 	}
-	r.cancel()
+	close(r.stopped)
 	r.wg.Wait()
 	r.api.CloseIdleConnections()
 	out := &Reads{Readers: n, OK: r.ok.Load(), PerSec: float64(r.ok.Load()) / seconds}
