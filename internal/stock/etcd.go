@@ -1,5 +1,7 @@
 package stock
 
+import "inventory/internal/inventory"
+
 // newEtcdLock is the etcd strategy: read-check-update inside a lock held in
 // etcd (the session's lease, key lock:{id}/<lease>), released after the
 // commit (see locked). Safe: the transaction runs under the lease's context,
@@ -7,4 +9,4 @@ package stock
 // fenced with the key's create revision (the product's etcdlock fence) and
 // guarded, so a holder paused past its TTL is refused by Postgres instead of
 // overselling.
-func newEtcdLock(d Deps) (*locked, error) { return newLocked(d, Etcd) }
+func newEtcdLock(d Deps) (*locked, error) { return newLocked(d, inventory.Etcd) }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
 )
 
 // What the safe lock strategies share (see locked): the lock serialises the
@@ -20,19 +22,19 @@ import (
 // same or a newer token got there first; see claimFence), then check, work,
 // and decrement guarded. Under the claim's row lock the checked quantity
 // cannot change, so a guard refusal here also means the lock broke.
-func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, fence lock.Fence, work time.Duration) (decrement, error) {
-	q, _, err := t.claimFence(ctx, fence)
+func fencedCheckThenDecrement(ctx context.Context, t *postgres.SaleTx, n int64, fence lock.Fence, work time.Duration) (postgres.Decrement, error) {
+	q, _, err := t.ClaimFence(ctx, fence)
 	if err != nil {
-		return decrement{}, err
+		return postgres.Decrement{}, err
 	}
-	if err := checkThenWork(ctx, t.id, q, n, work); err != nil {
-		return decrement{}, err
+	if err := checkThenWork(ctx, t.ProductID(), q, n, work); err != nil {
+		return postgres.Decrement{}, err
 	}
-	d, err := t.decrementIfEnough(ctx, n)
-	if errors.Is(err, ErrSoldOut) {
-		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", ErrLockBreach, err)
+	d, err := t.DecrementIfEnough(ctx, n)
+	if errors.Is(err, inventory.ErrSoldOut) {
+		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", inventory.ErrLockBreach, err)
 	}
-	d.fence = fence.Token
+	d.Fence = fence.Token
 	return d, err
 }
 
@@ -41,11 +43,11 @@ func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, fence loc
 // keeps its own error, a commit whose outcome is unknown stays
 // ErrUnavailable (it may have sold), and nil (a sale that committed) stays nil.
 func lost(l lock.Lease, err error) error {
-	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
+	if err == nil || errors.Is(err, inventory.ErrLockLost) || errors.Is(err, inventory.ErrLockBreach) || errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
 	}
 	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) {
-		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
+		return fmt.Errorf("%w: %w; the sale was rolled back: %w", inventory.ErrLockLost, lerr, err)
 	}
 	return err
 }
@@ -70,11 +72,11 @@ func release(ctx context.Context, l lock.Lease) {
 func lockErr(err error) error {
 	switch {
 	case errors.Is(err, lock.ErrTimeout):
-		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+		return fmt.Errorf("%w: %w", inventory.ErrLockTimeout, err)
 	case errors.Is(err, lock.ErrLost):
-		return fmt.Errorf("%w: %w", ErrLockLost, err)
+		return fmt.Errorf("%w: %w", inventory.ErrLockLost, err)
 	case errors.Is(err, lock.ErrUnavailable), errors.Is(err, lock.ErrClosed):
-		return fmt.Errorf("lock: %w: %w", ErrUnavailable, err)
+		return fmt.Errorf("lock: %w: %w", inventory.ErrUnavailable, err)
 	}
 	return fmt.Errorf("lock: %w", err)
 }

@@ -5,7 +5,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
 	"inventory/internal/tracing"
 )
 
@@ -24,7 +26,7 @@ type locked struct {
 	lk   lock.Locker // the product's lock
 	// held, when set, runs the sale once the lock is held, in place of
 	// record (the reentrant strategy re-enters its lock there).
-	held func(ctx context.Context, lease lock.Lease, o Order) (Sale, error)
+	held func(ctx context.Context, lease lock.Lease, o inventory.Order) (inventory.Sale, error)
 }
 
 // newLocked is lock strategy name's locked sale under its locker
@@ -38,14 +40,14 @@ func newLocked(d Deps, name string) (*locked, error) {
 }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *locked) Sell(ctx context.Context, o Order) (Sale, error) {
+func (s *locked) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	return once(ctx, s.d.Store, o, s.sell)
 }
 
-func (s *locked) sell(ctx context.Context, o Order) (Sale, error) {
+func (s *locked) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	// An unknown product must not get a lock, a fencing key, a node or a row.
-	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
-		return Sale{}, err
+	if err := s.d.Store.Exists(ctx, o.ProductID); err != nil {
+		return inventory.Sale{}, err
 	}
 	// The lock wait's span ends with the wait; the sale's transaction is
 	// the sale span's child, not the lock's.
@@ -60,7 +62,7 @@ func (s *locked) sell(ctx context.Context, o Order) (Sale, error) {
 	}
 	tracing.End(span, err)
 	if err != nil {
-		return Sale{}, lockErr(err)
+		return inventory.Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
 	hold := s.d.Holds.Begin(o.ProductID, s.name, lease.Fence().Token)
@@ -74,10 +76,10 @@ func (s *locked) sell(ctx context.Context, o Order) (Sale, error) {
 
 // record is the sale's transaction under lease: claim, check, work,
 // guarded decrement, ledger row, commit.
-func (s *locked) record(ctx context.Context, lease lock.Lease, o Order) (Sale, error) {
-	return s.d.Store.record(ctx, o, s.name, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+func (s *locked) record(ctx context.Context, lease lock.Lease, o inventory.Order) (inventory.Sale, error) {
+	return s.d.Store.Record(ctx, o, s.name, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
 		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay)
 	})
 }
 
-var _ Seller = (*locked)(nil)
+var _ inventory.Seller = (*locked)(nil)

@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
 	"inventory/internal/tracing"
 )
 
@@ -74,7 +76,7 @@ const giveBackTimeout = 5 * time.Second
 func newLua(d Deps) *lua { return &lua{d: d, lease: reservationLease} }
 
 // Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
+func (s *lua) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	return once(ctx, s.d.Store, o, s.sell)
 }
 
@@ -99,7 +101,7 @@ var errUnitsInFlight = errors.New("the units this order needs are reserved by sa
 // And a restock between the reservation and the write leaves the
 // reservation in a round that is over: the sale is tried again in the new
 // one.
-func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
+func (s *lua) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
 	tries := 0
 	defer func() { tracing.Attempts(ctx, tries) }()
@@ -108,24 +110,24 @@ func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 		sale, err := s.sellOnce(ctx, o, uuid.NewString())
 		switch {
 		case errors.Is(err, errTwinInFlight):
-			if twin, found, err := s.d.Store.replay(ctx, o); err != nil || found {
+			if twin, found, err := s.d.Store.Replay(ctx, o); err != nil || found {
 				return twin, err
 			}
 		case errors.Is(err, errUnitsInFlight):
 			// Wait for those sales: they commit (then sold out is true) or
 			// give their units back (then this order may have them).
-		case errors.Is(err, errRoundChanged):
+		case errors.Is(err, postgres.ErrRoundChanged):
 			if attempt >= 3 {
-				return Sale{}, fmt.Errorf("%w: %q was restocked during each of %d tries: %w", ErrContention, o.ProductID, attempt+1, err)
+				return inventory.Sale{}, fmt.Errorf("%w: %q was restocked during each of %d tries: %w", inventory.ErrContention, o.ProductID, attempt+1, err)
 			}
 		default:
 			return sale, err
 		}
 		if time.Now().After(deadline) {
-			return Sale{}, fmt.Errorf("%w: %w (key %q)", ErrContention, err, o.IdempotencyKey)
+			return inventory.Sale{}, fmt.Errorf("%w: %w (key %q)", inventory.ErrContention, err, o.IdempotencyKey)
 		}
 		if err := pause(ctx, backoff(attempt, time.Millisecond, 16*time.Millisecond)); err != nil {
-			return Sale{}, err
+			return inventory.Sale{}, err
 		}
 	}
 }
@@ -149,24 +151,24 @@ type reservation struct {
 // (if the sale did commit, the counter then over-counts, which Postgres's
 // guard catches: never an oversell). When Postgres refuses for lack of
 // stock, the counter over-counted: it is dropped, to be reloaded.
-func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
+func (s *lua) sellOnce(ctx context.Context, o inventory.Order, res string) (inventory.Sale, error) {
 	r, err := s.reserve(ctx, o, res)
 	if err != nil {
-		if errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, inventory.ErrUnavailable) {
 			// The script may have run with its reply lost: give back
 			// whatever it took (nothing, if it did not run).
 			_ = s.giveBack(ctx, o, res)
 		}
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	stop := s.renew(ctx, o, r)
 	if err := pause(ctx, s.d.WorkDelay); err != nil {
 		stop()
 		_ = s.giveBack(ctx, o, res)
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
-	sale, err := s.d.Store.record(ctx, o, Lua, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return t.decrementIfEnoughIn(ctx, o.Quantity, int(r.round))
+	sale, err := s.d.Store.Record(ctx, o, inventory.Lua, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
+		return t.DecrementIfEnoughIn(ctx, o.Quantity, int(r.round))
 	})
 	stop()
 	switch {
@@ -181,13 +183,13 @@ func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 		// catches the counter's surplus.
 	}
 	switch {
-	case errors.Is(err, ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		s.drop(ctx, o.ProductID, r)
-	case errors.Is(err, errRoundChanged):
+	case errors.Is(err, postgres.ErrRoundChanged):
 		// Load the new round's counter, in case the restock could not
 		// delete the old one.
 		if serr := s.seed(ctx, o.ProductID); serr != nil {
-			return Sale{}, serr
+			return inventory.Sale{}, serr
 		}
 	}
 	return sale, err
@@ -195,7 +197,7 @@ func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 
 // reserve takes o's units from the product's Redis counter under
 // reservation res, loading the counter from Postgres when it is missing.
-func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, error) {
+func (s *lua) reserve(ctx context.Context, o inventory.Order, res string) (reservation, error) {
 	id, n := o.ProductID, o.Quantity
 	// Twice is enough unless the counter is deleted again right after each
 	// load (restocks in a tight loop); then give up rather than spin.
@@ -216,11 +218,11 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 				return r, err
 			}
 			if !stale {
-				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter and %d in flight: %w", n, id, r.unitsLeftNow, r.pending, ErrSoldOut)
+				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter and %d in flight: %w", n, id, r.unitsLeftNow, r.pending, inventory.ErrSoldOut)
 			}
 			s.drop(ctx, id, r)
 		case returned:
-			return r, fmt.Errorf("reservation %s of %q was already given back: %w", res, id, ErrUnavailable)
+			return r, fmt.Errorf("reservation %s of %q was already given back: %w", res, id, inventory.ErrUnavailable)
 		case twinInFlight:
 			return r, errTwinInFlight
 		}
@@ -228,7 +230,7 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 			return r, err
 		}
 	}
-	return reservation{}, fmt.Errorf("redis counter %s keeps disappearing: %w", counterKey(id), ErrUnavailable)
+	return reservation{}, fmt.Errorf("redis counter %s keeps disappearing: %w", counterKey(id), inventory.ErrUnavailable)
 }
 
 // staleCounter asks Postgres, which has the last word, whether the counter
@@ -241,8 +243,8 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 // answering "sold out" from it would be untrue for as long as it lives.
 // When it is not stale, Postgres too has fewer than o's units now, so the
 // sold-out answer is true at this read.
-func (s *lua) staleCounter(ctx context.Context, o Order, r reservation) (bool, error) {
-	q, round, err := s.d.Store.quantity(ctx, o.ProductID)
+func (s *lua) staleCounter(ctx context.Context, o inventory.Order, r reservation) (bool, error) {
+	q, round, err := s.d.Store.Quantity(ctx, o.ProductID)
 	if err != nil {
 		return false, err
 	}
@@ -253,7 +255,7 @@ func (s *lua) staleCounter(ctx context.Context, o Order, r reservation) (bool, e
 // a counter another sale loaded meanwhile is kept. An unknown product
 // creates no key.
 func (s *lua) seed(ctx context.Context, id string) error {
-	q, round, err := s.d.Store.quantity(ctx, id)
+	q, round, err := s.d.Store.Quantity(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -274,7 +276,7 @@ func (s *lua) drop(ctx context.Context, id string, r reservation) {
 }
 
 // leaseMember is r's entry in the product's leases (see reserve.lua).
-func leaseMember(o Order, r reservation) string {
+func leaseMember(o inventory.Order, r reservation) string {
 	return fmt.Sprintf("%s %d %d %d", r.id, r.round, r.gen, o.Quantity)
 }
 
@@ -284,7 +286,7 @@ func leasesKey(id string) string { return counterKey(id) + ":leases" }
 // renew keeps reservation r's lease alive, renewing it every third of the
 // lease, until the returned stop is called; stop waits for it to end. A
 // renewal that fails leaves the lease to run out: the units go back then.
-func (s *lua) renew(ctx context.Context, o Order, r reservation) (stop func()) {
+func (s *lua) renew(ctx context.Context, o inventory.Order, r reservation) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
@@ -311,14 +313,14 @@ func (s *lua) renew(ctx context.Context, o Order, r reservation) (stop func()) {
 // settle ends a committed sale's lease: its units are Postgres's now.
 // Best effort: a lease left behind runs out and gives the units back to the
 // counter, whose surplus Postgres's guard then catches.
-func (s *lua) settle(ctx context.Context, o Order, r reservation) {
+func (s *lua) settle(ctx context.Context, o inventory.Order, r reservation) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	_ = s.d.Redis.ZRem(sctx, leasesKey(o.ProductID), leaseMember(o, r)).Err()
 }
 
 // giveBack returns a reservation's units, even after ctx has ended.
-func (s *lua) giveBack(ctx context.Context, o Order, res string) error {
+func (s *lua) giveBack(ctx context.Context, o inventory.Order, res string) error {
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	err := giveBackScript.Run(gctx, s.d.Redis, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res).Err()
@@ -338,7 +340,7 @@ const (
 )
 
 // runReserve runs reserve.lua once for o and returns its status and what it reserved.
-func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res string, lease time.Duration) (int64, reservation, error) {
+func runReserve(ctx context.Context, rdb redis.UniversalClient, o inventory.Order, res string, lease time.Duration) (int64, reservation, error) {
 	id := o.ProductID
 	out, err := reserveScript.Run(ctx, rdb, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res, lease.Milliseconds()).Int64Slice()
 	if err != nil {
@@ -359,7 +361,7 @@ func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res str
 // for an order with an idempotency key, that key's in-flight marker. The
 // hash tag keeps them all in the counter's Redis Cluster slot, as scripts
 // require.
-func scriptKeys(o Order, res string) []string {
+func scriptKeys(o inventory.Order, res string) []string {
 	keys := []string{counterKey(o.ProductID), reservationKey(o.ProductID, res), leasesKey(o.ProductID)}
 	if o.IdempotencyKey != "" {
 		keys = append(keys, counterKey(o.ProductID)+":idem:"+o.IdempotencyKey)
@@ -370,4 +372,4 @@ func scriptKeys(o Order, res string) []string {
 // reservationKey is where a sale's reservation is remembered.
 func reservationKey(id, res string) string { return counterKey(id) + ":res:" + res }
 
-var _ Seller = (*lua)(nil)
+var _ inventory.Seller = (*lua)(nil)

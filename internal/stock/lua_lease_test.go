@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"inventory/internal/testenv"
 	"strings"
 	"testing"
 	"time"
+
+	"inventory/internal/inventory"
+	"inventory/internal/testenv"
 )
 
 // shortLease is the reservation lease of the lease tests: short enough
@@ -37,18 +39,18 @@ func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatalf("load the counter: %v", err)
 	}
-	dead := Order{ProductID: id, Quantity: 1}
+	dead := inventory.Order{ProductID: id, Quantity: 1}
 	if status, _, err := runReserve(ctx, e.rdb, dead, "dead-replica", shortLease); err != nil || status != reserved {
 		t.Fatalf("reserve the last unit as the replica that dies = status %d, %v; want reserved", status, err)
 	}
 	// The unit is in flight, so "sold out" would not be true yet: the buyer
 	// waits for the reservation's outcome, and once its lease has run out
 	// the unit is given back and sold to this buyer.
-	sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	if err != nil || sale.Remaining != 0 {
 		t.Fatalf("Sell(%q, 1) while the dead replica's lease runs = %+v, %v; want the unit once its lease ran out", id, sale, err)
 	}
-	if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+	if _, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Errorf("Sell(%q, 1) after that = %v, want ErrSoldOut", id, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
@@ -75,7 +77,7 @@ func TestLuaUnknownOutcomeDoesNotBlockItsKey(t *testing.T) {
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatalf("load the counter: %v", err)
 	}
-	o := Order{ProductID: id, Quantity: 2, IdempotencyKey: "order-unknown"}
+	o := inventory.Order{ProductID: id, Quantity: 2, IdempotencyKey: "order-unknown"}
 	if status, _, err := runReserve(ctx, e.rdb, o, "first-try", shortLease); err != nil || status != reserved {
 		t.Fatalf("reserve as the first try = status %d, %v; want reserved", status, err)
 	}
@@ -109,7 +111,7 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 	b := luaWithLease(t, e, "replica-b", shortLease)
 	ctx := context.Background()
 
-	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+	waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 	var first float64
 	waitFor(t, "replica a to reserve the last unit", 5*time.Second, func() bool {
 		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
@@ -125,7 +127,7 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 	})
 	// b waits for a's outcome rather than say "sold out" while the unit is
 	// in flight; a commits, so b's answer is sold out (true by then).
-	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+	if _, err := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Errorf("Sell(%q, 1) at b while a's renewed reservation holds the unit = %v, want ErrSoldOut once a sold it", id, err)
 	}
 	if _, err := waitA(); err != nil {
@@ -156,7 +158,7 @@ func TestLuaSoldOutOnlyWhenTrue(t *testing.T) {
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	other := Order{ProductID: id, Quantity: 1}
+	other := inventory.Order{ProductID: id, Quantity: 1}
 	if status, _, err := runReserve(ctx, e.rdb, other, "failing-sale", reservationLease); err != nil || status != reserved {
 		t.Fatalf("reserve the last unit for a sale in flight = %d, %v", status, err)
 	}
@@ -172,7 +174,7 @@ func TestLuaSoldOutOnlyWhenTrue(t *testing.T) {
 		return 0
 	}
 	before := calls()
-	buyer := sellAsync(s, Order{ProductID: id, Quantity: 1})
+	buyer := sellAsync(s, inventory.Order{ProductID: id, Quantity: 1})
 	testenv.WaitFor(t, "the buyer to have tried the counter", 10*time.Second, func() bool { return calls() > before })
 	// The sale in flight fails: its unit goes back.
 	if err := s.giveBack(ctx, other, "failing-sale"); err != nil {
@@ -220,7 +222,7 @@ func TestLuaStaleCounterIsNotSoldOut(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			id := fmt.Sprintf("lua-stale-%d", i)
 			c.stale(id)
-			o := Order{ProductID: id, Quantity: c.order}
+			o := inventory.Order{ProductID: id, Quantity: c.order}
 			for n := range 3 {
 				sale, err := s.Sell(ctx, o)
 				if err != nil || sale.Remaining != c.remaining-int64(n)*c.order {

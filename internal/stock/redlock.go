@@ -1,5 +1,7 @@
 package stock
 
+import "inventory/internal/inventory"
+
 // newRedlock is the redlock strategy: read-check-update inside a Redlock
 // (lock:{id} on a majority of N independent Redis servers) released by
 // compare-and-delete after the commit (see locked). Safe: the write is
@@ -9,4 +11,4 @@ package stock
 // restarted empty while held, a pause past the validity) Postgres refuses
 // the stale or duplicate write and the breach is reported instead of an
 // oversell.
-func newRedlock(d Deps) (*locked, error) { return newLocked(d, Redlock) }
+func newRedlock(d Deps) (*locked, error) { return newLocked(d, inventory.Redlock) }

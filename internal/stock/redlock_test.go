@@ -8,16 +8,18 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redlock"
+	"inventory/internal/postgres"
 	"inventory/internal/testenv"
 )
 
 // Every seller gets clients of its own on the shared Redlock servers.
 func init() {
 	backends = append(backends, func(t *testing.T, d *testDeps) {
-		if d.Lockers[Redlock] == nil {
-			d.Lockers[Redlock] = d.redlock(redlockClients(t, testenv.RedlockURLs(t)))
+		if d.Lockers[inventory.Redlock] == nil {
+			d.Lockers[inventory.Redlock] = d.redlock(redlockClients(t, testenv.RedlockURLs(t)))
 		}
 	})
 }
@@ -73,9 +75,9 @@ func redlockHeld(t *testing.T, id string) bool {
 // configured, and says which setting it needs.
 func TestRedlockNotConfigured(t *testing.T) {
 	e := newEnv(t)
-	_, err := New(Redlock, e.deps("replica-a").build(t))
-	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", Redlock, err)
+	_, err := New(inventory.Redlock, e.deps("replica-a").build(t))
+	if !errors.Is(err, inventory.ErrNotConfigured) {
+		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", inventory.Redlock, err)
 	}
 }
 
@@ -103,9 +105,9 @@ func TestRedlockRestartedServer(t *testing.T) {
 	}
 	direct := redlockClients(t, urls)
 	d := e.deps("replica-b")
-	d.Lockers = map[string]lock.Locker{Redlock: d.redlock(redlockClients(t, urls[:3]))}
-	b := e.seller(t, Redlock, d)
-	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil { // counters on every server
+	d.Lockers = map[string]lock.Locker{inventory.Redlock: d.redlock(redlockClients(t, urls[:3]))}
+	b := e.seller(t, inventory.Redlock, d)
+	if _, err := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil { // counters on every server
 		t.Fatalf("warm-up: Sell = %v", err)
 	}
 
@@ -123,7 +125,7 @@ func TestRedlockRestartedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sale, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	sale, err := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	if err != nil {
 		t.Fatalf("B while A holds servers 0 and 1, server 0 restarted empty: Sell = %v, want a sale (the lock let B in)", err)
 	}
@@ -135,10 +137,10 @@ func TestRedlockRestartedServer(t *testing.T) {
 		t.Errorf("B's fence %d below A's %d: the Postgres floor did not hold", sale.Fence, la.Fence().Token)
 	}
 
-	_, err = e.store.record(la.Context(), Order{ProductID: id, Quantity: 1}, Redlock, "replica-a", func(ctx context.Context, tx *saleTx) (decrement, error) {
+	_, err = e.store.Record(la.Context(), inventory.Order{ProductID: id, Quantity: 1}, inventory.Redlock, "replica-a", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 		return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redlock.Backend, Token: la.Fence().Token}, 0)
 	})
-	if !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
+	if !errors.Is(err, inventory.ErrLockBreach) || !errors.Is(err, inventory.ErrLockLost) {
 		t.Errorf("A writing with fence %d after B's claim with %d: %v, want ErrLockBreach with ErrLockLost", la.Fence().Token, sale.Fence, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 1 || p.Sales != 2 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 )
 
@@ -21,7 +22,7 @@ type reentrant struct {
 }
 
 func newReentrant(d Deps) (*reentrant, error) {
-	l, err := newLocked(d, Reentrant)
+	l, err := newLocked(d, inventory.Reentrant)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +32,7 @@ func newReentrant(d Deps) (*reentrant, error) {
 }
 
 // Sell sells o as the owner in ctx (lock.WithOwner), or a new one.
-func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
+func (s *reentrant) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	if _, ok := lock.OwnerFrom(ctx); !ok {
 		ctx = lock.WithOwner(ctx, uuid.NewString())
 	}
@@ -41,14 +42,14 @@ func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
 // reenter takes the lock again, as its holder (the count goes to 2), and
 // records the sale under the inner lease; its release leaves the outer
 // hold in place.
-func (s *reentrant) reenter(ctx context.Context, _ lock.Lease, o Order) (Sale, error) {
+func (s *reentrant) reenter(ctx context.Context, _ lock.Lease, o inventory.Order) (inventory.Sale, error) {
 	inner, err := s.lk.Lock(ctx, lockKey(o.ProductID))
 	if err != nil {
-		return Sale{}, lockErr(err)
+		return inventory.Sale{}, lockErr(err)
 	}
 	defer release(ctx, inner)
 	sale, err := s.record(inner.Context(), inner, o)
 	return sale, lost(inner, err)
 }
 
-var _ Seller = (*reentrant)(nil)
+var _ inventory.Seller = (*reentrant)(nil)

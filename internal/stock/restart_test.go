@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
@@ -49,7 +50,7 @@ var (
 	// whatever the strategy holds there: a lock and an open transaction
 	// (redis, reentrant, pglock, optimistic, forupdate), or a reservation (lua).
 	inWork = midSale{"in-work", func(s string) bool {
-		return slices.Contains([]string{RedisLock, Reentrant, PgLock, Optimistic, Lua, ForUpdate}, s)
+		return slices.Contains([]string{inventory.RedisLock, inventory.Reentrant, inventory.PgLock, inventory.Optimistic, inventory.Lua, inventory.ForUpdate}, s)
 	}}
 	// atWrite: buyer 1 is blocked on the stock row, which the test holds
 	// locked, with everything the strategy took before its write. Every
@@ -93,9 +94,9 @@ func TestRedisLostMidSale(t *testing.T) {
 					defer cancel()
 					id := fmt.Sprintf("lost-%s-%s-%s", fault.name, where.name, name)
 					restockOn(t, e.store, rdb, id, 1)
-					o := Order{ProductID: id, Quantity: 1}
+					o := inventory.Order{ProductID: id, Quantity: 1}
 
-					var wait1, wait2 func() (Sale, error)
+					var wait1, wait2 func() (inventory.Sale, error)
 					var seen string
 					switch where.name {
 					case inWork.name:
@@ -131,9 +132,9 @@ func TestRedisLostMidSale(t *testing.T) {
 							case <-done2:
 								return true
 							default:
-								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id)) ||
-									(name == Etcd && etcdContenders(t, id) >= 2) || (name == Redlock && redlockHeld(t, id)) ||
-									(name == ZooKeeper && zkQueued(t, id) >= 2)
+								return rowWaiters(e) >= 2 || (name == inventory.PgLock && pgLockHeld(e, id)) ||
+									(name == inventory.Etcd && etcdContenders(t, id) >= 2) || (name == inventory.Redlock && redlockHeld(t, id)) ||
+									(name == inventory.ZooKeeper && zkQueued(t, id) >= 2)
 							}
 						})
 						if !got {
@@ -148,10 +149,10 @@ func TestRedisLostMidSale(t *testing.T) {
 					call1 := fmt.Sprintf("buyer 1: Sell(ctx, %s) with %s on replica a", formatOrder(o), name)
 					call2 := fmt.Sprintf("buyer 2: Sell(ctx, %s) with %s on replica b after %s", formatOrder(o), name, fault.name)
 					t.Logf("%s: %s = %s (%v); %s = %s (%v)", label, call1, outcome(err1), err1, call2, outcome(err2), err2)
-					var sales []Sale
+					var sales []inventory.Sale
 					for _, r := range []struct {
 						call string
-						sale Sale
+						sale inventory.Sale
 						err  error
 					}{{call1, sale1, err1}, {call2, sale2, err2}} {
 						switch {

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -114,7 +117,7 @@ func (announcements) plain(channel string) string {
 type SoldOut struct {
 	ttl    time.Duration
 	now    func() time.Time
-	store  *Store
+	store  *postgres.Store
 	holder string // this replica's rows in soldout_marks
 
 	mu    sync.Mutex
@@ -148,7 +151,7 @@ const (
 
 // NewSoldOut returns an empty memory whose marks last at most ttl, recorded
 // in st's Postgres under holder (unique per replica process).
-func NewSoldOut(ttl time.Duration, st *Store, holder string) *SoldOut {
+func NewSoldOut(ttl time.Duration, st *postgres.Store, holder string) *SoldOut {
 	return &SoldOut{ttl: ttl, now: time.Now, store: st, holder: holder, marks: map[string]time.Time{}, rounds: map[string]int{},
 		outbox: make(chan string, outboxSize)}
 }
@@ -157,7 +160,7 @@ func NewSoldOut(ttl time.Duration, st *Store, holder string) *SoldOut {
 // marked sold out, and otherwise sells by s, marking the product when the
 // answer shows it sold out. An order with an Idempotency-Key that an earlier
 // sale used still gets that sale (one indexed read of the ledger), never a 409.
-func (m *SoldOut) Wrap(s Seller) Seller {
+func (m *SoldOut) Wrap(s inventory.Seller) inventory.Seller {
 	return &soldOutSeller{marks: m, inner: s, store: m.store}
 }
 
@@ -185,7 +188,7 @@ func (m *SoldOut) ForgetAll(ctx context.Context) {
 	m.forgets++
 	clear(m.marks)
 	m.mu.Unlock()
-	_ = m.store.dropMarks(ctx, m.holder, "")
+	_ = m.store.DropMarks(ctx, m.holder, "")
 }
 
 // markPoll is how often a restock looks whether the marks are gone.
@@ -235,7 +238,7 @@ func (m *SoldOut) mark(ctx context.Context, id string, token uint64) bool {
 	// The mark lasts ttl from before it was recorded, so it ends here
 	// before its row ends in Postgres.
 	start := m.now()
-	recorded, err := m.store.recordMark(ctx, m.holder, id, m.ttl)
+	recorded, err := m.store.RecordMark(ctx, m.holder, id, m.ttl)
 	if err != nil || !recorded {
 		return false
 	}
@@ -267,14 +270,14 @@ func (m *SoldOut) markLocked(id string, start time.Time) {
 // restocked forgets product id's mark here and its records of older rounds
 // than round, its new round (see Store.dropMarksBefore).
 func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
-	m.restockedThrough(ctx, m.store.pool, id, round)
+	m.restockedThrough(ctx, m.store, id, round)
 }
 
 // restockedThrough is restocked, its records dropped through db: a restock
 // made here drops them in its own transaction, which holds the product's
 // row, so that it never waits for a connection of a pool that the sales
 // queued behind that row may have taken.
-func (m *SoldOut) restockedThrough(ctx context.Context, db execer, id string, round int) {
+func (m *SoldOut) restockedThrough(ctx context.Context, db marksDropper, id string, round int) {
 	m.mu.Lock()
 	m.forgets++
 	delete(m.marks, id)
@@ -289,7 +292,7 @@ func (m *SoldOut) restockedThrough(ctx context.Context, db execer, id string, ro
 	if heard != nil {
 		heard(id)
 	}
-	_ = dropMarksBefore(ctx, db, m.holder, id, round)
+	_ = db.DropMarksBefore(ctx, m.holder, id, round)
 }
 
 // soldOutElsewhere marks product id, which another replica saw sold out in
@@ -315,7 +318,7 @@ func (m *SoldOut) receive(ctx context.Context, channel, payload string) {
 		m.restocked(ctx, id, round)
 	default: // forgetting is always safe
 		m.Forget(id)
-		_ = m.store.dropMarks(ctx, m.holder, id)
+		_ = m.store.DropMarks(ctx, m.holder, id)
 	}
 }
 
@@ -423,11 +426,11 @@ func announceRestock(ctx context.Context, rdb redis.UniversalClient, id string, 
 
 type soldOutSeller struct {
 	marks *SoldOut
-	inner Seller
-	store *Store
+	inner inventory.Seller
+	store *postgres.Store
 }
 
-func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
+func (s *soldOutSeller) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	marked, expired := s.marks.lookup(o.ProductID)
 	if marked {
 		return s.fromMemory(ctx, o)
@@ -455,16 +458,16 @@ func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
 }
 
 // fromMemory answers an order for a product marked sold out.
-func (s *soldOutSeller) fromMemory(ctx context.Context, o Order) (Sale, error) {
-	if err := validate(o); err != nil {
-		return Sale{}, err
+func (s *soldOutSeller) fromMemory(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+	if err := o.Validate(); err != nil {
+		return inventory.Sale{}, err
 	}
 	if o.IdempotencyKey != "" {
-		if earlier, found, err := s.store.replay(ctx, o); err != nil || found {
+		if earlier, found, err := s.store.Replay(ctx, o); err != nil || found {
 			return earlier, err
 		}
 	}
-	return Sale{}, soldOutFromMemory{o.ProductID}
+	return inventory.Sale{}, soldOutFromMemory{o.ProductID}
 }
 
 // soldOutFromMemory is ErrSoldOut told from a mark. It is worded only when
@@ -473,18 +476,18 @@ func (s *soldOutSeller) fromMemory(ctx context.Context, o Order) (Sale, error) {
 type soldOutFromMemory struct{ id string }
 
 func (e soldOutFromMemory) Error() string {
-	return fmt.Sprintf("%q was sold out when this replica last looked: %v", e.id, ErrSoldOut)
+	return fmt.Sprintf("%q was sold out when this replica last looked: %v", e.id, inventory.ErrSoldOut)
 }
 
-func (soldOutFromMemory) Unwrap() error { return ErrSoldOut }
+func (soldOutFromMemory) Unwrap() error { return inventory.ErrSoldOut }
 
 // soldOutNow reports whether a Sell's answer shows the product has nothing
 // left: a fresh sale leaving 0, or a one-unit order refused as sold out.
-func soldOutNow(o Order, sale Sale, err error) bool {
+func soldOutNow(o inventory.Order, sale inventory.Sale, err error) bool {
 	if err == nil {
 		return !sale.Replayed && sale.Remaining == 0
 	}
-	return o.Quantity == 1 && errors.Is(err, ErrSoldOut)
+	return o.Quantity == 1 && errors.Is(err, inventory.ErrSoldOut)
 }
 
-var _ Seller = (*soldOutSeller)(nil)
+var _ inventory.Seller = (*soldOutSeller)(nil)

@@ -1,5 +1,7 @@
 package stock
 
+import "inventory/internal/inventory"
+
 // newZooKeeper is the zookeeper strategy: read-check-update inside a
 // ZooKeeper lock (an ephemeral sequential node under
 // /inventory/locks/lock:{id}, waiters watching their predecessor) released
@@ -9,4 +11,4 @@ package stock
 // Postgres refuses the stale write and the breach is reported instead of an
 // oversell; a lease lost while its sale runs (connection lost, session
 // expired) cancels the sale's transaction.
-func newZooKeeper(d Deps) (*locked, error) { return newLocked(d, ZooKeeper) }
+func newZooKeeper(d Deps) (*locked, error) { return newLocked(d, inventory.ZooKeeper) }

@@ -1,4 +1,4 @@
-package stock
+package postgres
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 )
 
 // batchAnswer is one order's outcome in a batch.
-type batchAnswer struct {
-	sale Sale
-	err  error
+type BatchAnswer struct {
+	Sale inventory.Sale
+	Err  error
 	// replay: the order's Idempotency-Key was already taken (by an earlier
 	// sale, or an order ahead of it in this batch); its answer is looked up
 	// in the ledger after the batch ends.
-	replay bool
+	Replay bool
 }
 
 // recordBatch sells orders, all of product id and in arrival order, in one
@@ -39,12 +40,12 @@ type batchAnswer struct {
 // such a transaction is rolled back and the batch tried again with that key
 // known (at most once per key): every answer is decided by a transaction
 // that wrote exactly what it allocated.
-func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, fence lock.Fence, orders []Order) []batchAnswer {
+func (s *Store) RecordBatch(ctx context.Context, id, strategy, instance string, fence lock.Fence, orders []inventory.Order) []BatchAnswer {
 	taken := map[string]bool{}
 	for {
-		answers, late, err := s.recordBatchOnce(ctx, id, strategy, instance, fence, orders, taken)
+		answers, late, err := s.writeBatchOnce(ctx, id, strategy, instance, fence, orders, taken)
 		if err != nil {
-			return answerAll(orders, err)
+			return AnswerAll(orders, err)
 		}
 		if len(late) == 0 {
 			return answers
@@ -59,9 +60,9 @@ func (s *Store) recordBatch(ctx context.Context, id, strategy, instance string, 
 // (besides those the ledger shows). It returns the keys that were taken
 // between its look and its write, when there were any: it then rolled back,
 // and the answers are to be ignored.
-func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance string, fence lock.Fence, orders []Order,
-	known map[string]bool) (answers []batchAnswer, late []string, err error) {
-	answers = make([]batchAnswer, len(orders))
+func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance string, fence lock.Fence, orders []inventory.Order,
+	known map[string]bool) (answers []BatchAnswer, late []string, err error) {
+	answers = make([]BatchAnswer, len(orders))
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
 	if err != nil {
 		return nil, nil, dbErr("begin batch", err)
@@ -71,11 +72,11 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 	var stock int64
 	var round int
 	if fence.Token != 0 {
-		stock, round, err = (&saleTx{tx: tx, id: id}).claimFence(ctx, fence)
+		stock, round, err = (&SaleTx{tx: tx, id: id}).ClaimFence(ctx, fence)
 	} else {
 		err = tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&stock, &round)
 		if errors.Is(err, pgx.ErrNoRows) {
-			err = fmt.Errorf("product %q: %w", id, ErrNotFound)
+			err = fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
 		} else if err != nil {
 			err = dbErr("lock stock row", err)
 		}
@@ -105,11 +106,11 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 	)
 	for i, o := range orders {
 		if o.IdempotencyKey != "" && taken[o.IdempotencyKey] {
-			answers[i].replay = true
+			answers[i].Replay = true
 			continue
 		}
 		if o.Quantity > left {
-			answers[i].err = fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, id, left, ErrSoldOut)
+			answers[i].Err = fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, id, left, inventory.ErrSoldOut)
 			continue
 		}
 		left -= o.Quantity
@@ -162,12 +163,12 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 	if err != nil {
 		return nil, nil, dbErr("write batch", err)
 	}
-	written := map[int]Sale{}
+	written := map[int]inventory.Sale{}
 	var firstKey string
 	var decremented bool
 	for rows.Next() {
 		var sk string
-		var sale Sale
+		var sale inventory.Sale
 		var remaining *int64
 		if err := rows.Scan(&sale.ID, &sk, &sale.CreatedAt, &remaining); err != nil {
 			rows.Close()
@@ -192,17 +193,17 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 	}
 	if !decremented {
 		// The row lock makes this impossible; the guard refused all the same.
-		return nil, nil, fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a decrement made under the row lock", len(written), id, ErrLockBreach, ErrSoldOut)
+		return nil, nil, fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a Decrement made under the row lock", len(written), id, inventory.ErrLockBreach, inventory.ErrSoldOut)
 	}
 
 	// A lost COMMIT reply is resolved from the ledger: all rows or none.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
-		if cerr := commitErr(err); !errors.Is(cerr, ErrOutcomeUnknown) {
+		if cerr := commitErr(err); !errors.Is(cerr, inventory.ErrOutcomeUnknown) {
 			return nil, nil, cerr
 		}
-		if _, err := s.resolve(ctx, Sale{ProductID: id}, firstKey, err); err != nil {
+		if _, err := s.resolve(ctx, inventory.Sale{ProductID: id}, firstKey, err); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -211,14 +212,14 @@ func (s *Store) recordBatchOnce(ctx context.Context, id, strategy, instance stri
 		o, sale := orders[bySaleKey[sk]], written[bySaleKey[sk]]
 		sale.ProductID, sale.Quantity, sale.Remaining, sale.Round = id, o.Quantity, remainders[i], round
 		sale.Strategy, sale.Instance, sale.Fence = strategy, instance, fence.Token
-		answers[bySaleKey[sk]].sale = sale
+		answers[bySaleKey[sk]].Sale = sale
 	}
 	return answers, nil, nil
 }
 
 // takenKeys returns the Idempotency-Keys of orders that a sale in the
 // ledger already has.
-func takenKeys(ctx context.Context, tx pgx.Tx, orders []Order) (map[string]bool, error) {
+func takenKeys(ctx context.Context, tx pgx.Tx, orders []inventory.Order) (map[string]bool, error) {
 	taken := map[string]bool{}
 	var keys []string
 	for _, o := range orders {
@@ -241,4 +242,13 @@ func takenKeys(ctx context.Context, tx pgx.Tx, orders []Order) (map[string]bool,
 		taken[k] = true
 	}
 	return taken, nil
+}
+
+// AnswerAll answers every order with err.
+func AnswerAll(orders []inventory.Order, err error) []BatchAnswer {
+	answers := make([]BatchAnswer, len(orders))
+	for i := range answers {
+		answers[i].Err = err
+	}
+	return answers
 }
