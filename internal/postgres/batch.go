@@ -12,7 +12,7 @@ import (
 	"inventory/internal/lock"
 )
 
-// batchAnswer is one order's outcome in a batch.
+// BatchAnswer is one order's outcome in a batch.
 type BatchAnswer struct {
 	Sale inventory.Sale
 	Err  error
@@ -22,12 +22,13 @@ type BatchAnswer struct {
 	Replay bool
 }
 
-// recordBatch sells orders, all of product id and in arrival order, in one
+// RecordBatch sells orders, all of product id and in arrival order, in one
 // transaction: it locks the stock row once (claiming it with the lock's
-// fencing token fence when its Token is not 0, see claimFence), gives each
+// fencing token fence when its Token is not 0, see ClaimFence), gives each
 // order its units while they last (an order that does not fit is told
-// ErrSoldOut, a later smaller one may still fit), writes every ledger row in
-// one statement with the stock's guarded decrement, and commits. The answers
+// ErrSoldOut, a later smaller one may still fit), decrements what it gave
+// guarded, writes every ledger row (writeLedger, the one writer of the
+// ledger, as for a single sale) and commits. The answers
 // are in the order of orders. When the transaction fails, every order gets
 // the same error; a lost COMMIT reply is resolved from the ledger (see
 // resolve), for the whole batch at once, since it committed all or nothing.
@@ -56,7 +57,7 @@ func (s *Store) RecordBatch(ctx context.Context, id, strategy, instance string, 
 	}
 }
 
-// recordBatchOnce is one try of recordBatch, with the keys in known taken
+// writeBatchOnce is one try of RecordBatch, with the keys in known taken
 // (besides those the ledger shows). It returns the keys that were taken
 // between its look and its write, when there were any: it then rolled back,
 // and the answers are to be ignored.
@@ -98,12 +99,8 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 
 	// Allocate in arrival order.
 	left := stock
-	var (
-		quantities, remainders []int64
-		keys                   []*string
-		saleKeys               []string
-		bySaleKey              = map[string]int{}
-	)
+	var rows []ledgerRow
+	bySaleKey := map[string]int{}
 	for i, o := range orders {
 		if o.IdempotencyKey != "" && taken[o.IdempotencyKey] {
 			answers[i].Replay = true
@@ -119,100 +116,47 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 			key = &o.IdempotencyKey
 			taken[o.IdempotencyKey] = true
 		}
-		sk := uuid.NewString()
-		quantities, remainders, keys = append(quantities, o.Quantity), append(remainders, left), append(keys, key)
-		saleKeys = append(saleKeys, sk)
-		bySaleKey[sk] = i
+		r := ledgerRow{quantity: o.Quantity, remaining: left, key: key, saleKey: uuid.NewString()}
+		rows = append(rows, r)
+		bySaleKey[r.saleKey] = i
 	}
-	if len(saleKeys) == 0 {
+	if len(rows) == 0 {
 		return answers, nil, nil // every order refused or replayed; nothing to write
 	}
 
-	// The ledger rows, each with the stock it left, and the guarded
-	// decrement of what they sold, in one statement. A row whose
-	// Idempotency-Key was taken since takenKeys looked (by a sale of
-	// another product) is skipped and not decremented, and the batch is
-	// tried again (see recordBatch). Rows are inserted in key order, so two
-	// batches with keys in common wait for each other in one order and
-	// cannot deadlock.
-	rows, err := tx.Query(ctx, `
-		WITH ins AS (
-			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence, remaining)
-			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0), t.r
-			FROM unnest($5::bigint[], $6::text[], $7::text[], $9::bigint[]) WITH ORDINALITY AS t(q, k, sk, r, n)
-			ORDER BY t.k NULLS LAST, t.n
-			ON CONFLICT (idempotency_key) DO NOTHING
-			RETURNING id, sale_key, quantity, created_at
-		), dec AS (
-			UPDATE stock SET quantity = quantity - (SELECT coalesce(sum(quantity), 0) FROM ins),
-			                 version = version + 1, updated_at = now()
-			WHERE product_id = $1 AND quantity >= (SELECT coalesce(sum(quantity), 0) FROM ins)
-			RETURNING quantity
-		), tot AS (
-			-- The round's totals (migrations/00009_round_totals.sql), when
-			-- the guard took the units (else the batch fails as a whole);
-			-- the stock row is locked above, so round_totals comes second
-			-- for every writer.
-			INSERT INTO round_totals AS t (product_id, round, units, sales)
-			SELECT $1, $2, sum(quantity), count(*) FROM ins
-			WHERE EXISTS (SELECT FROM dec) HAVING count(*) > 0
-			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
-		)
-		SELECT ins.id, ins.sale_key, ins.created_at, (SELECT quantity FROM dec) FROM ins`,
-		id, round, strategy, instance, quantities, keys, saleKeys, fence.Token, remainders)
+	// The guarded decrement of everything allocated, then the ledger rows,
+	// each with the stock it left, by the one ledger writer. Under the row
+	// lock the guard cannot refuse: if it does all the same, the lock broke.
+	d := (&SaleTx{tx: tx, id: id})
+	if _, err := d.DecrementIfEnough(ctx, stock-left); err != nil {
+		if errors.Is(err, inventory.ErrSoldOut) {
+			err = fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a decrement made under the row lock", len(rows), id, inventory.ErrLockBreach, err)
+		}
+		return nil, nil, err
+	}
+	written, err := writeLedger(ctx, tx, id, round, strategy, instance, fence.Token, rows)
 	if err != nil {
-		return nil, nil, dbErr("write batch", err)
+		return nil, nil, err
 	}
-	written := map[int]inventory.Sale{}
-	var firstKey string
-	var decremented bool
-	for rows.Next() {
-		var sk string
-		var sale inventory.Sale
-		var remaining *int64
-		if err := rows.Scan(&sale.ID, &sk, &sale.CreatedAt, &remaining); err != nil {
-			rows.Close()
-			return nil, nil, dbErr("write batch", err)
-		}
-		decremented = remaining != nil
-		if firstKey == "" {
-			firstKey = sk
-		}
-		written[bySaleKey[sk]] = sale
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, dbErr("write batch", err)
-	}
-	if len(written) < len(saleKeys) {
-		for _, i := range bySaleKey {
-			if _, ok := written[i]; !ok {
-				late = append(late, orders[i].IdempotencyKey)
+	if len(written) < len(rows) {
+		// A key was taken since takenKeys looked (by a sale of another
+		// product): its units were withheld from the orders behind it, so
+		// the batch is tried again with the key known (see RecordBatch).
+		for _, r := range rows {
+			if _, ok := written[r.saleKey]; !ok {
+				late = append(late, *r.key)
 			}
 		}
 		return nil, late, nil // rolled back by the deferred rollback
 	}
-	if !decremented {
-		// The row lock makes this impossible; the guard refused all the same.
-		return nil, nil, fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a Decrement made under the row lock", len(written), id, inventory.ErrLockBreach, inventory.ErrSoldOut)
-	}
-
 	// A lost COMMIT reply is resolved from the ledger: all rows or none.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
-	defer cancel()
-	if err := tx.Commit(cctx); err != nil {
-		if cerr := commitErr(err); !errors.Is(cerr, inventory.ErrOutcomeUnknown) {
-			return nil, nil, cerr
-		}
-		if _, err := s.resolve(ctx, inventory.Sale{ProductID: id}, firstKey, err); err != nil {
-			return nil, nil, err
-		}
+	if err := s.commit(ctx, tx, id, rows[0].saleKey); err != nil {
+		return nil, nil, err
 	}
-
-	for i, sk := range saleKeys {
-		o, sale := orders[bySaleKey[sk]], written[bySaleKey[sk]]
-		sale.ProductID, sale.Quantity, sale.Remaining, sale.Round = id, o.Quantity, remainders[i], round
-		sale.Strategy, sale.Instance, sale.Fence = strategy, instance, fence.Token
-		answers[bySaleKey[sk]].Sale = sale
+	for _, r := range rows {
+		i, w := bySaleKey[r.saleKey], written[r.saleKey]
+		answers[i].Sale = inventory.Sale{ID: w.id, ProductID: id, Quantity: r.quantity, Remaining: r.remaining, Round: round,
+			Strategy: strategy, Instance: instance, Fence: fence.Token, CreatedAt: w.createdAt}
 	}
 	return answers, nil, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// recordMark records that holder marks product id sold out for ttl, if its
+// RecordMark records that holder marks product id sold out for ttl, if its
 // stock row shows nothing left; it reports whether it did. The row is read
 // FOR SHARE, so a restock's UPDATE either waits for this record to commit
 // (and its wait sees it) or commits first (and nothing is recorded). A
@@ -37,13 +37,13 @@ func (s *Store) RecordMark(ctx context.Context, holder, id string, ttl time.Dura
 	return true, nil
 }
 
-// dropMarks deletes holder's sold-out marks: of product id, or all of them
+// DropMarks deletes holder's sold-out marks: of product id, or all of them
 // when id is "".
 func (s *Store) DropMarks(ctx context.Context, holder, id string) error {
 	return s.DropMarksBefore(ctx, holder, id, math.MaxInt32)
 }
 
-// dropMarksBefore deletes holder's sold-out marks of product id (all
+// DropMarksBefore deletes holder's sold-out marks of product id (all
 // products when id is "") recorded for a round before round. A restock
 // drops only the older rounds' marks: a mark of the new round recorded
 // while the restock is being forgotten (its buyer began after, and the new
@@ -58,7 +58,7 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// dropMarksBefore is Store.dropMarksBefore through db.
+// DropMarksBefore is Store.DropMarksBefore through db.
 func dropMarksBefore(ctx context.Context, db execer, holder, id string, round int) error {
 	_, err := db.Exec(ctx, `DELETE FROM soldout_marks WHERE holder = $1 AND ($2 = '' OR product_id = $2) AND round < $3`, holder, id, round)
 	if err != nil {

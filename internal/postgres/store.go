@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +31,9 @@ type Store struct {
 	// newest is the count of the newest sales that cursors far behind are
 	// answered with (see SalesSince).
 	newest newestSales
+	// known holds the ids Exists found (products are never deleted), so
+	// that a lock sale asks Postgres once per product, not once per sale.
+	known sync.Map
 }
 
 // Limits bound every sale transaction, so that no holder, however slow or
@@ -97,9 +101,6 @@ func beginWith(lockTimeout, idleTimeout time.Duration) string {
 	return fmt.Sprintf("BEGIN; SET LOCAL lock_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d",
 		max(lockTimeout.Milliseconds(), 1), max(idleTimeout.Milliseconds(), 1))
 }
-
-// uniqueKeyConstraint is the name migrations give sales' idempotency key.
-const uniqueKeyConstraint = "sales_idempotency_key_key"
 
 // resolveMargin is how much longer than Limits.IdleTimeout resolving a lost
 // COMMIT reply may wait for the product's row: by then Postgres has ended
@@ -185,8 +186,12 @@ func (s *Store) Round(ctx context.Context, id string, n int) (inventory.Round, e
 	return r, nil
 }
 
-// exists returns ErrNotFound when id has no stock row.
+// Exists returns ErrNotFound when id has no stock row. A product found once
+// is remembered: no statement deletes a product.
 func (s *Store) Exists(ctx context.Context, id string) error {
+	if _, ok := s.known.Load(id); ok {
+		return nil
+	}
 	var one int
 	err := s.pool.QueryRow(ctx, `SELECT 1 FROM stock WHERE product_id = $1`, id).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -195,10 +200,11 @@ func (s *Store) Exists(ctx context.Context, id string) error {
 	if err != nil {
 		return dbErr("find product", err)
 	}
+	s.known.Store(id, struct{}{})
 	return nil
 }
 
-// quantity returns id's stock and round outside any transaction.
+// Quantity returns id's stock and round outside any transaction.
 func (s *Store) Quantity(ctx context.Context, id string) (q int64, round int, err error) {
 	err = s.pool.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1`, id).Scan(&q, &round)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -210,7 +216,7 @@ func (s *Store) Quantity(ctx context.Context, id string) (q int64, round int, er
 	return q, round, nil
 }
 
-// fence returns the highest fencing token of counter backend (a
+// Fence returns the highest fencing token of counter backend (a
 // lock.Fence's Backend) that id's stock row was claimed with; 0 when none
 // was, and for an unknown product, whose sale fails later with
 // ErrNotFound.
@@ -226,7 +232,7 @@ func (s *Store) Fence(ctx context.Context, backend, id string) (int64, error) {
 	return f, nil
 }
 
-// replay looks up the sale recorded under o.IdempotencyKey. It returns the
+// Replay looks up the sale recorded under o.IdempotencyKey. It returns the
 // sale marked Replayed and found=true when it matches o, ErrIdempotencyConflict
 // when the key was used for another product or quantity, and found=false when
 // the key is unused. A replayed sale's Remaining is the stock it left, as
@@ -254,7 +260,7 @@ func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.S
 	return sale, true, nil
 }
 
-// saleTx is one sale's transaction on one product; its methods are the only
+// SaleTx is one sale's transaction on one product; its methods are the only
 // statements a strategy can run inside it.
 type SaleTx struct {
 	tx pgx.Tx
@@ -272,7 +278,7 @@ type Decrement struct {
 	Fence int64
 }
 
-// read returns the product's quantity, version and round without locking it.
+// Read returns the product's quantity, version and round without locking it.
 func (t *SaleTx) Read(ctx context.Context) (quantity, version int64, err error) {
 	err = t.tx.QueryRow(ctx, `SELECT quantity, version FROM stock WHERE product_id = $1`, t.id).Scan(&quantity, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -284,7 +290,7 @@ func (t *SaleTx) Read(ctx context.Context) (quantity, version int64, err error) 
 	return quantity, version, nil
 }
 
-// readForUpdate returns the product's quantity and holds its row lock until
+// ReadForUpdate returns the product's quantity and holds its row lock until
 // the transaction ends.
 func (t *SaleTx) ReadForUpdate(ctx context.Context) (int64, error) {
 	var q int64
@@ -302,7 +308,7 @@ func (t *SaleTx) ReadForUpdate(ctx context.Context) (int64, error) {
 // the ledger's sum whatever the strategy, and bumps version, so an optimistic
 // sale racing a sale of another strategy still sees the change.
 
-// decrementBy takes n units whatever is left: the caller checked beforehand,
+// DecrementBy takes n units whatever is left: the caller checked beforehand,
 // and a stale check shows up as negative stock. Only the unsafe strategies
 // (none, local) write this way.
 func (t *SaleTx) DecrementBy(ctx context.Context, n int64) (Decrement, error) {
@@ -319,7 +325,7 @@ func (t *SaleTx) DecrementBy(ctx context.Context, n int64) (Decrement, error) {
 	return d, nil
 }
 
-// decrementIfVersion takes n units only if the version is still v (and, as
+// DecrementIfVersion takes n units only if the version is still v (and, as
 // every safe write, only if n units are left); otherwise it returns
 // errVersionConflict.
 func (t *SaleTx) DecrementIfVersion(ctx context.Context, n, v int64) (Decrement, error) {
@@ -336,14 +342,14 @@ func (t *SaleTx) DecrementIfVersion(ctx context.Context, n, v int64) (Decrement,
 	return d, nil
 }
 
-// decrementIfEnough is the guarded write every safe strategy ends with: it
+// DecrementIfEnough is the guarded write every safe strategy ends with: it
 // takes n units in one conditional statement, returning ErrSoldOut when
 // fewer remain and ErrNotFound for an unknown product.
 func (t *SaleTx) DecrementIfEnough(ctx context.Context, n int64) (Decrement, error) {
 	return t.DecrementIfEnoughIn(ctx, n, 0)
 }
 
-// decrementIfEnoughIn is decrementIfEnough restricted to round (0: any
+// DecrementIfEnoughIn is DecrementIfEnough restricted to round (0: any
 // round). When the product has moved on to another round it returns
 // errRoundChanged and takes nothing.
 func (t *SaleTx) DecrementIfEnoughIn(ctx context.Context, n int64, round int) (Decrement, error) {
@@ -413,7 +419,7 @@ const claimSQL = `WITH claimed AS (
 )
 SELECT quantity, round FROM claimed WHERE EXISTS (SELECT FROM fenced)`
 
-// claimFence makes this transaction the product's writer under fencing
+// ClaimFence makes this transaction the product's writer under fencing
 // token f (of counter f.Backend) and returns the quantity left and the
 // round. It takes the stock row's lock first (claimSQL), so it waits for
 // any transaction still holding it (a stale holder paused between its
@@ -428,7 +434,7 @@ SELECT quantity, round FROM claimed WHERE EXISTS (SELECT FROM fenced)`
 //
 // The comparison is strict because each hold claims once: after Redis loses
 // its data mid-sale, the next token is minted above the highest committed
-// fence and can equal the in-flight holder's; "<" lets only one of them on.
+// Fence and can equal the in-flight holder's; "<" lets only one of them on.
 func (t *SaleTx) ClaimFence(ctx context.Context, f lock.Fence) (quantity int64, round int, err error) {
 	if f.Backend == "" {
 		return 0, 0, fmt.Errorf("claim %q with fencing token %d: the token names no counter (lock.Fence.Backend)", t.id, f.Token)
@@ -456,7 +462,7 @@ func (t *SaleTx) ClaimFence(ctx context.Context, f lock.Fence) (quantity int64, 
 	return q, round, nil
 }
 
-// record runs one sale's transaction: body checks and decrements, then record
+// Record runs one sale's transaction: body checks and decrements, then record
 // writes the ledger row, under a key unique to this sale, and commits.
 //
 // When another sale already committed o.IdempotencyKey, this transaction is
@@ -488,30 +494,20 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 		Instance:  instance,
 		Fence:     d.Fence,
 	}
-	var key, fence any
+	var key *string
 	if o.IdempotencyKey != "" {
-		key = o.IdempotencyKey
-	}
-	if d.Fence != 0 {
-		fence = d.Fence
+		key = &o.IdempotencyKey
 	}
 	saleKey := uuid.NewString()
-	// The ledger row and its round's totals in one statement (see
-	// migrations/00009_round_totals.sql); the stock row, locked by the
-	// decrement before, is always taken first.
-	err = tx.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence, sale_key, remaining)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, created_at
-		), tot AS (
-			INSERT INTO round_totals AS t (product_id, round, units, sales) VALUES ($1, $2, $3, 1)
-			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + 1
-		)
-		SELECT id, created_at FROM ins`,
-		o.ProductID, d.Round, o.Quantity, strategy, instance, key, fence, saleKey, d.Remaining).Scan(&sale.ID, &sale.CreatedAt)
-	if isUniqueViolation(err, uniqueKeyConstraint) {
-		// A concurrent sale with the same key won; Postgres reports the
-		// violation only once that sale has committed, so it can be read.
+	written, err := writeLedger(ctx, tx, o.ProductID, d.Round, strategy, instance, d.Fence,
+		[]ledgerRow{{quantity: o.Quantity, remaining: d.Remaining, key: key, saleKey: saleKey}})
+	if err != nil {
+		return inventory.Sale{}, err
+	}
+	w, ok := written[saleKey]
+	if !ok {
+		// A concurrent sale with the same key won; Postgres skips the row
+		// only once that sale has committed, so it can be read.
 		rollback(ctx, tx)
 		winner, found, err := s.Replay(ctx, o)
 		if err == nil && !found {
@@ -519,26 +515,100 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 		}
 		return winner, err
 	}
-	if err != nil {
-		return inventory.Sale{}, dbErr("insert sale", err)
-	}
+	sale.ID, sale.CreatedAt = w.id, w.createdAt
 	// A cancelled context (a buyer gone, a lock lost) still stops the sale
 	// here; from here on the commit is detached from it.
 	if ctx.Err() != nil {
 		return inventory.Sale{}, fmt.Errorf("before commit: %w", interrupted(ctx))
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
-	defer cancel()
-	_, commit := tracing.Span(ctx, "postgres.commit")
-	err = tx.Commit(cctx)
-	tracing.End(commit, err)
-	if err != nil {
-		if cerr := commitErr(err); !errors.Is(cerr, inventory.ErrOutcomeUnknown) {
-			return inventory.Sale{}, cerr
-		}
-		return s.resolve(ctx, sale, saleKey, err)
+	if err := s.commit(ctx, tx, o.ProductID, saleKey); err != nil {
+		return inventory.Sale{}, err
 	}
 	return sale, nil
+}
+
+// ledgerRow is one sale for writeLedger to record.
+type ledgerRow struct {
+	quantity  int64
+	remaining int64   // the stock the sale left
+	key       *string // its Idempotency-Key; nil for none
+	saleKey   string  // unique to this sale, to find it after a lost COMMIT reply
+}
+
+// written is what the ledger gave a row it recorded.
+type written struct {
+	id        int64
+	createdAt time.Time
+}
+
+// writeLedger is the one writer of the ledger: it records rows, sales of
+// product id in round round by strategy on instance under fencing token
+// Fence (0: none), and adds them to the round's totals (see
+// migrations/00009_round_totals.sql), in one statement, after the
+// caller's decrement has taken the stock row's lock (so the stock row is
+// always locked first, round_totals second). A row whose Idempotency-Key a
+// committed sale has is skipped (Postgres first waits for a transaction
+// still holding the key to end); the answer holds the rows written, by
+// sale key. Rows go in key order, so two writers with keys in common wait
+// for each other in one order and cannot deadlock.
+func writeLedger(ctx context.Context, tx pgx.Tx, id string, round int, strategy, instance string, fence int64,
+	rows []ledgerRow) (map[string]written, error) {
+	quantities, remainders := make([]int64, len(rows)), make([]int64, len(rows))
+	keys, saleKeys := make([]*string, len(rows)), make([]string, len(rows))
+	for i, r := range rows {
+		quantities[i], remainders[i], keys[i], saleKeys[i] = r.quantity, r.remaining, r.key, r.saleKey
+	}
+	res, err := tx.Query(ctx, `
+		WITH ins AS (
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence, remaining)
+			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0), t.r
+			FROM unnest($5::bigint[], $6::text[], $7::text[], $9::bigint[]) WITH ORDINALITY AS t(q, k, sk, r, n)
+			ORDER BY t.k NULLS LAST, t.n
+			ON CONFLICT (idempotency_key) DO NOTHING
+			RETURNING id, sale_key, quantity, created_at
+		), tot AS (
+			INSERT INTO round_totals AS t (product_id, round, units, sales)
+			SELECT $1, $2, sum(quantity), count(*) FROM ins HAVING count(*) > 0
+			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
+		)
+		SELECT id, sale_key, created_at FROM ins`,
+		id, round, strategy, instance, quantities, keys, saleKeys, fence, remainders)
+	if err != nil {
+		return nil, dbErr("write sales", err)
+	}
+	out := make(map[string]written, len(rows))
+	for res.Next() {
+		var sk string
+		var w written
+		if err := res.Scan(&w.id, &sk, &w.createdAt); err != nil {
+			res.Close()
+			return nil, dbErr("write sales", err)
+		}
+		out[sk] = w
+	}
+	if err := res.Err(); err != nil {
+		return nil, dbErr("write sales", err)
+	}
+	return out, nil
+}
+
+// commit commits tx, a sale's or a batch's, whose ledger rows include
+// saleKey's. A COMMIT whose reply was lost is resolved from the ledger
+// (see resolve): nil when it committed after all.
+func (s *Store) commit(ctx context.Context, tx pgx.Tx, id, saleKey string) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
+	defer cancel()
+	_, span := tracing.Span(ctx, "postgres.commit")
+	err := tx.Commit(cctx)
+	tracing.End(span, err)
+	if err == nil {
+		return nil
+	}
+	if cerr := commitErr(err); !errors.Is(cerr, inventory.ErrOutcomeUnknown) {
+		return cerr
+	}
+	_, err = s.resolve(ctx, inventory.Sale{ProductID: id}, saleKey, err)
+	return err
 }
 
 // resolve finds out from the ledger whether a sale whose COMMIT reply was
@@ -568,7 +638,7 @@ func (s *Store) resolve(ctx context.Context, sale inventory.Sale, saleKey string
 // past Limits.IdleTimeout: by then Postgres has ended it, whatever became
 // of it). nil when it did; an ErrUnavailable error when it certainly did
 // not; an error wrapping ErrOutcomeUnknown only when Postgres could not be
-// read in time (restarting, say), retrying meanwhile.
+// Read in time (restarting, say), retrying meanwhile.
 func (s *Store) committed(ctx context.Context, op string, cause error, lookup func(ctx context.Context, begin string) (bool, error)) error {
 	wait := s.limits.IdleTimeout + resolveMargin
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+s.limits.CommitTimeout)

@@ -147,3 +147,27 @@ func TestFoundSaleTellsWhatItLeft(t *testing.T) {
 		t.Errorf("lookup of the first sale after two more = %+v, %v, %v; want sale %d with the 7 it left (not the 5 left now)", found, ok, err, first.ID)
 	}
 }
+
+// TestExistsAsksPostgresOncePerProduct: a lock sale checks that its
+// product exists before it takes a lock (an unknown product must get no
+// lock key, node or fence); a product found once is not asked about again,
+// so the check costs the hot product no statement per sale. An unknown
+// product is asked about every time, and stays unknown.
+func TestExistsAsksPostgresOncePerProduct(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	restock(t, st, "known", 1)
+	if err := st.Exists(ctx, "known"); err != nil {
+		t.Fatalf("Exists(known) = %v, want nil", err)
+	}
+	if err := st.Exists(ctx, "unknown"); !errors.Is(err, inventory.ErrNotFound) {
+		t.Fatalf("Exists(unknown) = %v, want ErrNotFound", err)
+	}
+	pool.Close() // every statement fails from here on
+	if err := st.Exists(ctx, "known"); err != nil {
+		t.Errorf("Exists(known) again, Postgres out of reach = %v, want nil without a statement", err)
+	}
+	if err := st.Exists(ctx, "unknown"); err == nil || errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("Exists(unknown) again, Postgres out of reach = %v, want the failed statement's error", err)
+	}
+}
