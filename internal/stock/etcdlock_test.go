@@ -14,6 +14,7 @@ import (
 	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -53,7 +54,7 @@ func etcdContenders(t *testing.T, id string) int {
 	}
 	n := 0
 	for _, kv := range resp.Kvs {
-		if strings.Contains(string(kv.Key), "/"+lockKey(id)+"/") {
+		if strings.Contains(string(kv.Key), "/"+redis.LockKey(id)+"/") {
 			n++
 		}
 	}
@@ -92,7 +93,7 @@ func TestEtcdLeaseLostMidSale(t *testing.T) {
 	waitClaimed(t, e) // inside the critical section, past its Lock call
 	var lease clientv3.LeaseID
 	waitFor(t, "the seller's lock key in etcd", 5*time.Second, func() bool {
-		resp, err := c.Get(context.Background(), "/test/"+t.Name()+"/"+lockKey(id)+"/", clientv3.WithPrefix())
+		resp, err := c.Get(context.Background(), "/test/"+t.Name()+"/"+redis.LockKey(id)+"/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) == 0 {
 			return false
 		}
@@ -127,14 +128,14 @@ func TestEtcdStaleHolderRefused(t *testing.T) {
 	e.restock(t, id, 10)
 	ctx := context.Background()
 	la, lb := newEtcdLocker(t, 5*time.Second, 5*time.Second), newEtcdLocker(t, 5*time.Second, 5*time.Second)
-	a, err := la.Lock(ctx, lockKey(id))
+	a, err := la.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("A: Lock = %v", err)
 	}
 	if _, err := la.Client().Revoke(ctx, a.(*etcdlock.Lease).LeaseID()); err != nil {
 		t.Fatalf("revoke A's lease: %v", err)
 	}
-	b, err := lb.Lock(ctx, lockKey(id))
+	b, err := lb.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("B: Lock after A's lease ended = %v", err)
 	}

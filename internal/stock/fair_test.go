@@ -9,10 +9,11 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 )
 
 // fairHolderKey is the fair lock's holder key for product id (see redislock.Fair).
-func fairHolderKey(id string) string { return lockKey(id) + ":fair" }
+func fairHolderKey(id string) string { return redis.LockKey(id) + ":fair" }
 
 // TestFairLockLost deletes the fair lock's holder key while replica a is
 // inside its critical section, and lets replica b take the lock and sell
@@ -83,7 +84,7 @@ func TestFairSellsInArrivalOrder(t *testing.T) {
 	ctx := context.Background()
 	holder := redislock.NewFair(e.rdb, redislock.Options{})
 	t.Cleanup(holder.Close)
-	held, err := holder.Lock(ctx, lockKey(id))
+	held, err := holder.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("holder Lock = %v", err)
 	}
@@ -91,7 +92,7 @@ func TestFairSellsInArrivalOrder(t *testing.T) {
 	for i := range n {
 		waits[i] = sellAsync(replicas[i%2], inventory.Order{ProductID: id, Quantity: 1})
 		waitFor(t, "buyer to queue", 5*time.Second, func() bool {
-			return e.rdb.ZCard(ctx, lockKey(id)+":fair:queue").Val() == int64(i+1)
+			return e.rdb.ZCard(ctx, redis.LockKey(id)+":fair:queue").Val() == int64(i+1)
 		})
 	}
 	if err := held.Release(ctx); err != nil {

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -74,8 +75,8 @@ func TestReentrantLockLost(t *testing.T) {
 
 			waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 			waitClaimed(t, e) // the key alone is there before a's Lock returns
-			if err := e.rdb.Del(ctx, lockKey(id)).Err(); err != nil {
-				t.Fatalf("DEL %s: %v", lockKey(id), err)
+			if err := e.rdb.Del(ctx, redis.LockKey(id)).Err(); err != nil {
+				t.Fatalf("DEL %s: %v", redis.LockKey(id), err)
 			}
 			saleB, errB := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 2})
 			saleA, errA := waitA()
@@ -252,9 +253,9 @@ func TestReentrantOwnerFromContext(t *testing.T) {
 	}
 	ctx := lock.WithOwner(context.Background(), "request-1")
 	// Owners are scoped to one redislock.Reentrant, so hold the seller's own.
-	outer, err := s.lk.Lock(ctx, lockKey(id))
+	outer, err := s.lk.Lock(ctx, redis.LockKey(id))
 	if err != nil {
-		t.Fatalf("Lock(%s) as request-1: %v", lockKey(id), err)
+		t.Fatalf("Lock(%s) as request-1: %v", redis.LockKey(id), err)
 	}
 	if _, err := s.Sell(outer.Context(), inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("Sell(%q, 1) as request-1, which holds the lock = %v, want a re-entrant sale", id, err)
@@ -297,7 +298,7 @@ func TestLuaGivesBack(t *testing.T) {
 			t.Errorf("%s: Sell(%q, 3) = %v, want a definite failure", c.name, id, err)
 		}
 		if n, err := counterLeft(e, id); err != nil || n != 10 {
-			t.Errorf("%s: counter %s = %d, %v; want 10 (units given back)", c.name, counterKey(id), n, err)
+			t.Errorf("%s: counter %s = %d, %v; want 10 (units given back)", c.name, redis.CounterKey(id), n, err)
 		}
 		mustExec(t, e, `DROP TRIGGER refuse ON sales`)
 	}
@@ -305,7 +306,7 @@ func TestLuaGivesBack(t *testing.T) {
 		t.Errorf("Sell(%q, 3) once Postgres accepts = %+v, %v; want 7 remaining", id, sale, err)
 	}
 	if n, _ := counterLeft(e, id); n != 7 {
-		t.Errorf("counter %s = %d, want 7", counterKey(id), n)
+		t.Errorf("counter %s = %d, want 7", redis.CounterKey(id), n)
 	}
 	p := e.checkLedger(t, id)
 	if p.Quantity != 7 || p.Sales != 1 {
@@ -315,7 +316,7 @@ func TestLuaGivesBack(t *testing.T) {
 
 // counterLeft is the units left in the lua strategy's Redis counter for id.
 func counterLeft(e *env, id string) (int64, error) {
-	return e.rdb.HGet(context.Background(), counterKey(id), "n").Int64()
+	return e.rdb.HGet(context.Background(), redis.CounterKey(id), "n").Int64()
 }
 
 // waitClaimed waits until a sale's transaction has claimed a stock row with
@@ -347,8 +348,8 @@ func TestLuaReseeds(t *testing.T) {
 	ctx := context.Background()
 	for i, want := range []int64{9, 8, 7} {
 		if i > 0 {
-			if err := e.rdb.Del(ctx, counterKey(id)).Err(); err != nil {
-				t.Fatalf("DEL %s: %v", counterKey(id), err)
+			if err := e.rdb.Del(ctx, redis.CounterKey(id)).Err(); err != nil {
+				t.Fatalf("DEL %s: %v", redis.CounterKey(id), err)
 			}
 		}
 		sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
@@ -356,7 +357,7 @@ func TestLuaReseeds(t *testing.T) {
 			t.Errorf("sale %d: Sell(%q, 1) = %d remaining, %v; want %d", i+1, id, sale.Remaining, err, want)
 		}
 		if n, err := counterLeft(e, id); err != nil || n != want {
-			t.Errorf("sale %d: counter %s = %d, %v; want %d", i+1, counterKey(id), n, err, want)
+			t.Errorf("sale %d: counter %s = %d, %v; want %d", i+1, redis.CounterKey(id), n, err, want)
 		}
 	}
 	// Restock resets the counter too.
@@ -372,15 +373,15 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	const id = "scripts"
-	key := counterKey(id)
+	key := redis.CounterKey(id)
 	if err := e.rdb.HSet(ctx, key, "r", 1, "g", 1, "n", 10).Err(); err != nil {
 		t.Fatalf("HSET %s r 1 g 1 n 10: %v", key, err)
 	}
 	s := newLua(e.deps("replica-a").build(t))
 	counter := func() int64 { n, _ := counterLeft(e, id); return n }
 	reserveLeft := func(o inventory.Order, res string) (int64, int64, error) {
-		status, r, err := runReserve(ctx, e.rdb, o, res, time.Minute)
-		return status, r.unitsLeftNow, err
+		status, r, err := redis.NewCounter(e.rdb).Reserve(ctx, o, res, time.Minute)
+		return int64(status), r.UnitsLeftNow, err
 	}
 	keyed := func(n int64) inventory.Order {
 		return inventory.Order{ProductID: id, Quantity: n, IdempotencyKey: "order-7"}
@@ -392,30 +393,30 @@ func TestLuaScriptsIdempotent(t *testing.T) {
 		wantStatus, wantLeft int64
 		wantCounter          int64
 	}{
-		{"reserve(3, r1)", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
-		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
-		{"reserve(8, r2)", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 8}, "r2") }, tooFew, 7, 7},
+		{"reserve(3, r1)", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 3}, "r1") }, int64(redis.Reserved), 7, 7},
+		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 3}, "r1") }, int64(redis.Reserved), 7, 7},
+		{"reserve(8, r2)", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 8}, "r2") }, int64(redis.TooFew), 7, 7},
 		{"giveBack(3, r1)", func() (int64, int64, error) {
 			return 0, 0, s.giveBack(ctx, inventory.Order{ProductID: id, Quantity: 3}, "r1")
 		}, 0, 0, 10},
 		{"giveBack(3, r1) re-sent", func() (int64, int64, error) {
 			return 0, 0, s.giveBack(ctx, inventory.Order{ProductID: id, Quantity: 3}, "r1")
 		}, 0, 0, 10},
-		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 3}, "r1") }, returned, 0, 10},
+		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 3}, "r1") }, int64(redis.Returned), 0, 10},
 		{"giveBack(2, r3) of a reserve never run", func() (int64, int64, error) {
 			return 0, 0, s.giveBack(ctx, inventory.Order{ProductID: id, Quantity: 2}, "r3")
 		}, 0, 0, 10},
-		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 2}, "r3") }, returned, 0, 10},
-		{"reserve(2, k1) keyed", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, reserved, 8, 8},
-		{"reserve(2, k2), a twin of k1", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, twinInFlight, 0, 8},
-		{"reserve(2, k1) keyed, re-sent", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, reserved, 8, 8},
+		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return reserveLeft(inventory.Order{ProductID: id, Quantity: 2}, "r3") }, int64(redis.Returned), 0, 10},
+		{"reserve(2, k1) keyed", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, int64(redis.Reserved), 8, 8},
+		{"reserve(2, k2), a twin of k1", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, int64(redis.TwinInFlight), 0, 8},
+		{"reserve(2, k1) keyed, re-sent", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, int64(redis.Reserved), 8, 8},
 		{"giveBack(2, k1) clears the marker", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k1") }, 0, 0, 10},
-		{"reserve(2, k2) after its twin gave back", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, reserved, 8, 8},
+		{"reserve(2, k2) after its twin gave back", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, int64(redis.Reserved), 8, 8},
 		{"giveBack(2, k2)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k2") }, 0, 0, 10},
 		{"reserve(1, r4) of a missing counter", func() (int64, int64, error) {
 			e.rdb.Del(ctx, key)
 			return reserveLeft(inventory.Order{ProductID: id, Quantity: 1}, "r4")
-		}, missing, 0, 0},
+		}, int64(redis.Missing), 0, 0},
 	}
 	for _, st := range steps {
 		status, left, err := st.do()
@@ -450,8 +451,8 @@ func TestLuaCounterLostMidFlight(t *testing.T) {
 		n, err := counterLeft(e, id)
 		return err == nil && n == 0
 	})
-	if err := e.rdb.Del(ctx, counterKey(id)).Err(); err != nil {
-		t.Fatalf("DEL %s: %v", counterKey(id), err)
+	if err := e.rdb.Del(ctx, redis.CounterKey(id)).Err(); err != nil {
+		t.Fatalf("DEL %s: %v", redis.CounterKey(id), err)
 	}
 	_, errB := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	_, errA := waitA()
@@ -496,7 +497,7 @@ func TestConcurrentIdempotencyKey(t *testing.T) {
 			}
 			if name == inventory.Lua {
 				if n, err := counterLeft(e, id); err != nil || n != 8 {
-					t.Errorf("counter %s = %d, %v; want 8 (the losers gave their units back)", counterKey(id), n, err)
+					t.Errorf("counter %s = %d, %v; want 8 (the losers gave their units back)", redis.CounterKey(id), n, err)
 				}
 			}
 		})
@@ -524,7 +525,7 @@ func TestUnavailable(t *testing.T) {
 	}
 	redisAddr := rln.Addr().String()
 	rln.Close()
-	deadRedis := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	deadRedis := goredis.NewClient(&goredis.Options{Addr: redisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = deadRedis.Close() })
 	for _, name := range []string{inventory.RedisLock, inventory.Reentrant, inventory.Lua} {
 		d := e.deps("replica-a")

@@ -19,7 +19,7 @@ import (
 
 // fencedCheckThenDecrement is a lock holder's transaction: claim the row
 // with the lease's fencing token (refused by Postgres when a holder with the
-// same or a newer token got there first; see claimFence), then check, work,
+// same or a newer token got there first; see ClaimFence), then check, work,
 // and decrement guarded. Under the claim's row lock the checked quantity
 // cannot change, so a guard refusal here also means the lock broke.
 func fencedCheckThenDecrement(ctx context.Context, t *postgres.SaleTx, n int64, fence lock.Fence, work time.Duration) (postgres.Decrement, error) {

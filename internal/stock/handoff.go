@@ -7,6 +7,7 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 )
 
 // handoff is the Redis lock with a local queue (seed 003): in each replica
@@ -38,7 +39,7 @@ func (h *handoff) sellBatch(ctx context.Context, id string, orders []inventory.O
 	if err := h.d.Store.Exists(ctx, id); err != nil {
 		return postgres.AnswerAll(orders, err)
 	}
-	lease, err := h.mu.Lock(ctx, lockKey(id))
+	lease, err := h.mu.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		return postgres.AnswerAll(orders, lockErr(err))
 	}

@@ -11,6 +11,7 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -44,8 +45,8 @@ func TestNoLeakedGoroutines(t *testing.T) {
 		d.Lock = redislock.Options{Options: lock.Options{TTL: 150 * time.Millisecond, Wait: time.Second}}
 		d.WorkDelay = 400 * time.Millisecond
 		wait := sellAsync(e.seller(t, inventory.Reentrant, d), inventory.Order{ProductID: id, Quantity: 1})
-		waitFor(t, "the lock to be held", 5*time.Second, func() bool { return e.rdb.Exists(ctx, lockKey(id)).Val() == 1 })
-		e.rdb.Del(ctx, lockKey(id))
+		waitFor(t, "the lock to be held", 5*time.Second, func() bool { return e.rdb.Exists(ctx, redis.LockKey(id)).Val() == 1 })
+		e.rdb.Del(ctx, redis.LockKey(id))
 		if _, err := wait(); !errors.Is(err, inventory.ErrLockLost) {
 			t.Errorf("Sell(%q, 1) with its lock deleted = %v, want ErrLockLost", id, err)
 		}

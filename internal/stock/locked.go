@@ -8,6 +8,7 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/tracing"
 )
 
@@ -16,7 +17,7 @@ import (
 // (waiting up to the locker's wait budget, else ErrLockTimeout), then, in
 // one transaction under the lease's context, claims the stock row with the
 // lease's fencing token (in the fence of the token's own counter, see
-// claimFence), reads, checks, works, decrements guarded and records the
+// ClaimFence), reads, checks, works, decrements guarded and records the
 // sale, and releases the lock only after the commit. A lease lost meanwhile cancels the transaction
 // (ErrLockLost); a stale holder that slips past that (a pause) is refused
 // by the fence or the guard (ErrLockBreach), never an oversell.
@@ -52,9 +53,9 @@ func (s *locked) sell(ctx context.Context, o inventory.Order) (inventory.Sale, e
 	// The lock wait's span ends with the wait; the sale's transaction is
 	// the sale span's child, not the lock's.
 	_, span := tracing.Span(ctx, "lock.acquire")
-	lease, err := s.lk.Lock(ctx, lockKey(o.ProductID))
+	lease, err := s.lk.Lock(ctx, redis.LockKey(o.ProductID))
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("inventory.lock.key", lockKey(o.ProductID)))
+		span.SetAttributes(attribute.String("inventory.lock.key", redis.LockKey(o.ProductID)))
 		if err == nil {
 			f := lease.Fence()
 			span.SetAttributes(attribute.String("inventory.fence.backend", f.Backend), attribute.Int64("inventory.fence", f.Token))

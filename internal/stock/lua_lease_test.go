@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"inventory/internal/inventory"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -40,7 +41,7 @@ func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
 		t.Fatalf("load the counter: %v", err)
 	}
 	dead := inventory.Order{ProductID: id, Quantity: 1}
-	if status, _, err := runReserve(ctx, e.rdb, dead, "dead-replica", shortLease); err != nil || status != reserved {
+	if status, _, err := redis.NewCounter(e.rdb).Reserve(ctx, dead, "dead-replica", shortLease); err != nil || status != redis.Reserved {
 		t.Fatalf("reserve the last unit as the replica that dies = status %d, %v; want reserved", status, err)
 	}
 	// The unit is in flight, so "sold out" would not be true yet: the buyer
@@ -57,7 +58,7 @@ func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
 		t.Errorf("stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
 	}
 	if n, err := counterLeft(e, id); err != nil || n != 0 {
-		t.Errorf("counter %s = %d, %v; want 0 (the unit given back once, then sold)", counterKey(id), n, err)
+		t.Errorf("counter %s = %d, %v; want 0 (the unit given back once, then sold)", redis.CounterKey(id), n, err)
 	}
 }
 
@@ -78,7 +79,7 @@ func TestLuaUnknownOutcomeDoesNotBlockItsKey(t *testing.T) {
 		t.Fatalf("load the counter: %v", err)
 	}
 	o := inventory.Order{ProductID: id, Quantity: 2, IdempotencyKey: "order-unknown"}
-	if status, _, err := runReserve(ctx, e.rdb, o, "first-try", shortLease); err != nil || status != reserved {
+	if status, _, err := redis.NewCounter(e.rdb).Reserve(ctx, o, "first-try", shortLease); err != nil || status != redis.Reserved {
 		t.Fatalf("reserve as the first try = status %d, %v; want reserved", status, err)
 	}
 	sale, err := s.Sell(ctx, o)
@@ -92,7 +93,7 @@ func TestLuaUnknownOutcomeDoesNotBlockItsKey(t *testing.T) {
 		t.Errorf("stock %d, %d ledger rows; want 3 and 1", p.Quantity, p.Sales)
 	}
 	if n, err := counterLeft(e, id); err != nil || n != 3 {
-		t.Errorf("counter %s = %d, %v; want 3 (the first try's units back, the retry's sold)", counterKey(id), n, err)
+		t.Errorf("counter %s = %d, %v; want 3 (the first try's units back, the retry's sold)", redis.CounterKey(id), n, err)
 	}
 }
 
@@ -114,7 +115,7 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 	waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 	var first float64
 	waitFor(t, "replica a to reserve the last unit", 5*time.Second, func() bool {
-		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
+		z, err := e.rdb.ZRangeWithScores(ctx, redis.LeasesKey(id), 0, -1).Result()
 		if err != nil || len(z) != 1 {
 			return false
 		}
@@ -122,7 +123,7 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 		return true
 	})
 	waitFor(t, "replica a to renew its lease past its first expiry", 10*time.Second, func() bool {
-		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
+		z, err := e.rdb.ZRangeWithScores(ctx, redis.LeasesKey(id), 0, -1).Result()
 		return err == nil && len(z) == 1 && z[0].Score > first+float64(shortLease.Milliseconds())
 	})
 	// b waits for a's outcome rather than say "sold out" while the unit is
@@ -137,10 +138,10 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 		t.Errorf("stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
 	}
 	if n, err := counterLeft(e, id); err != nil || n != 0 {
-		t.Errorf("counter %s = %d, %v; want 0", counterKey(id), n, err)
+		t.Errorf("counter %s = %d, %v; want 0", redis.CounterKey(id), n, err)
 	}
-	if n, err := e.rdb.ZCard(ctx, leasesKey(id)).Result(); err != nil || n != 0 {
-		t.Errorf("ZCARD %s after a's commit = %d, %v; want 0 (the lease settled)", leasesKey(id), n, err)
+	if n, err := e.rdb.ZCard(ctx, redis.LeasesKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("ZCARD %s after a's commit = %d, %v; want 0 (the lease settled)", redis.LeasesKey(id), n, err)
 	}
 }
 
@@ -159,7 +160,7 @@ func TestLuaSoldOutOnlyWhenTrue(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := inventory.Order{ProductID: id, Quantity: 1}
-	if status, _, err := runReserve(ctx, e.rdb, other, "failing-sale", reservationLease); err != nil || status != reserved {
+	if status, _, err := redis.NewCounter(e.rdb).Reserve(ctx, other, "failing-sale", reservationLease); err != nil || status != redis.Reserved {
 		t.Fatalf("reserve the last unit for a sale in flight = %d, %v", status, err)
 	}
 	calls := func() int64 {
@@ -198,9 +199,8 @@ func TestLuaStaleCounterIsNotSoldOut(t *testing.T) {
 	s := newLua(e.deps("replica-a").build(t))
 	load := func(id string, units, round int64) {
 		t.Helper()
-		keys := []string{counterKey(id), counterKey(id) + ":gen"}
-		if err := seedScript.Run(ctx, e.rdb, keys, units, round, counterTTL.Milliseconds()).Err(); err != nil {
-			t.Fatalf("load %s with %d units of round %d: %v", counterKey(id), units, round, err)
+		if err := redis.NewCounter(e.rdb).Seed(ctx, id, units, int(round)); err != nil {
+			t.Fatalf("load %s with %d units of round %d: %v", redis.CounterKey(id), units, round, err)
 		}
 	}
 	cases := []struct {

@@ -11,6 +11,7 @@ import (
 	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 )
 
 // TestPgLockOverrunRollsBack: a critical section that outlives pglock's TTL
@@ -42,7 +43,7 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	e.restock(t, id, 10)
 	ctx := context.Background()
 	locker := pglock.New(e.pool, pglock.Options{Options: lock.Options{TTL: 100 * time.Millisecond}})
-	a, err := locker.Lock(ctx, lockKey(id))
+	a, err := locker.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("A: Lock = %v", err)
 	}
@@ -53,7 +54,7 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	}
 	var b lock.Lease
 	waitFor(t, "B to take the expired lock row over", 5*time.Second, func() bool {
-		b, err = locker.TryLock(ctx, lockKey(id))
+		b, err = locker.TryLock(ctx, redis.LockKey(id))
 		return err == nil
 	})
 	defer func() { _ = b.Release(ctx) }()

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redlock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -26,7 +27,7 @@ func init() {
 
 // redlock is the redlock strategy's locker on servers, built from d.Lock
 // as cmd/inventory builds it.
-func (d testDeps) redlock(servers []redis.UniversalClient) lock.Locker {
+func (d testDeps) redlock(servers []goredis.UniversalClient) lock.Locker {
 	return redlock.New(servers, redlock.Options{
 		Options:    d.Lock.Options,
 		MinBackoff: d.Lock.MinBackoff,
@@ -37,16 +38,16 @@ func (d testDeps) redlock(servers []redis.UniversalClient) lock.Locker {
 
 // redlockClients opens one client per URL, as cmd/inventory does, closed
 // when the test ends.
-func redlockClients(t *testing.T, urls []string) []redis.UniversalClient {
+func redlockClients(t *testing.T, urls []string) []goredis.UniversalClient {
 	t.Helper()
-	cs := make([]redis.UniversalClient, len(urls))
+	cs := make([]goredis.UniversalClient, len(urls))
 	for i, u := range urls {
-		opts, err := redis.ParseURL(u)
+		opts, err := goredis.ParseURL(u)
 		if err != nil {
-			t.Fatalf("redis.ParseURL(%q): %v", u, err)
+			t.Fatalf("goredis.ParseURL(%q): %v", u, err)
 		}
 		opts.ContextTimeoutEnabled = true
-		c := redis.NewClient(opts)
+		c := goredis.NewClient(opts)
 		t.Cleanup(func() { _ = c.Close() })
 		cs[i] = c
 	}
@@ -58,12 +59,12 @@ func redlockClients(t *testing.T, urls []string) []redis.UniversalClient {
 func redlockHeld(t *testing.T, id string) bool {
 	n := 0
 	for _, u := range testenv.RedlockURLs(t) {
-		opts, err := redis.ParseURL(u)
+		opts, err := goredis.ParseURL(u)
 		if err != nil {
-			t.Fatalf("redis.ParseURL(%q): %v", u, err)
+			t.Fatalf("goredis.ParseURL(%q): %v", u, err)
 		}
-		c := redis.NewClient(opts)
-		if v, err := c.Exists(context.Background(), lockKey(id)).Result(); err == nil && v == 1 {
+		c := goredis.NewClient(opts)
+		if v, err := c.Exists(context.Background(), redis.LockKey(id)).Result(); err == nil && v == 1 {
 			n++
 		}
 		_ = c.Close()
@@ -112,7 +113,7 @@ func TestRedlockRestartedServer(t *testing.T) {
 	}
 
 	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: e.store.FenceFloor(redlock.Backend)})
-	key := lockKey(id)
+	key := redis.LockKey(id)
 	if err := direct[3].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}

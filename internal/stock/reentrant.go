@@ -7,6 +7,7 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/redis"
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog (see
@@ -43,7 +44,7 @@ func (s *reentrant) Sell(ctx context.Context, o inventory.Order) (inventory.Sale
 // records the sale under the inner lease; its release leaves the outer
 // hold in place.
 func (s *reentrant) reenter(ctx context.Context, _ lock.Lease, o inventory.Order) (inventory.Sale, error) {
-	inner, err := s.lk.Lock(ctx, lockKey(o.ProductID))
+	inner, err := s.lk.Lock(ctx, redis.LockKey(o.ProductID))
 	if err != nil {
 		return inventory.Sale{}, lockErr(err)
 	}

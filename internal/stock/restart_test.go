@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"inventory/internal/inventory"
 	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -22,14 +23,14 @@ import (
 // client of srv.
 type redisFault struct {
 	name   string
-	inject func(ctx context.Context, srv *localstack.Redis, rdb *redis.Client) error
+	inject func(ctx context.Context, srv *localstack.Redis, rdb *goredis.Client) error
 }
 
 var redisLosses = []redisFault{
-	{"flushall", func(ctx context.Context, _ *localstack.Redis, rdb *redis.Client) error {
+	{"flushall", func(ctx context.Context, _ *localstack.Redis, rdb *goredis.Client) error {
 		return rdb.FlushAll(ctx).Err()
 	}},
-	{"redis-restart", func(ctx context.Context, srv *localstack.Redis, _ *redis.Client) error {
+	{"redis-restart", func(ctx context.Context, srv *localstack.Redis, _ *goredis.Client) error {
 		// Killed, not asked to stop: no chance to do anything on the way out.
 		if err := syscall.Kill(srv.Pid(), syscall.SIGKILL); err != nil {
 			return fmt.Errorf("kill redis-server: %w", err)
@@ -111,8 +112,8 @@ func TestRedisLostMidSale(t *testing.T) {
 						wait1 = sellAsync(fast[name], o)
 						waitFor(t, "buyer 1 to block on the stock row", 10*time.Second, func() bool { return rowWaiters(e) >= 1 })
 						seen = "blocked on the stock row"
-						if exists, err := rdb.Exists(ctx, lockKey(id)).Result(); err == nil && exists == 1 {
-							seen += ", holding " + lockKey(id)
+						if exists, err := rdb.Exists(ctx, redis.LockKey(id)).Result(); err == nil && exists == 1 {
+							seen += ", holding " + redis.LockKey(id)
 						}
 						if err := fault.inject(ctx, srv, rdb); err != nil {
 							release()
@@ -177,12 +178,12 @@ func TestRedisLostMidSale(t *testing.T) {
 // key of the product exists), or a sale transaction sits idle in Postgres
 // (it holds a lock and has begun, or has read the row). It returns what it
 // saw, for the log.
-func waitInWork(t *testing.T, e *env, rdb *redis.Client, id string, work time.Duration) string {
+func waitInWork(t *testing.T, e *env, rdb *goredis.Client, id string, work time.Duration) string {
 	t.Helper()
 	ctx := context.Background()
 	var seen string
 	waitFor(t, fmt.Sprintf("buyer 1 to be inside its simulated work (%v long)", work), 5*time.Second, func() bool {
-		if keys, _ := rdb.Keys(ctx, reservationKey(id, "*")).Result(); len(keys) > 0 {
+		if keys, _ := rdb.Keys(ctx, redis.ReservationKey(id, "*")).Result(); len(keys) > 0 {
 			seen = "holding reservation " + keys[0]
 			return true
 		}
@@ -192,8 +193,8 @@ func waitInWork(t *testing.T, e *env, rdb *redis.Client, id string, work time.Du
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'`).Scan(&n)
 		if err == nil && n > 0 {
 			seen = "in an open transaction"
-			if exists, err := rdb.Exists(ctx, lockKey(id)).Result(); err == nil && exists == 1 {
-				seen += ", holding " + lockKey(id)
+			if exists, err := rdb.Exists(ctx, redis.LockKey(id)).Result(); err == nil && exists == 1 {
+				seen += ", holding " + redis.LockKey(id)
 			}
 			return true
 		}
@@ -230,7 +231,7 @@ func holdRow(t *testing.T, e *env, id string) (release func()) {
 func pgLockHeld(e *env, id string) bool {
 	var held bool
 	err := e.pool.QueryRow(context.Background(), `
-		SELECT token IS NOT NULL AND expires_at > clock_timestamp() FROM locks WHERE name = $1`, lockKey(id)).Scan(&held)
+		SELECT token IS NOT NULL AND expires_at > clock_timestamp() FROM locks WHERE name = $1`, redis.LockKey(id)).Scan(&held)
 	return err == nil && held
 }
 

@@ -7,14 +7,15 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Restocker makes restocks. Store and Redis are required.
 type Restocker struct {
 	Store *postgres.Store
-	Redis redis.UniversalClient
+	Redis goredis.UniversalClient
 	// Marks, when set, is this replica's memory of sold-out products: a
 	// restock through this replica makes it forget the product at once,
 	// rather than when the announcement comes back from Redis.
@@ -66,14 +67,14 @@ func (r Restocker) Restock(ctx context.Context, o inventory.RestockOrder) (inven
 		// outlive a restock.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisResetTimeout)
 		defer cancel()
-		if err := r.Redis.Del(dctx, counterKey(o.ProductID), setNXKey(o.ProductID)).Err(); err != nil {
-			done.ResetErr = redisErr(fmt.Sprintf("restocked %q but could not delete its Redis counter", o.ProductID), err)
+		if err := redis.NewCounter(r.Redis).Reset(dctx, o.ProductID); err != nil {
+			done.ResetErr = err
 		} else {
 			// Announced again now that the round is committed: what a
 			// replica keeps of the old round besides its marks (an open
 			// circuit's refusals, see SoldOut.OnRestock) is looked at
 			// again. Best effort; those have bounds of their own.
-			_ = announceRestock(dctx, r.Redis, o.ProductID, done.Round)
+			_ = redis.AnnounceRestock(dctx, r.Redis, o.ProductID, done.Round)
 		}
 	}
 	return done, nil
@@ -86,7 +87,7 @@ const announceTimeout = time.Second
 // redisResetTimeout bounds the delete of a restocked product's Redis keys.
 const redisResetTimeout = 2 * time.Second
 
-// closeRound is called by Store.restock with the product's row locked,
+// closeRound is called by Store.Restock with the product's row locked,
 // before the new round is written: it makes the replicas drop their
 // sold-out marks of rounds before next and returns once none is recorded
 // and running. It reads and writes through tx, the restock's own
@@ -106,7 +107,7 @@ func (r Restocker) closeRound(ctx context.Context, tx *postgres.RoundTx, id stri
 		defer close(announced)
 		actx, cancel := context.WithTimeout(ctx, announceTimeout)
 		defer cancel()
-		_ = announceRestock(actx, r.Redis, id, next)
+		_ = redis.AnnounceRestock(actx, r.Redis, id, next)
 	}()
 	defer func() { <-announced }()
 	deadline := time.Now().Add(restockMarkWait)
@@ -134,7 +135,7 @@ func (r Restocker) closeRound(ctx context.Context, tx *postgres.RoundTx, id stri
 
 // Restock restocks product id to quantity, keeping its name when name is
 // empty, with no precondition and no idempotency key (see Restocker).
-func Restock(ctx context.Context, st *postgres.Store, rdb redis.UniversalClient, id, name string, quantity int64) (inventory.Product, error) {
+func Restock(ctx context.Context, st *postgres.Store, rdb goredis.UniversalClient, id, name string, quantity int64) (inventory.Product, error) {
 	done, err := Restocker{Store: st, Redis: rdb}.Restock(ctx, inventory.RestockOrder{ProductID: id, Name: name, Quantity: quantity})
 	return done.Product, err
 }

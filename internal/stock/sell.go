@@ -17,7 +17,7 @@ import (
 // first, so a bad order changes nothing; when o carries a key that an earlier
 // sale used, it returns that sale (Replayed) or ErrIdempotencyConflict
 // without calling sell. A duplicate racing that check is caught by the
-// ledger's unique key inside sell's transaction (Store.record); and a
+// ledger's unique key inside sell's transaction (Store.Record); and a
 // duplicate told ErrSoldOut because the units it saw missing were the ones its
 // twin was selling gets the twin's sale instead.
 func once(ctx context.Context, st *postgres.Store, o inventory.Order, sell func(context.Context, inventory.Order) (inventory.Sale, error)) (inventory.Sale, error) {
@@ -101,12 +101,6 @@ func budget(d Deps) time.Duration {
 		return d.Wait
 	}
 	return 10 * time.Second
-}
-
-// redisErr translates a Redis client error: every failure to get an answer
-// from Redis wraps ErrUnavailable.
-func redisErr(op string, err error) error {
-	return fmt.Errorf("redis: %s: %w: %w", op, inventory.ErrUnavailable, err)
 }
 
 // interrupted is ctx's error together with its cause, when the cause (e.g. a

@@ -6,6 +6,7 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 )
 
 // setNX runs none's read-check-update, unguarded and unfenced, inside the
@@ -42,7 +43,7 @@ func (s *setNX) sell(ctx context.Context, o inventory.Order) (inventory.Sale, er
 	if err := s.d.Store.Exists(ctx, o.ProductID); err != nil {
 		return inventory.Sale{}, err
 	}
-	lease, err := s.mu.Lock(ctx, setNXKey(o.ProductID))
+	lease, err := s.mu.Lock(ctx, redis.SetNXKey(o.ProductID))
 	if err != nil {
 		return inventory.Sale{}, lockErr(err)
 	}
@@ -52,9 +53,5 @@ func (s *setNX) sell(ctx context.Context, o inventory.Order) (inventory.Sale, er
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
 	}))
 }
-
-// setNXKey is the naive lock's key, apart from lockKey: its unconditional
-// DEL must not free the safe Redis locks' keys when strategies are mixed.
-func setNXKey(productID string) string { return "setnx:{" + productID + "}" }
 
 var _ inventory.Seller = (*setNX)(nil)

@@ -9,6 +9,7 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 )
 
 // TestSetNXOversellsWhenTheSectionOutlivesTheTTL: one unit left, buyer 1
@@ -36,12 +37,12 @@ func TestSetNXOversellsWhenTheSectionOutlivesTheTTL(t *testing.T) {
 
 			wait1 := sellAsync(a, o)
 			waitFor(t, "buyer 1 to hold the lock", 5*time.Second, func() bool {
-				n, err := e.rdb.Exists(ctx, setNXKey(id)).Result()
+				n, err := e.rdb.Exists(ctx, redis.SetNXKey(id)).Result()
 				return err == nil && n == 1
 			})
 			if c.oversell {
 				waitFor(t, "the lock key to expire under buyer 1", 5*time.Second, func() bool {
-					n, err := e.rdb.Exists(ctx, setNXKey(id)).Result()
+					n, err := e.rdb.Exists(ctx, redis.SetNXKey(id)).Result()
 					return err == nil && n == 0
 				})
 			}
@@ -73,12 +74,12 @@ func TestARestockClearsTheSetNXKey(t *testing.T) {
 	ctx := context.Background()
 	const id = "setnx-wedged"
 	e.restock(t, id, 1)
-	if err := e.rdb.Set(ctx, setNXKey(id), 1, 0).Err(); err != nil {
+	if err := e.rdb.Set(ctx, redis.SetNXKey(id), 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	e.restock(t, id, 1)
-	if n, err := e.rdb.Exists(ctx, setNXKey(id)).Result(); err != nil || n != 0 {
-		t.Errorf("EXISTS %s after the restock = %d, %v; want 0", setNXKey(id), n, err)
+	if n, err := e.rdb.Exists(ctx, redis.SetNXKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS %s after the restock = %d, %v; want 0", redis.SetNXKey(id), n, err)
 	}
 	if _, err := e.seller(t, inventory.SetNX, e.deps("replica-a")).Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("setnx Sell after the restock = %v, want the unit", err)

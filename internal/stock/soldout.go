@@ -12,80 +12,10 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
-
-// The Redis pub/sub channels of the sold-out marks. On RestockChannel,
-// Restock announces a new round ("<product id> <round>"), so that every
-// replica forgets that it saw the product sold out; on SoldOutChannel, a
-// replica whose sale took the last unit announces it ("<product id>
-// <round>"), so that every replica answers the crowd after it from memory
-// at once. A replica listens to both on one subscription, which delivers
-// them in the order Redis received them.
-const (
-	RestockChannel = "inventory:restocked"
-	SoldOutChannel = "inventory:sold-out"
-)
-
-// On a Redis Cluster the same announcements go by sharded pub/sub
-// (SPUBLISH, SSUBSCRIBE) on these channels instead, which share one slot
-// by their hash tag: one subscription, to the shard that owns the slot,
-// hears both in the order that shard got them, and no announcement is
-// copied to every node of the cluster as a plain PUBLISH is. While that
-// shard fails over, announcements are lost, as they are while one Redis
-// restarts: marks run out by their ttl.
-const (
-	ShardRestockChannel = "inventory:{announce}:restocked"
-	ShardSoldOutChannel = "inventory:{announce}:sold-out"
-)
-
-// announcements are the channels the replicas announce on through rdb:
-// sharded ones on a Redis Cluster, else the plain ones.
-type announcements struct {
-	rdb     redis.UniversalClient
-	sharded bool
-}
-
-func announcementsOn(rdb redis.UniversalClient) announcements {
-	_, cluster := rdb.(*redis.ClusterClient)
-	return announcements{rdb: rdb, sharded: cluster}
-}
-
-// publish announces msg on channel (RestockChannel or SoldOutChannel).
-func (a announcements) publish(ctx context.Context, channel, msg string) error {
-	if !a.sharded {
-		return a.rdb.Publish(ctx, channel, msg).Err()
-	}
-	return a.rdb.SPublish(ctx, a.shard(channel), msg).Err()
-}
-
-// subscribe subscribes to both channels at once.
-func (a announcements) subscribe(ctx context.Context) *redis.PubSub {
-	if !a.sharded {
-		return a.rdb.Subscribe(ctx, RestockChannel, SoldOutChannel)
-	}
-	return a.rdb.SSubscribe(ctx, ShardRestockChannel, ShardSoldOutChannel)
-}
-
-// shard is channel's sharded name.
-func (announcements) shard(channel string) string {
-	if channel == SoldOutChannel {
-		return ShardSoldOutChannel
-	}
-	return ShardRestockChannel
-}
-
-// plain is the plain name of a channel subscribe delivers.
-func (announcements) plain(channel string) string {
-	switch channel {
-	case ShardSoldOutChannel:
-		return SoldOutChannel
-	case ShardRestockChannel:
-		return RestockChannel
-	}
-	return channel
-}
 
 // SoldOut is one replica's memory of the products it has seen sold out: the
 // crowd that arrives after the last unit is answered ErrSoldOut from memory,
@@ -268,7 +198,7 @@ func (m *SoldOut) markLocked(id string, start time.Time) {
 }
 
 // restocked forgets product id's mark here and its records of older rounds
-// than round, its new round (see Store.dropMarksBefore).
+// than round, its new round (see Store.DropMarksBefore).
 func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
 	m.restockedThrough(ctx, m.store, id, round)
 }
@@ -311,9 +241,9 @@ func (m *SoldOut) receive(ctx context.Context, channel, payload string) {
 	id, r, _ := strings.Cut(payload, " ")
 	round, err := strconv.Atoi(r)
 	switch {
-	case channel == SoldOutChannel && err == nil:
+	case channel == redis.SoldOutChannel && err == nil:
 		m.soldOutElsewhere(ctx, id, round)
-	case channel == SoldOutChannel: // unreadable: marking is never required
+	case channel == redis.SoldOutChannel: // unreadable: marking is never required
 	case err == nil:
 		m.restocked(ctx, id, round)
 	default: // forgetting is always safe
@@ -336,9 +266,9 @@ func (m *SoldOut) announceSoldOut(id string, round int) {
 // and it announces there the sell-outs this replica's sales see. Whenever the
 // subscription is (re)established it forgets every mark, since restock
 // announcements may have been missed while it was down. On a Redis Cluster
-// (rdb a *redis.ClusterClient) the channels are the sharded ones.
-func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
-	ann := announcementsOn(rdb)
+// (rdb a *goredis.ClusterClient) the channels are the sharded ones.
+func (m *SoldOut) Listen(ctx context.Context, rdb goredis.UniversalClient, log *slog.Logger) {
+	ann := redis.AnnouncementsOn(rdb)
 	var announcing sync.WaitGroup
 	defer announcing.Wait()
 	announcing.Go(func() { m.announce(ctx, ann, log) })
@@ -359,7 +289,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 	defer marking.Wait()
 	slots := make(chan struct{}, maxMarking)
 
-	sub := ann.subscribe(ctx)
+	sub := ann.Subscribe(ctx)
 	// Receive does not return when ctx ends, only when its connection does.
 	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
 	defer func() {
@@ -373,11 +303,11 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 			return
 		}
 		switch msg := msg.(type) {
-		case *redis.Subscription:
+		case *goredis.Subscription:
 			m.ForgetAll(ctx)
-		case *redis.Message:
-			channel := ann.plain(msg.Channel)
-			if channel != SoldOutChannel {
+		case *goredis.Message:
+			channel := ann.Plain(msg.Channel)
+			if channel != redis.SoldOutChannel {
 				m.receive(ctx, channel, msg.Payload)
 				break
 			}
@@ -404,7 +334,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 
 // announce publishes the queued sell-outs until ctx ends. One that fails is
 // not retried: the other replicas then learn it as they did without it.
-func (m *SoldOut) announce(ctx context.Context, ann announcements, log *slog.Logger) {
+func (m *SoldOut) announce(ctx context.Context, ann redis.Announcements, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -412,16 +342,11 @@ func (m *SoldOut) announce(ctx context.Context, ann announcements, log *slog.Log
 		case msg := <-m.outbox:
 			// go-redis's own timeouts bound a publish to a Redis that
 			// does not answer; meanwhile later ones wait in the outbox.
-			if err := ann.publish(ctx, SoldOutChannel, msg); err != nil && ctx.Err() == nil {
+			if err := ann.Publish(ctx, redis.SoldOutChannel, msg); err != nil && ctx.Err() == nil {
 				log.Debug("sold-out announcement not sent", "announcement", msg, "err", err)
 			}
 		}
 	}
-}
-
-// announceRestock tells every replica that product id is in a new round.
-func announceRestock(ctx context.Context, rdb redis.UniversalClient, id string, round int) error {
-	return announcementsOn(rdb).publish(ctx, RestockChannel, id+" "+strconv.Itoa(round))
 }
 
 type soldOutSeller struct {

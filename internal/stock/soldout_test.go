@@ -12,9 +12,10 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // fakeSeller answers every Sell with the next of its answers, counting calls;
@@ -202,16 +203,16 @@ func TestSoldOutAnnouncements(t *testing.T) {
 		channel, payload string
 		want             bool // p marked afterwards
 	}{
-		{SoldOutChannel, "p 1", true},
-		{RestockChannel, "p 2", false},    // restocked: forgotten
-		{SoldOutChannel, "p 1", false},    // round 1's sell-out arriving after round 2 began
-		{SoldOutChannel, "p 2", true},     // round 2 sold out
-		{RestockChannel, "p 3", false},    // restocked again
-		{SoldOutChannel, "p x", false},    // unreadable: ignored
-		{SoldOutChannel, "p 3", true},     // round 3 sold out
-		{RestockChannel, "p", false},      // a restock without a round still forgets
-		{SoldOutChannel, "p 3", true},     // and the round is still known
-		{SoldOutChannel, "other 9", true}, // another product says nothing about p
+		{redis.SoldOutChannel, "p 1", true},
+		{redis.RestockChannel, "p 2", false},    // restocked: forgotten
+		{redis.SoldOutChannel, "p 1", false},    // round 1's sell-out arriving after round 2 began
+		{redis.SoldOutChannel, "p 2", true},     // round 2 sold out
+		{redis.RestockChannel, "p 3", false},    // restocked again
+		{redis.SoldOutChannel, "p x", false},    // unreadable: ignored
+		{redis.SoldOutChannel, "p 3", true},     // round 3 sold out
+		{redis.RestockChannel, "p", false},      // a restock without a round still forgets
+		{redis.SoldOutChannel, "p 3", true},     // and the round is still known
+		{redis.SoldOutChannel, "other 9", true}, // another product says nothing about p
 	}
 	for _, st := range steps {
 		marks.receive(ctx, st.channel, st.payload)
@@ -265,7 +266,7 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 	a, b := replicas[0], replicas[1]
 	waitFor(t, "both replicas to subscribe to the announcements", 10*time.Second, func() bool {
 		n, err := e.announcementSubscribers(ctx)
-		return err == nil && n[RestockChannel] == 2 && n[SoldOutChannel] == 2
+		return err == nil && n[redis.RestockChannel] == 2 && n[redis.SoldOutChannel] == 2
 	})
 
 	const id = "sold-out-fast"
@@ -346,8 +347,8 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 			want = 2
 		}
 		waitFor(t, "the replicas to subscribe", 10*time.Second, func() bool {
-			n, err := e.rdb.PubSubNumSub(ctx, RestockChannel).Result()
-			return err == nil && n[RestockChannel] == int64(want)
+			n, err := e.rdb.PubSubNumSub(ctx, redis.RestockChannel).Result()
+			return err == nil && n[redis.RestockChannel] == int64(want)
 		})
 		sa, sb := a.Wrap(e.seller(t, inventory.Atomic, e.deps("replica-a"))), b.Wrap(e.seller(t, inventory.Atomic, e.deps("replica-b")))
 		one := inventory.Order{ProductID: id, Quantity: 1}
@@ -394,18 +395,18 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 // SoldOutChannel, or on a cluster of their sharded channels (by their
 // plain names), on every master.
 func (e *env) announcementSubscribers(ctx context.Context) (map[string]int64, error) {
-	c, ok := e.rdb.(*redis.ClusterClient)
+	c, ok := e.rdb.(*goredis.ClusterClient)
 	if !ok {
-		return e.rdb.PubSubNumSub(ctx, RestockChannel, SoldOutChannel).Result()
+		return e.rdb.PubSubNumSub(ctx, redis.RestockChannel, redis.SoldOutChannel).Result()
 	}
 	var mu sync.Mutex
 	n := map[string]int64{}
-	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		some, err := m.PubSubShardNumSub(ctx, ShardRestockChannel, ShardSoldOutChannel).Result()
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		some, err := m.PubSubShardNumSub(ctx, redis.ShardRestockChannel, redis.ShardSoldOutChannel).Result()
 		mu.Lock()
 		defer mu.Unlock()
-		n[RestockChannel] += some[ShardRestockChannel]
-		n[SoldOutChannel] += some[ShardSoldOutChannel]
+		n[redis.RestockChannel] += some[redis.ShardRestockChannel]
+		n[redis.SoldOutChannel] += some[redis.ShardSoldOutChannel]
 		return err
 	})
 	return n, err
@@ -414,11 +415,11 @@ func (e *env) announcementSubscribers(ctx context.Context) (map[string]int64, er
 // killPubSub cuts every pub/sub connection to the env's Redis (every node
 // of a cluster).
 func (e *env) killPubSub(ctx context.Context) error {
-	c, ok := e.rdb.(*redis.ClusterClient)
+	c, ok := e.rdb.(*goredis.ClusterClient)
 	if !ok {
 		return e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
 	}
-	return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+	return c.ForEachShard(ctx, func(ctx context.Context, n *goredis.Client) error {
 		return n.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
 	})
 }
@@ -570,7 +571,7 @@ func TestARestockHeardOfIsPassedOn(t *testing.T) {
 		defer mu.Unlock()
 		heard = append(heard, id)
 	})
-	m.receive(ctx, RestockChannel, "announced 2")
+	m.receive(ctx, redis.RestockChannel, "announced 2")
 	e.restock(t, "made-here", 1)
 	if _, err := (Restocker{Store: e.store, Redis: e.rdb, Marks: m}).Restock(ctx, inventory.RestockOrder{ProductID: "made-here", Quantity: 1}); err != nil {
 		t.Fatal(err)
@@ -668,7 +669,7 @@ func TestARestockIsHeardWhileASellOutIsMarked(t *testing.T) {
 	wg.Go(func() { a.Listen(ctx, e.newRedis(t), slog.New(slog.DiscardHandler)) })
 	waitFor(t, "a to subscribe", 10*time.Second, func() bool {
 		n, err := e.announcementSubscribers(ctx)
-		return err == nil && n[RestockChannel] == 1
+		return err == nil && n[redis.RestockChannel] == 1
 	})
 	// Marked once subscribed: subscribing forgets every mark.
 	waitFor(t, "a to mark the product", 10*time.Second, func() bool { return a.mark(ctx, id, a.begin()) })
@@ -683,7 +684,7 @@ func TestARestockIsHeardWhileASellOutIsMarked(t *testing.T) {
 	if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid() FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&blockerPID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.Publish(ctx, SoldOutChannel, id+" 1").Err(); err != nil {
+	if err := e.rdb.Publish(ctx, redis.SoldOutChannel, id+" 1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a's mark of the sell-out to wait for the row", 10*time.Second, func() bool {
@@ -691,7 +692,7 @@ func TestARestockIsHeardWhileASellOutIsMarked(t *testing.T) {
 		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, blockerPID).Scan(&n)
 		return err == nil && n > 0
 	})
-	if err := e.rdb.Publish(ctx, RestockChannel, id+" 2").Err(); err != nil {
+	if err := e.rdb.Publish(ctx, redis.RestockChannel, id+" 2").Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a to drop its mark of round 1 on hearing of round 2, the row still held", 10*time.Second, func() bool {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
@@ -23,7 +23,7 @@ func notConfigured(info inventory.Info) error {
 // every other field's zero value works.
 type Deps struct {
 	Store    *postgres.Store
-	Redis    redis.UniversalClient
+	Redis    goredis.UniversalClient
 	Instance string
 	// Lockers are the lock strategies' locks, by strategy name: each
 	// strategy whose Info names a Lock takes a product's lock from its own

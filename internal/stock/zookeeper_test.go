@@ -14,6 +14,7 @@ import (
 	"inventory/internal/lock"
 	"inventory/internal/lock/zklock"
 	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -77,12 +78,12 @@ func (c *zkCutter) heal() {
 // zkLockNodes counts the lock nodes of product id.
 func zkLockNodes(t *testing.T, c *zk.Conn, id string) int {
 	t.Helper()
-	children, _, err := c.Children("/inventory/locks/" + lockKey(id))
+	children, _, err := c.Children("/inventory/locks/" + redis.LockKey(id))
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0
 	}
 	if err != nil {
-		t.Fatalf("Children(%s): %v", lockKey(id), err)
+		t.Fatalf("Children(%s): %v", redis.LockKey(id), err)
 	}
 	return len(children)
 }
@@ -164,12 +165,12 @@ func TestZooKeeperStaleHolderRefused(t *testing.T) {
 	var cut zkCutter
 	la := newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 300 * time.Millisecond}, Dialer: cut.dial})
 	lb := newZKLocker(t, zklock.Options{Options: lock.Options{Wait: 10 * time.Second}})
-	a, err := la.Lock(ctx, lockKey(id))
+	a, err := la.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("a: Lock = %v", err)
 	}
 	cut.cut() // a is "paused": its session expires, its node goes
-	b, err := lb.Lock(ctx, lockKey(id))
+	b, err := lb.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("b: Lock after a's session expired = %v", err)
 	}
