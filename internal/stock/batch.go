@@ -67,16 +67,10 @@ func newQueued(d Deps, sellBatch func(ctx context.Context, id string, orders []i
 	return &batch{d: d, sellBatch: sellBatch, queues: map[string]*batchQueue{}}
 }
 
-// Sell validates o and sells it in the next batch of its product, at most
-// once per idempotency key.
-func (s *batch) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell queues o and waits for its batch. A buyer that gives up while its
+// Sell queues o and waits for its batch. A buyer that gives up while its
 // order is still queued takes it out; once its batch has begun, it waits for
 // the batch's answer, since the sale may commit.
-func (s *batch) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+func (s *batch) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	bo := &batchOrder{o: o, answer: make(chan postgres.BatchAnswer, 1)}
 	if err := s.enqueue(bo); err != nil {
 		return inventory.Sale{}, err

@@ -16,15 +16,10 @@ type forUpdate struct {
 
 func newForUpdate(d Deps) *forUpdate { return &forUpdate{d: d} }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *forUpdate) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell reads the stock under its row lock, refuses with ErrSoldOut when too
+// Sell reads the stock under its row lock, refuses with ErrSoldOut when too
 // little is left, does the simulated work, then decrements and records the
 // sale; the row lock is held until the commit.
-func (s *forUpdate) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+func (s *forUpdate) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	return s.d.Store.Record(ctx, o, inventory.ForUpdate, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
 		q, err := t.ReadForUpdate(ctx)
 		if err != nil {

@@ -44,9 +44,9 @@ func (h *handoff) sellBatch(ctx context.Context, id string, orders []inventory.O
 		return postgres.AnswerAll(orders, lockErr(err))
 	}
 	defer release(ctx, lease)
-	hold := h.d.Holds.Begin(id, inventory.Handoff, lease.Fence().Token)
+	section := h.d.Holds.Begin(id, inventory.Handoff, lease.Fence().Token)
 	answers := h.sellHeld(lease, id, orders)
-	hold.End(batchOutcome(answers))
+	section.End(batchOutcome(answers))
 	return answers
 }
 

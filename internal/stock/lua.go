@@ -48,11 +48,6 @@ func newLua(d Deps) *lua {
 	return &lua{d: d, counter: redis.NewCounter(d.Redis), lease: reservationLease}
 }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *lua) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
 // errTwinInFlight: another order with the same idempotency key holds a
 // reservation whose sale has not finished.
 var errTwinInFlight = errors.New("an order with the same idempotency key is in flight")
@@ -62,7 +57,7 @@ var errTwinInFlight = errors.New("an order with the same idempotency key is in f
 // out" is not yet true.
 var errUnitsInFlight = errors.New("the units this order needs are reserved by sales in flight")
 
-// sell sells o by sellOnce, trying again, within the Deps.Wait budget,
+// Sell sells o by sellOnce, trying again, within the Deps.Wait budget,
 // in three cases. The Redis counter answers before Postgres commits, so an
 // order racing its twin (a retry with the same idempotency key) could be
 // told "sold out" with the twin's own units; instead it waits for the twin's
@@ -74,7 +69,7 @@ var errUnitsInFlight = errors.New("the units this order needs are reserved by sa
 // And a restock between the reservation and the write leaves the
 // reservation in a round that is over: the sale is tried again in the new
 // one.
-func (s *lua) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+func (s *lua) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
 	tries := 0
 	defer func() { tracing.Attempts(ctx, tries) }()

@@ -33,7 +33,8 @@ func TestANewBackendSellsThroughTheGenericFencedSale(t *testing.T) {
 		if err != nil {
 			t.Fatalf("memlock's Locker: %v", err)
 		}
-		return &locked{d: e.deps("replica-a").build(t), name: "memlock-example", lk: l}
+		d := e.deps("replica-a").build(t)
+		return replaying{store: d.Store, next: &fencedSale{d: d, name: "memlock-example", lk: l}}
 	}
 	s := seller(memlock.NewServer())
 	for i := range 2 {

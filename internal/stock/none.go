@@ -15,14 +15,9 @@ type none struct {
 
 func newNone(d Deps) *none { return &none{d: d} }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *none) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell reads the stock, refuses with ErrSoldOut when too little is left, does
+// Sell reads the stock, refuses with ErrSoldOut when too little is left, does
 // the simulated work, and then decrements and records the sale.
-func (s *none) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+func (s *none) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	return s.d.Store.Record(ctx, o, inventory.None, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
 	})

@@ -20,16 +20,11 @@ type optimistic struct {
 
 func newOptimistic(d Deps) *optimistic { return &optimistic{d: d} }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *optimistic) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell tries compare-and-set sales, each its own short transaction, until one
+// Sell tries compare-and-set sales, each its own short transaction, until one
 // wins, the stock runs out (ErrSoldOut), or the Deps.Wait budget or ctx
 // ends (ErrContention): buyers keep their chance while stock remains, rather
 // than being turned away after a fixed few losses.
-func (s *optimistic) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+func (s *optimistic) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
 	tries := 0
 	defer func() { tracing.Attempts(ctx, tries) }()

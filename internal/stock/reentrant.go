@@ -11,7 +11,7 @@ import (
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog (see
-// locked): the request's owner travels in its context (lock.WithOwner), and
+// fencedSale): the request's owner travels in its context (lock.WithOwner), and
 // the sale takes the lock again inside the first hold, as nested code of one
 // request would, incrementing the hold instead of deadlocking. Safe: the
 // transaction runs under the lease's context, a sale whose lock was lost is
@@ -19,11 +19,11 @@ import (
 // fence, shared with redis and handoff) and guarded by Postgres (a breach,
 // never an oversell).
 type reentrant struct {
-	*locked
+	*fencedSale
 }
 
 func newReentrant(d Deps) (*reentrant, error) {
-	l, err := newLocked(d, inventory.Reentrant)
+	l, err := newFencedSale(d, inventory.Reentrant)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (s *reentrant) Sell(ctx context.Context, o inventory.Order) (inventory.Sale
 	if _, ok := lock.OwnerFrom(ctx); !ok {
 		ctx = lock.WithOwner(ctx, uuid.NewString())
 	}
-	return s.locked.Sell(ctx, o)
+	return s.fencedSale.Sell(ctx, o)
 }
 
 // reenter takes the lock again, as its holder (the count goes to 2), and

@@ -8,35 +8,9 @@ import (
 	"time"
 
 	"inventory/internal/inventory"
-	"inventory/internal/postgres"
 )
 
 // The steps every strategy shares, written once.
-
-// once runs sell for o at most once per idempotency key. It validates o
-// first, so a bad order changes nothing; when o carries a key that an earlier
-// sale used, it returns that sale (Replayed) or ErrIdempotencyConflict
-// without calling sell. A duplicate racing that check is caught by the
-// ledger's unique key inside sell's transaction (Store.Record); and a
-// duplicate told ErrSoldOut because the units it saw missing were the ones its
-// twin was selling gets the twin's sale instead.
-func once(ctx context.Context, st *postgres.Store, o inventory.Order, sell func(context.Context, inventory.Order) (inventory.Sale, error)) (inventory.Sale, error) {
-	if err := o.Validate(); err != nil {
-		return inventory.Sale{}, err
-	}
-	if o.IdempotencyKey != "" {
-		if earlier, found, err := st.Replay(ctx, o); err != nil || found {
-			return earlier, err
-		}
-	}
-	sale, err := sell(ctx, o)
-	if errors.Is(err, inventory.ErrSoldOut) && o.IdempotencyKey != "" {
-		if earlier, found, rerr := st.Replay(ctx, o); found {
-			return earlier, rerr
-		}
-	}
-	return sale, err
-}
 
 // notCommitted reports whether a sale's transaction, which returned sale and
 // err, certainly did not commit a decrement of its own: it failed before or

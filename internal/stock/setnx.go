@@ -30,15 +30,10 @@ func newSetNX(d Deps) (*setNX, error) {
 	return &setNX{d: d, mu: mu}, nil
 }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *setNX) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell takes the product's naive lock (waiting up to its locker's wait
+// Sell takes the product's naive lock (waiting up to its locker's wait
 // budget, else ErrLockTimeout), sells like none, and deletes the lock key
 // after the commit, whoever holds it by then.
-func (s *setNX) sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+func (s *setNX) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	// An unknown product must not get a lock key in Redis.
 	if err := s.d.Store.Exists(ctx, o.ProductID); err != nil {
 		return inventory.Sale{}, err
@@ -48,8 +43,8 @@ func (s *setNX) sell(ctx context.Context, o inventory.Order) (inventory.Sale, er
 		return inventory.Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, inventory.SetNX, 0)
-	return hold.done(s.d.Store.Record(ctx, o, inventory.SetNX, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
+	section := s.d.Holds.Begin(o.ProductID, inventory.SetNX, 0)
+	return section.done(s.d.Store.Record(ctx, o, inventory.SetNX, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
 	}))
 }

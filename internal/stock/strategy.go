@@ -73,12 +73,25 @@ func seller[S inventory.Seller](s S, err error) (inventory.Seller, error) {
 	return s, nil
 }
 
-// New builds the strategy called name. Each call makes an independent seller:
-// build each strategy once per process (the local strategy's mutexes live in it).
+// New builds the strategy called name, wrapped so that it validates every
+// order and sells each at most once per idempotency key (replaying). Each
+// call makes an independent seller: build each strategy once per process
+// (the local strategy's mutexes live in it).
 func New(name string, d Deps) (inventory.Seller, error) {
 	if d.Store == nil || d.Redis == nil || d.Instance == "" {
 		return nil, fmt.Errorf("stock.New(%q): Deps needs Store, Redis and Instance", name)
 	}
+	s, err := build(name, d)
+	if err != nil {
+		return nil, err
+	}
+	return replaying{store: d.Store, next: s}, nil
+}
+
+// build is the one list that builds each strategy by name, one line each
+// (inventory.Strategies says what each one is): adding a strategy = its
+// file, its line here and its Info there.
+func build(name string, d Deps) (inventory.Seller, error) {
 	switch name {
 	case inventory.None:
 		return newNone(d), nil
