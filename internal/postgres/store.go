@@ -652,8 +652,14 @@ func (s *Store) committed(ctx context.Context, op string, cause error, lookup fu
 		case err == nil:
 			return fmt.Errorf("%s: %w: the reply was lost (%v) and the database shows it did not commit", op, inventory.ErrUnavailable, cause)
 		}
-		if !errors.Is(err, inventory.ErrUnavailable) || sleep(rctx, retryWait(attempt)) != nil {
-			return fmt.Errorf("%s: %w: %w: the reply was lost (%v) and the database cannot tell: %w", op, inventory.ErrUnavailable, inventory.ErrOutcomeUnknown, cause, err)
+		unknown := fmt.Errorf("%s: %w: %w: the reply was lost (%v) and the database cannot tell: %w", op, inventory.ErrUnavailable, inventory.ErrOutcomeUnknown, cause, err)
+		if !errors.Is(err, inventory.ErrUnavailable) {
+			return unknown
+		}
+		select {
+		case <-rctx.Done():
+			return unknown
+		case <-time.After(retryWait(attempt)):
 		}
 	}
 }
@@ -769,18 +775,6 @@ func interrupted(ctx context.Context) error {
 // Postgres unavailable: 50 ms, doubling, at most a second.
 func retryWait(attempt int) time.Duration {
 	return min(50*time.Millisecond<<min(attempt, 5), time.Second)
-}
-
-// sleep waits for d unless ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Pool is the pool the store writes through, for a lock backend that keeps
