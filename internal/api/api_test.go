@@ -871,7 +871,7 @@ func TestProfilesAreForTheAdminOnly(t *testing.T) {
 }
 
 // TestStrategyUnavailable: the fixture runs without the lock services of
-// the strategies that need one (stock.Info.Needs). They are listed as
+// the strategies that need one (inventory.Info.Needs). They are listed as
 // unavailable, naming the setting, and a sale with one, or making one the
 // fleet default, is a 503 strategy-unavailable that names the setting,
 // without Retry-After, and changes nothing.

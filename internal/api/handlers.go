@@ -185,7 +185,7 @@ func (s *server) order(r *http.Request, id string, quantity *int64) (inventory.O
 }
 
 // seller is the strategy's seller, or an error wrapping
-// stock.ErrNotConfigured, naming the missing setting, when this replica was
+// inventory.ErrNotConfigured, naming the missing setting, when this replica was
 // started without the lock service the strategy needs.
 func (s *server) seller(strategy string) (inventory.Seller, error) {
 	if seller := s.Sellers[strategy]; seller != nil {

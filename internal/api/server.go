@@ -33,7 +33,7 @@ import (
 // Config is what the HTTP layer needs; every field but AdminToken is required.
 type Config struct {
 	// Sellers holds one seller per strategy name. A strategy that needs a
-	// lock service of its own (stock.Info.Needs) may be missing: it is then
+	// lock service of its own (inventory.Info.Needs) may be missing: it is then
 	// listed as unavailable and its sales get 503 strategy-unavailable.
 	Sellers map[string]inventory.Seller
 	Store   *postgres.Store

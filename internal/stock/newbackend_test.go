@@ -12,7 +12,7 @@ import (
 
 // TestANewBackendSellsThroughTheGenericFencedSale: a lock backend no line
 // of stock names (memlock, the example of docs/adding-a-backend.md),
-// opened by its descriptor alone, sells through the one locked sale: its
+// opened by its descriptor alone, sells through the one fenced sale: its
 // leases' fences are claimed in a fences row of its own counter, which
 // appears without a migration, and a holder whose token is not above that
 // Fence (a second memlock server, a counter started again from 1) is
