@@ -121,7 +121,7 @@ test-faults: deps
 # Every fuzz target as package:Name. `go test -fuzz` takes one package and
 # one target at a time.
 FUZZ_TARGETS = ./internal/api:FuzzDecodeSale ./internal/api:FuzzIdempotencyKey \
-	./internal/api:FuzzRequestID ./internal/api:FuzzStrategyParam ./internal/stock:FuzzValidateProductID \
+	./internal/api:FuzzRequestID ./internal/api:FuzzStrategyParam ./internal/inventory:FuzzValidateProductID \
 	./internal/wire:FuzzScanSale ./internal/wire:FuzzProblemJSON ./internal/wire:FuzzScan ./internal/wire:FuzzSaleBody
 FUZZTIME ?= 60s
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/backend"
 	"inventory/internal/lock/etcdlock"
@@ -16,7 +17,7 @@ import (
 	"inventory/internal/lock/redislock"
 	"inventory/internal/lock/redlock"
 	"inventory/internal/lock/zklock"
-	"inventory/internal/stock"
+	"inventory/internal/postgres"
 )
 
 // lockBackends is the one list of lock backends, the only place that
@@ -39,7 +40,7 @@ var lockBackends = []backend.Descriptor{
 // (it is then unavailable). closeAll closes them all; call it after the
 // drain, so that in-flight sales release their locks first.
 func openLockers(ctx context.Context, cfg config, list []backend.Descriptor, pool *pgxpool.Pool, rdb redis.UniversalClient,
-	store *stock.Store, obs lock.Observer, log *slog.Logger) (lockers map[string]lock.Locker, closeAll func(), err error) {
+	store *postgres.Store, obs lock.Observer, log *slog.Logger) (lockers map[string]lock.Locker, closeAll func(), err error) {
 	open := map[string]backend.Lockers{}
 	var order []backend.Lockers
 	closeAll = func() {
@@ -68,7 +69,7 @@ func openLockers(ctx context.Context, cfg config, list []backend.Descriptor, poo
 		order = append(order, o)
 	}
 	lockers = map[string]lock.Locker{}
-	for _, info := range stock.Strategies {
+	for _, info := range inventory.Strategies {
 		if info.Lock == "" {
 			continue
 		}

@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock/backend"
 	"inventory/internal/lock/memlock"
-	"inventory/internal/stock"
+	"inventory/internal/postgres"
 	"inventory/internal/testenv"
 )
 
@@ -48,7 +49,7 @@ func checkBackends(t *testing.T, list []backend.Descriptor) {
 			counters[c] = d.Name
 		}
 	}
-	for _, info := range stock.Strategies {
+	for _, info := range inventory.Strategies {
 		if info.Lock == "" {
 			continue
 		}
@@ -61,7 +62,7 @@ func checkBackends(t *testing.T, list []backend.Descriptor) {
 			t.Errorf("strategy %s needs %q, but its backend %s's setting is %q", info.Name, info.Needs, d.Name, d.Setting)
 		}
 	}
-	if !slices.ContainsFunc(stock.Strategies, func(i stock.Info) bool { return i.Lock != "" }) {
+	if !slices.ContainsFunc(inventory.Strategies, func(i inventory.Info) bool { return i.Lock != "" }) {
 		t.Fatal("no strategy takes a lock of a backend")
 	}
 }
@@ -95,13 +96,13 @@ func TestANewBackendIsOnePackageAndOneLine(t *testing.T) {
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	lockers, closeAll, err := openLockers(ctx, cfg, list, pool, rdb, stock.NewStore(pool, stock.Limits{}), nil, slog.New(slog.DiscardHandler))
+	lockers, closeAll, err := openLockers(ctx, cfg, list, pool, rdb, postgres.NewStore(pool, postgres.Limits{}), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("openLockers(the list and memlock) = %v", err)
 	}
 	defer closeAll()
-	if lockers[stock.RedisLock] == nil || lockers[stock.PgLock] == nil {
-		t.Errorf("openLockers with memlock added gave redis %v and pglock %v, want both as without it", lockers[stock.RedisLock], lockers[stock.PgLock])
+	if lockers[inventory.RedisLock] == nil || lockers[inventory.PgLock] == nil {
+		t.Errorf("openLockers with memlock added gave redis %v and pglock %v, want both as without it", lockers[inventory.RedisLock], lockers[inventory.PgLock])
 	}
 	open, err := server.Descriptor().Open(ctx, backend.Config{})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"inventory/internal/client"
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 	"inventory/internal/testenv"
 )
 
@@ -46,7 +46,7 @@ func TestRedisClusterThroughRun(t *testing.T) {
 		t.Fatalf("GET /strategies: %v", err)
 	}
 	for _, s := range list {
-		if s.Name == stock.Redlock && !strings.Contains(s.Description, "not Redlock") {
+		if s.Name == inventory.Redlock && !strings.Contains(s.Description, "not Redlock") {
 			t.Errorf("GET /strategies: redlock is described %q, want it to say Redlock over one cluster is not Redlock", s.Description)
 		}
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock/backend"
-	"inventory/internal/stock"
 	"inventory/internal/tracing"
 )
 
@@ -191,7 +191,7 @@ func (c config) validate() error {
 			return bad("INVENTORY_REDIS_CLUSTER", "want comma-separated host:port of seed nodes, got %q", s)
 		}
 	}
-	if info, err := stock.Lookup(c.Strategy); err != nil {
+	if info, err := inventory.Lookup(c.Strategy); err != nil {
 		return bad("INVENTORY_STRATEGY", "%v", err)
 	} else if info.Needs != "" && !c.set(info.Needs) {
 		return bad("INVENTORY_STRATEGY", "strategy %q needs %s, which is not set", c.Strategy, info.Needs)

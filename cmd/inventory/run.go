@@ -23,7 +23,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/api"
+	"inventory/internal/inventory"
 	"inventory/internal/metrics"
+	"inventory/internal/postgres"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
 	"inventory/internal/tracing"
@@ -152,7 +154,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// waits for a lock, and is idle only during the simulated work: a
 	// replica paused longer than that, or than a lock's lease, loses its
 	// transaction and its row lock.
-	store := stock.NewStore(pool, stock.Limits{
+	store := postgres.NewStore(pool, postgres.Limits{
 		LockTimeout: cfg.LockWait,
 		IdleTimeout: min(cfg.LockTTL, cfg.WorkDelay+5*time.Second),
 		Reads:       reads,
@@ -185,10 +187,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// One bound per product across every strategy in this replica.
 	admission := stock.NewAdmission(cfg.MaxWaiting)
-	sellers := make(map[string]stock.Seller)
-	for _, info := range stock.Strategies {
+	sellers := make(map[string]inventory.Seller)
+	for _, info := range inventory.Strategies {
 		s, err := stock.New(info.Name, deps)
-		if errors.Is(err, stock.ErrNotConfigured) {
+		if errors.Is(err, inventory.ErrNotConfigured) {
 			// Listed as unavailable; its sales get 503 strategy-unavailable.
 			if info.Name == cfg.Strategy {
 				return fmt.Errorf("config: INVENTORY_STRATEGY: %w", err)
@@ -215,7 +217,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer settingsPool.Close()
-	defaultStrategy := settings.NewStrategy(settingsPool, func(name string) error { _, err := stock.Lookup(name); return err },
+	defaultStrategy := settings.NewStrategy(settingsPool, func(name string) error { _, err := inventory.Lookup(name); return err },
 		settings.Options{Instance: cfg.Instance, Logger: log})
 	if err := defaultStrategy.Init(ctx, cfg.Strategy); err != nil {
 		return err
@@ -254,7 +256,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	var notes map[string]string
 	if len(cfg.RedisCluster) > 0 {
-		notes = map[string]string{stock.Redlock: redlockOnCluster}
+		notes = map[string]string{inventory.Redlock: redlockOnCluster}
 	}
 	handler, err := api.NewServer(api.Config{
 		Notes:   notes,

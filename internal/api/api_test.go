@@ -21,10 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock"
 	"inventory/internal/metrics"
+	"inventory/internal/postgres"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
 	"inventory/internal/testenv"
@@ -50,7 +52,7 @@ type fixture struct {
 	t       testing.TB
 	url     string
 	handler http.Handler // NewServer's, unwrapped
-	store   *stock.Store
+	store   *postgres.Store
 	rdb     *redis.Client
 	// holds is the server's log of lock holds, which its sellers record in.
 	holds *stock.HoldLog
@@ -84,17 +86,17 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	metrics.RegisterPools(reg, pool, rdb)
-	store := stock.NewStore(pool, stock.Limits{})
+	store := postgres.NewStore(pool, postgres.Limits{})
 	holds := stock.NewHoldLog(1000)
 	lockOpts := lock.Options{TTL: 5 * time.Second, Wait: 200 * time.Millisecond, Observer: m}
 	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-1",
 		Lockers: testLockers(t, pool, rdb, store, lockOpts), Wait: lockOpts.Wait, Holds: holds}
-	sellers := map[string]stock.Seller{}
+	sellers := map[string]inventory.Seller{}
 	// No lock service of its own is configured here: the strategies that
 	// need one are unavailable (see TestStrategyUnavailable).
-	for _, name := range stock.Names() {
+	for _, name := range inventory.Names() {
 		s, err := stock.New(name, deps)
-		if errors.Is(err, stock.ErrNotConfigured) {
+		if errors.Is(err, inventory.ErrNotConfigured) {
 			continue
 		}
 		if err != nil {
@@ -102,8 +104,8 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 		}
 		sellers[name] = s
 	}
-	def := settings.NewStrategy(pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{})
-	if err := def.Init(ctx, stock.Atomic); err != nil {
+	def := settings.NewStrategy(pool, func(n string) error { _, err := inventory.Lookup(n); return err }, settings.Options{})
+	if err := def.Init(ctx, inventory.Atomic); err != nil {
 		t.Fatal(err)
 	}
 	cfg := Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-1",
@@ -126,7 +128,7 @@ func newFixture(t testing.TB, adminToken string, tweaks ...func(*Config)) *fixtu
 // testLockers are the lockers of the lock strategies in Redis and Postgres,
 // built with opts as cmd/inventory builds them; the strategies that need
 // a lock service of their own get none.
-func testLockers(t testing.TB, pool *pgxpool.Pool, rdb redis.UniversalClient, store *stock.Store, opts lock.Options) map[string]lock.Locker {
+func testLockers(t testing.TB, pool *pgxpool.Pool, rdb redis.UniversalClient, store *postgres.Store, opts lock.Options) map[string]lock.Locker {
 	// Redis's fencing counters restart above what Postgres has seen of
 	// their counter (a lock.Fence's Backend).
 	redisOpts := func(counter string, watchdog bool) redislock.Options {
@@ -140,12 +142,12 @@ func testLockers(t testing.TB, pool *pgxpool.Pool, rdb redis.UniversalClient, st
 		t.Cleanup(c)
 	}
 	return map[string]lock.Locker{
-		stock.SetNX:     redislock.NewSetNX(rdb, redislock.Options{Options: opts}).Locker(),
-		stock.RedisLock: mutex,
-		stock.Handoff:   handoff,
-		stock.Reentrant: reentrant,
-		stock.Fair:      fair,
-		stock.PgLock:    pglock.New(pool, pglock.Options{Options: opts}),
+		inventory.SetNX:     redislock.NewSetNX(rdb, redislock.Options{Options: opts}).Locker(),
+		inventory.RedisLock: mutex,
+		inventory.Handoff:   handoff,
+		inventory.Reentrant: reentrant,
+		inventory.Fair:      fair,
+		inventory.PgLock:    pglock.New(pool, pglock.Options{Options: opts}),
 	}
 }
 
@@ -186,7 +188,7 @@ func (f *fixture) restock(id string, quantity int64) {
 	}
 }
 
-func (f *fixture) product(id string) stock.Product {
+func (f *fixture) product(id string) inventory.Product {
 	f.t.Helper()
 	p, err := f.store.Product(context.Background(), id)
 	if err != nil {
@@ -290,7 +292,7 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 func TestSaleSellsAndSaysWhoSold(t *testing.T) {
 	f := newFixture(t, adminToken)
 	f.restock("sku-1", 3)
-	for _, info := range stock.Strategies {
+	for _, info := range inventory.Strategies {
 		strategy := info.Name
 		if info.Needs != "" { // not configured in the fixture: see TestStrategyUnavailable
 			continue
@@ -491,7 +493,7 @@ func TestRestockIsSafeToRetry(t *testing.T) {
 	if p := f.product("sku-r"); p.Round != 2 || p.Quantity != 6 {
 		t.Errorf("after the refused restocks: round %d, quantity %d; want round 2 and the 6 left after the sale", p.Round, p.Quantity)
 	}
-	if _, err := f.store.Product(context.Background(), "sku-new"); !errors.Is(err, stock.ErrNotFound) {
+	if _, err := f.store.Product(context.Background(), "sku-new"); !errors.Is(err, inventory.ErrNotFound) {
 		t.Errorf("a refused If-Match created sku-new: %v", err)
 	}
 }
@@ -510,18 +512,18 @@ func TestStrategies(t *testing.T) {
 	f := newFixture(t, adminToken)
 	r := f.do("GET", "/strategies", "", "")
 	var list []wire.StrategyInfo
-	if err := json.Unmarshal([]byte(r.raw), &list); err != nil || len(list) != len(stock.Names()) {
-		t.Fatalf("GET /strategies = %s (%v), want %d strategies", r.raw, err, len(stock.Names()))
+	if err := json.Unmarshal([]byte(r.raw), &list); err != nil || len(list) != len(inventory.Names()) {
+		t.Fatalf("GET /strategies = %s (%v), want %d strategies", r.raw, err, len(inventory.Names()))
 	}
 	for _, s := range list {
-		wantSafe := s.Name != stock.None && s.Name != stock.Local && s.Name != stock.SetNX
+		wantSafe := s.Name != inventory.None && s.Name != inventory.Local && s.Name != inventory.SetNX
 		if s.Safe != wantSafe || s.Description == "" {
 			t.Errorf("strategy %s: safe=%v description=%q, want safe=%v and a description", s.Name, s.Safe, s.Description, wantSafe)
 		}
 	}
 
 	auth := []string{"Authorization", "Bearer " + adminToken}
-	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Atomic {
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != inventory.Atomic {
 		t.Errorf("GET /strategy = %s, want atomic", r.raw)
 	}
 	if r := f.do("PUT", "/strategy", jsonType, `{"strategy":"optimistic"}`, auth...); r.status != 200 {
@@ -530,7 +532,7 @@ func TestStrategies(t *testing.T) {
 	// No wait: PUT /strategy answers once every replica follows the new
 	// default, this one first.
 	f.restock("sku-1", 5)
-	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`); r.body["strategy"] != stock.Optimistic {
+	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`); r.body["strategy"] != inventory.Optimistic {
 		t.Errorf("sale after switching the default = %s, want strategy optimistic", r.raw)
 	}
 	for body, problem := range map[string]string{`{"strategy":"magic"}`: "unknown-strategy", `{}`: "malformed-request", `{"strategy":1}`: "malformed-request"} {
@@ -538,7 +540,7 @@ func TestStrategies(t *testing.T) {
 			t.Errorf("PUT /strategy %s = %d %s, want 400 %s", body, r.status, r.raw, problem)
 		}
 	}
-	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Optimistic {
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != inventory.Optimistic {
 		t.Errorf("refused switches changed the default: %s", r.raw)
 	}
 }
@@ -581,10 +583,10 @@ func TestReadinessFailsWhenRedisIsDown(t *testing.T) {
 
 func TestClassifyMapsEverySentinel(t *testing.T) {
 	for err, want := range map[error]int{
-		stock.ErrNotFound: 404, stock.ErrSoldOut: 409, stock.ErrBadProductID: 400, stock.ErrBadQuantity: 400,
-		stock.ErrLockTimeout: 503, stock.ErrContention: 503, stock.ErrLockLost: 503, stock.ErrUnavailable: 503, stock.ErrOverloaded: 503,
-		stock.ErrIdempotencyConflict: 422, stock.ErrUnknownStrategy: 400, context.DeadlineExceeded: 503,
-		fmt.Errorf("wrapped: %w", stock.ErrSoldOut): 409, fmt.Errorf("anything else"): 500,
+		inventory.ErrNotFound: 404, inventory.ErrSoldOut: 409, inventory.ErrBadProductID: 400, inventory.ErrBadQuantity: 400,
+		inventory.ErrLockTimeout: 503, inventory.ErrContention: 503, inventory.ErrLockLost: 503, inventory.ErrUnavailable: 503, inventory.ErrOverloaded: 503,
+		inventory.ErrIdempotencyConflict: 422, inventory.ErrUnknownStrategy: 400, context.DeadlineExceeded: 503,
+		fmt.Errorf("wrapped: %w", inventory.ErrSoldOut): 409, fmt.Errorf("anything else"): 500,
 	} {
 		if got := classify(err).status; got != want {
 			t.Errorf("classify(%v) = %d, want %d", err, got, want)
@@ -599,11 +601,11 @@ func TestClassifyCombinedSentinels(t *testing.T) {
 		slug   string
 		retry  bool
 	}{
-		{fmt.Errorf("commit: %w: %w: reply lost", stock.ErrUnavailable, stock.ErrOutcomeUnknown), 503, "outcome-unknown", false},
-		{fmt.Errorf("%w: %w: and the ledger could not be read", stock.ErrLockLost, stock.ErrOutcomeUnknown), 503, "outcome-unknown", false},
-		{fmt.Errorf("%w: %w: fencing token 3 is not newer than 9", stock.ErrLockBreach, stock.ErrLockLost), 503, "lock-lost", true},
-		{fmt.Errorf("%w: the stock changed under the lock: %w", stock.ErrLockBreach, stock.ErrSoldOut), 409, "sold-out", false},
-		{fmt.Errorf("postgres: commit: %w: connection reset", stock.ErrUnavailable), 503, "unavailable", true},
+		{fmt.Errorf("commit: %w: %w: reply lost", inventory.ErrUnavailable, inventory.ErrOutcomeUnknown), 503, "outcome-unknown", false},
+		{fmt.Errorf("%w: %w: and the ledger could not be read", inventory.ErrLockLost, inventory.ErrOutcomeUnknown), 503, "outcome-unknown", false},
+		{fmt.Errorf("%w: %w: fencing token 3 is not newer than 9", inventory.ErrLockBreach, inventory.ErrLockLost), 503, "lock-lost", true},
+		{fmt.Errorf("%w: the stock changed under the lock: %w", inventory.ErrLockBreach, inventory.ErrSoldOut), 409, "sold-out", false},
+		{fmt.Errorf("postgres: commit: %w: connection reset", inventory.ErrUnavailable), 503, "unavailable", true},
 	} {
 		if k := classify(tc.err); k.status != tc.status || k.slug != tc.slug || k.retry != tc.retry {
 			t.Errorf("classify(%v) = %d %s retry=%v, want %d %s retry=%v", tc.err, k.status, k.slug, k.retry, tc.status, tc.slug, tc.retry)
@@ -614,8 +616,8 @@ func TestClassifyCombinedSentinels(t *testing.T) {
 // fakeSeller fails every sale with err.
 type fakeSeller struct{ err error }
 
-func (s fakeSeller) Sell(context.Context, stock.Order) (stock.Sale, error) {
-	return stock.Sale{}, s.err
+func (s fakeSeller) Sell(context.Context, inventory.Order) (inventory.Sale, error) {
+	return inventory.Sale{}, s.err
 }
 
 // logLines collects JSON log lines.
@@ -648,7 +650,7 @@ func TestSaleProblemsTellNoInternalsAndAreLoggedAtTheirLevel(t *testing.T) {
 	var logs logLines
 	fail := &fakeSeller{}
 	f := newFixture(t, adminToken, func(c *Config) {
-		c.Sellers[stock.None] = fail
+		c.Sellers[inventory.None] = fail
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	f.restock("sku-1", 5)
@@ -661,17 +663,17 @@ func TestSaleProblemsTellNoInternalsAndAreLoggedAtTheirLevel(t *testing.T) {
 		breach     bool
 		level      string
 	}{
-		{"breach, lock lost", fmt.Errorf("%w: %w: fencing token 3 is not newer than 9: %s", stock.ErrLockBreach, stock.ErrLockLost, secret), 503, "lock-lost", true, true, "WARN"},
-		{"breach, sold out", fmt.Errorf("%w: the stock changed under the lock: %w: %s", stock.ErrLockBreach, stock.ErrSoldOut, secret), 409, "sold-out", false, true, "WARN"},
-		{"outcome unknown", fmt.Errorf("commit: %w: %w: reply lost: %s", stock.ErrUnavailable, stock.ErrOutcomeUnknown, secret), 503, "outcome-unknown", false, false, "ERROR"},
-		{"unavailable", fmt.Errorf("postgres: read: %w: %s", stock.ErrUnavailable, secret), 503, "unavailable", true, false, "ERROR"},
+		{"breach, lock lost", fmt.Errorf("%w: %w: fencing token 3 is not newer than 9: %s", inventory.ErrLockBreach, inventory.ErrLockLost, secret), 503, "lock-lost", true, true, "WARN"},
+		{"breach, sold out", fmt.Errorf("%w: the stock changed under the lock: %w: %s", inventory.ErrLockBreach, inventory.ErrSoldOut, secret), 409, "sold-out", false, true, "WARN"},
+		{"outcome unknown", fmt.Errorf("commit: %w: %w: reply lost: %s", inventory.ErrUnavailable, inventory.ErrOutcomeUnknown, secret), 503, "outcome-unknown", false, false, "ERROR"},
+		{"unavailable", fmt.Errorf("postgres: read: %w: %s", inventory.ErrUnavailable, secret), 503, "unavailable", true, false, "ERROR"},
 		{"internal", fmt.Errorf("postgres: %s", secret), 500, "internal", false, false, "ERROR"},
-		{"lock timeout", fmt.Errorf("%w: %s", stock.ErrLockTimeout, secret), 503, "lock-timeout", true, false, "WARN"},
-		{"contention", fmt.Errorf("%w: %s", stock.ErrContention, secret), 503, "contention", true, false, "WARN"},
-		{"overloaded", fmt.Errorf("%w: %s", stock.ErrOverloaded, secret), 503, "overloaded", true, false, "WARN"},
-		{"lock lost", fmt.Errorf("%w: %s", stock.ErrLockLost, secret), 503, "lock-lost", true, false, "WARN"},
+		{"lock timeout", fmt.Errorf("%w: %s", inventory.ErrLockTimeout, secret), 503, "lock-timeout", true, false, "WARN"},
+		{"contention", fmt.Errorf("%w: %s", inventory.ErrContention, secret), 503, "contention", true, false, "WARN"},
+		{"overloaded", fmt.Errorf("%w: %s", inventory.ErrOverloaded, secret), 503, "overloaded", true, false, "WARN"},
+		{"lock lost", fmt.Errorf("%w: %s", inventory.ErrLockLost, secret), 503, "lock-lost", true, false, "WARN"},
 		{"canceled", fmt.Errorf("postgres: %s: %w", secret, context.Canceled), 503, "canceled", true, false, "WARN"},
-		{"sold out", fmt.Errorf("1 of \"sku-1\" wanted, 0 left (and returning them failed: %s): %w", secret, stock.ErrSoldOut), 409, "sold-out", false, false, "DEBUG"},
+		{"sold out", fmt.Errorf("1 of \"sku-1\" wanted, 0 left (and returning them failed: %s): %w", secret, inventory.ErrSoldOut), 409, "sold-out", false, false, "DEBUG"},
 	} {
 		fail.err = tc.err
 		r := f.do("POST", "/sale?strategy=none", jsonType, `{"product_id":"sku-1","quantity":1}`, admin...)
@@ -693,7 +695,7 @@ func TestSaleProblemsTellNoInternalsAndAreLoggedAtTheirLevel(t *testing.T) {
 			t.Errorf("%s: log line for request %q = %v, want level %s, problem %s", tc.name, r.header.Get("X-Request-ID"), line, tc.level, tc.problem)
 			continue
 		}
-		if tc.breach && (line["strategy"] != stock.None || line["product_id"] != "sku-1" || line["lock_breach"] != true) {
+		if tc.breach && (line["strategy"] != inventory.None || line["product_id"] != "sku-1" || line["lock_breach"] != true) {
 			t.Errorf("%s: breach log line %v lacks strategy none, product_id sku-1, lock_breach true", tc.name, line)
 		}
 	}
@@ -710,8 +712,8 @@ func TestSaleProblemsTellNoInternalsAndAreLoggedAtTheirLevel(t *testing.T) {
 
 func TestEveryServerErrorHasAFixedDetail(t *testing.T) {
 	for _, err := range []error{
-		stock.ErrOutcomeUnknown, stock.ErrLockTimeout, stock.ErrContention, stock.ErrLockLost,
-		stock.ErrUnavailable, context.Canceled, context.DeadlineExceeded, errors.New("x"),
+		inventory.ErrOutcomeUnknown, inventory.ErrLockTimeout, inventory.ErrContention, inventory.ErrLockLost,
+		inventory.ErrUnavailable, context.Canceled, context.DeadlineExceeded, errors.New("x"),
 	} {
 		if k := classify(err); k.status < 500 || k.detail == "" || k.level < slog.LevelWarn {
 			t.Errorf("classify(%v) = %d detail %q level %v, want a 5xx with a fixed detail logged at WARN or above", err, k.status, k.detail, k.level)
@@ -748,7 +750,7 @@ func TestNamingTheStrategyIsAnAdminCall(t *testing.T) {
 	if count, units, err := f.store.Ledger(context.Background(), "sku-1"); err != nil || count != 0 || units != 0 {
 		t.Errorf("ledger after refused sales = %d rows, %d units, %v; want 0, 0", count, units, err)
 	}
-	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`); r.status != 200 || r.body["strategy"] != stock.Atomic {
+	if r := f.do("POST", "/sale", jsonType, `{"product_id":"sku-1","quantity":1}`); r.status != 200 || r.body["strategy"] != inventory.Atomic {
 		t.Errorf("anonymous POST /sale (fleet default) = %d %s, want 200 with atomic", r.status, r.raw)
 	}
 }
@@ -767,7 +769,7 @@ func TestSaleByProductPathAnswersLikeSale(t *testing.T) {
 	}
 
 	var fail fakeSeller
-	f := newFixture(t, adminToken, func(c *Config) { c.Sellers[stock.None] = &fail })
+	f := newFixture(t, adminToken, func(c *Config) { c.Sellers[inventory.None] = &fail })
 	f.restock("sku-1", 5)
 	if r := f.do("POST", "/products/sku-1/sale", jsonType, `{"quantity":1,"pad":"`+strings.Repeat("x", 5000)+`"}`); r.status != 413 {
 		t.Errorf("POST /products/sku-1/sale with a 5 KB body = %d %s, want 413", r.status, r.raw)
@@ -780,7 +782,7 @@ func TestSaleByProductPathAnswersLikeSale(t *testing.T) {
 		err    error
 		status int
 	}{
-		{fmt.Errorf("postgres: %w", stock.ErrUnavailable), 503},
+		{fmt.Errorf("postgres: %w", inventory.ErrUnavailable), 503},
 		{errors.New("a bug"), 500},
 	} {
 		fail.err = tc.err
@@ -869,7 +871,7 @@ func TestProfilesAreForTheAdminOnly(t *testing.T) {
 }
 
 // TestStrategyUnavailable: the fixture runs without the lock services of
-// the strategies that need one (stock.Info.Needs). They are listed as
+// the strategies that need one (inventory.Info.Needs). They are listed as
 // unavailable, naming the setting, and a sale with one, or making one the
 // fleet default, is a 503 strategy-unavailable that names the setting,
 // without Retry-After, and changes nothing.
@@ -882,7 +884,7 @@ func TestStrategyUnavailable(t *testing.T) {
 	}
 	var needy []wire.StrategyInfo
 	for _, s := range list {
-		info, _ := stock.Lookup(s.Name)
+		info, _ := inventory.Lookup(s.Name)
 		if s.Available == (info.Needs != "") || s.Needs != info.Needs {
 			t.Errorf("strategy %s: available=%v needs=%q; want available exactly when it needs nothing here (needs %q)", s.Name, s.Available, s.Needs, info.Needs)
 		}
@@ -909,7 +911,7 @@ func TestStrategyUnavailable(t *testing.T) {
 	if p := f.product("sku-1"); p.Quantity != 5 {
 		t.Errorf("stock after refused sales = %d, want 5", p.Quantity)
 	}
-	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Atomic {
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != inventory.Atomic {
 		t.Errorf("the default after refused switches = %s, want atomic", r.raw)
 	}
 }

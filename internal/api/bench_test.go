@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"inventory/internal/inventory"
 	"inventory/internal/stock"
 	"inventory/internal/tracing"
 )
@@ -26,7 +27,7 @@ func BenchmarkSoldOut(b *testing.B) {
 	// replica's sold-out memory.
 	f := newFixture(b, adminToken, func(cfg *Config) {
 		cfg.SoldOut = stock.NewSoldOut(time.Minute, cfg.Store, "bench")
-		cfg.Sellers[stock.Atomic] = cfg.SoldOut.Wrap(cfg.Sellers[stock.Atomic])
+		cfg.Sellers[inventory.Atomic] = cfg.SoldOut.Wrap(cfg.Sellers[inventory.Atomic])
 	})
 	f.restock("bench-sold-out", 1)
 	sell := func() int {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 	"inventory/internal/watchdog"
 	"inventory/internal/wire"
 )
@@ -16,7 +16,7 @@ import (
 // refused sale). The evidence stays recorded, so only new evidence opens it again.
 func (s *server) handleCloseCircuit(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if err := stock.ValidateProductID(id); err != nil {
+	if err := inventory.ValidateProductID(id); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -24,7 +24,7 @@ func (s *server) handleCloseCircuit(w http.ResponseWriter, r *http.Request) {
 	if s.Circuits != nil {
 		c, ok, err := s.Circuits.Close(r.Context(), id)
 		if err != nil {
-			s.writeProblem(w, r, fmt.Errorf("%w: %w", stock.ErrUnavailable, err))
+			s.writeProblem(w, r, fmt.Errorf("%w: %w", inventory.ErrUnavailable, err))
 			return
 		}
 		if ok {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 	"inventory/internal/wire"
 )
 
@@ -31,7 +31,7 @@ func fuzzServer() *server {
 
 // saleRequestFor is POST /sale?strategy=atomic with body, as an admin.
 func saleRequestFor(body []byte, contentType string) *http.Request {
-	r := httptest.NewRequest(http.MethodPost, "/sale?strategy="+stock.Atomic, bytes.NewReader(body))
+	r := httptest.NewRequest(http.MethodPost, "/sale?strategy="+inventory.Atomic, bytes.NewReader(body))
 	r.Header.Set("Content-Type", contentType)
 	r.Header.Set("Authorization", "Bearer "+fuzzAdminToken)
 	return r
@@ -93,8 +93,8 @@ func FuzzDecodeSale(f *testing.F) {
 			}
 			return
 		}
-		if strategy != stock.Atomic {
-			t.Fatalf("readSale(%q) strategy = %q, want the named %q", body, strategy, stock.Atomic)
+		if strategy != inventory.Atomic {
+			t.Fatalf("readSale(%q) strategy = %q, want the named %q", body, strategy, inventory.Atomic)
 		}
 		if !isProductID(order.ProductID) || order.Quantity < 1 || order.Quantity > s.MaxQuantity {
 			t.Fatalf("readSale(%q) accepted %+v, which breaks the product id or quantity rule", body, order)

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 	"inventory/internal/tracing"
 	"inventory/internal/wire"
 )
@@ -40,7 +40,7 @@ func (s *server) handleProductSale(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveSale reads a sale with read, sells it and answers.
-func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(http.ResponseWriter, *http.Request) (stock.Order, string, error)) {
+func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(http.ResponseWriter, *http.Request) (inventory.Order, string, error)) {
 	start := time.Now()
 	order, strategy, err := read(w, r)
 	if err != nil {
@@ -54,7 +54,7 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		if err != nil {
 			// With its backends down, Default serves the last value it saw
 			// while its lease lasts (and logs that once, not per sale).
-			s.writeProblem(w, r, fmt.Errorf("%w: no default strategy: %v", stock.ErrUnavailable, err))
+			s.writeProblem(w, r, fmt.Errorf("%w: no default strategy: %v", inventory.ErrUnavailable, err))
 			return
 		}
 		defer done()
@@ -94,7 +94,7 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 	}
 	s.saleAnswered(strategy, result, time.Since(start))
 	if err != nil {
-		if errors.Is(err, stock.ErrLockBreach) {
+		if errors.Is(err, inventory.ErrLockBreach) {
 			s.Metrics.LockBreach(strategy)
 		}
 		s.writeClassified(w, r, k, err, "strategy", strategy, "product_id", order.ProductID)
@@ -115,31 +115,31 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 }
 
 // readSale validates everything about a sale request before any backend is touched.
-func (s *server) readSale(w http.ResponseWriter, r *http.Request) (stock.Order, string, error) {
+func (s *server) readSale(w http.ResponseWriter, r *http.Request) (inventory.Order, string, error) {
 	strategy, err := s.strategyFor(r)
 	if err != nil {
-		return stock.Order{}, "", err
+		return inventory.Order{}, "", err
 	}
 	req, err := readSaleBody(w, r, true)
 	if err != nil {
-		return stock.Order{}, "", err
+		return inventory.Order{}, "", err
 	}
 	if req.ProductID == nil {
-		return stock.Order{}, "", fmt.Errorf("%w: product_id is required", errMalformed)
+		return inventory.Order{}, "", fmt.Errorf("%w: product_id is required", errMalformed)
 	}
 	order, err := s.order(r, *req.ProductID, req.Quantity)
 	return order, strategy, err
 }
 
 // readProductSale is readSale for POST /products/{id}/sale.
-func (s *server) readProductSale(w http.ResponseWriter, r *http.Request) (stock.Order, string, error) {
+func (s *server) readProductSale(w http.ResponseWriter, r *http.Request) (inventory.Order, string, error) {
 	strategy, err := s.strategyFor(r)
 	if err != nil {
-		return stock.Order{}, "", err
+		return inventory.Order{}, "", err
 	}
 	req, err := readSaleBody(w, r, false)
 	if err != nil {
-		return stock.Order{}, "", err
+		return inventory.Order{}, "", err
 	}
 	order, err := s.order(r, chi.URLParam(r, "id"), req.Quantity)
 	return order, strategy, err
@@ -167,35 +167,35 @@ func readSaleBody(w http.ResponseWriter, r *http.Request, withProduct bool) (wir
 }
 
 // order checks a sale's product id, quantity and Idempotency-Key.
-func (s *server) order(r *http.Request, id string, quantity *int64) (stock.Order, error) {
+func (s *server) order(r *http.Request, id string, quantity *int64) (inventory.Order, error) {
 	if quantity == nil {
-		return stock.Order{}, fmt.Errorf("%w: quantity is required", errMalformed)
+		return inventory.Order{}, fmt.Errorf("%w: quantity is required", errMalformed)
 	}
-	if err := stock.ValidateProductID(id); err != nil {
-		return stock.Order{}, err
+	if err := inventory.ValidateProductID(id); err != nil {
+		return inventory.Order{}, err
 	}
 	if q := *quantity; q < 1 || q > s.MaxQuantity {
-		return stock.Order{}, fmt.Errorf("%w: quantity must be between 1 and %d, got %d", stock.ErrBadQuantity, s.MaxQuantity, q)
+		return inventory.Order{}, fmt.Errorf("%w: quantity must be between 1 and %d, got %d", inventory.ErrBadQuantity, s.MaxQuantity, q)
 	}
 	key, err := idempotencyKey(r)
 	if err != nil {
-		return stock.Order{}, err
+		return inventory.Order{}, err
 	}
-	return stock.Order{ProductID: id, Quantity: *quantity, IdempotencyKey: key}, nil
+	return inventory.Order{ProductID: id, Quantity: *quantity, IdempotencyKey: key}, nil
 }
 
 // seller is the strategy's seller, or an error wrapping
-// stock.ErrNotConfigured, naming the missing setting, when this replica was
+// inventory.ErrNotConfigured, naming the missing setting, when this replica was
 // started without the lock service the strategy needs.
-func (s *server) seller(strategy string) (stock.Seller, error) {
+func (s *server) seller(strategy string) (inventory.Seller, error) {
 	if seller := s.Sellers[strategy]; seller != nil {
 		return seller, nil
 	}
-	info, err := stock.Lookup(strategy)
+	info, err := inventory.Lookup(strategy)
 	if err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: strategy %q needs %s, which this replica was started without", stock.ErrNotConfigured, strategy, info.Needs)
+	return nil, fmt.Errorf("%w: strategy %q needs %s, which this replica was started without", inventory.ErrNotConfigured, strategy, info.Needs)
 }
 
 // strategyFor is the ?strategy= of the request, or "" for the fleet
@@ -214,7 +214,7 @@ func (s *server) strategyFor(r *http.Request) (string, error) {
 		if given != 1 {
 			return "", fmt.Errorf("%w: give ?strategy= once, got %d values", errMalformed, given)
 		}
-		if _, err := stock.Lookup(name); err != nil {
+		if _, err := inventory.Lookup(name); err != nil {
 			return "", err
 		}
 		return name, nil
@@ -263,14 +263,14 @@ func idempotencyKey(r *http.Request) (string, error) {
 }
 
 // toProduct is p as GET and PUT /products/{id} answer it.
-func toProduct(p stock.Product) wire.Product {
+func toProduct(p inventory.Product) wire.Product {
 	return wire.Product{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity, Initial: p.Initial, Sold: p.Sold, Sales: p.Sales,
 		Round: int64(p.Round), Version: p.Version}
 }
 
 func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if err := stock.ValidateProductID(id); err != nil {
+	if err := inventory.ValidateProductID(id); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -286,7 +286,7 @@ func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 // handleGetRound answers one round of a product from the ledger, current or past.
 func (s *server) handleGetRound(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if err := stock.ValidateProductID(id); err != nil {
+	if err := inventory.ValidateProductID(id); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -312,7 +312,7 @@ func (s *server) handleGetRound(w http.ResponseWriter, r *http.Request) {
 // changes.
 func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if err := stock.ValidateProductID(id); err != nil {
+	if err := inventory.ValidateProductID(id); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
@@ -336,7 +336,7 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, fmt.Errorf("%w: quantity is required", errMalformed))
 		return
 	case *req.Quantity < 0 || *req.Quantity > maxRestock:
-		s.writeProblem(w, r, fmt.Errorf("%w: quantity must be between 0 and %d, got %d", stock.ErrBadQuantity, int64(maxRestock), *req.Quantity))
+		s.writeProblem(w, r, fmt.Errorf("%w: quantity must be between 0 and %d, got %d", inventory.ErrBadQuantity, int64(maxRestock), *req.Quantity))
 		return
 	case len(req.Name) > 200:
 		s.writeProblem(w, r, fmt.Errorf("%w: name must be at most 200 bytes", errMalformed))
@@ -351,7 +351,7 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 	// restock half done or its outcome unknown.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), restockTimeout)
 	defer cancel()
-	done, err := s.restocker.Restock(ctx, stock.RestockOrder{ProductID: id, Name: req.Name, Quantity: *req.Quantity,
+	done, err := s.restocker.Restock(ctx, inventory.RestockOrder{ProductID: id, Name: req.Name, Quantity: *req.Quantity,
 		IfRound: ifRound, IdempotencyKey: key})
 	if err != nil {
 		s.writeProblem(w, r, err)
@@ -413,8 +413,8 @@ func ifMatchRound(r *http.Request) (int, error) {
 }
 
 func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
-	list := make([]wire.StrategyInfo, len(stock.Strategies))
-	for i, st := range stock.Strategies {
+	list := make([]wire.StrategyInfo, len(inventory.Strategies))
+	for i, st := range inventory.Strategies {
 		desc := st.Description
 		if note := s.Notes[st.Name]; note != "" {
 			desc += ". " + note
@@ -428,7 +428,7 @@ func (s *server) handleListStrategies(w http.ResponseWriter, _ *http.Request) {
 func (s *server) handleGetStrategy(w http.ResponseWriter, r *http.Request) {
 	name, err := s.Default.Get(r.Context())
 	if err != nil {
-		s.writeProblem(w, r, fmt.Errorf("%w: %v", stock.ErrUnavailable, err))
+		s.writeProblem(w, r, fmt.Errorf("%w: %v", inventory.ErrUnavailable, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.StrategyChoice{Strategy: name})
@@ -451,8 +451,8 @@ func (s *server) handlePutStrategy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.Default.Set(r.Context(), *req.Strategy); err != nil {
-		if !errors.Is(err, stock.ErrUnknownStrategy) {
-			err = fmt.Errorf("%w: %v", stock.ErrUnavailable, err)
+		if !errors.Is(err, inventory.ErrUnknownStrategy) {
+			err = fmt.Errorf("%w: %v", inventory.ErrUnavailable, err)
 		}
 		s.writeProblem(w, r, err)
 		return

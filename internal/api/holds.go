@@ -5,7 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 	"inventory/internal/wire"
 )
 
@@ -14,7 +14,7 @@ import (
 // overlapping lock holders.
 func (s *server) handleGetHolds(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if err := stock.ValidateProductID(id); err != nil {
+	if err := inventory.ValidateProductID(id); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
 	"inventory/internal/stock"
 )
 
@@ -56,13 +57,13 @@ func TestHoldsAreServed(t *testing.T) {
 	f.restock("sku-1", 1)
 	before := time.Now()
 	for _, want := range []int{200, 409} {
-		if r := f.do("POST", "/sale?strategy="+stock.RedisLock, jsonType, `{"product_id":"sku-1","quantity":1}`, admin...); r.status != want {
+		if r := f.do("POST", "/sale?strategy="+inventory.RedisLock, jsonType, `{"product_id":"sku-1","quantity":1}`, admin...); r.status != want {
 			t.Fatalf("POST /sale?strategy=redis = %d %s, want %d", r.status, r.raw, want)
 		}
 	}
 	// A sale by a strategy without a lock of its own records no hold.
 	f.restock("sku-1", 1)
-	if r := f.do("POST", "/sale?strategy="+stock.Atomic, jsonType, `{"product_id":"sku-1","quantity":1}`, admin...); r.status != 200 {
+	if r := f.do("POST", "/sale?strategy="+inventory.Atomic, jsonType, `{"product_id":"sku-1","quantity":1}`, admin...); r.status != 200 {
 		t.Fatalf("POST /sale?strategy=atomic = %d %s, want 200", r.status, r.raw)
 	}
 
@@ -73,7 +74,7 @@ func TestHoldsAreServed(t *testing.T) {
 	var prevEnd time.Time
 	for i, h := range b.Holds {
 		want := []string{stock.HoldSold, stock.HoldSoldOut}[i]
-		if h.Strategy != stock.RedisLock || h.Fence <= 0 || h.End == nil || h.Outcome == nil || *h.Outcome != want {
+		if h.Strategy != inventory.RedisLock || h.Fence <= 0 || h.End == nil || h.Outcome == nil || *h.Outcome != want {
 			t.Fatalf("hold %d = %+v, want a redis hold with a fence, ended %q", i, h, want)
 		}
 		start, end := parseHoldTime(t, h.Start), parseHoldTime(t, *h.End)
@@ -90,13 +91,13 @@ func TestHoldsAreServed(t *testing.T) {
 
 func TestOpenHoldHasNoEndYet(t *testing.T) {
 	f := newFixture(t, adminToken)
-	f.holds.Begin("sku-2", stock.Fair, 42)
+	f.holds.Begin("sku-2", inventory.Fair, 42)
 	r := f.do("GET", "/products/sku-2/holds", "", "", admin...)
 	if r.status != 200 || !strings.Contains(r.raw, `"end":null`) || !strings.Contains(r.raw, `"outcome":null`) {
 		t.Fatalf("GET /products/sku-2/holds with a hold open = %d %s, want 200 with end and outcome null", r.status, r.raw)
 	}
 	b := f.getHolds("sku-2")
-	if len(b.Holds) != 1 || b.Holds[0].Strategy != stock.Fair || b.Holds[0].Fence != 42 || b.Holds[0].End != nil || b.Holds[0].Outcome != nil {
+	if len(b.Holds) != 1 || b.Holds[0].Strategy != inventory.Fair || b.Holds[0].Fence != 42 || b.Holds[0].End != nil || b.Holds[0].Outcome != nil {
 		t.Errorf("GET /products/sku-2/holds = %+v, want the open fair hold with fence 42", b)
 	}
 	parseHoldTime(t, b.Holds[0].Start)
@@ -112,7 +113,7 @@ func TestHoldsOfAProductNeverSoldIsAnEmptyList(t *testing.T) {
 
 func TestHoldsAreForTheAdmin(t *testing.T) {
 	f := newFixture(t, adminToken)
-	f.holds.Begin("sku-1", stock.RedisLock, 1).End(stock.HoldSold)
+	f.holds.Begin("sku-1", inventory.RedisLock, 1).End(stock.HoldSold)
 	disabled := newFixture(t, "")
 	for _, tc := range []struct {
 		name    string

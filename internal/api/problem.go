@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"sync"
 
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 	"inventory/internal/watchdog"
 	"inventory/internal/wire"
 )
@@ -56,18 +56,18 @@ func classify(err error) kind {
 	case err == nil:
 		return kind{http.StatusOK, "ok", "OK", "", debug, false}
 	// First: whatever else the error says, the sale may have committed.
-	case errors.Is(err, stock.ErrOutcomeUnknown):
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
 		return kind{http.StatusServiceUnavailable, "outcome-unknown", "Sale outcome unknown",
 			"The sale may or may not have happened: the database did not confirm it in time. " +
 				"Retry with the same Idempotency-Key to get the original sale if it happened, or a new one if it did not; " +
 				"without one, a retry may buy twice.", fail, false}
 	case errors.Is(err, errMalformed):
 		return kind{http.StatusBadRequest, "malformed-request", "Malformed request", "", debug, false}
-	case errors.Is(err, stock.ErrBadProductID):
+	case errors.Is(err, inventory.ErrBadProductID):
 		return kind{http.StatusBadRequest, "bad-product-id", "Bad product id", "", debug, false}
-	case errors.Is(err, stock.ErrBadQuantity):
+	case errors.Is(err, inventory.ErrBadQuantity):
 		return kind{http.StatusBadRequest, "bad-quantity", "Bad quantity", "", debug, false}
-	case errors.Is(err, stock.ErrUnknownStrategy):
+	case errors.Is(err, inventory.ErrUnknownStrategy):
 		return kind{http.StatusBadRequest, "unknown-strategy", "Unknown strategy", "", debug, false}
 	case errors.Is(err, errUnauthorized):
 		return kind{http.StatusUnauthorized, "unauthorized", "Unauthorized",
@@ -75,24 +75,24 @@ func classify(err error) kind {
 	case errors.Is(err, errAdminDisabled):
 		return kind{http.StatusForbidden, "admin-disabled", "Admin calls disabled",
 			"Admin calls are disabled on this service: INVENTORY_ADMIN_TOKEN is not set.", debug, false}
-	case errors.Is(err, stock.ErrNotFound):
+	case errors.Is(err, inventory.ErrNotFound):
 		return kind{http.StatusNotFound, "product-not-found", "Product not found",
 			"There is no such product, or no such round of it.", debug, false}
 	case errors.Is(err, errRouteNotFound):
 		return kind{http.StatusNotFound, "not-found", "Not found", "", debug, false}
 	case errors.Is(err, errMethodNotAllowed):
 		return kind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "", debug, false}
-	case errors.Is(err, stock.ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		return kind{http.StatusConflict, "sold-out", "Sold out",
 			"Fewer units are left than this order asks for; nothing was sold.", debug, false}
 	case errors.Is(err, errTooLarge):
 		return kind{http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large", "", debug, false}
 	case errors.Is(err, errUnsupportedMedia):
 		return kind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", "", debug, false}
-	case errors.Is(err, stock.ErrIdempotencyConflict):
+	case errors.Is(err, inventory.ErrIdempotencyConflict):
 		return kind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
 			"This Idempotency-Key was already used for a different request; nothing was sold or changed.", debug, false}
-	case errors.Is(err, stock.ErrRoundMoved):
+	case errors.Is(err, inventory.ErrRoundMoved):
 		return kind{http.StatusPreconditionFailed, "round-moved", "Round moved",
 			"The product is no longer in the round If-Match names (or does not exist); nothing was restocked. Read it again (GET /products/{id}, its ETag) before restocking.", debug, false}
 	case errors.Is(err, errTooManyReads):
@@ -101,21 +101,21 @@ func classify(err error) kind {
 	case errors.Is(err, watchdog.ErrCircuitOpen):
 		// The detail is the evidence, in our own words.
 		return kind{http.StatusServiceUnavailable, "circuit-open", "Sales of this product are stopped", "", warn, true}
-	case errors.Is(err, stock.ErrLockTimeout):
+	case errors.Is(err, inventory.ErrLockTimeout):
 		return kind{http.StatusServiceUnavailable, "lock-timeout", "Timed out waiting for the lock",
 			"Too many buyers were ahead of this one to wait for; nothing was sold. Try again shortly.", warn, true}
-	case errors.Is(err, stock.ErrContention):
+	case errors.Is(err, inventory.ErrContention):
 		return kind{http.StatusServiceUnavailable, "contention", "Too much contention",
 			"Too many buyers changed this product at once to get this order in; nothing was sold. Try again shortly.", warn, true}
-	case errors.Is(err, stock.ErrOverloaded):
+	case errors.Is(err, inventory.ErrOverloaded):
 		return kind{http.StatusServiceUnavailable, "overloaded", "Too many buyers waiting",
 			"As many buyers of this product as this service lets wait are already waiting; nothing was tried. Try again shortly.", warn, true}
-	case errors.Is(err, stock.ErrLockLost):
+	case errors.Is(err, inventory.ErrLockLost):
 		return kind{http.StatusServiceUnavailable, "lock-lost", "Lock lost, sale rolled back",
 			"The sale lost its lock before it could commit and was rolled back; nothing was sold. Try again shortly.", warn, true}
-	case errors.Is(err, stock.ErrNotConfigured):
+	case errors.Is(err, inventory.ErrNotConfigured):
 		return kind{http.StatusServiceUnavailable, "strategy-unavailable", "Strategy unavailable", "", debug, false}
-	case errors.Is(err, stock.ErrUnavailable):
+	case errors.Is(err, inventory.ErrUnavailable):
 		return kind{http.StatusServiceUnavailable, "unavailable", "Backend unavailable",
 			"A database this service needs did not answer in time. Try again shortly.", fail, true}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -144,14 +144,14 @@ func (s *server) writeClassified(w http.ResponseWriter, r *http.Request, k kind,
 		Detail:     k.detail,
 		Instance:   r.URL.Path,
 		RequestID:  requestID(r),
-		LockBreach: errors.Is(err, stock.ErrLockBreach),
+		LockBreach: errors.Is(err, inventory.ErrLockBreach),
 	}
 	if p.Detail == "" {
 		p.Detail = err.Error()
 		// A row without its sentence must still not leak; the 5xx whose
 		// messages are ours name the setting a strategy is missing, or the
 		// evidence a product's circuit was opened on.
-		if k.status >= 500 && !errors.Is(err, stock.ErrNotConfigured) && !errors.Is(err, watchdog.ErrCircuitOpen) {
+		if k.status >= 500 && !errors.Is(err, inventory.ErrNotConfigured) && !errors.Is(err, watchdog.ErrCircuitOpen) {
 			p.Detail = k.title
 		}
 	}

@@ -22,7 +22,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"inventory/internal/inventory"
 	"inventory/internal/metrics"
+	"inventory/internal/postgres"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
 	"inventory/internal/watchdog"
@@ -31,10 +33,10 @@ import (
 // Config is what the HTTP layer needs; every field but AdminToken is required.
 type Config struct {
 	// Sellers holds one seller per strategy name. A strategy that needs a
-	// lock service of its own (stock.Info.Needs) may be missing: it is then
+	// lock service of its own (inventory.Info.Needs) may be missing: it is then
 	// listed as unavailable and its sales get 503 strategy-unavailable.
-	Sellers map[string]stock.Seller
-	Store   *stock.Store
+	Sellers map[string]inventory.Seller
+	Store   *postgres.Store
 	Redis   redis.UniversalClient
 	// Default is the fleet's default strategy, used when a sale names none.
 	Default *settings.Strategy
@@ -110,7 +112,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 	case cfg.MaxQuantity < 1:
 		return nil, fmt.Errorf("api.NewServer: MaxQuantity must be at least 1, got %d", cfg.MaxQuantity)
 	}
-	for _, info := range stock.Strategies {
+	for _, info := range inventory.Strategies {
 		if cfg.Sellers[info.Name] == nil && info.Needs == "" {
 			return nil, fmt.Errorf("api.NewServer: no seller for strategy %q", info.Name)
 		}
@@ -125,7 +127,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 	if cfg.ReadRate > 0 {
 		s.reads = rate.NewLimiter(rate.Limit(cfg.ReadRate), max(1, int(cfg.ReadRate)))
 	}
-	cfg.Metrics.Strategies(stock.Names()...)
+	cfg.Metrics.Strategies(inventory.Names()...)
 	r := chi.NewRouter()
 	r.Use(s.instanceHeader, withRequestID, s.requestIDHeader, s.recoverer, s.observe)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -243,17 +245,17 @@ func (s *server) checkAdmin(r *http.Request) error {
 func (s *server) ready(ctx context.Context) error {
 	if s.Readiness != nil {
 		if err := s.Readiness.Ready(); err != nil {
-			return fmt.Errorf("%w: %w", stock.ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", inventory.ErrUnavailable, err)
 		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.Store.Ping(ctx); err != nil {
-		return fmt.Errorf("%w: postgres: %v", stock.ErrUnavailable, err)
+		return fmt.Errorf("%w: postgres: %v", inventory.ErrUnavailable, err)
 	}
 	if err := s.Redis.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("%w: redis: %v", stock.ErrUnavailable, err)
+		return fmt.Errorf("%w: redis: %v", inventory.ErrUnavailable, err)
 	}
 	return nil
 }

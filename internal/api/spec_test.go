@@ -24,8 +24,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/api/spectest"
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/metrics"
+	"inventory/internal/postgres"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
 )
@@ -206,12 +208,12 @@ func newDownFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { _ = rdb.Close() })
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	store := stock.NewStore(pool, stock.Limits{})
+	store := postgres.NewStore(pool, postgres.Limits{})
 	deps := stock.Deps{Store: store, Redis: rdb, Instance: "test-down", Lockers: testLockers(t, pool, rdb, store, lock.Options{})}
-	sellers := map[string]stock.Seller{}
-	for _, name := range stock.Names() {
+	sellers := map[string]inventory.Seller{}
+	for _, name := range inventory.Names() {
 		s, err := stock.New(name, deps)
-		if errors.Is(err, stock.ErrNotConfigured) {
+		if errors.Is(err, inventory.ErrNotConfigured) {
 			continue
 		}
 		if err != nil {
@@ -219,7 +221,7 @@ func newDownFixture(t *testing.T) *fixture {
 		}
 		sellers[name] = s
 	}
-	def := settings.NewStrategy(pool, func(n string) error { _, err := stock.Lookup(n); return err }, settings.Options{})
+	def := settings.NewStrategy(pool, func(n string) error { _, err := inventory.Lookup(n); return err }, settings.Options{})
 	h, err := NewServer(Config{Sellers: sellers, Store: store, Redis: rdb, Default: def, Instance: "test-down",
 		AdminToken: adminToken, MaxQuantity: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m, Gatherer: reg})
 	if err != nil {
@@ -281,7 +283,7 @@ func TestAdminBodiesAreCheckedLikeSales(t *testing.T) {
 	if p := f.product("sku-1"); p.Quantity != 5 || p.Round != 1 {
 		t.Errorf("refused admin calls changed the product: %+v", p)
 	}
-	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != stock.Atomic {
+	if r := f.do("GET", "/strategy", "", ""); r.body["strategy"] != inventory.Atomic {
 		t.Errorf("refused switches changed the default: %s", r.raw)
 	}
 }

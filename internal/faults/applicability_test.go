@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 )
 
 // offered is every strategy of the service with the properties its
 // GET /strategies gives, as the fault matrix reads them.
 func offered() []Strategy {
-	list := make([]Strategy, len(stock.Strategies))
-	for i, s := range stock.Strategies {
+	list := make([]Strategy, len(inventory.Strategies))
+	for i, s := range inventory.Strategies {
 		list[i] = Strategy{Name: s.Name, Safe: s.Safe, LockBackend: s.LockBackend(), UsesRedis: s.Redis, Batches: s.Batches}
 	}
 	return list

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"inventory/internal/inventory"
 )
 
 // Admission bounds how many buyers of one product may be inside one replica
@@ -24,7 +26,7 @@ func NewAdmission(limit int) *Admission {
 
 // Wrap returns a Seller that admits an order to s only while fewer than the
 // limit of buyers of its product are inside any seller a wraps.
-func (a *Admission) Wrap(s Seller) Seller {
+func (a *Admission) Wrap(s inventory.Seller) inventory.Seller {
 	return &admittedSeller{admission: a, inner: s}
 }
 
@@ -55,15 +57,15 @@ func (a *Admission) leave(id string) {
 
 type admittedSeller struct {
 	admission *Admission
-	inner     Seller
+	inner     inventory.Seller
 }
 
-func (s *admittedSeller) Sell(ctx context.Context, o Order) (Sale, error) {
+func (s *admittedSeller) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	if !s.admission.enter(o.ProductID) {
-		return Sale{}, fmt.Errorf("%d buyers of %q are already waiting in this replica: %w", s.admission.limit, o.ProductID, ErrOverloaded)
+		return inventory.Sale{}, fmt.Errorf("%d buyers of %q are already waiting in this replica: %w", s.admission.limit, o.ProductID, inventory.ErrOverloaded)
 	}
 	defer s.admission.leave(o.ProductID)
 	return s.inner.Sell(ctx, o)
 }
 
-var _ Seller = (*admittedSeller)(nil)
+var _ inventory.Seller = (*admittedSeller)(nil)

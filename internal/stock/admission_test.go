@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"inventory/internal/inventory"
 )
 
 // blockingSeller holds every Sell until release is closed, announcing each
@@ -14,10 +16,10 @@ type blockingSeller struct {
 	release chan struct{}
 }
 
-func (b *blockingSeller) Sell(ctx context.Context, o Order) (Sale, error) {
+func (b *blockingSeller) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	b.entered <- o.ProductID
 	<-b.release
-	return Sale{ProductID: o.ProductID, Quantity: o.Quantity}, nil
+	return inventory.Sale{ProductID: o.ProductID, Quantity: o.Quantity}, nil
 }
 
 // TestAdmissionRefusesBeyondTheLimitAtOnce: with 2 buyers of a product
@@ -28,9 +30,9 @@ func TestAdmissionRefusesBeyondTheLimitAtOnce(t *testing.T) {
 	inner := &blockingSeller{entered: make(chan string, 8), release: make(chan struct{})}
 	a := NewAdmission(2)
 	s1, s2 := a.Wrap(inner), a.Wrap(inner)
-	hot := Order{ProductID: "hot", Quantity: 1}
+	hot := inventory.Order{ProductID: "hot", Quantity: 1}
 	var wg sync.WaitGroup
-	for _, s := range []Seller{s1, s2} {
+	for _, s := range []inventory.Seller{s1, s2} {
 		wg.Go(func() {
 			if _, err := s.Sell(context.Background(), hot); err != nil {
 				t.Errorf("an admitted Sell = %v, want a sale", err)
@@ -39,13 +41,13 @@ func TestAdmissionRefusesBeyondTheLimitAtOnce(t *testing.T) {
 	}
 	<-inner.entered
 	<-inner.entered
-	if _, err := s1.Sell(context.Background(), hot); !errors.Is(err, ErrOverloaded) {
+	if _, err := s1.Sell(context.Background(), hot); !errors.Is(err, inventory.ErrOverloaded) {
 		t.Errorf("a third buyer of %q with 2 inside = %v, want ErrOverloaded", hot.ProductID, err)
 	}
 	if got := a.Waiting("hot"); got != 2 {
 		t.Errorf("Waiting(%q) = %d, want 2 (a refused buyer does not count)", hot.ProductID, got)
 	}
-	other := sellAsync(s2, Order{ProductID: "other", Quantity: 1})
+	other := sellAsync(s2, inventory.Order{ProductID: "other", Quantity: 1})
 	if id := <-inner.entered; id != "other" {
 		t.Errorf("entered %q, want \"other\"", id)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"inventory/internal/inventory"
 )
 
 // TestBuyerGoneMidSale: for every safe strategy, buyers leave (their
@@ -32,11 +34,11 @@ func TestBuyerGoneMidSale(t *testing.T) {
 					// reservation, in the work, around the write.
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i)*10*time.Millisecond)
 					defer cancel()
-					o := Order{ProductID: id, Quantity: 1, IdempotencyKey: fmt.Sprintf("gone-%s-%d", name, i)}
-					_, _ = []Seller{a, b}[i%2].Sell(ctx, o)
+					o := inventory.Order{ProductID: id, Quantity: 1, IdempotencyKey: fmt.Sprintf("gone-%s-%d", name, i)}
+					_, _ = []inventory.Seller{a, b}[i%2].Sell(ctx, o)
 				})
 				wg.Go(func() {
-					if _, err := []Seller{b, a}[i%2].Sell(context.Background(), Order{ProductID: id, Quantity: 1}); err != nil && !errors.Is(err, ErrSoldOut) {
+					if _, err := []inventory.Seller{b, a}[i%2].Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1}); err != nil && !errors.Is(err, inventory.ErrSoldOut) {
 						t.Errorf("Sell(%q, 1) by a buyer who stays = %v, want a sale or ErrSoldOut", id, err)
 					}
 				})
@@ -48,11 +50,11 @@ func TestBuyerGoneMidSale(t *testing.T) {
 			}
 			ctx := context.Background()
 			for n := int64(0); n < left; n++ {
-				if _, err := []Seller{a, b}[n%2].Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+				if _, err := []inventory.Seller{a, b}[n%2].Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 					t.Fatalf("Sell(%q, 1) #%d of the %d units Postgres holds after buyers left = %v, want a sale (units stranded?)", id, n+1, left, err)
 				}
 			}
-			if _, err := a.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+			if _, err := a.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrSoldOut) {
 				t.Errorf("Sell(%q, 1) once every unit is sold = %v, want ErrSoldOut", id, err)
 			}
 			if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sold != 12 {
@@ -72,8 +74,8 @@ func TestTwinsRaceForTheLastUnits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			id := "twins-" + name
 			e.restock(t, id, 3)
-			replicas := []Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
-			o := Order{ProductID: id, Quantity: 3, IdempotencyKey: "last-units-" + name}
+			replicas := []inventory.Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
+			o := inventory.Order{ProductID: id, Quantity: 3, IdempotencyKey: "last-units-" + name}
 			sales, errs := sellCopies(replicas, o, 8)
 			for i := range sales {
 				if errs[i] != nil {
@@ -91,10 +93,10 @@ func TestTwinsRaceForTheLastUnits(t *testing.T) {
 
 // sellCopies sends n copies of o at once, behind a start gate, alternately
 // to each of replicas, and returns every copy's answer.
-func sellCopies(replicas []Seller, o Order, n int) ([]Sale, []error) {
+func sellCopies(replicas []inventory.Seller, o inventory.Order, n int) ([]inventory.Sale, []error) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	sales := make([]Sale, n)
+	sales := make([]inventory.Sale, n)
 	errs := make([]error, n)
 	for i := range sales {
 		wg.Go(func() {

@@ -1,6 +1,11 @@
 package stock
 
-import "context"
+import (
+	"context"
+
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+)
 
 // atomicUpdate sells with one conditional UPDATE ... WHERE quantity >= n: safe, the
 // check and the decrement are one statement under the row lock (the baseline).
@@ -10,17 +15,12 @@ type atomicUpdate struct {
 
 func newAtomic(d Deps) *atomicUpdate { return &atomicUpdate{d: d} }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *atomicUpdate) Sell(ctx context.Context, o Order) (Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell decrements only if enough stock is left, and records the sale in the
+// Sell decrements only if enough stock is left, and records the sale in the
 // same transaction; no row updated means sold out (or an unknown product).
-func (s *atomicUpdate) sell(ctx context.Context, o Order) (Sale, error) {
-	return s.d.Store.record(ctx, o, Atomic, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return t.decrementIfEnough(ctx, o.Quantity)
+func (s *atomicUpdate) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+	return s.d.Store.Record(ctx, o, inventory.Atomic, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
+		return t.DecrementIfEnough(ctx, o.Quantity)
 	})
 }
 
-var _ Seller = (*atomicUpdate)(nil)
+var _ inventory.Seller = (*atomicUpdate)(nil)

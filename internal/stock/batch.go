@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
 )
 
 // batch queues the sales of each product inside a replica and commits them
@@ -25,7 +27,7 @@ import (
 type batch struct {
 	d Deps
 	// sellBatch sells one batch of product id's orders, answering each.
-	sellBatch func(ctx context.Context, id string, orders []Order) []batchAnswer
+	sellBatch func(ctx context.Context, id string, orders []inventory.Order) []postgres.BatchAnswer
 
 	mu     sync.Mutex
 	queues map[string]*batchQueue // product id → its queue, while it has a committer
@@ -38,8 +40,8 @@ type batchQueue struct {
 }
 
 type batchOrder struct {
-	o      Order
-	answer chan batchAnswer // buffered: the committer never blocks on a buyer
+	o      inventory.Order
+	answer chan postgres.BatchAnswer // buffered: the committer never blocks on a buyer
 }
 
 const (
@@ -54,49 +56,43 @@ const (
 )
 
 func newBatch(d Deps) *batch {
-	return newQueued(d, func(ctx context.Context, id string, orders []Order) []batchAnswer {
-		return d.Store.recordBatch(ctx, id, Batch, d.Instance, lock.Fence{}, orders)
+	return newQueued(d, func(ctx context.Context, id string, orders []inventory.Order) []postgres.BatchAnswer {
+		return d.Store.RecordBatch(ctx, id, inventory.Batch, d.Instance, lock.Fence{}, orders)
 	})
 }
 
 // newQueued is a strategy that queues each product's orders in this replica
 // and sells them a batch at a time by sellBatch.
-func newQueued(d Deps, sellBatch func(ctx context.Context, id string, orders []Order) []batchAnswer) *batch {
+func newQueued(d Deps, sellBatch func(ctx context.Context, id string, orders []inventory.Order) []postgres.BatchAnswer) *batch {
 	return &batch{d: d, sellBatch: sellBatch, queues: map[string]*batchQueue{}}
 }
 
-// Sell validates o and sells it in the next batch of its product, at most
-// once per idempotency key.
-func (s *batch) Sell(ctx context.Context, o Order) (Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell queues o and waits for its batch. A buyer that gives up while its
+// Sell queues o and waits for its batch. A buyer that gives up while its
 // order is still queued takes it out; once its batch has begun, it waits for
 // the batch's answer, since the sale may commit.
-func (s *batch) sell(ctx context.Context, o Order) (Sale, error) {
-	bo := &batchOrder{o: o, answer: make(chan batchAnswer, 1)}
+func (s *batch) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+	bo := &batchOrder{o: o, answer: make(chan postgres.BatchAnswer, 1)}
 	if err := s.enqueue(bo); err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
-	var a batchAnswer
+	var a postgres.BatchAnswer
 	select {
 	case a = <-bo.answer:
 	case <-ctx.Done():
 		if s.withdraw(bo) {
-			return Sale{}, fmt.Errorf("waiting for a batch: %w", interrupted(ctx))
+			return inventory.Sale{}, fmt.Errorf("waiting for a batch: %w", interrupted(ctx))
 		}
 		a = <-bo.answer
 	}
-	if a.replay {
+	if a.Replay {
 		// The key was taken meanwhile: the ledger has the sale it names.
-		sale, found, err := s.d.Store.replay(context.WithoutCancel(ctx), o)
+		sale, found, err := s.d.Store.Replay(context.WithoutCancel(ctx), o)
 		if err == nil && !found {
 			err = fmt.Errorf("idempotency key %q: taken but its sale cannot be read", o.IdempotencyKey)
 		}
 		return sale, err
 	}
-	return a.sale, a.err
+	return a.Sale, a.Err
 }
 
 // enqueue adds bo to its product's queue, starting the product's committer
@@ -112,7 +108,7 @@ func (s *batch) enqueue(bo *batchOrder) error {
 		go s.commit(id, q)
 	}
 	if len(q.waiting) >= maxBatchQueue {
-		return fmt.Errorf("%d orders of %q already queued for a batch: %w", len(q.waiting), id, ErrOverloaded)
+		return fmt.Errorf("%d orders of %q already queued for a batch: %w", len(q.waiting), id, inventory.ErrOverloaded)
 	}
 	q.waiting = append(q.waiting, bo)
 	return nil
@@ -158,7 +154,7 @@ func (s *batch) commit(id string, q *batchQueue) {
 		if taken == nil {
 			return
 		}
-		orders := make([]Order, len(taken))
+		orders := make([]inventory.Order, len(taken))
 		for i, bo := range taken {
 			orders[i] = bo.o
 		}
@@ -171,4 +167,4 @@ func (s *batch) commit(id string, q *batchQueue) {
 	}
 }
 
-var _ Seller = (*batch)(nil)
+var _ inventory.Seller = (*batch)(nil)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
 )
 
 // TestRecordBatchAllocatesInArrivalOrder: 6 in stock, orders of 3, 5, 1, 1,
@@ -21,10 +23,10 @@ func TestRecordBatchAllocatesInArrivalOrder(t *testing.T) {
 	ctx := context.Background()
 	const id = "batch-order"
 	e.restock(t, id, 10)
-	if _, err := e.seller(t, Atomic, e.deps("earlier")).Sell(ctx, Order{ProductID: id, Quantity: 4, IdempotencyKey: "taken"}); err != nil {
+	if _, err := e.seller(t, inventory.Atomic, e.deps("earlier")).Sell(ctx, inventory.Order{ProductID: id, Quantity: 4, IdempotencyKey: "taken"}); err != nil {
 		t.Fatalf("an earlier sale under key \"taken\": %v", err)
 	}
-	orders := []Order{
+	orders := []inventory.Order{
 		{ProductID: id, Quantity: 3},
 		{ProductID: id, Quantity: 5},
 		{ProductID: id, Quantity: 1, IdempotencyKey: "taken"}, // a committed sale has it
@@ -32,7 +34,7 @@ func TestRecordBatchAllocatesInArrivalOrder(t *testing.T) {
 		{ProductID: id, Quantity: 1, IdempotencyKey: "twin"}, // the order ahead has it
 		{ProductID: id, Quantity: 1},
 	}
-	answers := e.store.recordBatch(ctx, id, Batch, "replica-a", lock.Fence{}, orders)
+	answers := e.store.RecordBatch(ctx, id, inventory.Batch, "replica-a", lock.Fence{}, orders)
 	want := []struct {
 		sold      bool
 		remaining int64
@@ -50,11 +52,11 @@ func TestRecordBatchAllocatesInArrivalOrder(t *testing.T) {
 		w := want[i]
 		call := fmt.Sprintf("order %d (%s)", i+1, formatOrder(orders[i]))
 		switch {
-		case w.sold && (a.err != nil || a.replay || a.sale.ID == 0 || a.sale.Remaining != w.remaining || a.sale.Round != 1):
+		case w.sold && (a.Err != nil || a.Replay || a.Sale.ID == 0 || a.Sale.Remaining != w.remaining || a.Sale.Round != 1):
 			t.Errorf("%s = %+v; want a sale in round 1 leaving %d", call, a, w.remaining)
-		case w.soldOut && !errors.Is(a.err, ErrSoldOut):
+		case w.soldOut && !errors.Is(a.Err, inventory.ErrSoldOut):
 			t.Errorf("%s = %+v; want ErrSoldOut", call, a)
-		case w.replay && (!a.replay || a.err != nil):
+		case w.replay && (!a.Replay || a.Err != nil):
 			t.Errorf("%s = %+v; want it left to the ledger (replay)", call, a)
 		}
 	}
@@ -71,7 +73,7 @@ func TestBatchCommitsManySalesPerTransaction(t *testing.T) {
 	ctx := context.Background()
 	const id = "batch-many"
 	e.restock(t, id, 1000)
-	s := e.seller(t, Batch, e.deps("replica-a"))
+	s := e.seller(t, inventory.Batch, e.deps("replica-a"))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -80,7 +82,7 @@ func TestBatchCommitsManySalesPerTransaction(t *testing.T) {
 	for i := range 64 {
 		wg.Go(func() {
 			<-start
-			o := Order{ProductID: id, Quantity: 1}
+			o := inventory.Order{ProductID: id, Quantity: 1}
 			if i%8 == 0 {
 				o.IdempotencyKey = "same-key" // 8 copies of one retried order
 			}
@@ -138,24 +140,24 @@ func TestBatchesWithKeysInCommonDoNotDeadlock(t *testing.T) {
 		for i := range keys {
 			keys[i] = fmt.Sprintf("deadlock-%d-%d", round, i)
 		}
-		batch := func(id string, reversed bool) []Order {
-			orders := make([]Order, len(keys))
+		batch := func(id string, reversed bool) []inventory.Order {
+			orders := make([]inventory.Order, len(keys))
 			for i := range keys {
 				k := keys[i]
 				if reversed {
 					k = keys[len(keys)-1-i]
 				}
-				orders[i] = Order{ProductID: id, Quantity: 1, IdempotencyKey: k}
+				orders[i] = inventory.Order{ProductID: id, Quantity: 1, IdempotencyKey: k}
 			}
 			return orders
 		}
 		var wg sync.WaitGroup
-		var got [2][]batchAnswer
+		var got [2][]postgres.BatchAnswer
 		start := make(chan struct{})
 		for b, id := range []string{"deadlock-a", "deadlock-b"} {
 			wg.Go(func() {
 				<-start
-				got[b] = e.store.recordBatch(ctx, id, Batch, "replica-a", lock.Fence{}, batch(id, b == 1))
+				got[b] = e.store.RecordBatch(ctx, id, inventory.Batch, "replica-a", lock.Fence{}, batch(id, b == 1))
 			})
 		}
 		close(start)
@@ -164,9 +166,9 @@ func TestBatchesWithKeysInCommonDoNotDeadlock(t *testing.T) {
 		for b := range got {
 			for i, a := range got[b] {
 				switch {
-				case a.err != nil:
-					t.Fatalf("round %d, batch %d, order %d: %v; want a sale or a replay", round, b, i, a.err)
-				case !a.replay:
+				case a.Err != nil:
+					t.Fatalf("round %d, batch %d, order %d: %v; want a sale or a replay", round, b, i, a.Err)
+				case !a.Replay:
 					sold++
 				}
 			}
@@ -196,7 +198,7 @@ func TestBatchKeyTakenMidBatchWithholdsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rollback(ctx, blocker)
+	defer func() { _ = blocker.Rollback(context.WithoutCancel(ctx)) }()
 	var blockerPID int
 	if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&blockerPID); err != nil {
 		t.Fatal(err)
@@ -211,12 +213,12 @@ func TestBatchKeyTakenMidBatchWithholdsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	orders := []Order{
+	orders := []inventory.Order{
 		{ProductID: id, Quantity: 1, IdempotencyKey: key},
 		{ProductID: id, Quantity: 1},
 	}
-	done := make(chan []batchAnswer, 1)
-	go func() { done <- e.store.recordBatch(ctx, id, Batch, "replica-a", lock.Fence{}, orders) }()
+	done := make(chan []postgres.BatchAnswer, 1)
+	go func() { done <- e.store.RecordBatch(ctx, id, inventory.Batch, "replica-a", lock.Fence{}, orders) }()
 	waitFor(t, "the batch's insert to wait for the key's other sale", 10*time.Second, func() bool {
 		var n int
 		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, blockerPID).Scan(&n)
@@ -226,10 +228,10 @@ func TestBatchKeyTakenMidBatchWithholdsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	answers := <-done
-	if a := answers[0]; !a.replay || a.err != nil {
+	if a := answers[0]; !a.Replay || a.Err != nil {
 		t.Errorf("order 1 (%s) = %+v; want it left to the ledger (its key is another product's sale)", formatOrder(orders[0]), a)
 	}
-	if a := answers[1]; a.err != nil || a.replay || a.sale.ID == 0 || a.sale.Remaining != 0 {
+	if a := answers[1]; a.Err != nil || a.Replay || a.Sale.ID == 0 || a.Sale.Remaining != 0 {
 		t.Errorf("order 2 (%s) = %+v; want the last unit (the keyed order ahead of it sold nothing)", formatOrder(orders[1]), a)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {

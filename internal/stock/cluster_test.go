@@ -3,23 +3,25 @@ package stock
 import (
 	"strings"
 	"testing"
+
+	"inventory/internal/inventory"
 )
 
 // clusterNames are the strategies whose state is in the fleet's Redis:
 // with INVENTORY_REDIS_CLUSTER they run on a Redis Cluster. (redlock keeps
 // servers of its own, independent of one another.)
-var clusterNames = []string{SetNX, RedisLock, Reentrant, Fair, Lua, Handoff}
+var clusterNames = []string{inventory.SetNX, inventory.RedisLock, inventory.Reentrant, inventory.Fair, inventory.Lua, inventory.Handoff}
 
 // clusterSafe are the safe ones of clusterNames, and atomic, which keeps
 // nothing in Redis, to mix them with.
 func clusterSafe() []string {
 	var names []string
 	for _, name := range clusterNames {
-		if info, _ := Lookup(name); info.Safe {
+		if info, _ := inventory.Lookup(name); info.Safe {
 			names = append(names, name)
 		}
 	}
-	return append(names, Atomic)
+	return append(names, inventory.Atomic)
 }
 
 // TestContractOnCluster runs the contract against each Redis strategy on a

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,7 +20,7 @@ import (
 // replica's pool and Postgres, for every safe strategy. The sale is in the
 // ledger, so Sell must say so: it finds the outcome in the ledger and
 // returns the sale, with a nil error, instead of a 5xx that a buyer would
-// read as "not sold" (or an unknown outcome, which is only for when the
+// Read as "not sold" (or an unknown outcome, which is only for when the
 // ledger cannot be read). With an Idempotency-Key, a retry returns the same
 // sale as a replay and sells nothing more. Throughout, a Sell returns a sale
 // exactly when its ledger row exists.
@@ -26,7 +29,7 @@ func TestCommitReplyLost(t *testing.T) {
 	e := newOwnEnv(t)
 	proxy, pool := e.commitCutterPool(t)
 	// A stalled reply costs the commit timeout: 3s, not the default 10s.
-	cut := testDeps{Deps: Deps{Store: NewStore(pool, Limits{CommitTimeout: 3 * time.Second}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
+	cut := testDeps{Deps: Deps{Store: postgres.NewStore(pool, postgres.Limits{CommitTimeout: 3 * time.Second}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
 
 	variants := []struct {
 		name string
@@ -47,12 +50,12 @@ func TestCommitReplyLost(t *testing.T) {
 				id := "cut-" + v.name + "-" + name
 				e.restock(t, id, 10)
 				s := e.seller(t, name, cut)
-				keyed := Order{ProductID: id, Quantity: 1, IdempotencyKey: "key-" + id}
-				plain := Order{ProductID: id, Quantity: 2}
+				keyed := inventory.Order{ProductID: id, Quantity: 1, IdempotencyKey: "key-" + id}
+				plain := inventory.Order{ProductID: id, Quantity: 2}
 
 				type step struct {
 					what  string
-					order Order
+					order inventory.Order
 					arm   bool
 					// replays is the 1-based step whose sale this one must replay.
 					replays int
@@ -66,8 +69,8 @@ func TestCommitReplyLost(t *testing.T) {
 					steps = append(steps, step{"COMMIT reply lost (" + v.name + "), no key", plain, true, 0})
 					wantQuantity, wantSales = 7, 2
 				}
-				sales := make([]Sale, len(steps))
-				var fresh []Sale
+				sales := make([]inventory.Sale, len(steps))
+				var fresh []inventory.Sale
 				for i, st := range steps {
 					cutsBefore := proxy.Cuts()
 					if st.arm {
@@ -84,7 +87,7 @@ func TestCommitReplyLost(t *testing.T) {
 						}
 					}
 					switch {
-					case errors.Is(err, ErrOutcomeUnknown):
+					case errors.Is(err, inventory.ErrOutcomeUnknown):
 						t.Errorf("%s = %v; want the sale, found in the ledger (it committed): an unknown outcome is only for a ledger that cannot be read", call, err)
 						continue
 					case err != nil:
@@ -139,7 +142,7 @@ func TestCommitReplyLost(t *testing.T) {
 func TestCommitNeverArrives(t *testing.T) {
 	e := newEnv(t)
 	proxy, pool := e.commitCutterPool(t)
-	cut := testDeps{Deps: Deps{Store: NewStore(pool, Limits{}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
+	cut := testDeps{Deps: Deps{Store: postgres.NewStore(pool, postgres.Limits{}), Redis: e.rdb, Instance: "replica-cut"}, Lock: testLock}
 	for _, name := range safeNames() {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -147,7 +150,7 @@ func TestCommitNeverArrives(t *testing.T) {
 			id := "unsent-" + name
 			e.restock(t, id, 3)
 			s := e.seller(t, name, cut)
-			o := Order{ProductID: id, Quantity: 1}
+			o := inventory.Order{ProductID: id, Quantity: 1}
 
 			proxy.ArmUnsent()
 			cutsBefore := proxy.Cuts()
@@ -157,14 +160,14 @@ func TestCommitNeverArrives(t *testing.T) {
 				proxy.Disarm()
 				t.Fatalf("%s = %v: the proxy dropped %d COMMITs (still armed: %v), want 1", call, err, proxy.Cuts()-cutsBefore, proxy.Armed())
 			}
-			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
+			if !errors.Is(err, inventory.ErrUnavailable) || errors.Is(err, inventory.ErrOutcomeUnknown) {
 				t.Errorf("%s = %+v, %v; want ErrUnavailable, not an unknown outcome (the ledger shows no sale)", call, sale, err)
 			}
 			if p := e.product(t, id); p.Quantity != 3 || p.Sales != 0 {
 				t.Errorf("after %s: stock %d, %d ledger rows; want 3 and 0", call, p.Quantity, p.Sales)
 			}
 
-			var sales []Sale
+			var sales []inventory.Sale
 			for i := range 3 {
 				sale, err := s.Sell(ctx, o)
 				if err != nil {
@@ -173,7 +176,7 @@ func TestCommitNeverArrives(t *testing.T) {
 				}
 				sales = append(sales, sale)
 			}
-			if _, err := s.Sell(ctx, o); !errors.Is(err, ErrSoldOut) {
+			if _, err := s.Sell(ctx, o); !errors.Is(err, inventory.ErrSoldOut) {
 				t.Errorf("a fourth Sell(ctx, %s) with %s = %v, want ErrSoldOut", formatOrder(o), name, err)
 			}
 			e.checkSafety(t, name+" after a dropped COMMIT", id, sales)
@@ -200,35 +203,4 @@ func (e *env) commitCutterPool(t *testing.T) (*commitCutter, *pgxpool.Pool) {
 	}
 	t.Cleanup(pool.Close)
 	return proxy, pool
-}
-
-// TestFoundSaleTellsWhatItLeft: a sale found in the ledger after its COMMIT
-// reply was lost is answered with the stock it left, not the stock of the
-// moment it is found, once other sales have followed it (the history
-// checker caught "wrong remaining" answers of atomic, forupdate and lua
-// under commit-reply-lost).
-func TestFoundSaleTellsWhatItLeft(t *testing.T) {
-	e := newEnv(t)
-	const id = "found-later"
-	e.restock(t, id, 10)
-	s := e.seller(t, Atomic, e.deps("replica-a"))
-	ctx := context.Background()
-	first, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var saleKey string
-	if err := e.pool.QueryRow(ctx, `SELECT sale_key FROM sales WHERE id = $1`, first.ID).Scan(&saleKey); err != nil {
-		t.Fatal(err)
-	}
-	found := Sale{ProductID: id}
-	ok, err := e.store.lookup(ctx, "BEGIN", saleKey, &found)
-	if err != nil || !ok || found.ID != first.ID || found.Remaining != 7 {
-		t.Errorf("lookup of the first sale after two more = %+v, %v, %v; want sale %d with the 7 it left (not the 5 left now)", found, ok, err, first.ID)
-	}
 }

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"inventory/internal/inventory"
 )
 
 // step is one Sell in a contract case and what it must return.
 type step struct {
-	order Order
+	order inventory.Order
 	// err is the sentinel Sell must return; nil for a sale.
 	err error
 	// remaining is the stock a successful sale must report.
@@ -36,83 +38,83 @@ var contractCases = []struct {
 	{
 		name: "sells and reports remaining", product: "sell", stock: 10,
 		steps: []step{
-			{order: Order{ProductID: "sell", Quantity: 3}, remaining: 7},
-			{order: Order{ProductID: "sell", Quantity: 1}, remaining: 6},
+			{order: inventory.Order{ProductID: "sell", Quantity: 3}, remaining: 7},
+			{order: inventory.Order{ProductID: "sell", Quantity: 1}, remaining: 6},
 		},
 		wantQuantity: 6, wantSales: 2,
 	},
 	{
 		name: "sold out at exactly zero", product: "zero", stock: 2,
 		steps: []step{
-			{order: Order{ProductID: "zero", Quantity: 1}, remaining: 1},
-			{order: Order{ProductID: "zero", Quantity: 1}, remaining: 0},
-			{order: Order{ProductID: "zero", Quantity: 1}, err: ErrSoldOut},
-			{order: Order{ProductID: "zero", Quantity: 1}, err: ErrSoldOut},
+			{order: inventory.Order{ProductID: "zero", Quantity: 1}, remaining: 1},
+			{order: inventory.Order{ProductID: "zero", Quantity: 1}, remaining: 0},
+			{order: inventory.Order{ProductID: "zero", Quantity: 1}, err: inventory.ErrSoldOut},
+			{order: inventory.Order{ProductID: "zero", Quantity: 1}, err: inventory.ErrSoldOut},
 		},
 		wantQuantity: 0, wantSales: 2,
 	},
 	{
 		name: "more than the stock is refused", product: "more", stock: 5,
 		steps: []step{
-			{order: Order{ProductID: "more", Quantity: 6}, err: ErrSoldOut},
-			{order: Order{ProductID: "more", Quantity: 5}, remaining: 0},
+			{order: inventory.Order{ProductID: "more", Quantity: 6}, err: inventory.ErrSoldOut},
+			{order: inventory.Order{ProductID: "more", Quantity: 5}, remaining: 0},
 		},
 		wantQuantity: 0, wantSales: 1,
 	},
 	{
 		name: "unknown product", product: "known", stock: 5,
 		steps: []step{
-			{order: Order{ProductID: "ghost", Quantity: 1}, err: ErrNotFound},
-			{order: Order{ProductID: "ghost", Quantity: 1, IdempotencyKey: "ghost-key"}, err: ErrNotFound},
+			{order: inventory.Order{ProductID: "ghost", Quantity: 1}, err: inventory.ErrNotFound},
+			{order: inventory.Order{ProductID: "ghost", Quantity: 1, IdempotencyKey: "ghost-key"}, err: inventory.ErrNotFound},
 		},
 		wantQuantity: 5, wantSales: 0, redisUntouched: true,
 	},
 	{
 		name: "bad product id", product: "ok", stock: 5,
 		steps: []step{
-			{order: Order{ProductID: "", Quantity: 1}, err: ErrBadProductID},
-			{order: Order{ProductID: "ok; DROP TABLE stock", Quantity: 1}, err: ErrBadProductID},
-			{order: Order{ProductID: "ok}", Quantity: 1}, err: ErrBadProductID},
-			{order: Order{ProductID: strings.Repeat("a", 65), Quantity: 1}, err: ErrBadProductID},
+			{order: inventory.Order{ProductID: "", Quantity: 1}, err: inventory.ErrBadProductID},
+			{order: inventory.Order{ProductID: "ok; DROP TABLE stock", Quantity: 1}, err: inventory.ErrBadProductID},
+			{order: inventory.Order{ProductID: "ok}", Quantity: 1}, err: inventory.ErrBadProductID},
+			{order: inventory.Order{ProductID: strings.Repeat("a", 65), Quantity: 1}, err: inventory.ErrBadProductID},
 		},
 		wantQuantity: 5, wantSales: 0, redisUntouched: true,
 	},
 	{
 		name: "bad quantity", product: "qty", stock: 5,
 		steps: []step{
-			{order: Order{ProductID: "qty", Quantity: 0}, err: ErrBadQuantity},
-			{order: Order{ProductID: "qty", Quantity: -1}, err: ErrBadQuantity},
-			{order: Order{ProductID: "qty", Quantity: 1 << 40}, err: ErrBadQuantity},
-			{order: Order{ProductID: "qty", Quantity: 0, IdempotencyKey: "qty-key"}, err: ErrBadQuantity},
+			{order: inventory.Order{ProductID: "qty", Quantity: 0}, err: inventory.ErrBadQuantity},
+			{order: inventory.Order{ProductID: "qty", Quantity: -1}, err: inventory.ErrBadQuantity},
+			{order: inventory.Order{ProductID: "qty", Quantity: 1 << 40}, err: inventory.ErrBadQuantity},
+			{order: inventory.Order{ProductID: "qty", Quantity: 0, IdempotencyKey: "qty-key"}, err: inventory.ErrBadQuantity},
 		},
 		wantQuantity: 5, wantSales: 0, redisUntouched: true,
 	},
 	{
 		name: "idempotent replay sells once", product: "idem", stock: 10,
 		steps: []step{
-			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8},
-			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8, replays: 1},
-			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k2"}, remaining: 6},
+			{order: inventory.Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8},
+			{order: inventory.Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8, replays: 1},
+			{order: inventory.Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k2"}, remaining: 6},
 			// A replay answers what the first answer said, not today's stock.
-			{order: Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8, replays: 1},
+			{order: inventory.Order{ProductID: "idem", Quantity: 2, IdempotencyKey: "k1"}, remaining: 8, replays: 1},
 		},
 		wantQuantity: 6, wantSales: 2,
 	},
 	{
 		name: "same key for another order conflicts", product: "conf", stock: 10,
 		steps: []step{
-			{order: Order{ProductID: "conf", Quantity: 2, IdempotencyKey: "k"}, remaining: 8},
-			{order: Order{ProductID: "conf", Quantity: 3, IdempotencyKey: "k"}, err: ErrIdempotencyConflict},
-			{order: Order{ProductID: "other", Quantity: 2, IdempotencyKey: "k"}, err: ErrIdempotencyConflict},
+			{order: inventory.Order{ProductID: "conf", Quantity: 2, IdempotencyKey: "k"}, remaining: 8},
+			{order: inventory.Order{ProductID: "conf", Quantity: 3, IdempotencyKey: "k"}, err: inventory.ErrIdempotencyConflict},
+			{order: inventory.Order{ProductID: "other", Quantity: 2, IdempotencyKey: "k"}, err: inventory.ErrIdempotencyConflict},
 		},
 		wantQuantity: 8, wantSales: 1,
 	},
 	{
 		name: "replay still answers once sold out", product: "late", stock: 1,
 		steps: []step{
-			{order: Order{ProductID: "late", Quantity: 1, IdempotencyKey: "late-k"}, remaining: 0},
-			{order: Order{ProductID: "late", Quantity: 1}, err: ErrSoldOut},
-			{order: Order{ProductID: "late", Quantity: 1, IdempotencyKey: "late-k"}, remaining: 0, replays: 1},
+			{order: inventory.Order{ProductID: "late", Quantity: 1, IdempotencyKey: "late-k"}, remaining: 0},
+			{order: inventory.Order{ProductID: "late", Quantity: 1}, err: inventory.ErrSoldOut},
+			{order: inventory.Order{ProductID: "late", Quantity: 1, IdempotencyKey: "late-k"}, remaining: 0, replays: 1},
 		},
 		wantQuantity: 0, wantSales: 1,
 	},
@@ -120,7 +122,7 @@ var contractCases = []struct {
 
 // TestContract runs every contract case against every strategy.
 func TestContract(t *testing.T) {
-	for _, name := range Names() {
+	for _, name := range inventory.Names() {
 		t.Run(name, func(t *testing.T) { contract(t, newEnv(t), name) })
 	}
 }
@@ -135,7 +137,7 @@ func contract(t *testing.T, e *env, name string) {
 				e.restock(t, c.product, c.stock)
 			}
 			keysBefore := e.redisKeys(t)
-			sales := make([]Sale, len(c.steps))
+			sales := make([]inventory.Sale, len(c.steps))
 			for i, s := range c.steps {
 				sale, err := seller.Sell(ctx, s.order)
 				sales[i] = sale
@@ -177,12 +179,12 @@ func contract(t *testing.T, e *env, name string) {
 			}
 		})
 	}
-	if _, err := e.store.Product(ctx, "ghost"); !errors.Is(err, ErrNotFound) {
+	if _, err := e.store.Product(ctx, "ghost"); !errors.Is(err, inventory.ErrNotFound) {
 		t.Errorf("Product(ghost) after the cases = %v, want ErrNotFound (no sale may create a product)", err)
 	}
 }
 
-func formatOrder(o Order) string {
+func formatOrder(o inventory.Order) string {
 	if o.IdempotencyKey != "" {
 		return fmt.Sprintf("%q, %d, key %q", o.ProductID, o.Quantity, o.IdempotencyKey)
 	}
@@ -201,8 +203,8 @@ func sameKeys(a, b []string) bool {
 func TestLockStrategiesNeedTheirLocker(t *testing.T) {
 	e := newEnv(t)
 	d := Deps{Store: e.store, Redis: e.rdb, Instance: "replica-a"}
-	for _, name := range []string{SetNX, RedisLock, Reentrant, Fair, Redlock, Etcd, ZooKeeper, PgLock, Handoff} {
-		if s, err := New(name, d); s != nil || !errors.Is(err, ErrNotConfigured) {
+	for _, name := range []string{inventory.SetNX, inventory.RedisLock, inventory.Reentrant, inventory.Fair, inventory.Redlock, inventory.Etcd, inventory.ZooKeeper, inventory.PgLock, inventory.Handoff} {
+		if s, err := New(name, d); s != nil || !errors.Is(err, inventory.ErrNotConfigured) {
 			t.Errorf("New(%q) without its locker = %v, %v; want nil, ErrNotConfigured", name, s, err)
 		}
 	}

@@ -6,36 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 )
-
-func TestDBErrSaysWhatIsWorthRetrying(t *testing.T) {
-	tests := []struct {
-		code        string
-		unavailable bool // a definite failure that trying again may cure
-		lockTimeout bool
-	}{
-		{"40001", true, false},  // serialization failure: rolled back
-		{"40P01", true, false},  // deadlock detected: rolled back
-		{"57P01", true, false},  // admin shutdown
-		{"08006", true, false},  // connection failure
-		{"53300", true, false},  // too many connections
-		{"55P03", false, true},  // lock_not_available
-		{"23505", false, false}, // unique violation: a bug or a conflict, not the weather
-		{"22003", false, false}, // numeric value out of range
-	}
-	for _, tt := range tests {
-		err := dbErr("op", &pgconn.PgError{Code: tt.code})
-		if got := errors.Is(err, ErrUnavailable); got != tt.unavailable {
-			t.Errorf("dbErr(op, SQLSTATE %s) wraps ErrUnavailable = %v, want %v (%v)", tt.code, got, tt.unavailable, err)
-		}
-		if got := errors.Is(err, ErrLockTimeout); got != tt.lockTimeout {
-			t.Errorf("dbErr(op, SQLSTATE %s) wraps ErrLockTimeout = %v, want %v (%v)", tt.code, got, tt.lockTimeout, err)
-		}
-	}
-}
 
 // TestLockErrByKindNotByBackend: an error from taking a lock is answered
 // by its kind alone, whichever backend it comes from (one no strategy
@@ -46,10 +19,10 @@ func TestLockErrByKindNotByBackend(t *testing.T) {
 		for _, tt := range []struct {
 			kind, want error
 		}{
-			{lock.ErrTimeout, ErrLockTimeout},
-			{lock.ErrLost, ErrLockLost},
-			{lock.ErrUnavailable, ErrUnavailable},
-			{lock.ErrClosed, ErrUnavailable},
+			{lock.ErrTimeout, inventory.ErrLockTimeout},
+			{lock.ErrLost, inventory.ErrLockLost},
+			{lock.ErrUnavailable, inventory.ErrUnavailable},
+			{lock.ErrClosed, inventory.ErrUnavailable},
 		} {
 			in := &lock.Error{Backend: backend, Op: "lock", Key: "lock:{sku-1}", Err: fmt.Errorf("%w: test", tt.kind)}
 			err := lockErr(in)

@@ -7,7 +7,7 @@
 // The strategies differ in how they keep concurrent buyers from selling the
 // same units. The lock strategies serialise them with a lock.Locker each
 // (Deps.Lockers: Redis, Redlock, etcd, ZooKeeper or a Postgres table), and
-// the safe ones sell through one locked sale that also fences the write
+// the safe ones sell through one fenced sale (fencedSale) that also fences the write
 // with the lock's token, so a broken lock is caught by Postgres and
 // reported as a breach (ErrLockBreach) rather than an oversell. Only the
 // unsafe strategies (none, local, setnx) write unguarded, to show how

@@ -10,15 +10,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
 func init() {
 	backends = append(backends, func(t *testing.T, d *testDeps) {
-		if d.Lockers[Etcd] == nil {
-			d.Lockers[Etcd] = newEtcdLocker(t, d.Lock.TTL, d.Lock.Wait)
+		if d.Lockers[inventory.Etcd] == nil {
+			d.Lockers[inventory.Etcd] = newEtcdLocker(t, d.Lock.TTL, d.Lock.Wait)
 		}
 	})
 }
@@ -51,7 +54,7 @@ func etcdContenders(t *testing.T, id string) int {
 	}
 	n := 0
 	for _, kv := range resp.Kvs {
-		if strings.Contains(string(kv.Key), "/"+lockKey(id)+"/") {
+		if strings.Contains(string(kv.Key), "/"+redis.LockKey(id)+"/") {
 			n++
 		}
 	}
@@ -61,8 +64,8 @@ func etcdContenders(t *testing.T, id string) int {
 // TestEtcdNotConfigured: without its locker the strategy is not available.
 func TestEtcdNotConfigured(t *testing.T) {
 	e := newEnv(t)
-	if _, err := New(Etcd, e.deps("replica-a").build(t)); !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", Etcd, err)
+	if _, err := New(inventory.Etcd, e.deps("replica-a").build(t)); !errors.Is(err, inventory.ErrNotConfigured) {
+		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", inventory.Etcd, err)
 	}
 }
 
@@ -76,7 +79,7 @@ func TestEtcdLeaseLostMidSale(t *testing.T) {
 	e.restock(t, id, 10)
 	d := e.deps("replica-a")
 	d.WorkDelay = 3 * time.Second
-	s := e.seller(t, Etcd, d)
+	s := e.seller(t, inventory.Etcd, d)
 	c, err := clientv3.New(clientv3.Config{Endpoints: testenv.EtcdEndpoints(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatalf("clientv3.New: %v", err)
@@ -84,13 +87,13 @@ func TestEtcdLeaseLostMidSale(t *testing.T) {
 	defer c.Close()
 	got := make(chan error, 1)
 	go func() {
-		_, err := s.Sell(context.Background(), Order{ProductID: id, Quantity: 1})
+		_, err := s.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1})
 		got <- err
 	}()
 	waitClaimed(t, e) // inside the critical section, past its Lock call
 	var lease clientv3.LeaseID
 	waitFor(t, "the seller's lock key in etcd", 5*time.Second, func() bool {
-		resp, err := c.Get(context.Background(), "/test/"+t.Name()+"/"+lockKey(id)+"/", clientv3.WithPrefix())
+		resp, err := c.Get(context.Background(), "/test/"+t.Name()+"/"+redis.LockKey(id)+"/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) == 0 {
 			return false
 		}
@@ -102,7 +105,7 @@ func TestEtcdLeaseLostMidSale(t *testing.T) {
 	}
 	select {
 	case err := <-got:
-		if !errors.Is(err, ErrLockLost) {
+		if !errors.Is(err, inventory.ErrLockLost) {
 			t.Errorf("Sell whose etcd lease was revoked mid-sale = %v, want ErrLockLost", err)
 		}
 	case <-time.After(2 * time.Second):
@@ -111,7 +114,7 @@ func TestEtcdLeaseLostMidSale(t *testing.T) {
 	if p := e.checkLedger(t, id); p.Quantity != 10 || p.Sales != 0 {
 		t.Errorf("stock %d with %d ledger rows after the lost sale, want 10 and 0", p.Quantity, p.Sales)
 	}
-	if _, err := s.Sell(context.Background(), Order{ProductID: id, Quantity: 1}); err != nil {
+	if _, err := s.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("next Sell on the same replica = %v, want nil (a new session)", err)
 	}
 }
@@ -125,20 +128,20 @@ func TestEtcdStaleHolderRefused(t *testing.T) {
 	e.restock(t, id, 10)
 	ctx := context.Background()
 	la, lb := newEtcdLocker(t, 5*time.Second, 5*time.Second), newEtcdLocker(t, 5*time.Second, 5*time.Second)
-	a, err := la.Lock(ctx, lockKey(id))
+	a, err := la.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("A: Lock = %v", err)
 	}
 	if _, err := la.Client().Revoke(ctx, a.(*etcdlock.Lease).LeaseID()); err != nil {
 		t.Fatalf("revoke A's lease: %v", err)
 	}
-	b, err := lb.Lock(ctx, lockKey(id))
+	b, err := lb.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("B: Lock after A's lease ended = %v", err)
 	}
 	defer func() { _ = b.Release(ctx) }()
 	sell := func(fence int64) error {
-		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Etcd, "test", func(ctx context.Context, tx *saleTx) (decrement, error) {
+		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.Etcd, "test", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: etcdlock.Backend, Token: fence}, 0)
 		})
 		return err
@@ -146,7 +149,7 @@ func TestEtcdStaleHolderRefused(t *testing.T) {
 	if err := sell(b.Fence().Token); err != nil {
 		t.Errorf("B (the holder, fence %d): sell = %v, want nil", b.Fence().Token, err)
 	}
-	if err := sell(a.Fence().Token); !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
+	if err := sell(a.Fence().Token); !errors.Is(err, inventory.ErrLockBreach) || !errors.Is(err, inventory.ErrLockLost) {
 		t.Errorf("A (stale, fence %d < %d): sell = %v, want ErrLockBreach", a.Fence().Token, b.Fence().Token, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 9 || p.Sales != 1 {

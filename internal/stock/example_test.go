@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
 	"inventory/internal/stock"
 )
 
@@ -24,19 +26,19 @@ func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
 
-	store := stock.NewStore(pool, stock.Limits{})
+	store := postgres.NewStore(pool, postgres.Limits{})
 	if _, err := stock.Restock(ctx, store, rdb, "sku-1", "Hot item", 100); err != nil {
 		fmt.Println(err)
 		return
 	}
-	seller, err := stock.New(stock.Lua, stock.Deps{Store: store, Redis: rdb, Instance: "replica-a"})
+	seller, err := stock.New(inventory.Lua, stock.Deps{Store: store, Redis: rdb, Instance: "replica-a"})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	sale, err := seller.Sell(ctx, stock.Order{ProductID: "sku-1", Quantity: 2, IdempotencyKey: "order-42"})
+	sale, err := seller.Sell(ctx, inventory.Order{ProductID: "sku-1", Quantity: 2, IdempotencyKey: "order-42"})
 	switch {
-	case errors.Is(err, stock.ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		fmt.Println("sold out")
 	case err != nil:
 		fmt.Println("try again later:", err)

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 )
 
 // fairHolderKey is the fair lock's holder key for product id (see redislock.Fair).
-func fairHolderKey(id string) string { return lockKey(id) + ":fair" }
+func fairHolderKey(id string) string { return redis.LockKey(id) + ":fair" }
 
 // TestFairLockLost deletes the fair lock's holder key while replica a is
 // inside its critical section, and lets replica b take the lock and sell
@@ -28,7 +30,7 @@ func TestFairLockLost(t *testing.T) {
 		wantStock int64
 		wantRows  int64
 	}{
-		{"watchdog notices", 300 * time.Millisecond, ErrLockLost, 8, 1},
+		{"watchdog notices", 300 * time.Millisecond, inventory.ErrLockLost, 8, 1},
 		{"the row claim orders them", 30 * time.Second, nil, 7, 2},
 	}
 	for _, c := range cases {
@@ -39,16 +41,16 @@ func TestFairLockLost(t *testing.T) {
 			da := e.deps("replica-a")
 			da.Lock = redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 2 * time.Second}}
 			da.WorkDelay = 700 * time.Millisecond
-			a := e.seller(t, Fair, da)
-			b := e.replica(t, Fair, "replica-b", 0)
+			a := e.seller(t, inventory.Fair, da)
+			b := e.replica(t, inventory.Fair, "replica-b", 0)
 			ctx := context.Background()
 
-			waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+			waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 			waitClaimed(t, e) // the key alone is there before a's Lock returns
 			if err := e.rdb.Del(ctx, fairHolderKey(id)).Err(); err != nil {
 				t.Fatalf("DEL %s: %v", fairHolderKey(id), err)
 			}
-			saleB, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 2})
+			saleB, errB := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 2})
 			saleA, errA := waitA()
 
 			if !errors.Is(errA, c.wantA) || (c.wantA == nil && errA != nil) {
@@ -78,25 +80,25 @@ func TestFairSellsInArrivalOrder(t *testing.T) {
 	e := newEnv(t)
 	const id, n = "fair-fifo", 6
 	e.restock(t, id, 100)
-	replicas := []Seller{e.replica(t, Fair, "replica-a", 0), e.replica(t, Fair, "replica-b", 0)}
+	replicas := []inventory.Seller{e.replica(t, inventory.Fair, "replica-a", 0), e.replica(t, inventory.Fair, "replica-b", 0)}
 	ctx := context.Background()
 	holder := redislock.NewFair(e.rdb, redislock.Options{})
 	t.Cleanup(holder.Close)
-	held, err := holder.Lock(ctx, lockKey(id))
+	held, err := holder.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("holder Lock = %v", err)
 	}
-	waits := make([]func() (Sale, error), n)
+	waits := make([]func() (inventory.Sale, error), n)
 	for i := range n {
-		waits[i] = sellAsync(replicas[i%2], Order{ProductID: id, Quantity: 1})
+		waits[i] = sellAsync(replicas[i%2], inventory.Order{ProductID: id, Quantity: 1})
 		waitFor(t, "buyer to queue", 5*time.Second, func() bool {
-			return e.rdb.ZCard(ctx, lockKey(id)+":fair:queue").Val() == int64(i+1)
+			return e.rdb.ZCard(ctx, redis.LockKey(id)+":fair:queue").Val() == int64(i+1)
 		})
 	}
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("holder Release = %v", err)
 	}
-	var last Sale
+	var last inventory.Sale
 	for i, wait := range waits {
 		sale, err := wait()
 		if err != nil {
@@ -120,11 +122,11 @@ func TestFairFenceSurvivesRedisLoss(t *testing.T) {
 	e := newEnv(t)
 	const id = "fair-amnesia"
 	e.restock(t, id, 10)
-	s := e.seller(t, Fair, e.deps("replica-a"))
+	s := e.seller(t, inventory.Fair, e.deps("replica-a"))
 	ctx := context.Background()
 	var last int64
 	for i := range 3 {
-		sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 		if err != nil {
 			t.Fatalf("sale %d: Sell(%q, 1) = %v", i+1, id, err)
 		}
@@ -136,7 +138,7 @@ func TestFairFenceSurvivesRedisLoss(t *testing.T) {
 			t.Fatalf("FLUSHDB: %v", err)
 		}
 	}
-	if f, err := e.store.fence(ctx, redislock.FairBackend, id); err != nil || f != last {
+	if f, err := e.store.Fence(ctx, redislock.FairBackend, id); err != nil || f != last {
 		t.Errorf("fence redislock/fair = %d, %v; want %d, the last sale's", f, err, last)
 	}
 }

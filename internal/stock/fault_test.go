@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -31,14 +32,14 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 }
 
 // sellAsync runs s.Sell(o) in a goroutine; the returned function waits for it.
-func sellAsync(s Seller, o Order) func() (Sale, error) {
+func sellAsync(s inventory.Seller, o inventory.Order) func() (inventory.Sale, error) {
 	var (
-		sale Sale
+		sale inventory.Sale
 		err  error
 		wg   sync.WaitGroup
 	)
 	wg.Go(func() { sale, err = s.Sell(context.Background(), o) })
-	return func() (Sale, error) { wg.Wait(); return sale, err }
+	return func() (inventory.Sale, error) { wg.Wait(); return sale, err }
 }
 
 // TestReentrantLockLost deletes the lock key while replica a is inside its
@@ -56,7 +57,7 @@ func TestReentrantLockLost(t *testing.T) {
 		wantStock int64
 		wantRows  int64
 	}{
-		{"watchdog notices", 300 * time.Millisecond, ErrLockLost, 8, 1},
+		{"watchdog notices", 300 * time.Millisecond, inventory.ErrLockLost, 8, 1},
 		{"the row claim orders them", 30 * time.Second, nil, 7, 2},
 	}
 	for _, c := range cases {
@@ -68,16 +69,16 @@ func TestReentrantLockLost(t *testing.T) {
 			da.Lock = redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 2 * time.Second}}
 			da.WorkDelay = 700 * time.Millisecond
 			da.Holds = NewHoldLog(10)
-			a := e.seller(t, Reentrant, da)
-			b, holdsB := e.holdingReplica(t, Reentrant, "replica-b", 0)
+			a := e.seller(t, inventory.Reentrant, da)
+			b, holdsB := e.holdingReplica(t, inventory.Reentrant, "replica-b", 0)
 			ctx := context.Background()
 
-			waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+			waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 			waitClaimed(t, e) // the key alone is there before a's Lock returns
-			if err := e.rdb.Del(ctx, lockKey(id)).Err(); err != nil {
-				t.Fatalf("DEL %s: %v", lockKey(id), err)
+			if err := e.rdb.Del(ctx, redis.LockKey(id)).Err(); err != nil {
+				t.Fatalf("DEL %s: %v", redis.LockKey(id), err)
 			}
-			saleB, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 2})
+			saleB, errB := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 2})
 			saleA, errA := waitA()
 
 			if !errors.Is(errA, c.wantA) || (c.wantA == nil && errA != nil) {
@@ -138,19 +139,19 @@ func TestStaleFenceRejected(t *testing.T) {
 		want  error
 	}{
 		{5, nil},
-		{4, ErrLockBreach},
-		{5, ErrLockBreach}, // equal is refused too: each hold writes once (see TestReentrantFenceCollisionAfterRedisLoss)
-		{1, ErrLockBreach},
+		{4, inventory.ErrLockBreach},
+		{5, inventory.ErrLockBreach}, // equal is refused too: each hold writes once (see TestReentrantFenceCollisionAfterRedisLoss)
+		{1, inventory.ErrLockBreach},
 		{6, nil},
-		{5, ErrLockBreach},
+		{5, inventory.ErrLockBreach},
 	}
 	sold := int64(0)
 	for _, s := range steps {
-		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, Reentrant, "test",
-			func(ctx context.Context, tx *saleTx) (decrement, error) {
+		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.Reentrant, "test",
+			func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 				return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: s.fence}, 0)
 			})
-		if !errors.Is(err, s.want) || (s.want == nil && err != nil) || (err != nil && !errors.Is(err, ErrLockLost)) {
+		if !errors.Is(err, s.want) || (s.want == nil && err != nil) || (err != nil && !errors.Is(err, inventory.ErrLockLost)) {
 			t.Errorf("record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
 		}
 		if err == nil {
@@ -161,7 +162,7 @@ func TestStaleFenceRejected(t *testing.T) {
 	if p.Quantity != 10-sold || p.Sales != sold {
 		t.Errorf("stock %d, %d ledger rows; want %d and %d", p.Quantity, p.Sales, 10-sold, sold)
 	}
-	if f, err := e.store.fence(ctx, redislock.Backend, id); err != nil || f != 6 {
+	if f, err := e.store.Fence(ctx, redislock.Backend, id); err != nil || f != 6 {
 		t.Errorf("fence(%q) = %d, %v; want 6, nil", id, f, err)
 	}
 }
@@ -182,28 +183,28 @@ func TestReentrantFenceCollisionAfterRedisLoss(t *testing.T) {
 	// flushed and A lost its lease, so B's claim went first (1 run in 30).
 	long := testLock
 	long.TTL = time.Minute
-	a := e.replicaWith(t, Reentrant, "replica-a", long, 800*time.Millisecond)
-	b := e.replica(t, Reentrant, "replica-b", 0)
-	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+	a := e.replicaWith(t, inventory.Reentrant, "replica-a", long, 800*time.Millisecond)
+	b := e.replica(t, inventory.Reentrant, "replica-b", 0)
+	if _, err := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Fatalf("first sale: %v", err)
 	}
 	aDone := make(chan error, 1)
-	var saleA Sale
+	var saleA inventory.Sale
 	go func() {
 		var err error
-		saleA, err = a.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		saleA, err = a.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 		aDone <- err
 	}()
 	waitClaimed(t, e)
 	if err := e.rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	_, errB := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	errA := <-aDone
 	if errA != nil {
 		t.Errorf("A's sale, which claimed the row before B = %v, want it sold", errA)
 	}
-	if !errors.Is(errB, ErrLockBreach) || !errors.Is(errB, ErrLockLost) {
+	if !errors.Is(errB, inventory.ErrLockBreach) || !errors.Is(errB, inventory.ErrLockLost) {
 		t.Errorf("B's sale with the token A holds (fence %d) = %v, want ErrLockBreach with ErrLockLost", saleA.Fence, errB)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 8 || p.Sales != 2 {
@@ -217,11 +218,11 @@ func TestReentrantFenceSurvivesRedisLoss(t *testing.T) {
 	e := newEnv(t)
 	const id = "amnesia"
 	e.restock(t, id, 10)
-	s := e.seller(t, Reentrant, e.deps("replica-a"))
+	s := e.seller(t, inventory.Reentrant, e.deps("replica-a"))
 	ctx := context.Background()
 	var last int64
 	for i := range 3 {
-		sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 		if err != nil {
 			t.Fatalf("sale %d: Sell(%q, 1) = %v", i+1, id, err)
 		}
@@ -252,21 +253,21 @@ func TestReentrantOwnerFromContext(t *testing.T) {
 	}
 	ctx := lock.WithOwner(context.Background(), "request-1")
 	// Owners are scoped to one redislock.Reentrant, so hold the seller's own.
-	outer, err := s.lk.Lock(ctx, lockKey(id))
+	outer, err := s.lk.Lock(ctx, redis.LockKey(id))
 	if err != nil {
-		t.Fatalf("Lock(%s) as request-1: %v", lockKey(id), err)
+		t.Fatalf("Lock(%s) as request-1: %v", redis.LockKey(id), err)
 	}
-	if _, err := s.Sell(outer.Context(), Order{ProductID: id, Quantity: 1}); err != nil {
+	if _, err := s.Sell(outer.Context(), inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("Sell(%q, 1) as request-1, which holds the lock = %v, want a re-entrant sale", id, err)
 	}
 	other := lock.WithOwner(context.Background(), "request-2")
-	if _, err := s.Sell(other, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrLockTimeout) {
+	if _, err := s.Sell(other, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrLockTimeout) {
 		t.Errorf("Sell(%q, 1) as request-2 while request-1 holds the lock = %v, want ErrLockTimeout", id, err)
 	}
 	if err := outer.Release(ctx); err != nil {
 		t.Fatalf("Release as request-1: %v (the nested Sell must have released only its own entry)", err)
 	}
-	if _, err := s.Sell(other, Order{ProductID: id, Quantity: 1}); err != nil {
+	if _, err := s.Sell(other, inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("Sell(%q, 1) as request-2 after request-1 released = %v, want a sale", id, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 8 {
@@ -281,7 +282,7 @@ func TestLuaGivesBack(t *testing.T) {
 	e := newEnv(t)
 	const id = "giveback"
 	e.restock(t, id, 10)
-	s := e.seller(t, Lua, e.deps("replica-a"))
+	s := e.seller(t, inventory.Lua, e.deps("replica-a"))
 	ctx := context.Background()
 	mustExec(t, e, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by test'; END $$`)
 	cases := []struct {
@@ -292,20 +293,20 @@ func TestLuaGivesBack(t *testing.T) {
 	}
 	for _, c := range cases {
 		mustExec(t, e, c.trigger)
-		_, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3})
-		if err == nil || errors.Is(err, ErrOutcomeUnknown) {
+		_, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 3})
+		if err == nil || errors.Is(err, inventory.ErrOutcomeUnknown) {
 			t.Errorf("%s: Sell(%q, 3) = %v, want a definite failure", c.name, id, err)
 		}
 		if n, err := counterLeft(e, id); err != nil || n != 10 {
-			t.Errorf("%s: counter %s = %d, %v; want 10 (units given back)", c.name, counterKey(id), n, err)
+			t.Errorf("%s: counter %s = %d, %v; want 10 (units given back)", c.name, redis.CounterKey(id), n, err)
 		}
 		mustExec(t, e, `DROP TRIGGER refuse ON sales`)
 	}
-	if sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 3}); err != nil || sale.Remaining != 7 {
+	if sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 3}); err != nil || sale.Remaining != 7 {
 		t.Errorf("Sell(%q, 3) once Postgres accepts = %+v, %v; want 7 remaining", id, sale, err)
 	}
 	if n, _ := counterLeft(e, id); n != 7 {
-		t.Errorf("counter %s = %d, want 7", counterKey(id), n)
+		t.Errorf("counter %s = %d, want 7", redis.CounterKey(id), n)
 	}
 	p := e.checkLedger(t, id)
 	if p.Quantity != 7 || p.Sales != 1 {
@@ -315,7 +316,7 @@ func TestLuaGivesBack(t *testing.T) {
 
 // counterLeft is the units left in the lua strategy's Redis counter for id.
 func counterLeft(e *env, id string) (int64, error) {
-	return e.rdb.HGet(context.Background(), counterKey(id), "n").Int64()
+	return e.rdb.HGet(context.Background(), redis.CounterKey(id), "n").Int64()
 }
 
 // waitClaimed waits until a sale's transaction has claimed a stock row with
@@ -343,83 +344,26 @@ func TestLuaReseeds(t *testing.T) {
 	e := newEnv(t)
 	const id = "reseed"
 	e.restock(t, id, 10)
-	s := e.seller(t, Lua, e.deps("replica-a"))
+	s := e.seller(t, inventory.Lua, e.deps("replica-a"))
 	ctx := context.Background()
 	for i, want := range []int64{9, 8, 7} {
 		if i > 0 {
-			if err := e.rdb.Del(ctx, counterKey(id)).Err(); err != nil {
-				t.Fatalf("DEL %s: %v", counterKey(id), err)
+			if err := e.rdb.Del(ctx, redis.CounterKey(id)).Err(); err != nil {
+				t.Fatalf("DEL %s: %v", redis.CounterKey(id), err)
 			}
 		}
-		sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+		sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 		if err != nil || sale.Remaining != want {
 			t.Errorf("sale %d: Sell(%q, 1) = %d remaining, %v; want %d", i+1, id, sale.Remaining, err, want)
 		}
 		if n, err := counterLeft(e, id); err != nil || n != want {
-			t.Errorf("sale %d: counter %s = %d, %v; want %d", i+1, counterKey(id), n, err, want)
+			t.Errorf("sale %d: counter %s = %d, %v; want %d", i+1, redis.CounterKey(id), n, err, want)
 		}
 	}
 	// Restock resets the counter too.
 	e.restock(t, id, 50)
-	if sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil || sale.Remaining != 49 {
+	if sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil || sale.Remaining != 49 {
 		t.Errorf("after Restock(%q, 50): Sell = %d remaining, %v; want 49", id, sale.Remaining, err)
-	}
-}
-
-// TestLuaScriptsIdempotent re-sends the reserve and give-back scripts, as
-// go-redis does after a lost reply: each must act once.
-func TestLuaScriptsIdempotent(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	const id = "scripts"
-	key := counterKey(id)
-	if err := e.rdb.HSet(ctx, key, "r", 1, "g", 1, "n", 10).Err(); err != nil {
-		t.Fatalf("HSET %s r 1 g 1 n 10: %v", key, err)
-	}
-	s := newLua(e.deps("replica-a").build(t))
-	counter := func() int64 { n, _ := counterLeft(e, id); return n }
-	reserveLeft := func(o Order, res string) (int64, int64, error) {
-		status, r, err := runReserve(ctx, e.rdb, o, res, time.Minute)
-		return status, r.unitsLeftNow, err
-	}
-	keyed := func(n int64) Order { return Order{ProductID: id, Quantity: n, IdempotencyKey: "order-7"} }
-
-	steps := []struct {
-		call                 string
-		do                   func() (status, left int64, err error)
-		wantStatus, wantLeft int64
-		wantCounter          int64
-	}{
-		{"reserve(3, r1)", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
-		{"reserve(3, r1) re-sent", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 3}, "r1") }, reserved, 7, 7},
-		{"reserve(8, r2)", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 8}, "r2") }, tooFew, 7, 7},
-		{"giveBack(3, r1)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 3}, "r1") }, 0, 0, 10},
-		{"giveBack(3, r1) re-sent", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 3}, "r1") }, 0, 0, 10},
-		{"reserve(3, r1) arriving after its give-back", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 3}, "r1") }, returned, 0, 10},
-		{"giveBack(2, r3) of a reserve never run", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, Order{ProductID: id, Quantity: 2}, "r3") }, 0, 0, 10},
-		{"reserve(2, r3) arriving after that", func() (int64, int64, error) { return reserveLeft(Order{ProductID: id, Quantity: 2}, "r3") }, returned, 0, 10},
-		{"reserve(2, k1) keyed", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, reserved, 8, 8},
-		{"reserve(2, k2), a twin of k1", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, twinInFlight, 0, 8},
-		{"reserve(2, k1) keyed, re-sent", func() (int64, int64, error) { return reserveLeft(keyed(2), "k1") }, reserved, 8, 8},
-		{"giveBack(2, k1) clears the marker", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k1") }, 0, 0, 10},
-		{"reserve(2, k2) after its twin gave back", func() (int64, int64, error) { return reserveLeft(keyed(2), "k2") }, reserved, 8, 8},
-		{"giveBack(2, k2)", func() (int64, int64, error) { return 0, 0, s.giveBack(ctx, keyed(2), "k2") }, 0, 0, 10},
-		{"reserve(1, r4) of a missing counter", func() (int64, int64, error) {
-			e.rdb.Del(ctx, key)
-			return reserveLeft(Order{ProductID: id, Quantity: 1}, "r4")
-		}, missing, 0, 0},
-	}
-	for _, st := range steps {
-		status, left, err := st.do()
-		if err != nil || status != st.wantStatus || left != st.wantLeft {
-			t.Errorf("%s = status %d, left %d, %v; want %d, %d, nil", st.call, status, left, err, st.wantStatus, st.wantLeft)
-		}
-		if got := counter(); got != st.wantCounter {
-			t.Errorf("after %s: counter %d, want %d", st.call, got, st.wantCounter)
-		}
-	}
-	if n, err := e.rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
-		t.Errorf("EXISTS %s after reserving from a missing counter = %d, %v; want 0 (no negative key created)", key, n, err)
 	}
 }
 
@@ -433,21 +377,21 @@ func TestLuaCounterLostMidFlight(t *testing.T) {
 	e.restock(t, id, 1)
 	da := e.deps("replica-a")
 	da.WorkDelay = 500 * time.Millisecond
-	a := e.seller(t, Lua, da)
-	b := e.replica(t, Lua, "replica-b", 0)
+	a := e.seller(t, inventory.Lua, da)
+	b := e.replica(t, inventory.Lua, "replica-b", 0)
 	ctx := context.Background()
 
-	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+	waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 	waitFor(t, "replica a to reserve the last unit", 5*time.Second, func() bool {
 		n, err := counterLeft(e, id)
 		return err == nil && n == 0
 	})
-	if err := e.rdb.Del(ctx, counterKey(id)).Err(); err != nil {
-		t.Fatalf("DEL %s: %v", counterKey(id), err)
+	if err := e.rdb.Del(ctx, redis.CounterKey(id)).Err(); err != nil {
+		t.Fatalf("DEL %s: %v", redis.CounterKey(id), err)
 	}
-	_, errB := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	_, errB := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	_, errA := waitA()
-	if (errA == nil) == (errB == nil) || !errors.Is(errors.Join(errA, errB), ErrSoldOut) {
+	if (errA == nil) == (errB == nil) || !errors.Is(errors.Join(errA, errB), inventory.ErrSoldOut) {
 		t.Errorf("Sell(%q, 1) on a and b = %v, %v; want one sale and one ErrSoldOut", id, errA, errB)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
@@ -459,12 +403,12 @@ func TestLuaCounterLostMidFlight(t *testing.T) {
 // goroutines on two replicas at once: exactly one sale, every caller gets it.
 func TestConcurrentIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
-	for _, name := range Names() {
+	for _, name := range inventory.Names() {
 		t.Run(name, func(t *testing.T) {
 			id := "dup-" + name
 			e.restock(t, id, 10)
-			replicas := []Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
-			o := Order{ProductID: id, Quantity: 2, IdempotencyKey: "same-" + name}
+			replicas := []inventory.Seller{e.replica(t, name, "replica-a", 0), e.replica(t, name, "replica-b", 0)}
+			o := inventory.Order{ProductID: id, Quantity: 2, IdempotencyKey: "same-" + name}
 			sales, errs := sellCopies(replicas, o, 12)
 			fresh := 0
 			for i := range sales {
@@ -486,9 +430,9 @@ func TestConcurrentIdempotencyKey(t *testing.T) {
 			if p.Quantity != 8 || p.Sales != 1 {
 				t.Errorf("stock %d, %d ledger rows; want 8 and 1", p.Quantity, p.Sales)
 			}
-			if name == Lua {
+			if name == inventory.Lua {
 				if n, err := counterLeft(e, id); err != nil || n != 8 {
-					t.Errorf("counter %s = %d, %v; want 8 (the losers gave their units back)", counterKey(id), n, err)
+					t.Errorf("counter %s = %d, %v; want 8 (the losers gave their units back)", redis.CounterKey(id), n, err)
 				}
 			}
 		})
@@ -516,14 +460,14 @@ func TestUnavailable(t *testing.T) {
 	}
 	redisAddr := rln.Addr().String()
 	rln.Close()
-	deadRedis := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	deadRedis := goredis.NewClient(&goredis.Options{Addr: redisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = deadRedis.Close() })
-	for _, name := range []string{RedisLock, Reentrant, Lua} {
+	for _, name := range []string{inventory.RedisLock, inventory.Reentrant, inventory.Lua} {
 		d := e.deps("replica-a")
 		d.Redis = deadRedis
 		d.Lock.Wait = time.Second
 		s := e.seller(t, name, d)
-		if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrUnavailable) {
+		if _, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrUnavailable) {
 			t.Errorf("%s with Redis down: Sell(%q, 1) = %v, want ErrUnavailable", name, id, err)
 		}
 	}
@@ -536,19 +480,19 @@ func TestUnavailable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	deadPool := newPool(t, fmt.Sprintf("postgres://postgres@%s/inventory?sslmode=disable&connect_timeout=1", addr))
-	dead := NewStore(deadPool, Limits{})
-	for _, name := range Names() {
+	dead := postgres.NewStore(deadPool, postgres.Limits{})
+	for _, name := range inventory.Names() {
 		d := e.deps("replica-a")
 		d.Store = dead
 		s := e.seller(t, name, d)
-		if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrUnavailable) {
+		if _, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrUnavailable) {
 			t.Errorf("%s with Postgres down: Sell(%q, 1) = %v, want ErrUnavailable", name, id, err)
 		}
 	}
-	if err := dead.Ping(ctx); !errors.Is(err, ErrUnavailable) {
+	if err := dead.Ping(ctx); !errors.Is(err, inventory.ErrUnavailable) {
 		t.Errorf("Ping with Postgres down = %v, want ErrUnavailable", err)
 	}
-	if _, err := dead.Product(ctx, id); !errors.Is(err, ErrUnavailable) {
+	if _, err := dead.Product(ctx, id); !errors.Is(err, inventory.ErrUnavailable) {
 		t.Errorf("Product(%q) with Postgres down = %v, want ErrUnavailable", id, err)
 	}
 	if p := e.checkLedger(t, id); p.Sales != 0 {
@@ -560,8 +504,8 @@ func TestUnavailable(t *testing.T) {
 	// Redis failed. Before, it answered 503 although the round had changed,
 	// and a retry started yet another round.
 	before := e.product(t, id)
-	done, err := Restocker{Store: e.store, Redis: deadRedis}.Restock(ctx, RestockOrder{ProductID: id, Quantity: 5})
-	if err != nil || done.Round != before.Round+1 || done.Quantity != 5 || !errors.Is(done.ResetErr, ErrUnavailable) {
+	done, err := Restocker{Store: e.store, Redis: deadRedis}.Restock(ctx, inventory.RestockOrder{ProductID: id, Quantity: 5})
+	if err != nil || done.Round != before.Round+1 || done.Quantity != 5 || !errors.Is(done.ResetErr, inventory.ErrUnavailable) {
 		t.Errorf("Restock(%q, 5) with Redis down = %+v, %v; want round %d with 5 units and a ResetErr wrapping ErrUnavailable",
 			id, done, err, before.Round+1)
 	}
@@ -569,48 +513,6 @@ func TestUnavailable(t *testing.T) {
 		t.Errorf("after the restock with Redis down: round %d, quantity %d; want %d and 5", p.Round, p.Quantity, before.Round+1)
 	}
 }
-
-// TestCommitErr checks which failed COMMITs count as "certainly not
-// committed" (the lua strategy then gives its units back) and which leave the
-// outcome unknown (it keeps them).
-func TestCommitErr(t *testing.T) {
-	cases := []struct {
-		name        string
-		err         error
-		wantUnknown bool
-	}{
-		{"server error", &pgconn.PgError{Code: "40001", Message: "serialization failure"}, false},
-		{"server shutting down", &pgconn.PgError{Code: "57P01", Message: "terminating connection"}, false},
-		{"commit turned rollback", pgx.ErrTxCommitRollback, false},
-		// pgx says "conn closed, safe to retry" also when the connection
-		// broke after COMMIT was sent (TestCommitReplyLost), so it is no
-		// proof that nothing committed: the ledger decides.
-		{"driver says safe to retry", fmt.Errorf("wrapped: %w", safeToRetry{}), true},
-		{"network error while waiting", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
-		{"deadline while waiting", context.DeadlineExceeded, true},
-	}
-	for _, c := range cases {
-		err := commitErr(c.err)
-		if got := errors.Is(err, ErrOutcomeUnknown); got != c.wantUnknown {
-			t.Errorf("commitErr(%s: %v): outcome unknown = %v, want %v", c.name, c.err, got, c.wantUnknown)
-		}
-		if !errors.Is(err, c.err) {
-			t.Errorf("commitErr(%s) = %v, want the driver error kept in the chain", c.name, err)
-		}
-		if c.wantUnknown && !errors.Is(err, ErrUnavailable) {
-			t.Errorf("commitErr(%s) = %v, want ErrUnavailable", c.name, err)
-		}
-		if sale := (Sale{}); notCommitted(sale, err) == c.wantUnknown {
-			t.Errorf("notCommitted(commitErr(%s)) = %v, want %v", c.name, !c.wantUnknown, !c.wantUnknown)
-		}
-	}
-}
-
-// safeToRetry is a driver error that claims nothing was sent.
-type safeToRetry struct{}
-
-func (safeToRetry) Error() string     { return "not sent" }
-func (safeToRetry) SafeToRetry() bool { return true }
 
 // TestOptimisticContention keeps changing the version under an optimistic
 // sale whose every attempt takes far longer than the gap between changes:
@@ -632,7 +534,7 @@ func TestOptimisticContention(t *testing.T) {
 	// runs out.
 	d.Lock.Wait = 2 * time.Second
 	d.OnConflict = conflicts.add
-	s := e.seller(t, Optimistic, d)
+	s := e.seller(t, inventory.Optimistic, d)
 
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -644,17 +546,17 @@ func TestOptimisticContention(t *testing.T) {
 	})
 	waitFor(t, "the other writer to get going", 10*time.Second, func() bool { return e.product(t, id).Version >= 3 })
 	began := time.Now()
-	_, err := s.Sell(context.Background(), Order{ProductID: id, Quantity: 1, IdempotencyKey: "contended-1"})
+	_, err := s.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1, IdempotencyKey: "contended-1"})
 	t.Logf("Sell took %v, %d conflicts: %v", time.Since(began), conflicts.get(), err)
 	stop()
 	wg.Wait()
-	if !errors.Is(err, ErrContention) {
+	if !errors.Is(err, inventory.ErrContention) {
 		t.Errorf("Sell(%q, 1) while the version changes every few ms = %v, want ErrContention", id, err)
 	}
 	if n := conflicts.get(); n < 2 {
 		t.Errorf("OnConflict called %d times, want at least 2", n)
 	}
-	if sale, found, err := e.store.replay(context.Background(), Order{ProductID: id, Quantity: 1, IdempotencyKey: "contended-1"}); found || err != nil {
+	if sale, found, err := e.store.Replay(context.Background(), inventory.Order{ProductID: id, Quantity: 1, IdempotencyKey: "contended-1"}); found || err != nil {
 		t.Errorf("ledger has sale %+v (err %v) for the contended order, want none", sale, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 10 {
@@ -685,8 +587,8 @@ func TestRedisLockOverrunRollsBack(t *testing.T) {
 	d := e.deps("replica-a")
 	d.Lock.TTL = 200 * time.Millisecond
 	d.WorkDelay = 400 * time.Millisecond
-	_, err := e.seller(t, RedisLock, d).Sell(context.Background(), Order{ProductID: id, Quantity: 1})
-	if !errors.Is(err, ErrLockLost) {
+	_, err := e.seller(t, inventory.RedisLock, d).Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1})
+	if !errors.Is(err, inventory.ErrLockLost) {
 		t.Errorf("Sell with 400ms of work under a 200ms lock = %v, want ErrLockLost", err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 10 || p.Sales != 0 {
@@ -704,11 +606,11 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	const id = "paused-commit"
 	e.restock(t, id, 1)
 	ctx := context.Background()
-	one := Order{ProductID: id, Quantity: 1}
+	one := inventory.Order{ProductID: id, Quantity: 1}
 
 	wrote, resume, staleDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, err := e.store.record(ctx, one, Reentrant, "stale", func(ctx context.Context, tx *saleTx) (decrement, error) {
+		_, err := e.store.Record(ctx, one, inventory.Reentrant, "stale", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 			d, err := fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: 1}, 0)
 			close(wrote)
 			<-resume // paused between its UPDATE and its COMMIT
@@ -719,7 +621,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	<-wrote
 	newDone := make(chan error, 1)
 	go func() {
-		_, err := e.store.record(ctx, one, Reentrant, "new", func(ctx context.Context, tx *saleTx) (decrement, error) {
+		_, err := e.store.Record(ctx, one, inventory.Reentrant, "new", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: 2}, 0)
 		})
 		newDone <- err
@@ -735,7 +637,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	if err := <-staleDone; err != nil {
 		t.Errorf("the stale holder's sale, written before the new holder acted = %v, want it committed", err)
 	}
-	if err := <-newDone; !errors.Is(err, ErrSoldOut) {
+	if err := <-newDone; !errors.Is(err, inventory.ErrSoldOut) {
 		t.Errorf("the new holder's sale of the unit the stale one took = %v, want ErrSoldOut", err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {

@@ -6,10 +6,87 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
+	"inventory/internal/tracing"
 )
 
-// What the safe lock strategies share (see locked): the lock serialises the
+// fencedSale is the one sale of every safe lock strategy: the product's lock
+// serialises the buyers, and Postgres has the last word. It takes the lock
+// (waiting up to the locker's wait budget, else ErrLockTimeout), then, in
+// one transaction under the lease's context, claims the stock row with the
+// lease's fencing token (in the fence of the token's own counter, see
+// ClaimFence), reads, checks, works, decrements guarded and records the
+// sale, and releases the lock only after the commit. A lease lost
+// meanwhile cancels the transaction (ErrLockLost); a stale holder that
+// slips past that (a pause) is refused by the fence or the guard
+// (ErrLockBreach), never an oversell. One sale serves every Locker: a
+// strategy reads the same whichever backend holds its lock.
+type fencedSale struct {
+	d    Deps
+	name string      // the strategy, as the ledger names it
+	lk   lock.Locker // the product's lock
+	// held, when set, runs the sale once the lock is held, in place of
+	// record (the reentrant strategy re-enters its lock there).
+	held func(ctx context.Context, lease lock.Lease, o inventory.Order) (inventory.Sale, error)
+}
+
+// newFencedSale is lock strategy name's fenced sale under its locker
+// (Deps.Lockers[name]), or ErrNotConfigured without one.
+func newFencedSale(d Deps, name string) (*fencedSale, error) {
+	lk, err := d.locker(name)
+	if err != nil {
+		return nil, err
+	}
+	return &fencedSale{d: d, name: name, lk: lk}, nil
+}
+
+// Sell takes o's product lock and sells o under it (see fencedSale).
+func (s *fencedSale) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+	// An unknown product must not get a lock, a fencing key, a node or a row.
+	if err := s.d.Store.Exists(ctx, o.ProductID); err != nil {
+		return inventory.Sale{}, err
+	}
+	// The lock wait's span ends with the wait; the sale's transaction is
+	// the sale span's child, not the lock's.
+	_, span := tracing.Span(ctx, "lock.acquire")
+	lease, err := s.lk.Lock(ctx, redis.LockKey(o.ProductID))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("inventory.lock.key", redis.LockKey(o.ProductID)))
+		if err == nil {
+			f := lease.Fence()
+			span.SetAttributes(attribute.String("inventory.fence.backend", f.Backend), attribute.Int64("inventory.fence", f.Token))
+		}
+	}
+	tracing.End(span, err)
+	if err != nil {
+		return inventory.Sale{}, lockErr(err)
+	}
+	defer release(ctx, lease)
+	section := s.d.Holds.Begin(o.ProductID, s.name, lease.Fence().Token)
+	held := s.held
+	if held == nil {
+		held = s.record
+	}
+	sale, err := held(lease.Context(), lease, o)
+	return section.done(sale, lost(lease, err))
+}
+
+// record is the sale's transaction under lease: claim, check, work,
+// guarded decrement, ledger row, commit.
+func (s *fencedSale) record(ctx context.Context, lease lock.Lease, o inventory.Order) (inventory.Sale, error) {
+	return s.d.Store.Record(ctx, o, s.name, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
+		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay)
+	})
+}
+
+var _ inventory.Seller = (*fencedSale)(nil)
+
+// What the safe lock strategies share (see fencedSale): the lock serialises the
 // buyers, and Postgres has the last word. The transaction claims the stock
 // row with the lease's fencing token before it reads, and its write is
 // guarded; a write that only a broken lock could have let through is
@@ -17,22 +94,22 @@ import (
 
 // fencedCheckThenDecrement is a lock holder's transaction: claim the row
 // with the lease's fencing token (refused by Postgres when a holder with the
-// same or a newer token got there first; see claimFence), then check, work,
+// same or a newer token got there first; see ClaimFence), then check, work,
 // and decrement guarded. Under the claim's row lock the checked quantity
 // cannot change, so a guard refusal here also means the lock broke.
-func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, fence lock.Fence, work time.Duration) (decrement, error) {
-	q, _, err := t.claimFence(ctx, fence)
+func fencedCheckThenDecrement(ctx context.Context, t *postgres.SaleTx, n int64, fence lock.Fence, work time.Duration) (postgres.Decrement, error) {
+	q, _, err := t.ClaimFence(ctx, fence)
 	if err != nil {
-		return decrement{}, err
+		return postgres.Decrement{}, err
 	}
-	if err := checkThenWork(ctx, t.id, q, n, work); err != nil {
-		return decrement{}, err
+	if err := checkThenWork(ctx, t.ProductID(), q, n, work); err != nil {
+		return postgres.Decrement{}, err
 	}
-	d, err := t.decrementIfEnough(ctx, n)
-	if errors.Is(err, ErrSoldOut) {
-		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", ErrLockBreach, err)
+	d, err := t.DecrementIfEnough(ctx, n)
+	if errors.Is(err, inventory.ErrSoldOut) {
+		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", inventory.ErrLockBreach, err)
 	}
-	d.fence = fence.Token
+	d.Fence = fence.Token
 	return d, err
 }
 
@@ -41,11 +118,11 @@ func fencedCheckThenDecrement(ctx context.Context, t *saleTx, n int64, fence loc
 // keeps its own error, a commit whose outcome is unknown stays
 // ErrUnavailable (it may have sold), and nil (a sale that committed) stays nil.
 func lost(l lock.Lease, err error) error {
-	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrLockBreach) || errors.Is(err, ErrOutcomeUnknown) {
+	if err == nil || errors.Is(err, inventory.ErrLockLost) || errors.Is(err, inventory.ErrLockBreach) || errors.Is(err, inventory.ErrOutcomeUnknown) {
 		return err
 	}
 	if lerr := l.Err(); lerr != nil && !errors.Is(lerr, lock.ErrReleased) {
-		return fmt.Errorf("%w: %w; the sale was rolled back: %w", ErrLockLost, lerr, err)
+		return fmt.Errorf("%w: %w; the sale was rolled back: %w", inventory.ErrLockLost, lerr, err)
 	}
 	return err
 }
@@ -70,11 +147,11 @@ func release(ctx context.Context, l lock.Lease) {
 func lockErr(err error) error {
 	switch {
 	case errors.Is(err, lock.ErrTimeout):
-		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+		return fmt.Errorf("%w: %w", inventory.ErrLockTimeout, err)
 	case errors.Is(err, lock.ErrLost):
-		return fmt.Errorf("%w: %w", ErrLockLost, err)
+		return fmt.Errorf("%w: %w", inventory.ErrLockLost, err)
 	case errors.Is(err, lock.ErrUnavailable), errors.Is(err, lock.ErrClosed):
-		return fmt.Errorf("lock: %w: %w", ErrUnavailable, err)
+		return fmt.Errorf("lock: %w: %w", inventory.ErrUnavailable, err)
 	}
 	return fmt.Errorf("lock: %w", err)
 }

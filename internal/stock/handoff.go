@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 )
 
 // handoff is the Redis lock with a local queue (seed 003): in each replica
@@ -21,7 +24,7 @@ type handoff struct {
 }
 
 func newHandoff(d Deps) (*batch, error) {
-	mu, err := d.locker(Handoff)
+	mu, err := d.locker(inventory.Handoff)
 	if err != nil {
 		return nil, err
 	}
@@ -31,44 +34,35 @@ func newHandoff(d Deps) (*batch, error) {
 
 // sellBatch takes product id's lock, sells orders under it (sellHeld) and
 // releases the lock after the commit.
-func (h *handoff) sellBatch(ctx context.Context, id string, orders []Order) []batchAnswer {
+func (h *handoff) sellBatch(ctx context.Context, id string, orders []inventory.Order) []postgres.BatchAnswer {
 	// An unknown product must not get a lock or fencing key in Redis.
-	if err := h.d.Store.exists(ctx, id); err != nil {
-		return answerAll(orders, err)
+	if err := h.d.Store.Exists(ctx, id); err != nil {
+		return postgres.AnswerAll(orders, err)
 	}
-	lease, err := h.mu.Lock(ctx, lockKey(id))
+	lease, err := h.mu.Lock(ctx, redis.LockKey(id))
 	if err != nil {
-		return answerAll(orders, lockErr(err))
+		return postgres.AnswerAll(orders, lockErr(err))
 	}
 	defer release(ctx, lease)
-	hold := h.d.Holds.Begin(id, Handoff, lease.Fence().Token)
+	section := h.d.Holds.Begin(id, inventory.Handoff, lease.Fence().Token)
 	answers := h.sellHeld(lease, id, orders)
-	hold.End(batchOutcome(answers))
+	section.End(batchOutcome(answers))
 	return answers
 }
 
 // sellHeld is the critical section: work, then sell orders in one fenced
 // transaction under the lease's context.
-func (h *handoff) sellHeld(lease lock.Lease, id string, orders []Order) []batchAnswer {
+func (h *handoff) sellHeld(lease lock.Lease, id string, orders []inventory.Order) []postgres.BatchAnswer {
 	if err := pause(lease.Context(), h.d.WorkDelay); err != nil {
-		return answerAll(orders, lost(lease, err))
+		return postgres.AnswerAll(orders, lost(lease, err))
 	}
-	answers := h.d.Store.recordBatch(lease.Context(), id, Handoff, h.d.Instance, lease.Fence(), orders)
+	answers := h.d.Store.RecordBatch(lease.Context(), id, inventory.Handoff, h.d.Instance, lease.Fence(), orders)
 	for i, a := range answers {
 		// An order that did not fit was answered by a transaction that
 		// committed; anything else may be the lost lock's doing.
-		if a.err != nil && !errors.Is(a.err, ErrSoldOut) {
-			answers[i].err = lost(lease, a.err)
+		if a.Err != nil && !errors.Is(a.Err, inventory.ErrSoldOut) {
+			answers[i].Err = lost(lease, a.Err)
 		}
-	}
-	return answers
-}
-
-// answerAll answers every order with err.
-func answerAll(orders []Order, err error) []batchAnswer {
-	answers := make([]batchAnswer, len(orders))
-	for i := range answers {
-		answers[i].err = err
 	}
 	return answers
 }

@@ -11,9 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/postgres"
 	"inventory/internal/testenv"
 	"inventory/migrations"
 )
@@ -27,7 +29,7 @@ type env struct {
 	// cluster, when set, are the seed nodes of the Redis Cluster the env
 	// uses instead of redisURL (newClusterEnv).
 	cluster []string
-	store   *Store
+	store   *postgres.Store
 	pool    *pgxpool.Pool
 	rdb     redis.UniversalClient
 }
@@ -65,7 +67,7 @@ func newEnvOn(t *testing.T, e *env) *env {
 	if err := migrations.Up(ctx, db); err != nil {
 		t.Fatalf("migrations.Up: %v", err)
 	}
-	e.store = NewStore(e.pool, Limits{})
+	e.store = postgres.NewStore(e.pool, postgres.Limits{})
 	e.rdb = e.newRedis(t)
 	return e
 }
@@ -116,16 +118,16 @@ var testLock = redislock.Options{Options: lock.Options{TTL: 5 * time.Second, Wai
 
 // replica builds strategy name as one replica would: its own Postgres pool
 // and Redis client, its own instance name.
-func (e *env) replica(t *testing.T, name, instance string, workDelay time.Duration) Seller {
+func (e *env) replica(t *testing.T, name, instance string, workDelay time.Duration) inventory.Seller {
 	t.Helper()
 	return e.replicaWith(t, name, instance, testLock, workDelay)
 }
 
 // replicaWith is replica with lock options of the test's own.
-func (e *env) replicaWith(t *testing.T, name, instance string, opts redislock.Options, workDelay time.Duration) Seller {
+func (e *env) replicaWith(t *testing.T, name, instance string, opts redislock.Options, workDelay time.Duration) inventory.Seller {
 	t.Helper()
 	return e.seller(t, name, testDeps{Deps: Deps{
-		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
+		Store:     postgres.NewStore(newPool(t, e.pgURL), postgres.Limits{}),
 		Redis:     e.newRedis(t),
 		Instance:  instance,
 		WorkDelay: workDelay,
@@ -167,12 +169,12 @@ func (d testDeps) build(t *testing.T) Deps {
 	for _, c := range []func(){mutex.Close, handoff.Close, reentrant.Close, fair.Close} {
 		t.Cleanup(c)
 	}
-	add(SetNX, redislock.NewSetNX(d.Redis, d.Lock).Locker())
-	add(RedisLock, mutex)
-	add(Handoff, handoff)
-	add(Reentrant, reentrant)
-	add(Fair, fair)
-	add(PgLock, pglock.New(d.Store.pool, pglock.Options{Options: d.Lock.Options, MinBackoff: d.Lock.MinBackoff, MaxBackoff: d.Lock.MaxBackoff}))
+	add(inventory.SetNX, redislock.NewSetNX(d.Redis, d.Lock).Locker())
+	add(inventory.RedisLock, mutex)
+	add(inventory.Handoff, handoff)
+	add(inventory.Reentrant, reentrant)
+	add(inventory.Fair, fair)
+	add(inventory.PgLock, pglock.New(d.Store.Pool(), pglock.Options{Options: d.Lock.Options, MinBackoff: d.Lock.MinBackoff, MaxBackoff: d.Lock.MaxBackoff}))
 	if out.Wait == 0 {
 		out.Wait = d.Lock.Wait
 	}
@@ -188,7 +190,7 @@ func (d testDeps) build(t *testing.T) Deps {
 // seller has clients of its own, as a replica would.
 var backends []func(t *testing.T, d *testDeps)
 
-func (e *env) seller(t *testing.T, name string, d testDeps) Seller {
+func (e *env) seller(t *testing.T, name string, d testDeps) inventory.Seller {
 	t.Helper()
 	d.Lockers = maps.Clone(d.Lockers)
 	if d.Lockers == nil {
@@ -216,7 +218,7 @@ func (e *env) restock(t *testing.T, id string, q int64) {
 	}
 }
 
-func (e *env) product(t *testing.T, id string) Product {
+func (e *env) product(t *testing.T, id string) inventory.Product {
 	t.Helper()
 	p, err := e.store.Product(context.Background(), id)
 	if err != nil {
@@ -227,7 +229,7 @@ func (e *env) product(t *testing.T, id string) Product {
 
 // checkLedger fails unless initial - quantity equals the units in the ledger,
 // the invariant every strategy keeps, oversold or not.
-func (e *env) checkLedger(t *testing.T, id string) Product {
+func (e *env) checkLedger(t *testing.T, id string) inventory.Product {
 	t.Helper()
 	p := e.product(t, id)
 	if p.Initial-p.Quantity != p.Sold {

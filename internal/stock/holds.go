@@ -5,6 +5,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
 )
 
 // Holds: each critical section run under a lock strategy's lock, recorded
@@ -116,10 +119,10 @@ func (h OpenHold) End(outcome string) {
 // done ends h with the outcome of a sale that returned sale and err, and
 // passes them on (the zero Sale with an error), so that a strategy ends its
 // hold and answers in one statement.
-func (h OpenHold) done(sale Sale, err error) (Sale, error) {
+func (h OpenHold) done(sale inventory.Sale, err error) (inventory.Sale, error) {
 	h.End(saleOutcome(sale, err))
 	if err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	return sale, nil
 }
@@ -153,17 +156,17 @@ func (l *HoldLog) For(product string) []Hold {
 }
 
 // saleOutcome is the outcome of a critical section that returned sale and err.
-func saleOutcome(sale Sale, err error) string {
+func saleOutcome(sale inventory.Sale, err error) string {
 	switch {
 	case err == nil && sale.Replayed:
 		return HoldReplayed
 	case err == nil:
 		return HoldSold
-	case errors.Is(err, ErrLockLost), errors.Is(err, ErrLockBreach):
+	case errors.Is(err, inventory.ErrLockLost), errors.Is(err, inventory.ErrLockBreach):
 		return HoldLockLost
-	case errors.Is(err, ErrOutcomeUnknown):
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
 		return HoldUnknown
-	case errors.Is(err, ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		return HoldSoldOut
 	}
 	return HoldError
@@ -175,11 +178,11 @@ var holdRank = map[string]int{HoldLockLost: 6, HoldUnknown: 5, HoldSold: 4, Hold
 
 // batchOutcome is the outcome of a critical section that sold a batch and
 // answered each order with answers.
-func batchOutcome(answers []batchAnswer) string {
+func batchOutcome(answers []postgres.BatchAnswer) string {
 	outcome := ""
 	for _, a := range answers {
-		o := saleOutcome(a.sale, a.err)
-		if a.replay && a.err == nil {
+		o := saleOutcome(a.Sale, a.Err)
+		if a.Replay && a.Err == nil {
 			o = HoldReplayed
 		}
 		if holdRank[o] > holdRank[outcome] {

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
 )
 
 func fences(holds []Hold) []int64 {
@@ -22,7 +25,7 @@ func TestHoldLogRingKeepsTheNewest(t *testing.T) {
 	l := NewHoldLog(3)
 	var open []OpenHold
 	for fence := int64(1); fence <= 5; fence++ {
-		open = append(open, l.Begin("sku-1", RedisLock, fence))
+		open = append(open, l.Begin("sku-1", inventory.RedisLock, fence))
 	}
 	// Ending holds already pushed out must not touch the slots that
 	// reuse their places.
@@ -34,12 +37,12 @@ func TestHoldLogRingKeepsTheNewest(t *testing.T) {
 		t.Fatalf("For(sku-1) after 5 holds in a ring of 3: fences %v, want %v", fences(got), want)
 	}
 	for _, h := range got {
-		if h.Outcome != HoldSold || h.End.Before(h.Start) || h.Strategy != RedisLock {
-			t.Errorf("hold %+v, want a %s hold ended %q after its start", h, RedisLock, HoldSold)
+		if h.Outcome != HoldSold || h.End.Before(h.Start) || h.Strategy != inventory.RedisLock {
+			t.Errorf("hold %+v, want a %s hold ended %q after its start", h, inventory.RedisLock, HoldSold)
 		}
 	}
 	// The ring keeps wrapping in order.
-	l.Begin("sku-1", RedisLock, 6).End(HoldSoldOut)
+	l.Begin("sku-1", inventory.RedisLock, 6).End(HoldSoldOut)
 	if got, want := fences(l.For("sku-1")), []int64{4, 5, 6}; !slices.Equal(got, want) {
 		t.Errorf("For(sku-1) after a 6th hold: fences %v, want %v", got, want)
 	}
@@ -47,13 +50,13 @@ func TestHoldLogRingKeepsTheNewest(t *testing.T) {
 
 func TestHoldLogForFiltersByProductAndKeepsOpenHolds(t *testing.T) {
 	l := NewHoldLog(10)
-	a1 := l.Begin("sku-a", Fair, 1)
-	l.Begin("sku-b", PgLock, 7).End(HoldSoldOut)
+	a1 := l.Begin("sku-a", inventory.Fair, 1)
+	l.Begin("sku-b", inventory.PgLock, 7).End(HoldSoldOut)
 	a1.End(HoldLockLost)
 	// A second End changes nothing.
 	a1.End(HoldSold)
 	// Still held.
-	l.Begin("sku-a", Fair, 2)
+	l.Begin("sku-a", inventory.Fair, 2)
 
 	a := l.For("sku-a")
 	if len(a) != 2 {
@@ -65,7 +68,7 @@ func TestHoldLogForFiltersByProductAndKeepsOpenHolds(t *testing.T) {
 	if a[1].Fence != 2 || a[1].Outcome != "" || !a[1].End.IsZero() || a[1].Start.IsZero() {
 		t.Errorf("For(sku-a)[1] = %+v, want fence 2 open (started, no end, no outcome)", a[1])
 	}
-	if b := l.For("sku-b"); len(b) != 1 || b[0].Strategy != PgLock || b[0].Fence != 7 || b[0].Outcome != HoldSoldOut {
+	if b := l.For("sku-b"); len(b) != 1 || b[0].Strategy != inventory.PgLock || b[0].Fence != 7 || b[0].Outcome != HoldSoldOut {
 		t.Errorf("For(sku-b) = %+v, want the one pglock hold, fence 7, %q", b, HoldSoldOut)
 	}
 	if c := l.For("sku-c"); len(c) != 0 {
@@ -75,12 +78,12 @@ func TestHoldLogForFiltersByProductAndKeepsOpenHolds(t *testing.T) {
 
 func TestNilHoldLogRecordsNothing(t *testing.T) {
 	var l *HoldLog
-	h := l.Begin("sku-1", RedisLock, 1)
+	h := l.Begin("sku-1", inventory.RedisLock, 1)
 	h.End(HoldSold)
 	if got := l.For("sku-1"); got != nil {
 		t.Errorf("nil HoldLog: For = %+v, want nil", got)
 	}
-	sale, err := h.done(Sale{ID: 1}, nil)
+	sale, err := h.done(inventory.Sale{ID: 1}, nil)
 	if err != nil || sale.ID != 1 {
 		t.Errorf("nil HoldLog: done(sale 1, nil) = %+v, %v; want the sale passed on", sale, err)
 	}
@@ -89,9 +92,9 @@ func TestNilHoldLogRecordsNothing(t *testing.T) {
 func TestHoldLogDoesNotAllocateOnceFull(t *testing.T) {
 	l := NewHoldLog(4)
 	for range 4 {
-		l.Begin("sku-1", RedisLock, 1).End(HoldSold)
+		l.Begin("sku-1", inventory.RedisLock, 1).End(HoldSold)
 	}
-	if n := testing.AllocsPerRun(1000, func() { l.Begin("sku-1", RedisLock, 1).End(HoldSold) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { l.Begin("sku-1", inventory.RedisLock, 1).End(HoldSold) }); n != 0 {
 		t.Errorf("Begin+End on a full ring: %v allocations, want 0", n)
 	}
 }
@@ -108,7 +111,7 @@ func TestHoldLogConcurrentUse(t *testing.T) {
 			<-start
 			product := fmt.Sprintf("sku-%d", w%2)
 			for i := range each {
-				h := l.Begin(product, Reentrant, int64(w*each+i+1))
+				h := l.Begin(product, inventory.Reentrant, int64(w*each+i+1))
 				h.End(HoldSold)
 			}
 		})
@@ -118,8 +121,8 @@ func TestHoldLogConcurrentUse(t *testing.T) {
 			<-start
 			for range 50 {
 				for _, h := range l.For("sku-0") {
-					if h.Strategy != Reentrant {
-						t.Errorf("For(sku-0) while writing: %+v, want a %s hold", h, Reentrant)
+					if h.Strategy != inventory.Reentrant {
+						t.Errorf("For(sku-0) while writing: %+v, want a %s hold", h, inventory.Reentrant)
 						return
 					}
 				}
@@ -151,32 +154,32 @@ func TestHoldLogConcurrentUse(t *testing.T) {
 
 func TestHoldOutcomes(t *testing.T) {
 	for _, c := range []struct {
-		sale Sale
+		sale inventory.Sale
 		err  error
 		want string
 	}{
-		{Sale{ID: 1}, nil, HoldSold},
-		{Sale{ID: 1, Replayed: true}, nil, HoldReplayed},
-		{Sale{}, fmt.Errorf("3 left: %w", ErrSoldOut), HoldSoldOut},
-		{Sale{}, fmt.Errorf("%w: lease gone", ErrLockLost), HoldLockLost},
-		{Sale{}, fmt.Errorf("%w: guard: %w", ErrLockBreach, ErrSoldOut), HoldLockLost},
-		{Sale{}, fmt.Errorf("%w: %w", ErrUnavailable, ErrOutcomeUnknown), HoldUnknown},
-		{Sale{}, fmt.Errorf("postgres: %w", ErrUnavailable), HoldError},
-		{Sale{}, errors.New("boom"), HoldError},
+		{inventory.Sale{ID: 1}, nil, HoldSold},
+		{inventory.Sale{ID: 1, Replayed: true}, nil, HoldReplayed},
+		{inventory.Sale{}, fmt.Errorf("3 left: %w", inventory.ErrSoldOut), HoldSoldOut},
+		{inventory.Sale{}, fmt.Errorf("%w: lease gone", inventory.ErrLockLost), HoldLockLost},
+		{inventory.Sale{}, fmt.Errorf("%w: guard: %w", inventory.ErrLockBreach, inventory.ErrSoldOut), HoldLockLost},
+		{inventory.Sale{}, fmt.Errorf("%w: %w", inventory.ErrUnavailable, inventory.ErrOutcomeUnknown), HoldUnknown},
+		{inventory.Sale{}, fmt.Errorf("postgres: %w", inventory.ErrUnavailable), HoldError},
+		{inventory.Sale{}, errors.New("boom"), HoldError},
 	} {
 		if got := saleOutcome(c.sale, c.err); got != c.want {
 			t.Errorf("saleOutcome(%+v, %v) = %q, want %q", c.sale, c.err, got, c.want)
 		}
 	}
-	lostErr := fmt.Errorf("%w: x", ErrLockLost)
+	lostErr := fmt.Errorf("%w: x", inventory.ErrLockLost)
 	for _, c := range []struct {
-		answers []batchAnswer
+		answers []postgres.BatchAnswer
 		want    string
 	}{
-		{[]batchAnswer{{sale: Sale{ID: 1}}, {err: ErrSoldOut}}, HoldSold},
-		{[]batchAnswer{{err: ErrSoldOut}, {replay: true}}, HoldSoldOut},
-		{[]batchAnswer{{replay: true}}, HoldReplayed},
-		{[]batchAnswer{{err: lostErr}, {err: lostErr}}, HoldLockLost},
+		{[]postgres.BatchAnswer{{Sale: inventory.Sale{ID: 1}}, {Err: inventory.ErrSoldOut}}, HoldSold},
+		{[]postgres.BatchAnswer{{Err: inventory.ErrSoldOut}, {Replay: true}}, HoldSoldOut},
+		{[]postgres.BatchAnswer{{Replay: true}}, HoldReplayed},
+		{[]postgres.BatchAnswer{{Err: lostErr}, {Err: lostErr}}, HoldLockLost},
 		{nil, HoldError},
 	} {
 		if got := batchOutcome(c.answers); got != c.want {
@@ -187,11 +190,11 @@ func TestHoldOutcomes(t *testing.T) {
 
 // holdingReplica builds strategy name as one replica would (replicaWith),
 // recording its holds in a log of its own.
-func (e *env) holdingReplica(t *testing.T, name, instance string, workDelay time.Duration) (Seller, *HoldLog) {
+func (e *env) holdingReplica(t *testing.T, name, instance string, workDelay time.Duration) (inventory.Seller, *HoldLog) {
 	t.Helper()
 	holds := NewHoldLog(100)
 	return e.seller(t, name, testDeps{Deps: Deps{
-		Store:     NewStore(newPool(t, e.pgURL), Limits{}),
+		Store:     postgres.NewStore(newPool(t, e.pgURL), postgres.Limits{}),
 		Redis:     e.newRedis(t),
 		Instance:  instance,
 		WorkDelay: workDelay,
@@ -207,7 +210,7 @@ func (e *env) holdingReplica(t *testing.T, name, instance string, workDelay time
 // sold or sold-out).
 func TestLockHoldsDoNotOverlap(t *testing.T) {
 	const units, ordersPerReplica = 3, 4
-	for _, name := range []string{RedisLock, Reentrant, Fair, Redlock, Etcd, ZooKeeper, PgLock, Handoff} {
+	for _, name := range []string{inventory.RedisLock, inventory.Reentrant, inventory.Fair, inventory.Redlock, inventory.Etcd, inventory.ZooKeeper, inventory.PgLock, inventory.Handoff} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			id := "holds-" + name
@@ -217,12 +220,12 @@ func TestLockHoldsDoNotOverlap(t *testing.T) {
 
 			start := make(chan struct{})
 			var wg sync.WaitGroup
-			for _, s := range []Seller{a, b} {
+			for _, s := range []inventory.Seller{a, b} {
 				for range ordersPerReplica {
 					wg.Go(func() {
 						<-start
-						_, err := s.Sell(context.Background(), Order{ProductID: id, Quantity: 1})
-						if err != nil && !errors.Is(err, ErrSoldOut) {
+						_, err := s.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1})
+						if err != nil && !errors.Is(err, inventory.ErrSoldOut) {
 							t.Errorf("%s: Sell(%q, 1) = %v, want a sale or ErrSoldOut", name, id, err)
 						}
 					})
@@ -254,7 +257,7 @@ func TestLockHoldsDoNotOverlap(t *testing.T) {
 					t.Errorf("%s: fences %d then %d, want them rising hold after hold", name, prev.Fence, h.Fence)
 				}
 			}
-			if name == Handoff {
+			if name == inventory.Handoff {
 				if len(holds) == 0 || len(holds) > 2*ordersPerReplica || outcomes[HoldSold] == 0 ||
 					outcomes[HoldSold]+outcomes[HoldSoldOut] != len(holds) {
 					t.Errorf("%s: %d holds with outcomes %v, want 1 to %d holds, sold or sold-out, at least one sold",
@@ -272,14 +275,14 @@ func TestLockHoldsDoNotOverlap(t *testing.T) {
 
 // TestUnfencedLockHolds: local and setnx record their holds with fence 0.
 func TestUnfencedLockHolds(t *testing.T) {
-	for _, name := range []string{Local, SetNX} {
+	for _, name := range []string{inventory.Local, inventory.SetNX} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			id := "holds-" + name
 			e.restock(t, id, 1)
 			s, holds := e.holdingReplica(t, name, "replica-a", 0)
 			for range 2 {
-				_, _ = s.Sell(context.Background(), Order{ProductID: id, Quantity: 1})
+				_, _ = s.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1})
 			}
 			got := holds.For(id)
 			if len(got) != 2 || got[0].Outcome != HoldSold || got[1].Outcome != HoldSoldOut || got[0].Fence != 0 || got[1].Fence != 0 {
@@ -293,11 +296,11 @@ func TestUnfencedLockHolds(t *testing.T) {
 // lock leave the log empty.
 func TestUnlockedStrategiesRecordNoHolds(t *testing.T) {
 	e := newEnv(t)
-	for _, name := range []string{None, Optimistic, Lua, Atomic, ForUpdate, Batch} {
+	for _, name := range []string{inventory.None, inventory.Optimistic, inventory.Lua, inventory.Atomic, inventory.ForUpdate, inventory.Batch} {
 		id := "holds-" + name
 		e.restock(t, id, 1)
 		s, holds := e.holdingReplica(t, name, "replica-a", 0)
-		if _, err := s.Sell(context.Background(), Order{ProductID: id, Quantity: 1}); err != nil {
+		if _, err := s.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 			t.Fatalf("%s: Sell(%q, 1) = %v", name, id, err)
 		}
 		if got := holds.For(id); len(got) != 0 {

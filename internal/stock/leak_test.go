@@ -8,8 +8,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -25,14 +27,14 @@ func TestNoLeakedGoroutines(t *testing.T) {
 	t.Run("sell", func(t *testing.T) {
 		e := newEnv(t)
 		ctx := context.Background()
-		for _, name := range Names() {
+		for _, name := range inventory.Names() {
 			id := "leak-" + name
 			e.restock(t, id, 1)
 			s := e.replica(t, name, "replica-a", time.Millisecond)
-			if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1, IdempotencyKey: id}); err != nil {
+			if _, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1, IdempotencyKey: id}); err != nil {
 				t.Errorf("%s: Sell(%q, 1) = %v, want a sale", name, id, err)
 			}
-			if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+			if _, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrSoldOut) {
 				t.Errorf("%s: Sell(%q, 1) = %v, want ErrSoldOut", name, id, err)
 			}
 		}
@@ -42,10 +44,10 @@ func TestNoLeakedGoroutines(t *testing.T) {
 		d := e.deps("replica-a")
 		d.Lock = redislock.Options{Options: lock.Options{TTL: 150 * time.Millisecond, Wait: time.Second}}
 		d.WorkDelay = 400 * time.Millisecond
-		wait := sellAsync(e.seller(t, Reentrant, d), Order{ProductID: id, Quantity: 1})
-		waitFor(t, "the lock to be held", 5*time.Second, func() bool { return e.rdb.Exists(ctx, lockKey(id)).Val() == 1 })
-		e.rdb.Del(ctx, lockKey(id))
-		if _, err := wait(); !errors.Is(err, ErrLockLost) {
+		wait := sellAsync(e.seller(t, inventory.Reentrant, d), inventory.Order{ProductID: id, Quantity: 1})
+		waitFor(t, "the lock to be held", 5*time.Second, func() bool { return e.rdb.Exists(ctx, redis.LockKey(id)).Val() == 1 })
+		e.rdb.Del(ctx, redis.LockKey(id))
+		if _, err := wait(); !errors.Is(err, inventory.ErrLockLost) {
 			t.Errorf("Sell(%q, 1) with its lock deleted = %v, want ErrLockLost", id, err)
 		}
 	})

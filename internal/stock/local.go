@@ -3,6 +3,9 @@ package stock
 import (
 	"context"
 	"sync"
+
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
 )
 
 // local runs none's read-check-update inside an in-process mutex per
@@ -24,18 +27,13 @@ type localLock struct {
 
 func newLocal(d Deps) *local { return &local{d: d, locks: make(map[string]*localLock)} }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *local) Sell(ctx context.Context, o Order) (Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell sells like none, holding the product's in-process mutex from the read
+// Sell sells like none, holding the product's in-process mutex from the read
 // to the commit.
-func (s *local) sell(ctx context.Context, o Order) (Sale, error) {
+func (s *local) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	unlock := s.lock(o.ProductID)
 	defer unlock()
-	hold := s.d.Holds.Begin(o.ProductID, Local, 0)
-	return hold.done(s.d.Store.record(ctx, o, Local, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+	section := s.d.Holds.Begin(o.ProductID, inventory.Local, 0)
+	return section.done(s.d.Store.Record(ctx, o, inventory.Local, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
 	}))
 }
@@ -70,4 +68,4 @@ func (s *local) size() int {
 	return len(s.locks)
 }
 
-var _ Seller = (*local)(nil)
+var _ inventory.Seller = (*local)(nil)

@@ -2,14 +2,15 @@ package stock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/tracing"
 )
 
@@ -23,33 +24,11 @@ import (
 // older round's or an old read's), Postgres is asked before any "sold out"
 // is answered, and the counter is reloaded.
 type lua struct {
-	d Deps
+	d       Deps
+	counter redis.Counter
 	// lease is reservationLease; tests shorten it.
 	lease time.Duration
 }
-
-var (
-	//go:embed reserve.lua
-	reserveSrc    string
-	reserveScript = redis.NewScript(reserveSrc)
-	//go:embed giveback.lua
-	giveBackSrc    string
-	giveBackScript = redis.NewScript(giveBackSrc)
-	//go:embed seed.lua
-	seedSrc    string
-	seedScript = redis.NewScript(seedSrc)
-	//go:embed drop.lua
-	dropSrc    string
-	dropScript = redis.NewScript(dropSrc)
-	//go:embed renew.lua
-	renewSrc    string
-	renewScript = redis.NewScript(renewSrc)
-)
-
-// reservationTTL is how long Redis remembers a reservation, so that a
-// re-sent reserve or give-back script acts at most once. It only needs to
-// outlive one sale.
-const reservationTTL = 5 * time.Minute
 
 // reservationLease is how long a reservation's units stay taken once its
 // holder stops renewing them (it died, or its sale's outcome is unknown):
@@ -61,21 +40,12 @@ const reservationTTL = 5 * time.Minute
 // oversell.
 const reservationLease = 2 * time.Second
 
-// counterTTL is how long a loaded counter lives before it is reloaded from
-// Postgres. A stale counter turns nobody away (a "too few" is confirmed
-// with Postgres, see staleCounter); one that counts too many costs refused
-// writes until it is dropped or runs out.
-const counterTTL = time.Minute
-
 // giveBackTimeout bounds returning units after a failed sale, which runs
 // even when the buyer's context has ended.
 const giveBackTimeout = 5 * time.Second
 
-func newLua(d Deps) *lua { return &lua{d: d, lease: reservationLease} }
-
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *lua) Sell(ctx context.Context, o Order) (Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
+func newLua(d Deps) *lua {
+	return &lua{d: d, counter: redis.NewCounter(d.Redis), lease: reservationLease}
 }
 
 // errTwinInFlight: another order with the same idempotency key holds a
@@ -87,7 +57,7 @@ var errTwinInFlight = errors.New("an order with the same idempotency key is in f
 // out" is not yet true.
 var errUnitsInFlight = errors.New("the units this order needs are reserved by sales in flight")
 
-// sell sells o by sellOnce, trying again, within the Deps.Wait budget,
+// Sell sells o by sellOnce, trying again, within the Deps.Wait budget,
 // in three cases. The Redis counter answers before Postgres commits, so an
 // order racing its twin (a retry with the same idempotency key) could be
 // told "sold out" with the twin's own units; instead it waits for the twin's
@@ -99,7 +69,7 @@ var errUnitsInFlight = errors.New("the units this order needs are reserved by sa
 // And a restock between the reservation and the write leaves the
 // reservation in a round that is over: the sale is tried again in the new
 // one.
-func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
+func (s *lua) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
 	tries := 0
 	defer func() { tracing.Attempts(ctx, tries) }()
@@ -108,35 +78,26 @@ func (s *lua) sell(ctx context.Context, o Order) (Sale, error) {
 		sale, err := s.sellOnce(ctx, o, uuid.NewString())
 		switch {
 		case errors.Is(err, errTwinInFlight):
-			if twin, found, err := s.d.Store.replay(ctx, o); err != nil || found {
+			if twin, found, err := s.d.Store.Replay(ctx, o); err != nil || found {
 				return twin, err
 			}
 		case errors.Is(err, errUnitsInFlight):
 			// Wait for those sales: they commit (then sold out is true) or
 			// give their units back (then this order may have them).
-		case errors.Is(err, errRoundChanged):
+		case errors.Is(err, postgres.ErrRoundChanged):
 			if attempt >= 3 {
-				return Sale{}, fmt.Errorf("%w: %q was restocked during each of %d tries: %w", ErrContention, o.ProductID, attempt+1, err)
+				return inventory.Sale{}, fmt.Errorf("%w: %q was restocked during each of %d tries: %w", inventory.ErrContention, o.ProductID, attempt+1, err)
 			}
 		default:
 			return sale, err
 		}
 		if time.Now().After(deadline) {
-			return Sale{}, fmt.Errorf("%w: %w (key %q)", ErrContention, err, o.IdempotencyKey)
+			return inventory.Sale{}, fmt.Errorf("%w: %w (key %q)", inventory.ErrContention, err, o.IdempotencyKey)
 		}
 		if err := pause(ctx, backoff(attempt, time.Millisecond, 16*time.Millisecond)); err != nil {
-			return Sale{}, err
+			return inventory.Sale{}, err
 		}
 	}
-}
-
-// reservation is what reserve.lua took: from which round and load
-// (generation) of the counter.
-type reservation struct {
-	id           string
-	round, gen   int64
-	unitsLeftNow int64
-	pending      int64 // with tooFew: units live reservations hold
 }
 
 // sellOnce reserves the units in Redis under reservation id res (loading a
@@ -149,24 +110,24 @@ type reservation struct {
 // (if the sale did commit, the counter then over-counts, which Postgres's
 // guard catches: never an oversell). When Postgres refuses for lack of
 // stock, the counter over-counted: it is dropped, to be reloaded.
-func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
+func (s *lua) sellOnce(ctx context.Context, o inventory.Order, res string) (inventory.Sale, error) {
 	r, err := s.reserve(ctx, o, res)
 	if err != nil {
-		if errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, inventory.ErrUnavailable) {
 			// The script may have run with its reply lost: give back
 			// whatever it took (nothing, if it did not run).
 			_ = s.giveBack(ctx, o, res)
 		}
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	stop := s.renew(ctx, o, r)
 	if err := pause(ctx, s.d.WorkDelay); err != nil {
 		stop()
 		_ = s.giveBack(ctx, o, res)
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
-	sale, err := s.d.Store.record(ctx, o, Lua, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-		return t.decrementIfEnoughIn(ctx, o.Quantity, int(r.round))
+	sale, err := s.d.Store.Record(ctx, o, inventory.Lua, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
+		return t.DecrementIfEnoughIn(ctx, o.Quantity, int(r.Round))
 	})
 	stop()
 	switch {
@@ -181,13 +142,13 @@ func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 		// catches the counter's surplus.
 	}
 	switch {
-	case errors.Is(err, ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		s.drop(ctx, o.ProductID, r)
-	case errors.Is(err, errRoundChanged):
+	case errors.Is(err, postgres.ErrRoundChanged):
 		// Load the new round's counter, in case the restock could not
 		// delete the old one.
 		if serr := s.seed(ctx, o.ProductID); serr != nil {
-			return Sale{}, serr
+			return inventory.Sale{}, serr
 		}
 	}
 	return sale, err
@@ -195,40 +156,40 @@ func (s *lua) sellOnce(ctx context.Context, o Order, res string) (Sale, error) {
 
 // reserve takes o's units from the product's Redis counter under
 // reservation res, loading the counter from Postgres when it is missing.
-func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, error) {
+func (s *lua) reserve(ctx context.Context, o inventory.Order, res string) (redis.Reservation, error) {
 	id, n := o.ProductID, o.Quantity
 	// Twice is enough unless the counter is deleted again right after each
 	// load (restocks in a tight loop); then give up rather than spin.
 	for range 3 {
-		status, r, err := runReserve(ctx, s.d.Redis, o, res, s.lease)
+		status, r, err := s.counter.Reserve(ctx, o, res, s.lease)
 		if err != nil {
 			return r, err
 		}
 		switch status {
-		case reserved:
+		case redis.Reserved:
 			return r, nil
-		case tooFew:
-			if r.unitsLeftNow+r.pending >= n {
-				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter, %d reserved in flight: %w", n, id, r.unitsLeftNow, r.pending, errUnitsInFlight)
+		case redis.TooFew:
+			if r.UnitsLeftNow+r.Pending >= n {
+				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter, %d reserved in flight: %w", n, id, r.UnitsLeftNow, r.Pending, errUnitsInFlight)
 			}
 			stale, err := s.staleCounter(ctx, o, r)
 			if err != nil {
 				return r, err
 			}
 			if !stale {
-				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter and %d in flight: %w", n, id, r.unitsLeftNow, r.pending, ErrSoldOut)
+				return r, fmt.Errorf("%d of %q wanted, %d left in the Redis counter and %d in flight: %w", n, id, r.UnitsLeftNow, r.Pending, inventory.ErrSoldOut)
 			}
 			s.drop(ctx, id, r)
-		case returned:
-			return r, fmt.Errorf("reservation %s of %q was already given back: %w", res, id, ErrUnavailable)
-		case twinInFlight:
+		case redis.Returned:
+			return r, fmt.Errorf("reservation %s of %q was already given back: %w", res, id, inventory.ErrUnavailable)
+		case redis.TwinInFlight:
 			return r, errTwinInFlight
 		}
 		if err := s.seed(ctx, id); err != nil {
 			return r, err
 		}
 	}
-	return reservation{}, fmt.Errorf("redis counter %s keeps disappearing: %w", counterKey(id), ErrUnavailable)
+	return redis.Reservation{}, fmt.Errorf("redis counter %s keeps disappearing: %w", redis.CounterKey(id), inventory.ErrUnavailable)
 }
 
 // staleCounter asks Postgres, which has the last word, whether the counter
@@ -236,55 +197,43 @@ func (s *lua) reserve(ctx context.Context, o Order, res string) (reservation, er
 // one, or has the units after all. A counter only ever counts more than
 // Postgres has (reservations in flight aside, which the caller counted), so
 // a lower one was loaded from an older round or an old read (a seed that
-// read Postgres before a restock and ran after it, a restock whose DEL
+// Read Postgres before a restock and ran after it, a restock whose DEL
 // failed, a Redis failover or restore bringing back an older counter):
 // answering "sold out" from it would be untrue for as long as it lives.
 // When it is not stale, Postgres too has fewer than o's units now, so the
 // sold-out answer is true at this read.
-func (s *lua) staleCounter(ctx context.Context, o Order, r reservation) (bool, error) {
-	q, round, err := s.d.Store.quantity(ctx, o.ProductID)
+func (s *lua) staleCounter(ctx context.Context, o inventory.Order, r redis.Reservation) (bool, error) {
+	q, round, err := s.d.Store.Quantity(ctx, o.ProductID)
 	if err != nil {
 		return false, err
 	}
-	return int64(round) != r.round || q >= o.Quantity, nil
+	return int64(round) != r.Round || q >= o.Quantity, nil
 }
 
 // seed loads a missing counter, or one of an earlier round, from Postgres;
 // a counter another sale loaded meanwhile is kept. An unknown product
 // creates no key.
 func (s *lua) seed(ctx context.Context, id string) error {
-	q, round, err := s.d.Store.quantity(ctx, id)
+	q, round, err := s.d.Store.Quantity(ctx, id)
 	if err != nil {
 		return err
 	}
-	keys := []string{counterKey(id), counterKey(id) + ":gen"}
-	if err := seedScript.Run(ctx, s.d.Redis, keys, q, round, counterTTL.Milliseconds()).Err(); err != nil {
-		return redisErr("load counter "+counterKey(id), err)
-	}
-	return nil
+	return s.counter.Seed(ctx, id, q, round)
 }
 
 // drop deletes the counter r was taken from, if it is still that round and
 // load, so that the next sale reloads it from Postgres. Best effort: a
 // counter that stays over-counts, and Postgres keeps refusing what it has not.
-func (s *lua) drop(ctx context.Context, id string, r reservation) {
+func (s *lua) drop(ctx context.Context, id string, r redis.Reservation) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	_ = dropScript.Run(dctx, s.d.Redis, []string{counterKey(id)}, r.round, r.gen).Err()
+	_ = s.counter.Drop(dctx, id, r)
 }
-
-// leaseMember is r's entry in the product's leases (see reserve.lua).
-func leaseMember(o Order, r reservation) string {
-	return fmt.Sprintf("%s %d %d %d", r.id, r.round, r.gen, o.Quantity)
-}
-
-// leasesKey is the sorted set of a product's reservations in flight.
-func leasesKey(id string) string { return counterKey(id) + ":leases" }
 
 // renew keeps reservation r's lease alive, renewing it every third of the
 // lease, until the returned stop is called; stop waits for it to end. A
 // renewal that fails leaves the lease to run out: the units go back then.
-func (s *lua) renew(ctx context.Context, o Order, r reservation) (stop func()) {
+func (s *lua) renew(ctx context.Context, o inventory.Order, r redis.Reservation) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
@@ -297,7 +246,7 @@ func (s *lua) renew(ctx context.Context, o Order, r reservation) (stop func()) {
 				return
 			case <-t.C:
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease/3)
-				_ = renewScript.Run(rctx, s.d.Redis, []string{leasesKey(o.ProductID)}, leaseMember(o, r), s.lease.Milliseconds()).Err()
+				_ = s.counter.Renew(rctx, o, r, s.lease)
 				cancel()
 			}
 		}
@@ -311,63 +260,17 @@ func (s *lua) renew(ctx context.Context, o Order, r reservation) (stop func()) {
 // settle ends a committed sale's lease: its units are Postgres's now.
 // Best effort: a lease left behind runs out and gives the units back to the
 // counter, whose surplus Postgres's guard then catches.
-func (s *lua) settle(ctx context.Context, o Order, r reservation) {
+func (s *lua) settle(ctx context.Context, o inventory.Order, r redis.Reservation) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	_ = s.d.Redis.ZRem(sctx, leasesKey(o.ProductID), leaseMember(o, r)).Err()
+	_ = s.counter.Settle(sctx, o, r)
 }
 
 // giveBack returns a reservation's units, even after ctx has ended.
-func (s *lua) giveBack(ctx context.Context, o Order, res string) error {
+func (s *lua) giveBack(ctx context.Context, o inventory.Order, res string) error {
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	err := giveBackScript.Run(gctx, s.d.Redis, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res).Err()
-	if err != nil {
-		return redisErr("give back reservation "+res, err)
-	}
-	return nil
+	return s.counter.GiveBack(gctx, o, res)
 }
 
-// Outcomes of reserve.lua.
-const (
-	reserved     = 1
-	tooFew       = 0
-	missing      = -1
-	returned     = -2
-	twinInFlight = -3
-)
-
-// runReserve runs reserve.lua once for o and returns its status and what it reserved.
-func runReserve(ctx context.Context, rdb redis.UniversalClient, o Order, res string, lease time.Duration) (int64, reservation, error) {
-	id := o.ProductID
-	out, err := reserveScript.Run(ctx, rdb, scriptKeys(o, res), o.Quantity, reservationTTL.Milliseconds(), res, lease.Milliseconds()).Int64Slice()
-	if err != nil {
-		return 0, reservation{}, redisErr("reserve from "+counterKey(id), err)
-	}
-	if len(out) != 4 && len(out) != 5 {
-		return 0, reservation{}, fmt.Errorf("redis: reserve from %s: got %v, want {status, left, round, generation[, pending]}", counterKey(id), out)
-	}
-	r := reservation{id: res, unitsLeftNow: out[1], round: out[2], gen: out[3]}
-	if len(out) == 5 {
-		r.pending = out[4]
-	}
-	return out[0], r, nil
-}
-
-// scriptKeys are the keys reserve.lua and giveback.lua touch for o's
-// reservation res: the counter, the reservation, the product's leases and,
-// for an order with an idempotency key, that key's in-flight marker. The
-// hash tag keeps them all in the counter's Redis Cluster slot, as scripts
-// require.
-func scriptKeys(o Order, res string) []string {
-	keys := []string{counterKey(o.ProductID), reservationKey(o.ProductID, res), leasesKey(o.ProductID)}
-	if o.IdempotencyKey != "" {
-		keys = append(keys, counterKey(o.ProductID)+":idem:"+o.IdempotencyKey)
-	}
-	return keys
-}
-
-// reservationKey is where a sale's reservation is remembered.
-func reservationKey(id, res string) string { return counterKey(id) + ":res:" + res }
-
-var _ Seller = (*lua)(nil)
+var _ inventory.Seller = (*lua)(nil)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"inventory/internal/testenv"
 	"strings"
 	"testing"
 	"time"
+
+	"inventory/internal/inventory"
+	"inventory/internal/redis"
+	"inventory/internal/testenv"
 )
 
 // shortLease is the reservation lease of the lease tests: short enough
@@ -37,25 +40,25 @@ func TestLuaDeadBuyerStrandsNothing(t *testing.T) {
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatalf("load the counter: %v", err)
 	}
-	dead := Order{ProductID: id, Quantity: 1}
-	if status, _, err := runReserve(ctx, e.rdb, dead, "dead-replica", shortLease); err != nil || status != reserved {
+	dead := inventory.Order{ProductID: id, Quantity: 1}
+	if status, _, err := redis.NewCounter(e.rdb).Reserve(ctx, dead, "dead-replica", shortLease); err != nil || status != redis.Reserved {
 		t.Fatalf("reserve the last unit as the replica that dies = status %d, %v; want reserved", status, err)
 	}
 	// The unit is in flight, so "sold out" would not be true yet: the buyer
 	// waits for the reservation's outcome, and once its lease has run out
 	// the unit is given back and sold to this buyer.
-	sale, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	sale, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	if err != nil || sale.Remaining != 0 {
 		t.Fatalf("Sell(%q, 1) while the dead replica's lease runs = %+v, %v; want the unit once its lease ran out", id, sale, err)
 	}
-	if _, err := s.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+	if _, err := s.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Errorf("Sell(%q, 1) after that = %v, want ErrSoldOut", id, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 0 || p.Sales != 1 {
 		t.Errorf("stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
 	}
 	if n, err := counterLeft(e, id); err != nil || n != 0 {
-		t.Errorf("counter %s = %d, %v; want 0 (the unit given back once, then sold)", counterKey(id), n, err)
+		t.Errorf("counter %s = %d, %v; want 0 (the unit given back once, then sold)", redis.CounterKey(id), n, err)
 	}
 }
 
@@ -75,22 +78,23 @@ func TestLuaUnknownOutcomeDoesNotBlockItsKey(t *testing.T) {
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatalf("load the counter: %v", err)
 	}
-	o := Order{ProductID: id, Quantity: 2, IdempotencyKey: "order-unknown"}
-	if status, _, err := runReserve(ctx, e.rdb, o, "first-try", shortLease); err != nil || status != reserved {
+	o := inventory.Order{ProductID: id, Quantity: 2, IdempotencyKey: "order-unknown"}
+	if status, _, err := redis.NewCounter(e.rdb).Reserve(ctx, o, "first-try", shortLease); err != nil || status != redis.Reserved {
 		t.Fatalf("reserve as the first try = status %d, %v; want reserved", status, err)
 	}
-	sale, err := s.Sell(ctx, o)
+	keyed := replaying{store: e.store, next: s} // as New wraps it: a retry's replay is the ledger's
+	sale, err := keyed.Sell(ctx, o)
 	if err != nil || sale.Replayed || sale.Remaining != 3 {
 		t.Fatalf("retry Sell(%+v) = %+v, %v; want a new sale leaving 3", o, sale, err)
 	}
-	if again, err := s.Sell(ctx, o); err != nil || !again.Replayed || again.ID != sale.ID {
+	if again, err := keyed.Sell(ctx, o); err != nil || !again.Replayed || again.ID != sale.ID {
 		t.Errorf("second retry Sell(%+v) = %+v, %v; want the replay of sale %d", o, again, err, sale.ID)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 3 || p.Sales != 1 {
 		t.Errorf("stock %d, %d ledger rows; want 3 and 1", p.Quantity, p.Sales)
 	}
 	if n, err := counterLeft(e, id); err != nil || n != 3 {
-		t.Errorf("counter %s = %d, %v; want 3 (the first try's units back, the retry's sold)", counterKey(id), n, err)
+		t.Errorf("counter %s = %d, %v; want 3 (the first try's units back, the retry's sold)", redis.CounterKey(id), n, err)
 	}
 }
 
@@ -109,10 +113,10 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 	b := luaWithLease(t, e, "replica-b", shortLease)
 	ctx := context.Background()
 
-	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+	waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 	var first float64
 	waitFor(t, "replica a to reserve the last unit", 5*time.Second, func() bool {
-		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
+		z, err := e.rdb.ZRangeWithScores(ctx, redis.LeasesKey(id), 0, -1).Result()
 		if err != nil || len(z) != 1 {
 			return false
 		}
@@ -120,12 +124,12 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 		return true
 	})
 	waitFor(t, "replica a to renew its lease past its first expiry", 10*time.Second, func() bool {
-		z, err := e.rdb.ZRangeWithScores(ctx, leasesKey(id), 0, -1).Result()
+		z, err := e.rdb.ZRangeWithScores(ctx, redis.LeasesKey(id), 0, -1).Result()
 		return err == nil && len(z) == 1 && z[0].Score > first+float64(shortLease.Milliseconds())
 	})
 	// b waits for a's outcome rather than say "sold out" while the unit is
 	// in flight; a commits, so b's answer is sold out (true by then).
-	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); !errors.Is(err, ErrSoldOut) {
+	if _, err := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Errorf("Sell(%q, 1) at b while a's renewed reservation holds the unit = %v, want ErrSoldOut once a sold it", id, err)
 	}
 	if _, err := waitA(); err != nil {
@@ -135,10 +139,10 @@ func TestLuaLiveBuyerKeepsItsLease(t *testing.T) {
 		t.Errorf("stock %d, %d ledger rows; want 0 and 1", p.Quantity, p.Sales)
 	}
 	if n, err := counterLeft(e, id); err != nil || n != 0 {
-		t.Errorf("counter %s = %d, %v; want 0", counterKey(id), n, err)
+		t.Errorf("counter %s = %d, %v; want 0", redis.CounterKey(id), n, err)
 	}
-	if n, err := e.rdb.ZCard(ctx, leasesKey(id)).Result(); err != nil || n != 0 {
-		t.Errorf("ZCARD %s after a's commit = %d, %v; want 0 (the lease settled)", leasesKey(id), n, err)
+	if n, err := e.rdb.ZCard(ctx, redis.LeasesKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("ZCARD %s after a's commit = %d, %v; want 0 (the lease settled)", redis.LeasesKey(id), n, err)
 	}
 }
 
@@ -156,8 +160,8 @@ func TestLuaSoldOutOnlyWhenTrue(t *testing.T) {
 	if err := s.seed(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	other := Order{ProductID: id, Quantity: 1}
-	if status, _, err := runReserve(ctx, e.rdb, other, "failing-sale", reservationLease); err != nil || status != reserved {
+	other := inventory.Order{ProductID: id, Quantity: 1}
+	if status, _, err := redis.NewCounter(e.rdb).Reserve(ctx, other, "failing-sale", reservationLease); err != nil || status != redis.Reserved {
 		t.Fatalf("reserve the last unit for a sale in flight = %d, %v", status, err)
 	}
 	calls := func() int64 {
@@ -172,7 +176,7 @@ func TestLuaSoldOutOnlyWhenTrue(t *testing.T) {
 		return 0
 	}
 	before := calls()
-	buyer := sellAsync(s, Order{ProductID: id, Quantity: 1})
+	buyer := sellAsync(s, inventory.Order{ProductID: id, Quantity: 1})
 	testenv.WaitFor(t, "the buyer to have tried the counter", 10*time.Second, func() bool { return calls() > before })
 	// The sale in flight fails: its unit goes back.
 	if err := s.giveBack(ctx, other, "failing-sale"); err != nil {
@@ -196,9 +200,8 @@ func TestLuaStaleCounterIsNotSoldOut(t *testing.T) {
 	s := newLua(e.deps("replica-a").build(t))
 	load := func(id string, units, round int64) {
 		t.Helper()
-		keys := []string{counterKey(id), counterKey(id) + ":gen"}
-		if err := seedScript.Run(ctx, e.rdb, keys, units, round, counterTTL.Milliseconds()).Err(); err != nil {
-			t.Fatalf("load %s with %d units of round %d: %v", counterKey(id), units, round, err)
+		if err := redis.NewCounter(e.rdb).Seed(ctx, id, units, int(round)); err != nil {
+			t.Fatalf("load %s with %d units of round %d: %v", redis.CounterKey(id), units, round, err)
 		}
 	}
 	cases := []struct {
@@ -220,7 +223,7 @@ func TestLuaStaleCounterIsNotSoldOut(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			id := fmt.Sprintf("lua-stale-%d", i)
 			c.stale(id)
-			o := Order{ProductID: id, Quantity: c.order}
+			o := inventory.Order{ProductID: id, Quantity: c.order}
 			for n := range 3 {
 				sale, err := s.Sell(ctx, o)
 				if err != nil || sale.Remaining != c.remaining-int64(n)*c.order {

@@ -12,12 +12,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"inventory/internal/inventory"
 )
 
 // pairReferences are one safe strategy of each kind of state a strategy
 // may keep beside Postgres's row: none (atomic: a guarded UPDATE), a Redis
 // counter (lua) and a lock's fencing counter (redis).
-var pairReferences = []string{Atomic, Lua, RedisLock}
+var pairReferences = []string{inventory.Atomic, inventory.Lua, inventory.RedisLock}
 
 // pairSample is how many further ordered pairs of safe strategies each
 // run of TestOrderedPairsOfSafeStrategies draws at random.
@@ -60,18 +62,18 @@ func sellPairs(t *testing.T, e *env, pairs [][2]string) {
 			e.restock(t, id, 2)
 			steps := []struct {
 				strategy  string
-				seller    Seller
+				seller    inventory.Seller
 				want      error // nil: a sale leaving remaining
 				remaining int64
 			}{
 				{first, a[first], nil, 1},
 				{second, b[second], nil, 0},
-				{first, a[first], ErrSoldOut, 0},
+				{first, a[first], inventory.ErrSoldOut, 0},
 			}
-			var sales []Sale
+			var sales []inventory.Sale
 			after := "nothing"
 			for i, s := range steps {
-				o := Order{ProductID: id, Quantity: 1}
+				o := inventory.Order{ProductID: id, Quantity: 1}
 				sale, err := s.seller.Sell(ctx, o)
 				call := fmt.Sprintf("step %d: Sell(ctx, %s) with %s after %s", i+1, formatOrder(o), s.strategy, after)
 				if i == 0 {
@@ -83,7 +85,7 @@ func sellPairs(t *testing.T, e *env, pairs [][2]string) {
 					if !errors.Is(err, s.want) {
 						t.Errorf("%s = %+v, %v; want %v", call, sale, err, s.want)
 					}
-					if errors.Is(err, ErrLockBreach) {
+					if errors.Is(err, inventory.ErrLockBreach) {
 						t.Logf("%s: lock breach caught by Postgres: %v", call, err)
 					}
 					if err == nil {
@@ -143,7 +145,7 @@ func orderedPairs(t *testing.T, names []string) ([][2]string, int64) {
 // buyerResult is one buyer's Sell: when it began and returned, and its answer.
 type buyerResult struct {
 	began, ended time.Time
-	sale         Sale
+	sale         inventory.Sale
 	err          error
 }
 
@@ -152,7 +154,7 @@ type buyerResult struct {
 // replica (i/len(names))%len(replicas), so every strategy sells from every
 // replica. afterEach, when set, runs after each buyer returns, with the
 // number returned so far. It returns the tally and each buyer's result.
-func mixBuyers(replicas []map[string]Seller, names []string, id string, buyers, workers int, afterEach func(returned int64)) (*tally, []buyerResult) {
+func mixBuyers(replicas []map[string]inventory.Seller, names []string, id string, buyers, workers int, afterEach func(returned int64)) (*tally, []buyerResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	jobs := make(chan int, buyers)
@@ -173,7 +175,7 @@ func mixBuyers(replicas []map[string]Seller, names []string, id string, buyers, 
 			for i := range jobs {
 				name := names[i%len(names)]
 				replica := (i / len(names)) % len(replicas)
-				o := Order{ProductID: id, Quantity: 1}
+				o := inventory.Order{ProductID: id, Quantity: 1}
 				began := time.Now()
 				sale, err := replicas[replica][name].Sell(ctx, o)
 				results[i] = buyerResult{began: began, ended: time.Now(), sale: sale, err: err}
@@ -205,7 +207,7 @@ func allAtOnce(t *testing.T, e *env, names []string) {
 		id      = "all-at-once"
 	)
 	d := testDeps{Deps: Deps{WorkDelay: time.Millisecond}, Lock: testLock}
-	replicas := []map[string]Seller{
+	replicas := []map[string]inventory.Seller{
 		e.safeReplica(t, "replica-a", "", d),
 		e.safeReplica(t, "replica-b", "", d),
 	}
@@ -260,7 +262,7 @@ func restockDuringSales(t *testing.T, e *env, cases [][]string) {
 		restockAt = buyers / 3
 	)
 	d := testDeps{Deps: Deps{WorkDelay: time.Millisecond}, Lock: testLock}
-	replicas := []map[string]Seller{
+	replicas := []map[string]inventory.Seller{
 		e.safeReplica(t, "replica-a", "", d),
 		e.safeReplica(t, "replica-b", "", d),
 	}
@@ -320,7 +322,7 @@ func restockDuringSales(t *testing.T, e *env, cases [][]string) {
 			if p.Quantity > 0 {
 				falseSoldOut := 0
 				for _, r := range results {
-					if r.began.After(to) && errors.Is(r.err, ErrSoldOut) {
+					if r.began.After(to) && errors.Is(r.err, inventory.ErrSoldOut) {
 						falseSoldOut++
 					}
 				}

@@ -2,6 +2,9 @@ package stock
 
 import (
 	"context"
+
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
 )
 
 // none reads, checks and decrements with no coordination at all: NOT safe,
@@ -12,15 +15,10 @@ type none struct {
 
 func newNone(d Deps) *none { return &none{d: d} }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *none) Sell(ctx context.Context, o Order) (Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell reads the stock, refuses with ErrSoldOut when too little is left, does
+// Sell reads the stock, refuses with ErrSoldOut when too little is left, does
 // the simulated work, and then decrements and records the sale.
-func (s *none) sell(ctx context.Context, o Order) (Sale, error) {
-	return s.d.Store.record(ctx, o, None, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+func (s *none) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+	return s.d.Store.Record(ctx, o, inventory.None, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
 	})
 }
@@ -28,15 +26,15 @@ func (s *none) sell(ctx context.Context, o Order) (Sale, error) {
 // checkThenDecrement is the classic read-check-update, unguarded by itself:
 // none, local and redis run it as is, and rely on their locks (or nothing)
 // to keep two buyers out of it at once.
-func checkThenDecrement(ctx context.Context, t *saleTx, n int64, d Deps) (decrement, error) {
-	q, _, err := t.read(ctx)
+func checkThenDecrement(ctx context.Context, t *postgres.SaleTx, n int64, d Deps) (postgres.Decrement, error) {
+	q, _, err := t.Read(ctx)
 	if err != nil {
-		return decrement{}, err
+		return postgres.Decrement{}, err
 	}
-	if err := checkThenWork(ctx, t.id, q, n, d.WorkDelay); err != nil {
-		return decrement{}, err
+	if err := checkThenWork(ctx, t.ProductID(), q, n, d.WorkDelay); err != nil {
+		return postgres.Decrement{}, err
 	}
-	return t.decrementBy(ctx, n)
+	return t.DecrementBy(ctx, n)
 }
 
-var _ Seller = (*none)(nil)
+var _ inventory.Seller = (*none)(nil)

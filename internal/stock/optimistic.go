@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
 	"inventory/internal/tracing"
 )
 
@@ -18,32 +20,27 @@ type optimistic struct {
 
 func newOptimistic(d Deps) *optimistic { return &optimistic{d: d} }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *optimistic) Sell(ctx context.Context, o Order) (Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell tries compare-and-set sales, each its own short transaction, until one
+// Sell tries compare-and-set sales, each its own short transaction, until one
 // wins, the stock runs out (ErrSoldOut), or the Deps.Wait budget or ctx
 // ends (ErrContention): buyers keep their chance while stock remains, rather
 // than being turned away after a fixed few losses.
-func (s *optimistic) sell(ctx context.Context, o Order) (Sale, error) {
+func (s *optimistic) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	deadline := time.Now().Add(budget(s.d))
 	tries := 0
 	defer func() { tracing.Attempts(ctx, tries) }()
 	for attempt := 0; ; attempt++ {
 		tries = attempt + 1
-		sale, err := s.d.Store.record(ctx, o, Optimistic, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
-			q, v, err := t.read(ctx)
+		sale, err := s.d.Store.Record(ctx, o, inventory.Optimistic, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
+			q, v, err := t.Read(ctx)
 			if err != nil {
-				return decrement{}, err
+				return postgres.Decrement{}, err
 			}
 			if err := checkThenWork(ctx, o.ProductID, q, o.Quantity, s.d.WorkDelay); err != nil {
-				return decrement{}, err
+				return postgres.Decrement{}, err
 			}
-			return t.decrementIfVersion(ctx, o.Quantity, v)
+			return t.DecrementIfVersion(ctx, o.Quantity, v)
 		})
-		if !errors.Is(err, errVersionConflict) {
+		if !errors.Is(err, postgres.ErrVersionConflict) {
 			return sale, err
 		}
 		if s.d.OnConflict != nil {
@@ -51,12 +48,12 @@ func (s *optimistic) sell(ctx context.Context, o Order) (Sale, error) {
 		}
 		wait := backoff(attempt, s.d.MinBackoff, s.d.MaxBackoff)
 		if time.Now().Add(wait).After(deadline) {
-			return Sale{}, fmt.Errorf("%w: %d compare-and-set attempts on %q lost within %v", ErrContention, attempt+1, o.ProductID, budget(s.d))
+			return inventory.Sale{}, fmt.Errorf("%w: %d compare-and-set attempts on %q lost within %v", inventory.ErrContention, attempt+1, o.ProductID, budget(s.d))
 		}
 		if err := pause(ctx, wait); err != nil {
-			return Sale{}, fmt.Errorf("%w: %w", ErrContention, err)
+			return inventory.Sale{}, fmt.Errorf("%w: %w", inventory.ErrContention, err)
 		}
 	}
 }
 
-var _ Seller = (*optimistic)(nil)
+var _ inventory.Seller = (*optimistic)(nil)

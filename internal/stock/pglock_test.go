@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 )
 
 // TestPgLockOverrunRollsBack: a critical section that outlives pglock's TTL
@@ -21,8 +24,8 @@ func TestPgLockOverrunRollsBack(t *testing.T) {
 	d := e.deps("replica-a")
 	d.Lock.TTL = 200 * time.Millisecond
 	d.WorkDelay = 400 * time.Millisecond
-	_, err := e.seller(t, PgLock, d).Sell(context.Background(), Order{ProductID: id, Quantity: 1})
-	if !errors.Is(err, ErrLockLost) {
+	_, err := e.seller(t, inventory.PgLock, d).Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1})
+	if !errors.Is(err, inventory.ErrLockLost) {
 		t.Errorf("Sell with 400ms of work under a 200ms pglock = %v, want ErrLockLost", err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 10 || p.Sales != 0 {
@@ -40,7 +43,7 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	e.restock(t, id, 10)
 	ctx := context.Background()
 	locker := pglock.New(e.pool, pglock.Options{Options: lock.Options{TTL: 100 * time.Millisecond}})
-	a, err := locker.Lock(ctx, lockKey(id))
+	a, err := locker.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("A: Lock = %v", err)
 	}
@@ -51,13 +54,13 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	}
 	var b lock.Lease
 	waitFor(t, "B to take the expired lock row over", 5*time.Second, func() bool {
-		b, err = locker.TryLock(ctx, lockKey(id))
+		b, err = locker.TryLock(ctx, redis.LockKey(id))
 		return err == nil
 	})
 	defer func() { _ = b.Release(ctx) }()
 
 	sell := func(counter string, fence int64) error {
-		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, PgLock, "test", func(ctx context.Context, tx *saleTx) (decrement, error) {
+		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.PgLock, "test", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: counter, Token: fence}, 0)
 		})
 		return err
@@ -69,15 +72,15 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 		want    error
 	}{
 		{"B (pglock, the holder)", pglock.Backend, b.Fence().Token, nil},
-		{"A (pglock, stale)", pglock.Backend, a.Fence().Token, ErrLockBreach},
+		{"A (pglock, stale)", pglock.Backend, a.Fence().Token, inventory.ErrLockBreach},
 		{"a redis holder with a token below pglock's", redislock.Backend, 1, nil},
-		{"a stale redis holder", redislock.Backend, 1, ErrLockBreach},
-		{"B again (each hold claims once)", pglock.Backend, b.Fence().Token, ErrLockBreach},
+		{"a stale redis holder", redislock.Backend, 1, inventory.ErrLockBreach},
+		{"B again (each hold claims once)", pglock.Backend, b.Fence().Token, inventory.ErrLockBreach},
 	}
 	sold := int64(0)
 	for _, s := range steps {
 		err := sell(s.counter, s.fence)
-		if (s.want == nil) != (err == nil) || (s.want != nil && (!errors.Is(err, s.want) || !errors.Is(err, ErrLockLost))) {
+		if (s.want == nil) != (err == nil) || (s.want != nil && (!errors.Is(err, s.want) || !errors.Is(err, inventory.ErrLockLost))) {
 			t.Errorf("%s: record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", s.who, id, s.fence, err, s.want)
 		}
 		if err == nil {

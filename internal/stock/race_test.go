@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"inventory/internal/inventory"
 )
 
 // raceResult tallies one race run's answers.
@@ -19,7 +21,7 @@ type raceResult struct {
 // race makes buyers orders of one unit of id, spread over workers goroutines
 // that start together behind a closed channel, worker i selling through
 // replicas[i % len(replicas)].
-func race(t *testing.T, replicas []Seller, id string, buyers, workers int) raceResult {
+func race(t *testing.T, replicas []inventory.Seller, id string, buyers, workers int) raceResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -39,13 +41,13 @@ func race(t *testing.T, replicas []Seller, id string, buyers, workers int) raceR
 		wg.Go(func() {
 			<-start
 			for range jobs {
-				sale, err := seller.Sell(ctx, Order{ProductID: id, Quantity: 1})
+				sale, err := seller.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 				mu.Lock()
 				switch {
 				case err == nil:
 					r.ok++
 					r.byInstance[sale.Instance]++
-				case errors.Is(err, ErrSoldOut):
+				case errors.Is(err, inventory.ErrSoldOut):
 					r.soldOut++
 				default:
 					r.others = append(r.others, err)
@@ -72,7 +74,7 @@ func TestRace(t *testing.T) {
 		workers = 64
 		id      = "hot"
 	)
-	for _, info := range Strategies {
+	for _, info := range inventory.Strategies {
 		t.Run(info.Name, func(t *testing.T) {
 			e := newOwnEnv(t)
 			// Work between check and write widens every race; the unsafe
@@ -90,14 +92,14 @@ func TestRace(t *testing.T) {
 			// queue it cannot serve in time; this test is about what the
 			// lock lets through, and counts every buyer's answer.
 			opts.Wait = 50 * time.Second
-			if info.Name == SetNX {
+			if info.Name == inventory.SetNX {
 				// setnx fails only when a critical section outlives its
 				// TTL (its doc says why): give it a TTL well below the
 				// work. With testLock's 5s it excludes like a working
 				// lock and sells exactly the stock.
 				opts.TTL = delay / 5
 			}
-			replicas := []Seller{
+			replicas := []inventory.Seller{
 				e.replicaWith(t, info.Name, "replica-a", opts, delay),
 				e.replicaWith(t, info.Name, "replica-b", opts, delay),
 			}
@@ -106,7 +108,7 @@ func TestRace(t *testing.T) {
 			// whole race to the other (batch sells 100 in a few batches).
 			for i, r := range replicas {
 				e.restock(t, id, 1)
-				if _, err := r.Sell(context.Background(), Order{ProductID: id, Quantity: 1}); err != nil {
+				if _, err := r.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 					t.Fatalf("warm-up sale on replica %d: %v", i+1, err)
 				}
 			}
@@ -140,7 +142,7 @@ func TestRace(t *testing.T) {
 				// A queueing strategy sells a replica's whole queue at once, so
 				// one replica may take the race (handoff's holder re-takes the
 				// lock while the other replica's waiter sleeps between polls).
-				queueing := info.Name == Batch || info.Name == Handoff
+				queueing := info.Name == inventory.Batch || info.Name == inventory.Handoff
 				if len(r.byInstance) != 2 && !queueing {
 					t.Errorf("sales by instance = %v, want both replicas selling", r.byInstance)
 				}
@@ -173,8 +175,8 @@ func TestLocalForgetsProducts(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			_, _ = s.Sell(ctx, Order{ProductID: fmt.Sprintf("random-%d", i), Quantity: 1})
-			if _, err := s.Sell(ctx, Order{ProductID: "kept", Quantity: 1}); err != nil {
+			_, _ = s.Sell(ctx, inventory.Order{ProductID: fmt.Sprintf("random-%d", i), Quantity: 1})
+			if _, err := s.Sell(ctx, inventory.Order{ProductID: "kept", Quantity: 1}); err != nil {
 				t.Errorf("Sell(kept, 1) = %v, want a sale", err)
 			}
 		})

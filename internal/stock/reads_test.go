@@ -2,11 +2,14 @@ package stock
 
 import (
 	"context"
-	"inventory/internal/testenv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+	"inventory/internal/testenv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -27,15 +30,15 @@ func TestReadsCannotTakeTheSalesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reads.Close()
-	st := NewStore(e.pool, Limits{Reads: reads})
+	st := postgres.NewStore(e.pool, postgres.Limits{Reads: reads})
 	const id = "reads-apart"
 	e.restock(t, id, 5)
 	held, err := reads.Acquire(ctx) // the one read connection, busy
 	if err != nil {
 		t.Fatal(err)
 	}
-	seller := e.seller(t, Atomic, testDeps{Deps: Deps{Store: st, Redis: e.rdb, Instance: "replica-a"}})
-	if _, err := seller.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+	seller := e.seller(t, inventory.Atomic, testDeps{Deps: Deps{Store: st, Redis: e.rdb, Instance: "replica-a"}})
+	if _, err := seller.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("Sell with every read connection taken = %v, want a sale", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -50,7 +53,7 @@ func TestReadsCannotTakeTheSalesConnections(t *testing.T) {
 }
 
 // TestSalesSinceCountsOnlyTheNewest: a cursor far behind (the live page's
-// first call, ?since=0, on a long ledger) counts the newest maxSalesSince
+// first call, ?since=0, on a long ledger) counts the newest postgres.MaxSalesSince
 // sales, not the whole ledger.
 func TestSalesSinceCountsOnlyTheNewest(t *testing.T) {
 	e := newEnv(t)
@@ -58,15 +61,15 @@ func TestSalesSinceCountsOnlyTheNewest(t *testing.T) {
 	e.restock(t, "long-ledger", 0)
 	if _, err := e.pool.Exec(ctx, `
 		INSERT INTO sales (product_id, round, quantity, strategy, instance)
-		SELECT 'long-ledger', 1, 1, 'atomic', 'replica-a' FROM generate_series(1, $1)`, maxSalesSince+10); err != nil {
+		SELECT 'long-ledger', 1, 1, 'atomic', 'replica-a' FROM generate_series(1, $1)`, postgres.MaxSalesSince+10); err != nil {
 		t.Fatal(err)
 	}
 	by, last, err := e.store.SalesSince(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if by["atomic"] != maxSalesSince || last == 0 {
-		t.Errorf("SalesSince(0) on %d sales = %v, last %d; want the newest %d counted", maxSalesSince+10, by, last, maxSalesSince)
+	if by["atomic"] != postgres.MaxSalesSince || last == 0 {
+		t.Errorf("SalesSince(0) on %d sales = %v, last %d; want the newest %d counted", postgres.MaxSalesSince+10, by, last, postgres.MaxSalesSince)
 	}
 	if by, _, err := e.store.SalesSince(ctx, last-3); err != nil || by["atomic"] != 3 {
 		t.Errorf("SalesSince(last-3) = %v, %v; want 3", by, err)
@@ -88,8 +91,8 @@ func TestReadingAProductDoesNotScanALedgerAnotherDominates(t *testing.T) {
 		SELECT 'dominant', 1, 1, 'atomic', 'replica-a' FROM generate_series(1, 60000)`); err != nil {
 		t.Fatal(err)
 	}
-	seller := e.seller(t, Atomic, testDeps{Deps: Deps{Store: e.store, Redis: e.rdb, Instance: "replica-a"}})
-	if _, err := seller.Sell(ctx, Order{ProductID: "small", Quantity: 1}); err != nil {
+	seller := e.seller(t, inventory.Atomic, testDeps{Deps: Deps{Store: e.store, Redis: e.rdb, Instance: "replica-a"}})
+	if _, err := seller.Sell(ctx, inventory.Order{ProductID: "small", Quantity: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.pool.Exec(ctx, `ANALYZE sales`); err != nil {
@@ -106,7 +109,7 @@ func TestReadingAProductDoesNotScanALedgerAnotherDominates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reads.Close()
-	st := NewStore(e.pool, Limits{Reads: reads})
+	st := postgres.NewStore(e.pool, postgres.Limits{Reads: reads})
 	if p, err := st.Product(ctx, "small"); err != nil || p.Sold != 1 {
 		t.Fatalf("Product(small) = %+v, %v; want 1 sold", p, err)
 	}
@@ -120,7 +123,7 @@ func TestReadingAProductDoesNotScanALedgerAnotherDominates(t *testing.T) {
 }
 
 // TestFarBehindCursorsShareOneCount: every cursor further behind than
-// maxSalesSince (a new live page's ?since=0) is answered from one count of
+// postgres.MaxSalesSince (a new live page's ?since=0) is answered from one count of
 // the newest sales, made at most once per Limits.NewestSales however many
 // ask, and the cursor it returns leads to an exact count of what came
 // after.
@@ -136,7 +139,7 @@ func TestFarBehindCursorsShareOneCount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	insert(maxSalesSince + 10)
+	insert(postgres.MaxSalesSince + 10)
 	for _, tc := range []struct {
 		name       string
 		every      time.Duration
@@ -147,15 +150,15 @@ func TestFarBehindCursorsShareOneCount(t *testing.T) {
 		{"counted every time", time.Nanosecond, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := NewStore(e.pool, Limits{NewestSales: tc.every})
+			st := postgres.NewStore(e.pool, postgres.Limits{NewestSales: tc.every})
 			first, last, err := st.SalesSince(ctx, 0)
-			if err != nil || first["atomic"] != maxSalesSince {
-				t.Fatalf("SalesSince(0) = %v, %v; want the newest %d", first, err, maxSalesSince)
+			if err != nil || first["atomic"] != postgres.MaxSalesSince {
+				t.Fatalf("SalesSince(0) = %v, %v; want the newest %d", first, err, postgres.MaxSalesSince)
 			}
 			insert(5)
 			again, last2, err := st.SalesSince(ctx, 0)
-			if err != nil || again["atomic"] != maxSalesSince {
-				t.Fatalf("SalesSince(0) again = %v, %v; want the newest %d", again, err, maxSalesSince)
+			if err != nil || again["atomic"] != postgres.MaxSalesSince {
+				t.Fatalf("SalesSince(0) again = %v, %v; want the newest %d", again, err, postgres.MaxSalesSince)
 			}
 			if recounted := last2 != last; recounted != tc.recounted || (recounted && last2 != last+5) {
 				t.Errorf("SalesSince(0) again counted up to %d (the first up to %d); want recounted %v", last2, last, tc.recounted)
@@ -183,16 +186,16 @@ func TestRoundTotalsAreTheLedger(t *testing.T) {
 	)
 	d := testDeps{Lock: testLock}
 	var names []string
-	for _, s := range Strategies {
+	for _, s := range inventory.Strategies {
 		names = append(names, s.Name)
 	}
-	var replicas []map[string]Seller
+	var replicas []map[string]inventory.Seller
 	for _, instance := range []string{"replica-a", "replica-b"} {
 		r := e.safeReplica(t, instance, "", d)
 		for _, name := range names {
 			if r[name] == nil { // the unsafe ones
 				dd := d
-				dd.Store, dd.Redis, dd.Instance = NewStore(newPool(t, e.pgURL), Limits{}), e.newRedis(t), instance
+				dd.Store, dd.Redis, dd.Instance = postgres.NewStore(newPool(t, e.pgURL), postgres.Limits{}), e.newRedis(t), instance
 				r[name] = e.seller(t, name, dd)
 			}
 		}

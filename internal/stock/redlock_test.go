@@ -6,25 +6,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redlock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
 // Every seller gets clients of its own on the shared Redlock servers.
 func init() {
 	backends = append(backends, func(t *testing.T, d *testDeps) {
-		if d.Lockers[Redlock] == nil {
-			d.Lockers[Redlock] = d.redlock(redlockClients(t, testenv.RedlockURLs(t)))
+		if d.Lockers[inventory.Redlock] == nil {
+			d.Lockers[inventory.Redlock] = d.redlock(redlockClients(t, testenv.RedlockURLs(t)))
 		}
 	})
 }
 
 // redlock is the redlock strategy's locker on servers, built from d.Lock
 // as cmd/inventory builds it.
-func (d testDeps) redlock(servers []redis.UniversalClient) lock.Locker {
+func (d testDeps) redlock(servers []goredis.UniversalClient) lock.Locker {
 	return redlock.New(servers, redlock.Options{
 		Options:    d.Lock.Options,
 		MinBackoff: d.Lock.MinBackoff,
@@ -35,16 +38,16 @@ func (d testDeps) redlock(servers []redis.UniversalClient) lock.Locker {
 
 // redlockClients opens one client per URL, as cmd/inventory does, closed
 // when the test ends.
-func redlockClients(t *testing.T, urls []string) []redis.UniversalClient {
+func redlockClients(t *testing.T, urls []string) []goredis.UniversalClient {
 	t.Helper()
-	cs := make([]redis.UniversalClient, len(urls))
+	cs := make([]goredis.UniversalClient, len(urls))
 	for i, u := range urls {
-		opts, err := redis.ParseURL(u)
+		opts, err := goredis.ParseURL(u)
 		if err != nil {
-			t.Fatalf("redis.ParseURL(%q): %v", u, err)
+			t.Fatalf("goredis.ParseURL(%q): %v", u, err)
 		}
 		opts.ContextTimeoutEnabled = true
-		c := redis.NewClient(opts)
+		c := goredis.NewClient(opts)
 		t.Cleanup(func() { _ = c.Close() })
 		cs[i] = c
 	}
@@ -56,12 +59,12 @@ func redlockClients(t *testing.T, urls []string) []redis.UniversalClient {
 func redlockHeld(t *testing.T, id string) bool {
 	n := 0
 	for _, u := range testenv.RedlockURLs(t) {
-		opts, err := redis.ParseURL(u)
+		opts, err := goredis.ParseURL(u)
 		if err != nil {
-			t.Fatalf("redis.ParseURL(%q): %v", u, err)
+			t.Fatalf("goredis.ParseURL(%q): %v", u, err)
 		}
-		c := redis.NewClient(opts)
-		if v, err := c.Exists(context.Background(), lockKey(id)).Result(); err == nil && v == 1 {
+		c := goredis.NewClient(opts)
+		if v, err := c.Exists(context.Background(), redis.LockKey(id)).Result(); err == nil && v == 1 {
 			n++
 		}
 		_ = c.Close()
@@ -73,9 +76,9 @@ func redlockHeld(t *testing.T, id string) bool {
 // configured, and says which setting it needs.
 func TestRedlockNotConfigured(t *testing.T) {
 	e := newEnv(t)
-	_, err := New(Redlock, e.deps("replica-a").build(t))
-	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", Redlock, err)
+	_, err := New(inventory.Redlock, e.deps("replica-a").build(t))
+	if !errors.Is(err, inventory.ErrNotConfigured) {
+		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", inventory.Redlock, err)
 	}
 }
 
@@ -103,14 +106,14 @@ func TestRedlockRestartedServer(t *testing.T) {
 	}
 	direct := redlockClients(t, urls)
 	d := e.deps("replica-b")
-	d.Lockers = map[string]lock.Locker{Redlock: d.redlock(redlockClients(t, urls[:3]))}
-	b := e.seller(t, Redlock, d)
-	if _, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil { // counters on every server
+	d.Lockers = map[string]lock.Locker{inventory.Redlock: d.redlock(redlockClients(t, urls[:3]))}
+	b := e.seller(t, inventory.Redlock, d)
+	if _, err := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil { // counters on every server
 		t.Fatalf("warm-up: Sell = %v", err)
 	}
 
 	a := redlock.New(redlockClients(t, []string{urls[0], urls[1], urls[3]}), redlock.Options{Options: lock.Options{TTL: 30 * time.Second}, FenceFloor: e.store.FenceFloor(redlock.Backend)})
-	key := lockKey(id)
+	key := redis.LockKey(id)
 	if err := direct[3].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +126,7 @@ func TestRedlockRestartedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sale, err := b.Sell(ctx, Order{ProductID: id, Quantity: 1})
+	sale, err := b.Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	if err != nil {
 		t.Fatalf("B while A holds servers 0 and 1, server 0 restarted empty: Sell = %v, want a sale (the lock let B in)", err)
 	}
@@ -135,10 +138,10 @@ func TestRedlockRestartedServer(t *testing.T) {
 		t.Errorf("B's fence %d below A's %d: the Postgres floor did not hold", sale.Fence, la.Fence().Token)
 	}
 
-	_, err = e.store.record(la.Context(), Order{ProductID: id, Quantity: 1}, Redlock, "replica-a", func(ctx context.Context, tx *saleTx) (decrement, error) {
+	_, err = e.store.Record(la.Context(), inventory.Order{ProductID: id, Quantity: 1}, inventory.Redlock, "replica-a", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 		return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redlock.Backend, Token: la.Fence().Token}, 0)
 	})
-	if !errors.Is(err, ErrLockBreach) || !errors.Is(err, ErrLockLost) {
+	if !errors.Is(err, inventory.ErrLockBreach) || !errors.Is(err, inventory.ErrLockLost) {
 		t.Errorf("A writing with fence %d after B's claim with %d: %v, want ErrLockBreach with ErrLockLost", la.Fence().Token, sale.Fence, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 1 || p.Sales != 2 {

@@ -5,11 +5,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/redis"
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog (see
-// locked): the request's owner travels in its context (lock.WithOwner), and
+// fencedSale): the request's owner travels in its context (lock.WithOwner), and
 // the sale takes the lock again inside the first hold, as nested code of one
 // request would, incrementing the hold instead of deadlocking. Safe: the
 // transaction runs under the lease's context, a sale whose lock was lost is
@@ -17,11 +19,11 @@ import (
 // fence, shared with redis and handoff) and guarded by Postgres (a breach,
 // never an oversell).
 type reentrant struct {
-	*locked
+	*fencedSale
 }
 
 func newReentrant(d Deps) (*reentrant, error) {
-	l, err := newLocked(d, Reentrant)
+	l, err := newFencedSale(d, inventory.Reentrant)
 	if err != nil {
 		return nil, err
 	}
@@ -31,24 +33,24 @@ func newReentrant(d Deps) (*reentrant, error) {
 }
 
 // Sell sells o as the owner in ctx (lock.WithOwner), or a new one.
-func (s *reentrant) Sell(ctx context.Context, o Order) (Sale, error) {
+func (s *reentrant) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	if _, ok := lock.OwnerFrom(ctx); !ok {
 		ctx = lock.WithOwner(ctx, uuid.NewString())
 	}
-	return s.locked.Sell(ctx, o)
+	return s.fencedSale.Sell(ctx, o)
 }
 
 // reenter takes the lock again, as its holder (the count goes to 2), and
 // records the sale under the inner lease; its release leaves the outer
 // hold in place.
-func (s *reentrant) reenter(ctx context.Context, _ lock.Lease, o Order) (Sale, error) {
-	inner, err := s.lk.Lock(ctx, lockKey(o.ProductID))
+func (s *reentrant) reenter(ctx context.Context, _ lock.Lease, o inventory.Order) (inventory.Sale, error) {
+	inner, err := s.lk.Lock(ctx, redis.LockKey(o.ProductID))
 	if err != nil {
-		return Sale{}, lockErr(err)
+		return inventory.Sale{}, lockErr(err)
 	}
 	defer release(ctx, inner)
 	sale, err := s.record(inner.Context(), inner, o)
 	return sale, lost(inner, err)
 }
 
-var _ Seller = (*reentrant)(nil)
+var _ inventory.Seller = (*reentrant)(nil)

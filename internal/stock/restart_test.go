@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/localstack"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
@@ -21,14 +23,14 @@ import (
 // client of srv.
 type redisFault struct {
 	name   string
-	inject func(ctx context.Context, srv *localstack.Redis, rdb *redis.Client) error
+	inject func(ctx context.Context, srv *localstack.Redis, rdb *goredis.Client) error
 }
 
 var redisLosses = []redisFault{
-	{"flushall", func(ctx context.Context, _ *localstack.Redis, rdb *redis.Client) error {
+	{"flushall", func(ctx context.Context, _ *localstack.Redis, rdb *goredis.Client) error {
 		return rdb.FlushAll(ctx).Err()
 	}},
-	{"redis-restart", func(ctx context.Context, srv *localstack.Redis, _ *redis.Client) error {
+	{"redis-restart", func(ctx context.Context, srv *localstack.Redis, _ *goredis.Client) error {
 		// Killed, not asked to stop: no chance to do anything on the way out.
 		if err := syscall.Kill(srv.Pid(), syscall.SIGKILL); err != nil {
 			return fmt.Errorf("kill redis-server: %w", err)
@@ -49,7 +51,7 @@ var (
 	// whatever the strategy holds there: a lock and an open transaction
 	// (redis, reentrant, pglock, optimistic, forupdate), or a reservation (lua).
 	inWork = midSale{"in-work", func(s string) bool {
-		return slices.Contains([]string{RedisLock, Reentrant, PgLock, Optimistic, Lua, ForUpdate}, s)
+		return slices.Contains([]string{inventory.RedisLock, inventory.Reentrant, inventory.PgLock, inventory.Optimistic, inventory.Lua, inventory.ForUpdate}, s)
 	}}
 	// atWrite: buyer 1 is blocked on the stock row, which the test holds
 	// locked, with everything the strategy took before its write. Every
@@ -93,9 +95,9 @@ func TestRedisLostMidSale(t *testing.T) {
 					defer cancel()
 					id := fmt.Sprintf("lost-%s-%s-%s", fault.name, where.name, name)
 					restockOn(t, e.store, rdb, id, 1)
-					o := Order{ProductID: id, Quantity: 1}
+					o := inventory.Order{ProductID: id, Quantity: 1}
 
-					var wait1, wait2 func() (Sale, error)
+					var wait1, wait2 func() (inventory.Sale, error)
 					var seen string
 					switch where.name {
 					case inWork.name:
@@ -110,8 +112,8 @@ func TestRedisLostMidSale(t *testing.T) {
 						wait1 = sellAsync(fast[name], o)
 						waitFor(t, "buyer 1 to block on the stock row", 10*time.Second, func() bool { return rowWaiters(e) >= 1 })
 						seen = "blocked on the stock row"
-						if exists, err := rdb.Exists(ctx, lockKey(id)).Result(); err == nil && exists == 1 {
-							seen += ", holding " + lockKey(id)
+						if exists, err := rdb.Exists(ctx, redis.LockKey(id)).Result(); err == nil && exists == 1 {
+							seen += ", holding " + redis.LockKey(id)
 						}
 						if err := fault.inject(ctx, srv, rdb); err != nil {
 							release()
@@ -131,9 +133,9 @@ func TestRedisLostMidSale(t *testing.T) {
 							case <-done2:
 								return true
 							default:
-								return rowWaiters(e) >= 2 || (name == PgLock && pgLockHeld(e, id)) ||
-									(name == Etcd && etcdContenders(t, id) >= 2) || (name == Redlock && redlockHeld(t, id)) ||
-									(name == ZooKeeper && zkQueued(t, id) >= 2)
+								return rowWaiters(e) >= 2 || (name == inventory.PgLock && pgLockHeld(e, id)) ||
+									(name == inventory.Etcd && etcdContenders(t, id) >= 2) || (name == inventory.Redlock && redlockHeld(t, id)) ||
+									(name == inventory.ZooKeeper && zkQueued(t, id) >= 2)
 							}
 						})
 						if !got {
@@ -148,10 +150,10 @@ func TestRedisLostMidSale(t *testing.T) {
 					call1 := fmt.Sprintf("buyer 1: Sell(ctx, %s) with %s on replica a", formatOrder(o), name)
 					call2 := fmt.Sprintf("buyer 2: Sell(ctx, %s) with %s on replica b after %s", formatOrder(o), name, fault.name)
 					t.Logf("%s: %s = %s (%v); %s = %s (%v)", label, call1, outcome(err1), err1, call2, outcome(err2), err2)
-					var sales []Sale
+					var sales []inventory.Sale
 					for _, r := range []struct {
 						call string
-						sale Sale
+						sale inventory.Sale
 						err  error
 					}{{call1, sale1, err1}, {call2, sale2, err2}} {
 						switch {
@@ -176,12 +178,12 @@ func TestRedisLostMidSale(t *testing.T) {
 // key of the product exists), or a sale transaction sits idle in Postgres
 // (it holds a lock and has begun, or has read the row). It returns what it
 // saw, for the log.
-func waitInWork(t *testing.T, e *env, rdb *redis.Client, id string, work time.Duration) string {
+func waitInWork(t *testing.T, e *env, rdb *goredis.Client, id string, work time.Duration) string {
 	t.Helper()
 	ctx := context.Background()
 	var seen string
 	waitFor(t, fmt.Sprintf("buyer 1 to be inside its simulated work (%v long)", work), 5*time.Second, func() bool {
-		if keys, _ := rdb.Keys(ctx, reservationKey(id, "*")).Result(); len(keys) > 0 {
+		if keys, _ := rdb.Keys(ctx, redis.ReservationKey(id, "*")).Result(); len(keys) > 0 {
 			seen = "holding reservation " + keys[0]
 			return true
 		}
@@ -191,8 +193,8 @@ func waitInWork(t *testing.T, e *env, rdb *redis.Client, id string, work time.Du
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle in transaction'`).Scan(&n)
 		if err == nil && n > 0 {
 			seen = "in an open transaction"
-			if exists, err := rdb.Exists(ctx, lockKey(id)).Result(); err == nil && exists == 1 {
-				seen += ", holding " + lockKey(id)
+			if exists, err := rdb.Exists(ctx, redis.LockKey(id)).Result(); err == nil && exists == 1 {
+				seen += ", holding " + redis.LockKey(id)
 			}
 			return true
 		}
@@ -229,7 +231,7 @@ func holdRow(t *testing.T, e *env, id string) (release func()) {
 func pgLockHeld(e *env, id string) bool {
 	var held bool
 	err := e.pool.QueryRow(context.Background(), `
-		SELECT token IS NOT NULL AND expires_at > clock_timestamp() FROM locks WHERE name = $1`, lockKey(id)).Scan(&held)
+		SELECT token IS NOT NULL AND expires_at > clock_timestamp() FROM locks WHERE name = $1`, redis.LockKey(id)).Scan(&held)
 	return err == nil && held
 }
 

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,7 +25,7 @@ import (
 // so that a strategy marked safe later is covered without touching the tests.
 func safeNames() []string {
 	var names []string
-	for _, s := range Strategies {
+	for _, s := range inventory.Strategies {
 		if s.Safe {
 			names = append(names, s.Name)
 		}
@@ -34,16 +37,16 @@ func safeNames() []string {
 // replica's own Postgres pool and Redis client (redisURL, or the env's Redis
 // when empty), with the replica's instance name. d's Store, Redis and
 // Instance are filled in; its other fields (Lock, WorkDelay) are kept.
-func (e *env) safeReplica(t *testing.T, instance, redisURL string, d testDeps) map[string]Seller {
+func (e *env) safeReplica(t *testing.T, instance, redisURL string, d testDeps) map[string]inventory.Seller {
 	t.Helper()
-	d.Store = NewStore(newPool(t, e.pgURL), Limits{})
+	d.Store = postgres.NewStore(newPool(t, e.pgURL), postgres.Limits{})
 	if redisURL == "" {
 		d.Redis = e.newRedis(t)
 	} else {
 		d.Redis = newRedis(t, redisURL)
 	}
 	d.Instance = instance
-	sellers := map[string]Seller{}
+	sellers := map[string]inventory.Seller{}
 	for _, name := range safeNames() {
 		sellers[name] = e.seller(t, name, d)
 	}
@@ -59,22 +62,22 @@ func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "sold"
-	case errors.Is(err, ErrOutcomeUnknown):
+	case errors.Is(err, inventory.ErrOutcomeUnknown):
 		return "outcome-unknown"
-	case errors.Is(err, ErrLockBreach):
-		if errors.Is(err, ErrSoldOut) {
+	case errors.Is(err, inventory.ErrLockBreach):
+		if errors.Is(err, inventory.ErrSoldOut) {
 			return "breach+sold-out"
 		}
 		return "breach+lock-lost"
-	case errors.Is(err, ErrSoldOut):
+	case errors.Is(err, inventory.ErrSoldOut):
 		return "sold-out"
-	case errors.Is(err, ErrLockTimeout):
+	case errors.Is(err, inventory.ErrLockTimeout):
 		return "503 lock-timeout"
-	case errors.Is(err, ErrLockLost):
+	case errors.Is(err, inventory.ErrLockLost):
 		return "503 lock-lost"
-	case errors.Is(err, ErrContention):
+	case errors.Is(err, inventory.ErrContention):
 		return "503 contention"
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, inventory.ErrUnavailable):
 		return "503 unavailable"
 	}
 	return "other"
@@ -93,7 +96,7 @@ func definite(err error) bool {
 type tally struct {
 	mu sync.Mutex
 	// sales are the fresh (not replayed) sales returned with a nil error.
-	sales   []Sale
+	sales   []inventory.Sale
 	replays int
 	// kinds counts the answers by outcome class.
 	kinds map[string]int
@@ -106,7 +109,7 @@ type tally struct {
 func newTally() *tally { return &tally{kinds: map[string]int{}} }
 
 // add records Sell's answer to call.
-func (tl *tally) add(call string, sale Sale, err error) {
+func (tl *tally) add(call string, sale inventory.Sale, err error) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	tl.kinds[outcome(err)]++
@@ -117,7 +120,7 @@ func (tl *tally) add(call string, sale Sale, err error) {
 		tl.sales = append(tl.sales, sale)
 	case !definite(err):
 		tl.strange = append(tl.strange, fmt.Sprintf("%s = %v", call, err))
-	case errors.Is(err, ErrLockBreach) && len(tl.breaches) < 3:
+	case errors.Is(err, inventory.ErrLockBreach) && len(tl.breaches) < 3:
 		tl.breaches = append(tl.breaches, fmt.Sprintf("%s = %v", call, err))
 	}
 }
@@ -195,14 +198,14 @@ func (e *env) ledgerRows(t *testing.T, id string) map[int64]ledgerRow {
 // buyers were told of (nil-error, not replayed Sells) are exactly the
 // ledger's rows: each with its row, in the round the Sale names, and per
 // round as many as the round's ledger rows. It returns the rounds, for logs.
-func (e *env) checkSafety(t *testing.T, label, id string, sales []Sale) []Round {
+func (e *env) checkSafety(t *testing.T, label, id string, sales []inventory.Sale) []inventory.Round {
 	t.Helper()
 	ctx := context.Background()
 	p := e.product(t, id)
 	if p.Quantity < 0 {
 		t.Errorf("%s: %q has quantity %d, want >= 0 (oversold by %d)", label, id, p.Quantity, -p.Quantity)
 	}
-	var rounds []Round
+	var rounds []inventory.Round
 	for n := 1; n <= p.Round; n++ {
 		r, err := e.store.Round(ctx, id, n)
 		if err != nil {
@@ -255,7 +258,7 @@ func (e *env) checkSafety(t *testing.T, label, id string, sales []Sale) []Round 
 }
 
 // formatRounds is rounds for a log line: "round 1: 100 of 100 in 100 rows; …".
-func formatRounds(rounds []Round) string {
+func formatRounds(rounds []inventory.Round) string {
 	parts := make([]string, len(rounds))
 	for i, r := range rounds {
 		parts[i] = fmt.Sprintf("round %d: %d of %d sold in %d rows", r.Round, r.Sold, r.Initial, r.Sales)
@@ -277,7 +280,7 @@ func until(limit time.Duration, cond func() bool) bool {
 }
 
 // restockOn restocks product id to q on st, resetting its Redis state in rdb.
-func restockOn(t *testing.T, st *Store, rdb redis.UniversalClient, id string, q int64) {
+func restockOn(t *testing.T, st *postgres.Store, rdb redis.UniversalClient, id string, q int64) {
 	t.Helper()
 	if _, err := Restock(context.Background(), st, rdb, id, "", q); err != nil {
 		t.Fatalf("Restock(%q, %d): %v", id, q, err)

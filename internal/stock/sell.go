@@ -4,55 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
+
+	"inventory/internal/inventory"
 )
 
 // The steps every strategy shares, written once.
 
-// validate refuses a bad order before it reaches Postgres or Redis.
-func validate(o Order) error {
-	if err := ValidateProductID(o.ProductID); err != nil {
-		return err
-	}
-	if o.Quantity < 1 || o.Quantity > math.MaxInt32 {
-		return fmt.Errorf("%w: %d, want 1 to %d", ErrBadQuantity, o.Quantity, math.MaxInt32)
-	}
-	return nil
-}
-
-// once runs sell for o at most once per idempotency key. It validates o
-// first, so a bad order changes nothing; when o carries a key that an earlier
-// sale used, it returns that sale (Replayed) or ErrIdempotencyConflict
-// without calling sell. A duplicate racing that check is caught by the
-// ledger's unique key inside sell's transaction (Store.record); and a
-// duplicate told ErrSoldOut because the units it saw missing were the ones its
-// twin was selling gets the twin's sale instead.
-func once(ctx context.Context, st *Store, o Order, sell func(context.Context, Order) (Sale, error)) (Sale, error) {
-	if err := validate(o); err != nil {
-		return Sale{}, err
-	}
-	if o.IdempotencyKey != "" {
-		if earlier, found, err := st.replay(ctx, o); err != nil || found {
-			return earlier, err
-		}
-	}
-	sale, err := sell(ctx, o)
-	if errors.Is(err, ErrSoldOut) && o.IdempotencyKey != "" {
-		if earlier, found, rerr := st.replay(ctx, o); found {
-			return earlier, rerr
-		}
-	}
-	return sale, err
-}
-
 // notCommitted reports whether a sale's transaction, which returned sale and
 // err, certainly did not commit a decrement of its own: it failed before or
 // at COMMIT with a definite answer, or it was a replay of another sale.
-func notCommitted(sale Sale, err error) bool {
+func notCommitted(sale inventory.Sale, err error) bool {
 	if err != nil {
-		return !errors.Is(err, ErrOutcomeUnknown)
+		return !errors.Is(err, inventory.ErrOutcomeUnknown)
 	}
 	return sale.Replayed
 }
@@ -62,7 +27,7 @@ func notCommitted(sale Sale, err error) bool {
 // (Deps.WorkDelay) in the gap between the read and the write.
 func checkThenWork(ctx context.Context, id string, left, n int64, work time.Duration) error {
 	if left < n {
-		return fmt.Errorf("%d of %q wanted, %d left: %w", n, id, left, ErrSoldOut)
+		return fmt.Errorf("%d of %q wanted, %d left: %w", n, id, left, inventory.ErrSoldOut)
 	}
 	return pause(ctx, work)
 }
@@ -110,4 +75,20 @@ func budget(d Deps) time.Duration {
 		return d.Wait
 	}
 	return 10 * time.Second
+}
+
+// interrupted is ctx's error together with its cause, when the cause (e.g. a
+// lost lock) says more.
+func interrupted(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// marksDropper drops a holder's sold-out marks of rounds before round: the
+// store, or a restock's transaction closing the round.
+type marksDropper interface {
+	DropMarksBefore(ctx context.Context, holder, id string, round int) error
 }

@@ -3,7 +3,10 @@ package stock
 import (
 	"context"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 )
 
 // setNX runs none's read-check-update, unguarded and unfenced, inside the
@@ -20,39 +23,30 @@ type setNX struct {
 }
 
 func newSetNX(d Deps) (*setNX, error) {
-	mu, err := d.locker(SetNX)
+	mu, err := d.locker(inventory.SetNX)
 	if err != nil {
 		return nil, err
 	}
 	return &setNX{d: d, mu: mu}, nil
 }
 
-// Sell validates o and sells it by sell, at most once per idempotency key.
-func (s *setNX) Sell(ctx context.Context, o Order) (Sale, error) {
-	return once(ctx, s.d.Store, o, s.sell)
-}
-
-// sell takes the product's naive lock (waiting up to its locker's wait
+// Sell takes the product's naive lock (waiting up to its locker's wait
 // budget, else ErrLockTimeout), sells like none, and deletes the lock key
 // after the commit, whoever holds it by then.
-func (s *setNX) sell(ctx context.Context, o Order) (Sale, error) {
+func (s *setNX) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	// An unknown product must not get a lock key in Redis.
-	if err := s.d.Store.exists(ctx, o.ProductID); err != nil {
-		return Sale{}, err
+	if err := s.d.Store.Exists(ctx, o.ProductID); err != nil {
+		return inventory.Sale{}, err
 	}
-	lease, err := s.mu.Lock(ctx, setNXKey(o.ProductID))
+	lease, err := s.mu.Lock(ctx, redis.SetNXKey(o.ProductID))
 	if err != nil {
-		return Sale{}, lockErr(err)
+		return inventory.Sale{}, lockErr(err)
 	}
 	defer release(ctx, lease)
-	hold := s.d.Holds.Begin(o.ProductID, SetNX, 0)
-	return hold.done(s.d.Store.record(ctx, o, SetNX, s.d.Instance, func(ctx context.Context, t *saleTx) (decrement, error) {
+	section := s.d.Holds.Begin(o.ProductID, inventory.SetNX, 0)
+	return section.done(s.d.Store.Record(ctx, o, inventory.SetNX, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
 		return checkThenDecrement(ctx, t, o.Quantity, s.d)
 	}))
 }
 
-// setNXKey is the naive lock's key, apart from lockKey: its unconditional
-// DEL must not free the safe Redis locks' keys when strategies are mixed.
-func setNXKey(productID string) string { return "setnx:{" + productID + "}" }
-
-var _ Seller = (*setNX)(nil)
+var _ inventory.Seller = (*setNX)(nil)

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redislock"
+	"inventory/internal/redis"
 )
 
 // TestSetNXOversellsWhenTheSectionOutlivesTheTTL: one unit left, buyer 1
@@ -26,21 +28,21 @@ func TestSetNXOversellsWhenTheSectionOutlivesTheTTL(t *testing.T) {
 		t.Run("ttl="+c.ttl.String(), func(t *testing.T) {
 			e := newEnv(t)
 			opts := redislock.Options{Options: lock.Options{TTL: c.ttl, Wait: 10 * time.Second}, MaxBackoff: 8 * time.Millisecond}
-			a := e.replicaWith(t, SetNX, "replica-a", opts, work)
-			b := e.replicaWith(t, SetNX, "replica-b", opts, work)
+			a := e.replicaWith(t, inventory.SetNX, "replica-a", opts, work)
+			b := e.replicaWith(t, inventory.SetNX, "replica-b", opts, work)
 			const id = "setnx-last-unit"
 			e.restock(t, id, 1)
-			o := Order{ProductID: id, Quantity: 1}
+			o := inventory.Order{ProductID: id, Quantity: 1}
 			ctx := context.Background()
 
 			wait1 := sellAsync(a, o)
 			waitFor(t, "buyer 1 to hold the lock", 5*time.Second, func() bool {
-				n, err := e.rdb.Exists(ctx, setNXKey(id)).Result()
+				n, err := e.rdb.Exists(ctx, redis.SetNXKey(id)).Result()
 				return err == nil && n == 1
 			})
 			if c.oversell {
 				waitFor(t, "the lock key to expire under buyer 1", 5*time.Second, func() bool {
-					n, err := e.rdb.Exists(ctx, setNXKey(id)).Result()
+					n, err := e.rdb.Exists(ctx, redis.SetNXKey(id)).Result()
 					return err == nil && n == 0
 				})
 			}
@@ -57,7 +59,7 @@ func TestSetNXOversellsWhenTheSectionOutlivesTheTTL(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err2, ErrSoldOut) || p.Quantity != 0 || p.Sales != 1 {
+			if !errors.Is(err2, inventory.ErrSoldOut) || p.Quantity != 0 || p.Sales != 1 {
 				t.Errorf("buyer 2 with the TTL longer than the work: Sell = %v; stock %d, ledger %d rows; want ErrSoldOut, stock 0, 1 row", err2, p.Quantity, p.Sales)
 			}
 		})
@@ -72,14 +74,14 @@ func TestARestockClearsTheSetNXKey(t *testing.T) {
 	ctx := context.Background()
 	const id = "setnx-wedged"
 	e.restock(t, id, 1)
-	if err := e.rdb.Set(ctx, setNXKey(id), 1, 0).Err(); err != nil {
+	if err := e.rdb.Set(ctx, redis.SetNXKey(id), 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	e.restock(t, id, 1)
-	if n, err := e.rdb.Exists(ctx, setNXKey(id)).Result(); err != nil || n != 0 {
-		t.Errorf("EXISTS %s after the restock = %d, %v; want 0", setNXKey(id), n, err)
+	if n, err := e.rdb.Exists(ctx, redis.SetNXKey(id)).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS %s after the restock = %d, %v; want 0", redis.SetNXKey(id), n, err)
 	}
-	if _, err := e.seller(t, SetNX, e.deps("replica-a")).Sell(ctx, Order{ProductID: id, Quantity: 1}); err != nil {
+	if _, err := e.seller(t, inventory.SetNX, e.deps("replica-a")).Sell(ctx, inventory.Order{ProductID: id, Quantity: 1}); err != nil {
 		t.Errorf("setnx Sell after the restock = %v, want the unit", err)
 	}
 }

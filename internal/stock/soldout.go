@@ -10,79 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
+
+	goredis "github.com/redis/go-redis/v9"
 )
-
-// The Redis pub/sub channels of the sold-out marks. On RestockChannel,
-// Restock announces a new round ("<product id> <round>"), so that every
-// replica forgets that it saw the product sold out; on SoldOutChannel, a
-// replica whose sale took the last unit announces it ("<product id>
-// <round>"), so that every replica answers the crowd after it from memory
-// at once. A replica listens to both on one subscription, which delivers
-// them in the order Redis received them.
-const (
-	RestockChannel = "inventory:restocked"
-	SoldOutChannel = "inventory:sold-out"
-)
-
-// On a Redis Cluster the same announcements go by sharded pub/sub
-// (SPUBLISH, SSUBSCRIBE) on these channels instead, which share one slot
-// by their hash tag: one subscription, to the shard that owns the slot,
-// hears both in the order that shard got them, and no announcement is
-// copied to every node of the cluster as a plain PUBLISH is. While that
-// shard fails over, announcements are lost, as they are while one Redis
-// restarts: marks run out by their ttl.
-const (
-	ShardRestockChannel = "inventory:{announce}:restocked"
-	ShardSoldOutChannel = "inventory:{announce}:sold-out"
-)
-
-// announcements are the channels the replicas announce on through rdb:
-// sharded ones on a Redis Cluster, else the plain ones.
-type announcements struct {
-	rdb     redis.UniversalClient
-	sharded bool
-}
-
-func announcementsOn(rdb redis.UniversalClient) announcements {
-	_, cluster := rdb.(*redis.ClusterClient)
-	return announcements{rdb: rdb, sharded: cluster}
-}
-
-// publish announces msg on channel (RestockChannel or SoldOutChannel).
-func (a announcements) publish(ctx context.Context, channel, msg string) error {
-	if !a.sharded {
-		return a.rdb.Publish(ctx, channel, msg).Err()
-	}
-	return a.rdb.SPublish(ctx, a.shard(channel), msg).Err()
-}
-
-// subscribe subscribes to both channels at once.
-func (a announcements) subscribe(ctx context.Context) *redis.PubSub {
-	if !a.sharded {
-		return a.rdb.Subscribe(ctx, RestockChannel, SoldOutChannel)
-	}
-	return a.rdb.SSubscribe(ctx, ShardRestockChannel, ShardSoldOutChannel)
-}
-
-// shard is channel's sharded name.
-func (announcements) shard(channel string) string {
-	if channel == SoldOutChannel {
-		return ShardSoldOutChannel
-	}
-	return ShardRestockChannel
-}
-
-// plain is the plain name of a channel subscribe delivers.
-func (announcements) plain(channel string) string {
-	switch channel {
-	case ShardSoldOutChannel:
-		return SoldOutChannel
-	case ShardRestockChannel:
-		return RestockChannel
-	}
-	return channel
-}
 
 // SoldOut is one replica's memory of the products it has seen sold out: the
 // crowd that arrives after the last unit is answered ErrSoldOut from memory,
@@ -114,7 +47,7 @@ func (announcements) plain(channel string) string {
 type SoldOut struct {
 	ttl    time.Duration
 	now    func() time.Time
-	store  *Store
+	store  *postgres.Store
 	holder string // this replica's rows in soldout_marks
 
 	mu    sync.Mutex
@@ -148,7 +81,7 @@ const (
 
 // NewSoldOut returns an empty memory whose marks last at most ttl, recorded
 // in st's Postgres under holder (unique per replica process).
-func NewSoldOut(ttl time.Duration, st *Store, holder string) *SoldOut {
+func NewSoldOut(ttl time.Duration, st *postgres.Store, holder string) *SoldOut {
 	return &SoldOut{ttl: ttl, now: time.Now, store: st, holder: holder, marks: map[string]time.Time{}, rounds: map[string]int{},
 		outbox: make(chan string, outboxSize)}
 }
@@ -157,7 +90,7 @@ func NewSoldOut(ttl time.Duration, st *Store, holder string) *SoldOut {
 // marked sold out, and otherwise sells by s, marking the product when the
 // answer shows it sold out. An order with an Idempotency-Key that an earlier
 // sale used still gets that sale (one indexed read of the ledger), never a 409.
-func (m *SoldOut) Wrap(s Seller) Seller {
+func (m *SoldOut) Wrap(s inventory.Seller) inventory.Seller {
 	return &soldOutSeller{marks: m, inner: s, store: m.store}
 }
 
@@ -185,7 +118,7 @@ func (m *SoldOut) ForgetAll(ctx context.Context) {
 	m.forgets++
 	clear(m.marks)
 	m.mu.Unlock()
-	_ = m.store.dropMarks(ctx, m.holder, "")
+	_ = m.store.DropMarks(ctx, m.holder, "")
 }
 
 // markPoll is how often a restock looks whether the marks are gone.
@@ -235,7 +168,7 @@ func (m *SoldOut) mark(ctx context.Context, id string, token uint64) bool {
 	// The mark lasts ttl from before it was recorded, so it ends here
 	// before its row ends in Postgres.
 	start := m.now()
-	recorded, err := m.store.recordMark(ctx, m.holder, id, m.ttl)
+	recorded, err := m.store.RecordMark(ctx, m.holder, id, m.ttl)
 	if err != nil || !recorded {
 		return false
 	}
@@ -265,16 +198,16 @@ func (m *SoldOut) markLocked(id string, start time.Time) {
 }
 
 // restocked forgets product id's mark here and its records of older rounds
-// than round, its new round (see Store.dropMarksBefore).
+// than round, its new round (see Store.DropMarksBefore).
 func (m *SoldOut) restocked(ctx context.Context, id string, round int) {
-	m.restockedThrough(ctx, m.store.pool, id, round)
+	m.restockedThrough(ctx, m.store, id, round)
 }
 
 // restockedThrough is restocked, its records dropped through db: a restock
 // made here drops them in its own transaction, which holds the product's
 // row, so that it never waits for a connection of a pool that the sales
 // queued behind that row may have taken.
-func (m *SoldOut) restockedThrough(ctx context.Context, db execer, id string, round int) {
+func (m *SoldOut) restockedThrough(ctx context.Context, db marksDropper, id string, round int) {
 	m.mu.Lock()
 	m.forgets++
 	delete(m.marks, id)
@@ -289,7 +222,7 @@ func (m *SoldOut) restockedThrough(ctx context.Context, db execer, id string, ro
 	if heard != nil {
 		heard(id)
 	}
-	_ = dropMarksBefore(ctx, db, m.holder, id, round)
+	_ = db.DropMarksBefore(ctx, m.holder, id, round)
 }
 
 // soldOutElsewhere marks product id, which another replica saw sold out in
@@ -308,14 +241,14 @@ func (m *SoldOut) receive(ctx context.Context, channel, payload string) {
 	id, r, _ := strings.Cut(payload, " ")
 	round, err := strconv.Atoi(r)
 	switch {
-	case channel == SoldOutChannel && err == nil:
+	case channel == redis.SoldOutChannel && err == nil:
 		m.soldOutElsewhere(ctx, id, round)
-	case channel == SoldOutChannel: // unreadable: marking is never required
+	case channel == redis.SoldOutChannel: // unreadable: marking is never required
 	case err == nil:
 		m.restocked(ctx, id, round)
 	default: // forgetting is always safe
 		m.Forget(id)
-		_ = m.store.dropMarks(ctx, m.holder, id)
+		_ = m.store.DropMarks(ctx, m.holder, id)
 	}
 }
 
@@ -333,9 +266,9 @@ func (m *SoldOut) announceSoldOut(id string, round int) {
 // and it announces there the sell-outs this replica's sales see. Whenever the
 // subscription is (re)established it forgets every mark, since restock
 // announcements may have been missed while it was down. On a Redis Cluster
-// (rdb a *redis.ClusterClient) the channels are the sharded ones.
-func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
-	ann := announcementsOn(rdb)
+// (rdb a *goredis.ClusterClient) the channels are the sharded ones.
+func (m *SoldOut) Listen(ctx context.Context, rdb goredis.UniversalClient, log *slog.Logger) {
+	ann := redis.AnnouncementsOn(rdb)
 	var announcing sync.WaitGroup
 	defer announcing.Wait()
 	announcing.Go(func() { m.announce(ctx, ann, log) })
@@ -356,7 +289,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 	defer marking.Wait()
 	slots := make(chan struct{}, maxMarking)
 
-	sub := ann.subscribe(ctx)
+	sub := ann.Subscribe(ctx)
 	// Receive does not return when ctx ends, only when its connection does.
 	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
 	defer func() {
@@ -370,11 +303,11 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 			return
 		}
 		switch msg := msg.(type) {
-		case *redis.Subscription:
+		case *goredis.Subscription:
 			m.ForgetAll(ctx)
-		case *redis.Message:
-			channel := ann.plain(msg.Channel)
-			if channel != SoldOutChannel {
+		case *goredis.Message:
+			channel := ann.Plain(msg.Channel)
+			if channel != redis.SoldOutChannel {
 				m.receive(ctx, channel, msg.Payload)
 				break
 			}
@@ -401,7 +334,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb redis.UniversalClient, log *sl
 
 // announce publishes the queued sell-outs until ctx ends. One that fails is
 // not retried: the other replicas then learn it as they did without it.
-func (m *SoldOut) announce(ctx context.Context, ann announcements, log *slog.Logger) {
+func (m *SoldOut) announce(ctx context.Context, ann redis.Announcements, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -409,25 +342,20 @@ func (m *SoldOut) announce(ctx context.Context, ann announcements, log *slog.Log
 		case msg := <-m.outbox:
 			// go-redis's own timeouts bound a publish to a Redis that
 			// does not answer; meanwhile later ones wait in the outbox.
-			if err := ann.publish(ctx, SoldOutChannel, msg); err != nil && ctx.Err() == nil {
+			if err := ann.Publish(ctx, redis.SoldOutChannel, msg); err != nil && ctx.Err() == nil {
 				log.Debug("sold-out announcement not sent", "announcement", msg, "err", err)
 			}
 		}
 	}
 }
 
-// announceRestock tells every replica that product id is in a new round.
-func announceRestock(ctx context.Context, rdb redis.UniversalClient, id string, round int) error {
-	return announcementsOn(rdb).publish(ctx, RestockChannel, id+" "+strconv.Itoa(round))
-}
-
 type soldOutSeller struct {
 	marks *SoldOut
-	inner Seller
-	store *Store
+	inner inventory.Seller
+	store *postgres.Store
 }
 
-func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
+func (s *soldOutSeller) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	marked, expired := s.marks.lookup(o.ProductID)
 	if marked {
 		return s.fromMemory(ctx, o)
@@ -455,16 +383,16 @@ func (s *soldOutSeller) Sell(ctx context.Context, o Order) (Sale, error) {
 }
 
 // fromMemory answers an order for a product marked sold out.
-func (s *soldOutSeller) fromMemory(ctx context.Context, o Order) (Sale, error) {
-	if err := validate(o); err != nil {
-		return Sale{}, err
+func (s *soldOutSeller) fromMemory(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
+	if err := o.Validate(); err != nil {
+		return inventory.Sale{}, err
 	}
 	if o.IdempotencyKey != "" {
-		if earlier, found, err := s.store.replay(ctx, o); err != nil || found {
+		if earlier, found, err := s.store.Replay(ctx, o); err != nil || found {
 			return earlier, err
 		}
 	}
-	return Sale{}, soldOutFromMemory{o.ProductID}
+	return inventory.Sale{}, soldOutFromMemory{o.ProductID}
 }
 
 // soldOutFromMemory is ErrSoldOut told from a mark. It is worded only when
@@ -473,18 +401,18 @@ func (s *soldOutSeller) fromMemory(ctx context.Context, o Order) (Sale, error) {
 type soldOutFromMemory struct{ id string }
 
 func (e soldOutFromMemory) Error() string {
-	return fmt.Sprintf("%q was sold out when this replica last looked: %v", e.id, ErrSoldOut)
+	return fmt.Sprintf("%q was sold out when this replica last looked: %v", e.id, inventory.ErrSoldOut)
 }
 
-func (soldOutFromMemory) Unwrap() error { return ErrSoldOut }
+func (soldOutFromMemory) Unwrap() error { return inventory.ErrSoldOut }
 
 // soldOutNow reports whether a Sell's answer shows the product has nothing
 // left: a fresh sale leaving 0, or a one-unit order refused as sold out.
-func soldOutNow(o Order, sale Sale, err error) bool {
+func soldOutNow(o inventory.Order, sale inventory.Sale, err error) bool {
 	if err == nil {
 		return !sale.Replayed && sale.Remaining == 0
 	}
-	return o.Quantity == 1 && errors.Is(err, ErrSoldOut)
+	return o.Quantity == 1 && errors.Is(err, inventory.ErrSoldOut)
 }
 
-var _ Seller = (*soldOutSeller)(nil)
+var _ inventory.Seller = (*soldOutSeller)(nil)

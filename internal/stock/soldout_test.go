@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"inventory/internal/inventory"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
+
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // fakeSeller answers every Sell with the next of its answers, counting calls;
@@ -24,11 +28,11 @@ type fakeSeller struct {
 }
 
 type fakeAnswer struct {
-	sale Sale
+	sale inventory.Sale
 	err  error
 }
 
-func (f *fakeSeller) Sell(_ context.Context, o Order) (Sale, error) {
+func (f *fakeSeller) Sell(_ context.Context, o inventory.Order) (inventory.Sale, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.during != nil {
@@ -43,33 +47,33 @@ func (f *fakeSeller) Sell(_ context.Context, o Order) (Sale, error) {
 }
 
 var (
-	sold0     = fakeAnswer{sale: Sale{ID: 1, Quantity: 1, Remaining: 0}}
-	sold3     = fakeAnswer{sale: Sale{ID: 2, Quantity: 1, Remaining: 3}}
-	replayed0 = fakeAnswer{sale: Sale{ID: 3, Quantity: 1, Remaining: 0, Replayed: true}}
-	refused   = fakeAnswer{err: fmt.Errorf("1 of \"p\" wanted, 0 left: %w", ErrSoldOut)}
-	breach    = fakeAnswer{err: fmt.Errorf("guard: %w: %w", ErrLockBreach, ErrSoldOut)}
-	down      = fakeAnswer{err: fmt.Errorf("postgres: %w", ErrUnavailable)}
+	sold0     = fakeAnswer{sale: inventory.Sale{ID: 1, Quantity: 1, Remaining: 0}}
+	sold3     = fakeAnswer{sale: inventory.Sale{ID: 2, Quantity: 1, Remaining: 3}}
+	replayed0 = fakeAnswer{sale: inventory.Sale{ID: 3, Quantity: 1, Remaining: 0, Replayed: true}}
+	refused   = fakeAnswer{err: fmt.Errorf("1 of \"p\" wanted, 0 left: %w", inventory.ErrSoldOut)}
+	breach    = fakeAnswer{err: fmt.Errorf("guard: %w: %w", inventory.ErrLockBreach, inventory.ErrSoldOut)}
+	down      = fakeAnswer{err: fmt.Errorf("postgres: %w", inventory.ErrUnavailable)}
 )
 
 // TestSoldOutMarks checks when a replica starts answering from memory: the
 // calls the inner strategy gets, for a sequence of orders and its answers.
 func TestSoldOutMarks(t *testing.T) {
-	one := Order{ProductID: "p", Quantity: 1}
-	two := Order{ProductID: "p", Quantity: 2}
+	one := inventory.Order{ProductID: "p", Quantity: 1}
+	two := inventory.Order{ProductID: "p", Quantity: 2}
 	cases := []struct {
 		name      string
-		orders    []Order
+		orders    []inventory.Order
 		answers   []fakeAnswer
 		wantCalls int
 		wantMark  bool
 	}{
-		{"a sale leaving 0 marks", []Order{one, one, one}, []fakeAnswer{sold0}, 1, true},
-		{"a sale leaving some does not", []Order{one, one}, []fakeAnswer{sold3, sold3}, 2, false},
-		{"a replayed sale does not", []Order{one, one}, []fakeAnswer{replayed0, sold3}, 2, false},
-		{"one unit refused marks", []Order{one, one}, []fakeAnswer{refused}, 1, true},
-		{"a breach refused as sold out marks", []Order{one, one}, []fakeAnswer{breach}, 1, true},
-		{"two units refused do not", []Order{two, one}, []fakeAnswer{refused, sold3}, 2, false},
-		{"a 503 does not", []Order{one, one}, []fakeAnswer{down, sold3}, 2, false},
+		{"a sale leaving 0 marks", []inventory.Order{one, one, one}, []fakeAnswer{sold0}, 1, true},
+		{"a sale leaving some does not", []inventory.Order{one, one}, []fakeAnswer{sold3, sold3}, 2, false},
+		{"a replayed sale does not", []inventory.Order{one, one}, []fakeAnswer{replayed0, sold3}, 2, false},
+		{"one unit refused marks", []inventory.Order{one, one}, []fakeAnswer{refused}, 1, true},
+		{"a breach refused as sold out marks", []inventory.Order{one, one}, []fakeAnswer{breach}, 1, true},
+		{"two units refused do not", []inventory.Order{two, one}, []fakeAnswer{refused, sold3}, 2, false},
+		{"a 503 does not", []inventory.Order{one, one}, []fakeAnswer{down, sold3}, 2, false},
 	}
 	e := newEnv(t)
 	for _, c := range cases {
@@ -82,7 +86,7 @@ func TestSoldOutMarks(t *testing.T) {
 			s := marks.Wrap(inner)
 			for i, o := range c.orders {
 				_, err := s.Sell(context.Background(), o)
-				if i > 0 && inner.calls < i+1 && !errors.Is(err, ErrSoldOut) {
+				if i > 0 && inner.calls < i+1 && !errors.Is(err, inventory.ErrSoldOut) {
 					t.Errorf("order %d answered from memory with %v, want ErrSoldOut", i+1, err)
 				}
 			}
@@ -104,8 +108,8 @@ func TestSoldOutMarkNeedsTheRowEmpty(t *testing.T) {
 	marks := NewSoldOut(time.Minute, e.store, "replica-a")
 	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
 	s := marks.Wrap(inner)
-	o := Order{ProductID: "p", Quantity: 1}
-	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) {
+	o := inventory.Order{ProductID: "p", Quantity: 1}
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("first Sell = %v, want the strategy's ErrSoldOut", err)
 	}
 	if marks.Marked("p") {
@@ -128,14 +132,14 @@ func TestSoldOutMarkExpires(t *testing.T) {
 	marks.now = func() time.Time { return now }
 	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
 	s := marks.Wrap(inner)
-	o := Order{ProductID: id, Quantity: 1}
+	o := inventory.Order{ProductID: id, Quantity: 1}
 	_, _ = s.Sell(context.Background(), o)
 	now = now.Add(999 * time.Millisecond)
-	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) || inner.calls != 1 {
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, inventory.ErrSoldOut) || inner.calls != 1 {
 		t.Errorf("Sell 999ms after the mark = %v with %d calls to the strategy, want ErrSoldOut from memory (1 call)", err, inner.calls)
 	}
 	now = now.Add(time.Millisecond)
-	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) || inner.calls != 1 || !marks.Marked(id) {
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, inventory.ErrSoldOut) || inner.calls != 1 || !marks.Marked(id) {
 		t.Errorf("Sell when the mark's 1s is up, stock still 0 = %v with %d calls, marked %v; want ErrSoldOut, the mark renewed from the stock row (1 call)",
 			err, inner.calls, marks.Marked(id))
 	}
@@ -160,8 +164,8 @@ func TestSoldOutAnswerRacingARestock(t *testing.T) {
 	inner := &fakeSeller{answers: []fakeAnswer{refused, sold3}}
 	inner.during = func() { marks.Forget("p") } // the announcement arrives mid-sale
 	s := marks.Wrap(inner)
-	o := Order{ProductID: "p", Quantity: 1}
-	if _, err := s.Sell(context.Background(), o); !errors.Is(err, ErrSoldOut) {
+	o := inventory.Order{ProductID: "p", Quantity: 1}
+	if _, err := s.Sell(context.Background(), o); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("first Sell = %v, want the strategy's ErrSoldOut", err)
 	}
 	if marks.Marked("p") {
@@ -178,10 +182,10 @@ func TestSoldOutAnnouncements(t *testing.T) {
 	ctx := context.Background()
 	e.restock(t, "p", 0)
 	marks := NewSoldOut(time.Minute, e.store, "replica-a")
-	last := fakeAnswer{sale: Sale{ID: 1, Quantity: 1, Remaining: 0, Round: 3}}
+	last := fakeAnswer{sale: inventory.Sale{ID: 1, Quantity: 1, Remaining: 0, Round: 3}}
 	inner := &fakeSeller{answers: []fakeAnswer{refused, replayed0, last}}
 	for _, id := range []string{"refused", "replayed", "last"} {
-		_, _ = marks.Wrap(inner).Sell(ctx, Order{ProductID: id, Quantity: 1})
+		_, _ = marks.Wrap(inner).Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 	}
 	select {
 	case got := <-marks.outbox:
@@ -199,16 +203,16 @@ func TestSoldOutAnnouncements(t *testing.T) {
 		channel, payload string
 		want             bool // p marked afterwards
 	}{
-		{SoldOutChannel, "p 1", true},
-		{RestockChannel, "p 2", false},    // restocked: forgotten
-		{SoldOutChannel, "p 1", false},    // round 1's sell-out arriving after round 2 began
-		{SoldOutChannel, "p 2", true},     // round 2 sold out
-		{RestockChannel, "p 3", false},    // restocked again
-		{SoldOutChannel, "p x", false},    // unreadable: ignored
-		{SoldOutChannel, "p 3", true},     // round 3 sold out
-		{RestockChannel, "p", false},      // a restock without a round still forgets
-		{SoldOutChannel, "p 3", true},     // and the round is still known
-		{SoldOutChannel, "other 9", true}, // another product says nothing about p
+		{redis.SoldOutChannel, "p 1", true},
+		{redis.RestockChannel, "p 2", false},    // restocked: forgotten
+		{redis.SoldOutChannel, "p 1", false},    // round 1's sell-out arriving after round 2 began
+		{redis.SoldOutChannel, "p 2", true},     // round 2 sold out
+		{redis.RestockChannel, "p 3", false},    // restocked again
+		{redis.SoldOutChannel, "p x", false},    // unreadable: ignored
+		{redis.SoldOutChannel, "p 3", true},     // round 3 sold out
+		{redis.RestockChannel, "p", false},      // a restock without a round still forgets
+		{redis.SoldOutChannel, "p 3", true},     // and the round is still known
+		{redis.SoldOutChannel, "other 9", true}, // another product says nothing about p
 	}
 	for _, st := range steps {
 		marks.receive(ctx, st.channel, st.payload)
@@ -224,8 +228,8 @@ func TestSoldOutFromMemoryStillValidates(t *testing.T) {
 	marks := NewSoldOut(time.Minute, e.store, "replica-a")
 	inner := &fakeSeller{answers: []fakeAnswer{refused}}
 	s := marks.Wrap(inner)
-	_, _ = s.Sell(context.Background(), Order{ProductID: "p", Quantity: 1})
-	if _, err := s.Sell(context.Background(), Order{ProductID: "p", Quantity: 0}); !errors.Is(err, ErrBadQuantity) {
+	_, _ = s.Sell(context.Background(), inventory.Order{ProductID: "p", Quantity: 1})
+	if _, err := s.Sell(context.Background(), inventory.Order{ProductID: "p", Quantity: 0}); !errors.Is(err, inventory.ErrBadQuantity) {
 		t.Errorf("Sell of 0 units of a product marked sold out = %v, want ErrBadQuantity", err)
 	}
 }
@@ -249,7 +253,7 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 
 	type replica struct {
 		marks  *SoldOut
-		seller Seller
+		seller inventory.Seller
 	}
 	var replicas []replica
 	for _, name := range []string{"replica-a", "replica-b"} {
@@ -257,12 +261,12 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 		d := e.deps(name)
 		d.Redis = e.newRedis(t)
 		listening.Go(func() { marks.Listen(ctx, d.Redis, slog.New(slog.DiscardHandler)) })
-		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, Atomic, d))})
+		replicas = append(replicas, replica{marks, marks.Wrap(e.seller(t, inventory.Atomic, d))})
 	}
 	a, b := replicas[0], replicas[1]
 	waitFor(t, "both replicas to subscribe to the announcements", 10*time.Second, func() bool {
 		n, err := e.announcementSubscribers(ctx)
-		return err == nil && n[RestockChannel] == 2 && n[SoldOutChannel] == 2
+		return err == nil && n[redis.RestockChannel] == 2 && n[redis.SoldOutChannel] == 2
 	})
 
 	const id = "sold-out-fast"
@@ -272,12 +276,12 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 	waitFor(t, "both replicas to hear of round 1", 10*time.Second, func() bool {
 		return heardRound(a.marks, id) == 1 && heardRound(b.marks, id) == 1
 	})
-	keyed := Order{ProductID: id, Quantity: 1, IdempotencyKey: "k-1"}
+	keyed := inventory.Order{ProductID: id, Quantity: 1, IdempotencyKey: "k-1"}
 	first, err := a.seller.Sell(ctx, keyed)
 	if err != nil {
 		t.Fatalf("Sell(%s) on a = %v, want a sale", formatOrder(keyed), err)
 	}
-	one := Order{ProductID: id, Quantity: 1}
+	one := inventory.Order{ProductID: id, Quantity: 1}
 	if sale, err := b.seller.Sell(ctx, one); err != nil || sale.Remaining != 0 {
 		t.Fatalf("Sell(%s) on b = %+v, %v; want the last unit", formatOrder(one), sale, err)
 	}
@@ -286,7 +290,7 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 	}
 	// a sold nothing since, and hears of it from b's announcement.
 	waitFor(t, "b's sell-out announcement to mark a", 10*time.Second, func() bool { return a.marks.Marked(id) })
-	if _, err := a.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) {
+	if _, err := a.seller.Sell(ctx, one); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Errorf("Sell(%s) on a after the sell-out = %v, want ErrSoldOut", formatOrder(one), err)
 	}
 	if sale, err := a.seller.Sell(ctx, keyed); err != nil || !sale.Replayed || sale.ID != first.ID {
@@ -310,7 +314,7 @@ func soldOutAcrossReplicas(t *testing.T, e *env) {
 	// mark b again, truly (a cluster client's first SPUBLISH, which asks
 	// the cluster for its command table, was late for that 1 run in 15).
 	waitFor(t, "a's sell-out announcement of round 2 to mark b", 10*time.Second, func() bool { return b.marks.Marked(id) })
-	if _, err := b.seller.Sell(ctx, one); !errors.Is(err, ErrSoldOut) || !b.marks.Marked(id) {
+	if _, err := b.seller.Sell(ctx, one); !errors.Is(err, inventory.ErrSoldOut) || !b.marks.Marked(id) {
 		t.Fatalf("Sell(%s) on b = %v, marked %v; want ErrSoldOut and a mark", formatOrder(one), err, b.marks.Marked(id))
 	}
 	if err := e.killPubSub(ctx); err != nil {
@@ -343,14 +347,14 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 			want = 2
 		}
 		waitFor(t, "the replicas to subscribe", 10*time.Second, func() bool {
-			n, err := e.rdb.PubSubNumSub(ctx, RestockChannel).Result()
-			return err == nil && n[RestockChannel] == int64(want)
+			n, err := e.rdb.PubSubNumSub(ctx, redis.RestockChannel).Result()
+			return err == nil && n[redis.RestockChannel] == int64(want)
 		})
-		sa, sb := a.Wrap(e.seller(t, Atomic, e.deps("replica-a"))), b.Wrap(e.seller(t, Atomic, e.deps("replica-b")))
-		one := Order{ProductID: id, Quantity: 1}
+		sa, sb := a.Wrap(e.seller(t, inventory.Atomic, e.deps("replica-a"))), b.Wrap(e.seller(t, inventory.Atomic, e.deps("replica-b")))
+		one := inventory.Order{ProductID: id, Quantity: 1}
 		// A restock through a, as PUT /products/{id} makes it.
-		restock := func() Product {
-			done, err := Restocker{Store: e.store, Redis: e.rdb, Marks: a}.Restock(ctx, RestockOrder{ProductID: id, Quantity: 1})
+		restock := func() inventory.Product {
+			done, err := Restocker{Store: e.store, Redis: e.rdb, Marks: a}.Restock(ctx, inventory.RestockOrder{ProductID: id, Quantity: 1})
 			if err != nil {
 				t.Fatalf("Restock = %v", err)
 			}
@@ -364,8 +368,8 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 			// A sale racing the announcement of the restock above marks
 			// nothing; the buyers after it do.
 			waitFor(t, "both replicas to mark the product", 10*time.Second, func() bool {
-				for _, s := range []Seller{sa, sb} {
-					if _, err := s.Sell(ctx, one); !errors.Is(err, ErrSoldOut) {
+				for _, s := range []inventory.Seller{sa, sb} {
+					if _, err := s.Sell(ctx, one); !errors.Is(err, inventory.ErrSoldOut) {
 						t.Fatalf("listening %v, restock %d: Sell after the last unit = %v, want ErrSoldOut", listening, i, err)
 					}
 				}
@@ -391,18 +395,18 @@ func TestARestockIsSeenEverywhereBeforeItIsAnswered(t *testing.T) {
 // SoldOutChannel, or on a cluster of their sharded channels (by their
 // plain names), on every master.
 func (e *env) announcementSubscribers(ctx context.Context) (map[string]int64, error) {
-	c, ok := e.rdb.(*redis.ClusterClient)
+	c, ok := e.rdb.(*goredis.ClusterClient)
 	if !ok {
-		return e.rdb.PubSubNumSub(ctx, RestockChannel, SoldOutChannel).Result()
+		return e.rdb.PubSubNumSub(ctx, redis.RestockChannel, redis.SoldOutChannel).Result()
 	}
 	var mu sync.Mutex
 	n := map[string]int64{}
-	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		some, err := m.PubSubShardNumSub(ctx, ShardRestockChannel, ShardSoldOutChannel).Result()
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		some, err := m.PubSubShardNumSub(ctx, redis.ShardRestockChannel, redis.ShardSoldOutChannel).Result()
 		mu.Lock()
 		defer mu.Unlock()
-		n[RestockChannel] += some[ShardRestockChannel]
-		n[SoldOutChannel] += some[ShardSoldOutChannel]
+		n[redis.RestockChannel] += some[redis.ShardRestockChannel]
+		n[redis.SoldOutChannel] += some[redis.ShardSoldOutChannel]
 		return err
 	})
 	return n, err
@@ -411,11 +415,11 @@ func (e *env) announcementSubscribers(ctx context.Context) (map[string]int64, er
 // killPubSub cuts every pub/sub connection to the env's Redis (every node
 // of a cluster).
 func (e *env) killPubSub(ctx context.Context) error {
-	c, ok := e.rdb.(*redis.ClusterClient)
+	c, ok := e.rdb.(*goredis.ClusterClient)
 	if !ok {
 		return e.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
 	}
-	return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+	return c.ForEachShard(ctx, func(ctx context.Context, n *goredis.Client) error {
 		return n.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
 	})
 }
@@ -442,8 +446,8 @@ func TestAMarkNeverShortensTheRecordOfAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ttl := range []time.Duration{time.Minute, time.Microsecond} {
-		if ok, err := e.store.recordMark(ctx, "replica-b", id, ttl); !ok || err != nil {
-			t.Fatalf("recordMark(%s) = %v, %v; want recorded", ttl, ok, err)
+		if ok, err := e.store.RecordMark(ctx, "replica-b", id, ttl); !ok || err != nil {
+			t.Fatalf("RecordMark(%s) = %v, %v; want recorded", ttl, ok, err)
 		}
 	}
 	var left time.Duration
@@ -457,18 +461,18 @@ func TestAMarkNeverShortensTheRecordOfAnother(t *testing.T) {
 	// A restock to a new round starts afresh: a mark of it is its own.
 	// (replica-b listens to nothing here: its record is dropped as hearing
 	// the restock would, or the restock would wait out its minute.)
-	if err := e.store.dropMarks(ctx, "replica-b", id); err != nil {
+	if err := e.store.DropMarks(ctx, "replica-b", id); err != nil {
 		t.Fatal(err)
 	}
 	p, err := Restock(ctx, e.store, e.rdb, id, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.store.recordMark(ctx, "replica-b", id, time.Microsecond); !ok || err != nil {
-		t.Fatalf("recordMark in round %d = %v, %v; want recorded", p.Round, ok, err)
+	if ok, err := e.store.RecordMark(ctx, "replica-b", id, time.Microsecond); !ok || err != nil {
+		t.Fatalf("RecordMark in round %d = %v, %v; want recorded", p.Round, ok, err)
 	}
 	waitFor(t, fmt.Sprintf("round %d's mark of a microsecond to run out", p.Round), 10*time.Second, func() bool {
-		n, err := markedBefore(ctx, e.pool, id, p.Round+1)
+		n, err := e.store.MarkedBefore(ctx, id, p.Round+1)
 		return err == nil && n == 0
 	})
 }
@@ -492,11 +496,11 @@ func TestARestockDropsOnlyOlderRoundsMarks(t *testing.T) {
 		t.Fatalf("mark(%q) in round %d = false, want marked (nothing in stock)", id, p.Round)
 	}
 	b.restocked(ctx, id, p.Round) // heard late: the round b's mark is of
-	if n, err := markedBefore(ctx, e.pool, id, p.Round+1); err != nil || n != 1 {
+	if n, err := e.store.MarkedBefore(ctx, id, p.Round+1); err != nil || n != 1 {
 		t.Errorf("after hearing of round %d, marks of round %d recorded: %d, %v; want 1 (the mark of that round kept)", p.Round, p.Round, n, err)
 	}
 	b.restocked(ctx, id, p.Round+1)
-	if n, err := markedBefore(ctx, e.pool, id, p.Round+1); err != nil || n != 0 {
+	if n, err := e.store.MarkedBefore(ctx, id, p.Round+1); err != nil || n != 0 {
 		t.Errorf("after hearing of round %d, marks of round %d recorded: %d, %v; want 0", p.Round+1, p.Round, n, err)
 	}
 }
@@ -515,14 +519,14 @@ func TestNoOlderRoundSoldOutOnceTheNewRoundSells(t *testing.T) {
 	e.restock(t, id, 1)
 	a := NewSoldOut(time.Minute, e.store, "replica-a")
 	b := NewSoldOut(time.Second, e.store, "replica-b") // listens to nothing
-	sa, sb := a.Wrap(e.seller(t, Atomic, e.deps("replica-a"))), b.Wrap(e.seller(t, Atomic, e.deps("replica-b")))
-	one := Order{ProductID: id, Quantity: 1}
+	sa, sb := a.Wrap(e.seller(t, inventory.Atomic, e.deps("replica-a"))), b.Wrap(e.seller(t, inventory.Atomic, e.deps("replica-b")))
+	one := inventory.Order{ProductID: id, Quantity: 1}
 	if _, err := sa.Sell(ctx, one); err != nil {
 		t.Fatalf("Sell(%s) on a = %v, want the last unit", formatOrder(one), err)
 	}
 	waitFor(t, "both replicas to mark the product", 10*time.Second, func() bool {
-		for _, s := range []Seller{sa, sb} {
-			if _, err := s.Sell(ctx, one); !errors.Is(err, ErrSoldOut) {
+		for _, s := range []inventory.Seller{sa, sb} {
+			if _, err := s.Sell(ctx, one); !errors.Is(err, inventory.ErrSoldOut) {
 				t.Fatalf("Sell(%s) after the last unit = %v, want ErrSoldOut", formatOrder(one), err)
 			}
 		}
@@ -531,7 +535,7 @@ func TestNoOlderRoundSoldOutOnceTheNewRoundSells(t *testing.T) {
 
 	restocked := make(chan error, 1)
 	go func() {
-		_, err := Restocker{Store: e.store, Redis: e.rdb, Marks: a}.Restock(ctx, RestockOrder{ProductID: id, Quantity: 100})
+		_, err := Restocker{Store: e.store, Redis: e.rdb, Marks: a}.Restock(ctx, inventory.RestockOrder{ProductID: id, Quantity: 100})
 		restocked <- err
 	}()
 	// a forgets at once; its buyer gets a unit of round 2 as soon as the
@@ -541,7 +545,7 @@ func TestNoOlderRoundSoldOutOnceTheNewRoundSells(t *testing.T) {
 		if err == nil && sale.Round == 2 {
 			break
 		}
-		if err != nil && !errors.Is(err, ErrSoldOut) {
+		if err != nil && !errors.Is(err, inventory.ErrSoldOut) {
 			t.Fatalf("Sell(%s) on a during the restock = %v, want a sale or ErrSoldOut", formatOrder(one), err)
 		}
 	}
@@ -567,9 +571,9 @@ func TestARestockHeardOfIsPassedOn(t *testing.T) {
 		defer mu.Unlock()
 		heard = append(heard, id)
 	})
-	m.receive(ctx, RestockChannel, "announced 2")
+	m.receive(ctx, redis.RestockChannel, "announced 2")
 	e.restock(t, "made-here", 1)
-	if _, err := (Restocker{Store: e.store, Redis: e.rdb, Marks: m}).Restock(ctx, RestockOrder{ProductID: "made-here", Quantity: 1}); err != nil {
+	if _, err := (Restocker{Store: e.store, Redis: e.rdb, Marks: m}).Restock(ctx, inventory.RestockOrder{ProductID: "made-here", Quantity: 1}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -601,14 +605,14 @@ func TestARestockNeedsNoOtherConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer small.Close()
-	st := NewStore(small, Limits{IdleTimeout: time.Second})
+	st := postgres.NewStore(small, postgres.Limits{IdleTimeout: time.Second})
 	marks := NewSoldOut(time.Minute, st, "replica-a")
 
 	blocker, err := e.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rollback(ctx, blocker)
+	defer func() { _ = blocker.Rollback(context.WithoutCancel(ctx)) }()
 	var blockerPID int
 	if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid() FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&blockerPID); err != nil {
 		t.Fatal(err)
@@ -622,13 +626,13 @@ func TestARestockNeedsNoOtherConnection(t *testing.T) {
 	}
 	restocked := make(chan error, 1)
 	go func() {
-		_, err := Restocker{Store: st, Redis: e.rdb, Marks: marks}.Restock(ctx, RestockOrder{ProductID: id, Quantity: 20})
+		_, err := Restocker{Store: st, Redis: e.rdb, Marks: marks}.Restock(ctx, inventory.RestockOrder{ProductID: id, Quantity: 20})
 		restocked <- err
 	}()
 	waitFor(t, "the restock to wait for the row", 10*time.Second, waiting(1))
 	sold := make(chan error, 1)
 	go func() {
-		_, err := newAtomic(Deps{Store: st, Redis: e.rdb, Instance: "replica-a"}).Sell(ctx, Order{ProductID: id, Quantity: 1})
+		_, err := newAtomic(Deps{Store: st, Redis: e.rdb, Instance: "replica-a"}).Sell(ctx, inventory.Order{ProductID: id, Quantity: 1})
 		sold <- err
 	}()
 	waitFor(t, "the sale to queue behind the restock", 10*time.Second, waiting(2))
@@ -665,7 +669,7 @@ func TestARestockIsHeardWhileASellOutIsMarked(t *testing.T) {
 	wg.Go(func() { a.Listen(ctx, e.newRedis(t), slog.New(slog.DiscardHandler)) })
 	waitFor(t, "a to subscribe", 10*time.Second, func() bool {
 		n, err := e.announcementSubscribers(ctx)
-		return err == nil && n[RestockChannel] == 1
+		return err == nil && n[redis.RestockChannel] == 1
 	})
 	// Marked once subscribed: subscribing forgets every mark.
 	waitFor(t, "a to mark the product", 10*time.Second, func() bool { return a.mark(ctx, id, a.begin()) })
@@ -675,12 +679,12 @@ func TestARestockIsHeardWhileASellOutIsMarked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rollback(ctx, blocker)
+	defer func() { _ = blocker.Rollback(context.WithoutCancel(ctx)) }()
 	var blockerPID int
 	if err := blocker.QueryRow(ctx, `SELECT pg_backend_pid() FROM stock WHERE product_id = $1 FOR UPDATE`, id).Scan(&blockerPID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.Publish(ctx, SoldOutChannel, id+" 1").Err(); err != nil {
+	if err := e.rdb.Publish(ctx, redis.SoldOutChannel, id+" 1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a's mark of the sell-out to wait for the row", 10*time.Second, func() bool {
@@ -688,11 +692,11 @@ func TestARestockIsHeardWhileASellOutIsMarked(t *testing.T) {
 		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, blockerPID).Scan(&n)
 		return err == nil && n > 0
 	})
-	if err := e.rdb.Publish(ctx, RestockChannel, id+" 2").Err(); err != nil {
+	if err := e.rdb.Publish(ctx, redis.RestockChannel, id+" 2").Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a to drop its mark of round 1 on hearing of round 2, the row still held", 10*time.Second, func() bool {
-		n, err := markedBefore(ctx, e.pool, id, 2)
+		n, err := e.store.MarkedBefore(ctx, id, 2)
 		return err == nil && n == 0
 	})
 }

@@ -2,137 +2,28 @@ package stock
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
 )
-
-// Strategy names; the HTTP API, the load tester and external checks use them.
-const (
-	None       = "none"
-	Local      = "local"
-	SetNX      = "setnx"
-	RedisLock  = "redis"
-	Reentrant  = "reentrant"
-	Fair       = "fair"
-	Redlock    = "redlock"
-	Etcd       = "etcd"
-	ZooKeeper  = "zookeeper"
-	PgLock     = "pglock"
-	Optimistic = "optimistic"
-	Lua        = "lua"
-	Atomic     = "atomic"
-	ForUpdate  = "forupdate"
-	Batch      = "batch"
-	Handoff    = "handoff"
-)
-
-// Info describes a strategy for GET /strategies: what it is, told by
-// properties that the fault matrix chooses its faults by, never by name.
-type Info struct {
-	Name        string
-	Description string
-	// Safe is whether the strategy never oversells with several replicas.
-	Safe bool
-	// Needs names the setting (an environment variable) of the lock service
-	// the strategy needs besides Postgres and Redis; empty when none. New
-	// returns ErrNotConfigured when Deps lacks the strategy's locker.
-	Needs string
-	// Lock is the lock a sale takes the product's lock from: a lock
-	// backend's name (internal/lock/backend), and after a slash the kind
-	// of lock when the backend has several ("redislock/fair"); "" for a
-	// sale that takes no lock of a backend (local's mutex is in-process).
-	// Deps.Lockers holds the strategy's Locker of that lock.
-	Lock string
-	// Redis is whether a sale keeps state in the service's own Redis (a
-	// lock, a counter, a reservation): a Redis that fails over or jumps
-	// its clock strikes it. redlock's servers are its own, not this one.
-	Redis bool
-	// Batches is whether the strategy commits many sales in one
-	// transaction.
-	Batches bool
-}
-
-// LockBackend is the lock backend of i.Lock ("redislock" for
-// "redislock/fair"); "" when the sale takes no lock of a backend.
-func (i Info) LockBackend() string {
-	b, _, _ := strings.Cut(i.Lock, "/")
-	return b
-}
-
-// LockKind is the kind of lock of i.Lock ("fair" for "redislock/fair");
-// "" for the backend's plain lock.
-func (i Info) LockKind() string {
-	_, k, _ := strings.Cut(i.Lock, "/")
-	return k
-}
-
-// Strategies lists every strategy, unsafe ones first.
-var Strategies = []Info{
-	{Name: None, Description: "read, check and update with no coordination at all", Safe: false},
-	{Name: Local, Description: "read-check-update inside an in-process mutex: each replica has its own lock", Safe: false},
-	{Name: SetNX, Description: "read-check-update inside the naive SETNX + EXPIRE Redis lock, unconditional DEL, unguarded write: breaks once a sale outlives the TTL", Safe: false,
-		Lock: "redislock/setnx", Redis: true},
-	{Name: RedisLock, Description: "read-check-update inside a Redis SET NX PX lock; Postgres fences and guards the write", Safe: true,
-		Lock: "redislock", Redis: true},
-	{Name: Reentrant, Description: "Redis hash lock with re-entry and a watchdog; Postgres fences and guards the write", Safe: true,
-		Lock: "redislock/reentrant", Redis: true},
-	{Name: Fair, Description: "FIFO Redis lock: buyers queue in arrival order and are woken in turn (no polling); Postgres fences and guards the write", Safe: true,
-		Lock: "redislock/fair", Redis: true},
-	{Name: Redlock, Description: "read-check-update inside a Redlock held on a majority of N independent Redis servers; Postgres fences and guards the write", Safe: true, Needs: "INVENTORY_REDLOCK_URLS",
-		Lock: "redlock"},
-	{Name: Etcd, Description: "read-check-update inside an etcd lock (session lease, concurrency.Mutex's recipe); Postgres fences the write with the key's create revision and guards it", Safe: true, Needs: "INVENTORY_ETCD_ENDPOINTS",
-		Lock: "etcdlock"},
-	{Name: ZooKeeper, Description: "read-check-update inside a ZooKeeper lock (ephemeral sequential node, waiters watch their predecessor, lost with the session); Postgres fences the write with the node's czxid and guards it", Safe: true, Needs: "INVENTORY_ZOOKEEPER_SERVERS",
-		Lock: "zklock"},
-	{Name: PgLock, Description: "read-check-update inside a lock row in a Postgres table (lease on Postgres' clock); Postgres fences and guards the write", Safe: true,
-		Lock: "pglock"},
-	{Name: Optimistic, Description: "compare-and-set on a version column, retried with jittered backoff", Safe: true},
-	{Name: Lua, Description: "a Lua script reserves units in a per-round Redis counter, then a guarded Postgres write records the sale", Safe: true,
-		Redis: true},
-	{Name: Atomic, Description: "one conditional UPDATE ... WHERE quantity >= n", Safe: true},
-	{Name: ForUpdate, Description: "SELECT ... FOR UPDATE row lock inside a transaction", Safe: true},
-	{Name: Batch, Description: "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", Safe: true,
-		Batches: true},
-	{Name: Handoff, Description: "the redis lock with a local queue: one contender per product per replica, the holder sells for the whole queue in one fenced transaction", Safe: true,
-		Lock: "redislock", Redis: true, Batches: true},
-}
-
-// Names returns every strategy name in the order of Strategies.
-func Names() []string {
-	names := make([]string, len(Strategies))
-	for i, s := range Strategies {
-		names[i] = s.Name
-	}
-	return names
-}
 
 // notConfigured is New's error for a strategy whose locker Deps lacks.
-func notConfigured(info Info) error {
+func notConfigured(info inventory.Info) error {
 	if info.Needs == "" {
-		return fmt.Errorf("%w: strategy %q needs its locker in Deps.Lockers", ErrNotConfigured, info.Name)
+		return fmt.Errorf("%w: strategy %q needs its locker in Deps.Lockers", inventory.ErrNotConfigured, info.Name)
 	}
-	return fmt.Errorf("%w: strategy %q needs %s, which is not set", ErrNotConfigured, info.Name, info.Needs)
-}
-
-// Lookup returns the strategy called name, or ErrUnknownStrategy.
-func Lookup(name string) (Info, error) {
-	for _, s := range Strategies {
-		if s.Name == name {
-			return s, nil
-		}
-	}
-	return Info{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknownStrategy, name, strings.Join(Names(), ", "))
+	return fmt.Errorf("%w: strategy %q needs %s, which is not set", inventory.ErrNotConfigured, info.Name, info.Needs)
 }
 
 // Deps is what the strategies need. Store, Redis and Instance are required;
 // every other field's zero value works.
 type Deps struct {
-	Store    *Store
-	Redis    redis.UniversalClient
+	Store    *postgres.Store
+	Redis    goredis.UniversalClient
 	Instance string
 	// Lockers are the lock strategies' locks, by strategy name: each
 	// strategy whose Info names a Lock takes a product's lock from its own
@@ -166,7 +57,7 @@ func (d Deps) locker(name string) (lock.Locker, error) {
 	if lk := d.Lockers[name]; lk != nil {
 		return lk, nil
 	}
-	info, err := Lookup(name)
+	info, err := inventory.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
@@ -175,53 +66,66 @@ func (d Deps) locker(name string) (lock.Locker, error) {
 
 // seller is s as a Seller, or nil and err: a nil *T in a Seller would not
 // be a nil Seller.
-func seller[S Seller](s S, err error) (Seller, error) {
+func seller[S inventory.Seller](s S, err error) (inventory.Seller, error) {
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// New builds the strategy called name. Each call makes an independent seller:
-// build each strategy once per process (the local strategy's mutexes live in it).
-func New(name string, d Deps) (Seller, error) {
+// New builds the strategy called name, wrapped so that it validates every
+// order and sells each at most once per idempotency key (replaying). Each
+// call makes an independent seller: build each strategy once per process
+// (the local strategy's mutexes live in it).
+func New(name string, d Deps) (inventory.Seller, error) {
 	if d.Store == nil || d.Redis == nil || d.Instance == "" {
 		return nil, fmt.Errorf("stock.New(%q): Deps needs Store, Redis and Instance", name)
 	}
+	s, err := build(name, d)
+	if err != nil {
+		return nil, err
+	}
+	return replaying{store: d.Store, next: s}, nil
+}
+
+// build is the one list that builds each strategy by name, one line each
+// (inventory.Strategies says what each one is): adding a strategy = its
+// file, its line here and its Info there.
+func build(name string, d Deps) (inventory.Seller, error) {
 	switch name {
-	case None:
+	case inventory.None:
 		return newNone(d), nil
-	case Local:
+	case inventory.Local:
 		return newLocal(d), nil
-	case SetNX:
+	case inventory.SetNX:
 		return seller(newSetNX(d))
-	case RedisLock:
+	case inventory.RedisLock:
 		return seller(newRedisLock(d))
-	case Reentrant:
+	case inventory.Reentrant:
 		return seller(newReentrant(d))
-	case Fair:
+	case inventory.Fair:
 		return seller(newFair(d))
-	case Redlock:
+	case inventory.Redlock:
 		return seller(newRedlock(d))
-	case Etcd:
+	case inventory.Etcd:
 		return seller(newEtcdLock(d))
-	case ZooKeeper:
+	case inventory.ZooKeeper:
 		return seller(newZooKeeper(d))
-	case PgLock:
+	case inventory.PgLock:
 		return seller(newPgLock(d))
-	case Optimistic:
+	case inventory.Optimistic:
 		return newOptimistic(d), nil
-	case Lua:
+	case inventory.Lua:
 		return newLua(d), nil
-	case Atomic:
+	case inventory.Atomic:
 		return newAtomic(d), nil
-	case ForUpdate:
+	case inventory.ForUpdate:
 		return newForUpdate(d), nil
-	case Batch:
+	case inventory.Batch:
 		return newBatch(d), nil
-	case Handoff:
+	case inventory.Handoff:
 		return seller(newHandoff(d))
 	}
-	_, err := Lookup(name)
+	_, err := inventory.Lookup(name)
 	return nil, err
 }

@@ -10,15 +10,18 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/zklock"
+	"inventory/internal/postgres"
+	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
 
 func init() {
 	backends = append(backends, func(t *testing.T, d *testDeps) {
-		if d.Lockers[ZooKeeper] == nil {
-			d.Lockers[ZooKeeper] = newZKLocker(t, zklock.Options{Options: lock.Options{TTL: d.Lock.TTL, Wait: d.Lock.Wait, Observer: d.Lock.Observer}})
+		if d.Lockers[inventory.ZooKeeper] == nil {
+			d.Lockers[inventory.ZooKeeper] = newZKLocker(t, zklock.Options{Options: lock.Options{TTL: d.Lock.TTL, Wait: d.Lock.Wait, Observer: d.Lock.Observer}})
 		}
 	})
 }
@@ -75,12 +78,12 @@ func (c *zkCutter) heal() {
 // zkLockNodes counts the lock nodes of product id.
 func zkLockNodes(t *testing.T, c *zk.Conn, id string) int {
 	t.Helper()
-	children, _, err := c.Children("/inventory/locks/" + lockKey(id))
+	children, _, err := c.Children("/inventory/locks/" + redis.LockKey(id))
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0
 	}
 	if err != nil {
-		t.Fatalf("Children(%s): %v", lockKey(id), err)
+		t.Fatalf("Children(%s): %v", redis.LockKey(id), err)
 	}
 	return len(children)
 }
@@ -108,8 +111,8 @@ func zkInspector(t *testing.T) *zk.Conn {
 // available.
 func TestZooKeeperNotConfigured(t *testing.T) {
 	e := newEnv(t)
-	if _, err := New(ZooKeeper, e.deps("replica-a").build(t)); !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", ZooKeeper, err)
+	if _, err := New(inventory.ZooKeeper, e.deps("replica-a").build(t)); !errors.Is(err, inventory.ErrNotConfigured) {
+		t.Errorf("New(%q) without its locker = %v, want ErrNotConfigured", inventory.ZooKeeper, err)
 	}
 }
 
@@ -124,25 +127,25 @@ func TestZooKeeperSessionLostMidSale(t *testing.T) {
 	e.restock(t, id, 10)
 	var cut zkCutter
 	da := e.deps("replica-a")
-	da.Lockers = map[string]lock.Locker{ZooKeeper: newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 500 * time.Millisecond, Wait: 5 * time.Second}, Dialer: cut.dial})}
+	da.Lockers = map[string]lock.Locker{inventory.ZooKeeper: newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 500 * time.Millisecond, Wait: 5 * time.Second}, Dialer: cut.dial})}
 	da.WorkDelay = 3 * time.Second
-	a := e.seller(t, ZooKeeper, da)
-	b := e.replica(t, ZooKeeper, "replica-b", 0)
+	a := e.seller(t, inventory.ZooKeeper, da)
+	b := e.replica(t, inventory.ZooKeeper, "replica-b", 0)
 
-	waitA := sellAsync(a, Order{ProductID: id, Quantity: 1})
+	waitA := sellAsync(a, inventory.Order{ProductID: id, Quantity: 1})
 	// a's node exists before a holds the lock (it still has to read its
 	// predecessors): a cut then is a failed Lock, not a lost lease.
 	waitClaimed(t, e)
 	cut.cut()
 	start := time.Now()
 	_, errA := waitA()
-	if !errors.Is(errA, ErrLockLost) {
+	if !errors.Is(errA, inventory.ErrLockLost) {
 		t.Errorf("replica a: Sell(%q, 1) cut off from ZooKeeper mid-sale = %v, want ErrLockLost", id, errA)
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("replica a's sale ended %v after the cut, want promptly (its 3s of work cancelled)", d)
 	}
-	if _, err := b.Sell(context.Background(), Order{ProductID: id, Quantity: 2}); err != nil {
+	if _, err := b.Sell(context.Background(), inventory.Order{ProductID: id, Quantity: 2}); err != nil {
 		t.Errorf("replica b: Sell(%q, 2) after a's session expired = %v, want a sale", id, err)
 	}
 	cut.heal()
@@ -162,19 +165,19 @@ func TestZooKeeperStaleHolderRefused(t *testing.T) {
 	var cut zkCutter
 	la := newZKLocker(t, zklock.Options{Options: lock.Options{TTL: 300 * time.Millisecond}, Dialer: cut.dial})
 	lb := newZKLocker(t, zklock.Options{Options: lock.Options{Wait: 10 * time.Second}})
-	a, err := la.Lock(ctx, lockKey(id))
+	a, err := la.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("a: Lock = %v", err)
 	}
 	cut.cut() // a is "paused": its session expires, its node goes
-	b, err := lb.Lock(ctx, lockKey(id))
+	b, err := lb.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		t.Fatalf("b: Lock after a's session expired = %v", err)
 	}
 	defer func() { _ = b.Release(ctx) }()
 	cut.heal()
 	sell := func(fence int64) error {
-		_, err := e.store.record(ctx, Order{ProductID: id, Quantity: 1}, ZooKeeper, "test", func(ctx context.Context, tx *saleTx) (decrement, error) {
+		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.ZooKeeper, "test", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
 			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: zklock.Backend, Token: fence}, 0)
 		})
 		return err
@@ -182,7 +185,7 @@ func TestZooKeeperStaleHolderRefused(t *testing.T) {
 	if err := sell(b.Fence().Token); err != nil {
 		t.Fatalf("b's sale with fence %d = %v", b.Fence().Token, err)
 	}
-	if err := sell(a.Fence().Token); !errors.Is(err, ErrLockBreach) {
+	if err := sell(a.Fence().Token); !errors.Is(err, inventory.ErrLockBreach) {
 		t.Errorf("a's stale sale with fence %d after b's %d = %v, want ErrLockBreach", a.Fence().Token, b.Fence().Token, err)
 	}
 	if p := e.checkLedger(t, id); p.Quantity != 9 || p.Sales != 1 {

@@ -1,14 +1,16 @@
-package stock
+package postgres
 
 import (
 	"context"
 	"maps"
 	"sync"
 	"time"
+
+	"inventory/internal/inventory"
 )
 
 // Products returns the limit most recently changed products, newest first.
-func (s *Store) Products(ctx context.Context, limit int) ([]Product, error) {
+func (s *Store) Products(ctx context.Context, limit int) ([]inventory.Product, error) {
 	rows, err := s.reads.Query(ctx, `
 		SELECT product_id, name, quantity, initial, round, version
 		FROM stock ORDER BY updated_at DESC, product_id LIMIT $1`, limit)
@@ -16,9 +18,9 @@ func (s *Store) Products(ctx context.Context, limit int) ([]Product, error) {
 		return nil, dbErr("list products", err)
 	}
 	defer rows.Close()
-	var out []Product
+	var out []inventory.Product
 	for rows.Next() {
-		var p Product
+		var p inventory.Product
 		if err := rows.Scan(&p.ID, &p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version); err != nil {
 			return nil, dbErr("list products", err)
 		}
@@ -30,11 +32,11 @@ func (s *Store) Products(ctx context.Context, limit int) ([]Product, error) {
 	return out, nil
 }
 
-// maxSalesSince bounds what one SalesSince counts: the newest sales only,
+// MaxSalesSince bounds what one SalesSince counts: the newest sales only,
 // however old the cursor (a ledger is never pruned).
-const maxSalesSince = 10_000
+const MaxSalesSince = 10_000
 
-// newestSales is the count of the newest maxSalesSince sales, by strategy,
+// newestSales is the count of the newest MaxSalesSince sales, by strategy,
 // as of sale id last, made at most once per Limits.NewestSales: what every
 // cursor further behind than that is answered with.
 type newestSales struct {
@@ -49,8 +51,8 @@ type newestSales struct {
 // newest sale id they were counted up to; with after < 0 it counts nothing
 // and only returns the newest id, a cursor for the next call.
 //
-// A cursor more than maxSalesSince sales behind (a new live page's
-// ?since=0, on a long ledger) gets the newest maxSalesSince sales, counted
+// A cursor more than MaxSalesSince sales behind (a new live page's
+// ?since=0, on a long ledger) gets the newest MaxSalesSince sales, counted
 // at most once per Limits.NewestSales for every such reader, and the id
 // they were counted up to: however many readers arrive, the ledger is
 // counted a few times a second. The next call, from that id, is counted
@@ -62,14 +64,14 @@ func (s *Store) SalesSince(ctx context.Context, after int64) (byStrategy map[str
 	if after < 0 || after >= last {
 		return map[string]int64{}, last, nil
 	}
-	if after < last-maxSalesSince {
+	if after < last-MaxSalesSince {
 		return s.newestSales(ctx, last)
 	}
 	byStrategy, err = s.countSales(ctx, after, last)
 	return byStrategy, last, err
 }
 
-// newestSales returns the count of the newest maxSalesSince sales up to a
+// newestSales returns the count of the newest MaxSalesSince sales up to a
 // sale id at most Limits.NewestSales old, counting them again (up to last)
 // when it is older.
 func (s *Store) newestSales(ctx context.Context, last int64) (map[string]int64, int64, error) {
@@ -77,7 +79,7 @@ func (s *Store) newestSales(ctx context.Context, last int64) (map[string]int64, 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.counts == nil || time.Since(n.at) >= s.limits.NewestSales {
-		counts, err := s.countSales(ctx, last-maxSalesSince, last)
+		counts, err := s.countSales(ctx, last-MaxSalesSince, last)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -1,4 +1,4 @@
-package stock_test
+package inventory_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"inventory/internal/stock"
+	"inventory/internal/inventory"
 )
 
 // productIDRule is the design's product id rule as a regexp, not
@@ -22,13 +22,13 @@ func FuzzValidateProductID(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
-		err := stock.ValidateProductID(id)
+		err := inventory.ValidateProductID(id)
 		switch want := productIDRule(id); {
 		case want && err != nil:
 			t.Fatalf("ValidateProductID(%q) = %v, want nil", id, err)
 		case !want && err == nil:
 			t.Fatalf("ValidateProductID(%q) = nil, want ErrBadProductID", id)
-		case !want && !errors.Is(err, stock.ErrBadProductID):
+		case !want && !errors.Is(err, inventory.ErrBadProductID):
 			t.Fatalf("ValidateProductID(%q) = %v, want it to wrap ErrBadProductID", id, err)
 		}
 	})

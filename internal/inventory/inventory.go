@@ -1,9 +1,10 @@
-package stock
+package inventory
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -24,6 +25,19 @@ type Order struct {
 	// IdempotencyKey, when not empty, makes a retry of the same order return
 	// the original sale instead of selling again.
 	IdempotencyKey string
+}
+
+// Validate refuses a bad order before it reaches Postgres or Redis: a bad
+// product id (ErrBadProductID) or a quantity outside 1 to MaxInt32
+// (ErrBadQuantity).
+func (o Order) Validate() error {
+	if err := ValidateProductID(o.ProductID); err != nil {
+		return err
+	}
+	if o.Quantity < 1 || o.Quantity > math.MaxInt32 {
+		return fmt.Errorf("%w: %d, want 1 to %d", ErrBadQuantity, o.Quantity, math.MaxInt32)
+	}
+	return nil
 }
 
 // Sale is a completed sale, as recorded in the ledger.
@@ -115,7 +129,52 @@ func validProductID(id string) bool {
 	return true
 }
 
-// Redis keys for a product; the hash tag keeps every key of one product in
-// one Redis Cluster slot.
-func lockKey(productID string) string    { return "lock:{" + productID + "}" }
-func counterKey(productID string) string { return "stock:{" + productID + "}" }
+// Round is one round of a product's stock, as the ledger has it.
+type Round struct {
+	ProductID string
+	Round     int
+	// Initial is the stock the round started with.
+	Initial int64
+	// Sold is the sum of the ledger's quantities for the round, Sales its rows.
+	Sold, Sales int64
+	// Current is whether this is the product's current round.
+	Current bool
+}
+
+// ErrRoundMoved: a restock's precondition (RestockOrder.IfRound, an HTTP
+// If-Match) named a round that is no longer the product's; nothing changed.
+var ErrRoundMoved = errors.New("the product is no longer in that round")
+
+// RestockOrder is an admin's restock of one product (PUT /products/{id}).
+type RestockOrder struct {
+	ProductID string
+	// Name is the product's new name; "" keeps the old one.
+	Name string
+	// Quantity is the new round's stock, 0 or more.
+	Quantity int64
+	// IfRound, when above 0, restocks only a product whose current round
+	// it is; otherwise (another round, or no such product) ErrRoundMoved
+	// and nothing changes. A retry of a restock that did happen then
+	// changes nothing either.
+	IfRound int
+	// IdempotencyKey, when not empty, makes a repeat of this restock answer
+	// the first one's result and start no round; the key used for another
+	// request gives ErrIdempotencyConflict.
+	IdempotencyKey string
+}
+
+// Restocked is what a restock did, as Postgres has it.
+type Restocked struct {
+	// Product is the product right after the restock: its new round, with
+	// Quantity and Initial the order's quantity and nothing sold.
+	Product
+	// Replayed is true when an earlier restock under the same
+	// Idempotency-Key is answered again.
+	Replayed bool
+	// ResetErr, when not nil, is why the product's Redis keys (lua's
+	// counter, setnx's lock) could not be deleted after the commit. The
+	// restock happened all the same, and nothing depends on the delete:
+	// lua checks a counter against Postgres before it refuses anyone, and
+	// a reservation of an older round is refused by the round guard.
+	ResetErr error
+}

@@ -1,11 +1,11 @@
-package stock
+package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/tracing"
 )
@@ -30,6 +31,9 @@ type Store struct {
 	// newest is the count of the newest sales that cursors far behind are
 	// answered with (see SalesSince).
 	newest newestSales
+	// known holds the ids Exists found (products are never deleted), so
+	// that a lock sale asks Postgres once per product, not once per sale.
+	known sync.Map
 }
 
 // Limits bound every sale transaction, so that no holder, however slow or
@@ -98,16 +102,13 @@ func beginWith(lockTimeout, idleTimeout time.Duration) string {
 		max(lockTimeout.Milliseconds(), 1), max(idleTimeout.Milliseconds(), 1))
 }
 
-// uniqueKeyConstraint is the name migrations give sales' idempotency key.
-const uniqueKeyConstraint = "sales_idempotency_key_key"
-
 // resolveMargin is how much longer than Limits.IdleTimeout resolving a lost
 // COMMIT reply may wait for the product's row: by then Postgres has ended
 // the transaction whatever became of it.
 const resolveMargin = 5 * time.Second
 
 // errVersionConflict is an optimistic attempt that lost its compare-and-set.
-var errVersionConflict = errors.New("version changed since read")
+var ErrVersionConflict = errors.New("version changed since read")
 
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error {
@@ -118,11 +119,11 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Product returns id's stock with the ledger's totals for the current round.
-func (s *Store) Product(ctx context.Context, id string) (Product, error) {
-	if err := ValidateProductID(id); err != nil {
-		return Product{}, err
+func (s *Store) Product(ctx context.Context, id string) (inventory.Product, error) {
+	if err := inventory.ValidateProductID(id); err != nil {
+		return inventory.Product{}, err
 	}
-	p := Product{ID: id}
+	p := inventory.Product{ID: id}
 	// The ledger's totals come from round_totals, which the statement
 	// writing each ledger row keeps: one row, however long the round (a
 	// sum of the round's rows cost a reader about 2 ms of Postgres for
@@ -135,10 +136,10 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 		WHERE s.product_id = $1`, id).
 		Scan(&p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version, &p.Sold, &p.Sales)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Product{}, fmt.Errorf("product %q: %w", id, ErrNotFound)
+		return inventory.Product{}, fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
 	}
 	if err != nil {
-		return Product{}, dbErr("read product", err)
+		return inventory.Product{}, dbErr("read product", err)
 	}
 	return p, nil
 }
@@ -146,7 +147,7 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 // Ledger returns the number of sales and the units they sold for id's
 // current round, straight from the ledger.
 func (s *Store) Ledger(ctx context.Context, id string) (count, units int64, err error) {
-	if err := ValidateProductID(id); err != nil {
+	if err := inventory.ValidateProductID(id); err != nil {
 		return 0, 0, err
 	}
 	err = s.reads.QueryRow(ctx, `
@@ -155,7 +156,7 @@ func (s *Store) Ledger(ctx context.Context, id string) (count, units int64, err 
 		WHERE s.product_id = $1
 		GROUP BY s.product_id`, id).Scan(&count, &units)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, fmt.Errorf("product %q: %w", id, ErrNotFound)
+		return 0, 0, fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
 	}
 	if err != nil {
 		return 0, 0, dbErr("read ledger", err)
@@ -163,25 +164,13 @@ func (s *Store) Ledger(ctx context.Context, id string) (count, units int64, err 
 	return count, units, nil
 }
 
-// Round is one round of a product's stock, as the ledger has it.
-type Round struct {
-	ProductID string
-	Round     int
-	// Initial is the stock the round started with.
-	Initial int64
-	// Sold is the sum of the ledger's quantities for the round, Sales its rows.
-	Sold, Sales int64
-	// Current is whether this is the product's current round.
-	Current bool
-}
-
 // Round returns round n of product id from the ledger: ErrNotFound when the
 // product or the round does not exist.
-func (s *Store) Round(ctx context.Context, id string, n int) (Round, error) {
-	if err := ValidateProductID(id); err != nil {
-		return Round{}, err
+func (s *Store) Round(ctx context.Context, id string, n int) (inventory.Round, error) {
+	if err := inventory.ValidateProductID(id); err != nil {
+		return inventory.Round{}, err
 	}
-	r := Round{ProductID: id, Round: n}
+	r := inventory.Round{ProductID: id, Round: n}
 	err := s.reads.QueryRow(ctx, `
 		SELECT r.initial, r.round = s.round, coalesce(t.units, 0), coalesce(t.sales, 0)
 		FROM rounds r JOIN stock s ON s.product_id = r.product_id
@@ -189,32 +178,37 @@ func (s *Store) Round(ctx context.Context, id string, n int) (Round, error) {
 		WHERE r.product_id = $1 AND r.round = $2`, id, n).
 		Scan(&r.Initial, &r.Current, &r.Sold, &r.Sales)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Round{}, fmt.Errorf("product %q round %d: %w", id, n, ErrNotFound)
+		return inventory.Round{}, fmt.Errorf("product %q round %d: %w", id, n, inventory.ErrNotFound)
 	}
 	if err != nil {
-		return Round{}, dbErr("read round", err)
+		return inventory.Round{}, dbErr("read round", err)
 	}
 	return r, nil
 }
 
-// exists returns ErrNotFound when id has no stock row.
-func (s *Store) exists(ctx context.Context, id string) error {
+// Exists returns ErrNotFound when id has no stock row. A product found once
+// is remembered: no statement deletes a product.
+func (s *Store) Exists(ctx context.Context, id string) error {
+	if _, ok := s.known.Load(id); ok {
+		return nil
+	}
 	var one int
 	err := s.pool.QueryRow(ctx, `SELECT 1 FROM stock WHERE product_id = $1`, id).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("product %q: %w", id, ErrNotFound)
+		return fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
 	}
 	if err != nil {
 		return dbErr("find product", err)
 	}
+	s.known.Store(id, struct{}{})
 	return nil
 }
 
-// quantity returns id's stock and round outside any transaction.
-func (s *Store) quantity(ctx context.Context, id string) (q int64, round int, err error) {
+// Quantity returns id's stock and round outside any transaction.
+func (s *Store) Quantity(ctx context.Context, id string) (q int64, round int, err error) {
 	err = s.pool.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1`, id).Scan(&q, &round)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, fmt.Errorf("product %q: %w", id, ErrNotFound)
+		return 0, 0, fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
 	}
 	if err != nil {
 		return 0, 0, dbErr("read quantity", err)
@@ -222,11 +216,11 @@ func (s *Store) quantity(ctx context.Context, id string) (q int64, round int, er
 	return q, round, nil
 }
 
-// fence returns the highest fencing token of counter backend (a
+// Fence returns the highest fencing token of counter backend (a
 // lock.Fence's Backend) that id's stock row was claimed with; 0 when none
 // was, and for an unknown product, whose sale fails later with
 // ErrNotFound.
-func (s *Store) fence(ctx context.Context, backend, id string) (int64, error) {
+func (s *Store) Fence(ctx context.Context, backend, id string) (int64, error) {
 	var f int64
 	err := s.pool.QueryRow(ctx, `SELECT token FROM fences WHERE product_id = $1 AND backend = $2`, id, backend).Scan(&f)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -238,13 +232,13 @@ func (s *Store) fence(ctx context.Context, backend, id string) (int64, error) {
 	return f, nil
 }
 
-// replay looks up the sale recorded under o.IdempotencyKey. It returns the
+// Replay looks up the sale recorded under o.IdempotencyKey. It returns the
 // sale marked Replayed and found=true when it matches o, ErrIdempotencyConflict
 // when the key was used for another product or quantity, and found=false when
 // the key is unused. A replayed sale's Remaining is the stock it left, as
 // its ledger row records (the first answer said so); only a row written
 // before the ledger recorded it falls back to the stock now.
-func (s *Store) replay(ctx context.Context, o Order) (sale Sale, found bool, err error) {
+func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.Sale, found bool, err error) {
 	err = s.pool.QueryRow(ctx, `
 		SELECT l.id, l.product_id, l.quantity, l.round, l.strategy, l.instance,
 		       coalesce(l.fence, 0), l.created_at, coalesce(l.remaining, s.quantity)
@@ -253,38 +247,42 @@ func (s *Store) replay(ctx context.Context, o Order) (sale Sale, found bool, err
 		Scan(&sale.ID, &sale.ProductID, &sale.Quantity, &sale.Round, &sale.Strategy, &sale.Instance,
 			&sale.Fence, &sale.CreatedAt, &sale.Remaining)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Sale{}, false, nil
+		return inventory.Sale{}, false, nil
 	}
 	if err != nil {
-		return Sale{}, false, dbErr("look up idempotency key", err)
+		return inventory.Sale{}, false, dbErr("look up idempotency key", err)
 	}
 	if sale.ProductID != o.ProductID || sale.Quantity != o.Quantity {
-		return Sale{}, true, fmt.Errorf("%w: key %q sold %d of %q, this order is %d of %q",
-			ErrIdempotencyConflict, o.IdempotencyKey, sale.Quantity, sale.ProductID, o.Quantity, o.ProductID)
+		return inventory.Sale{}, true, fmt.Errorf("%w: key %q sold %d of %q, this order is %d of %q",
+			inventory.ErrIdempotencyConflict, o.IdempotencyKey, sale.Quantity, sale.ProductID, o.Quantity, o.ProductID)
 	}
 	sale.Replayed = true
 	return sale, true, nil
 }
 
-// saleTx is one sale's transaction on one product; its methods are the only
+// SaleTx is one sale's transaction on one product; its methods are the only
 // statements a strategy can run inside it.
-type saleTx struct {
+type SaleTx struct {
 	tx pgx.Tx
 	id string
 }
 
+// ProductID is the product the transaction sells.
+func (t *SaleTx) ProductID() string { return t.id }
+
 // decrement is what a strategy's decrement left behind, for the ledger row.
-type decrement struct {
-	remaining int64
-	round     int
-	fence     int64
+type Decrement struct {
+	Remaining int64
+	Round     int
+	// Fence is the fencing token the decrement was made under, 0 if none.
+	Fence int64
 }
 
-// read returns the product's quantity, version and round without locking it.
-func (t *saleTx) read(ctx context.Context) (quantity, version int64, err error) {
+// Read returns the product's quantity, version and round without locking it.
+func (t *SaleTx) Read(ctx context.Context) (quantity, version int64, err error) {
 	err = t.tx.QueryRow(ctx, `SELECT quantity, version FROM stock WHERE product_id = $1`, t.id).Scan(&quantity, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
+		return 0, 0, fmt.Errorf("product %q: %w", t.id, inventory.ErrNotFound)
 	}
 	if err != nil {
 		return 0, 0, dbErr("read stock", err)
@@ -292,13 +290,13 @@ func (t *saleTx) read(ctx context.Context) (quantity, version int64, err error) 
 	return quantity, version, nil
 }
 
-// readForUpdate returns the product's quantity and holds its row lock until
+// ReadForUpdate returns the product's quantity and holds its row lock until
 // the transaction ends.
-func (t *saleTx) readForUpdate(ctx context.Context) (int64, error) {
+func (t *SaleTx) ReadForUpdate(ctx context.Context) (int64, error) {
 	var q int64
 	err := t.tx.QueryRow(ctx, `SELECT quantity FROM stock WHERE product_id = $1 FOR UPDATE`, t.id).Scan(&q)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
+		return 0, fmt.Errorf("product %q: %w", t.id, inventory.ErrNotFound)
 	}
 	if err != nil {
 		return 0, dbErr("lock stock row", err)
@@ -310,79 +308,79 @@ func (t *saleTx) readForUpdate(ctx context.Context) (int64, error) {
 // the ledger's sum whatever the strategy, and bumps version, so an optimistic
 // sale racing a sale of another strategy still sees the change.
 
-// decrementBy takes n units whatever is left: the caller checked beforehand,
+// DecrementBy takes n units whatever is left: the caller checked beforehand,
 // and a stale check shows up as negative stock. Only the unsafe strategies
 // (none, local) write this way.
-func (t *saleTx) decrementBy(ctx context.Context, n int64) (decrement, error) {
-	var d decrement
+func (t *SaleTx) DecrementBy(ctx context.Context, n int64) (Decrement, error) {
+	var d Decrement
 	err := t.tx.QueryRow(ctx, `
 		UPDATE stock SET quantity = quantity - $2, version = version + 1, updated_at = now()
-		WHERE product_id = $1 RETURNING quantity, round`, t.id, n).Scan(&d.remaining, &d.round)
+		WHERE product_id = $1 RETURNING quantity, round`, t.id, n).Scan(&d.Remaining, &d.Round)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return d, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
+		return d, fmt.Errorf("product %q: %w", t.id, inventory.ErrNotFound)
 	}
 	if err != nil {
-		return d, dbErr("decrement stock", err)
+		return d, dbErr("Decrement stock", err)
 	}
 	return d, nil
 }
 
-// decrementIfVersion takes n units only if the version is still v (and, as
+// DecrementIfVersion takes n units only if the version is still v (and, as
 // every safe write, only if n units are left); otherwise it returns
 // errVersionConflict.
-func (t *saleTx) decrementIfVersion(ctx context.Context, n, v int64) (decrement, error) {
-	var d decrement
+func (t *SaleTx) DecrementIfVersion(ctx context.Context, n, v int64) (Decrement, error) {
+	var d Decrement
 	err := t.tx.QueryRow(ctx, `
 		UPDATE stock SET quantity = quantity - $2, version = version + 1, updated_at = now()
-		WHERE product_id = $1 AND version = $3 AND quantity >= $2 RETURNING quantity, round`, t.id, n, v).Scan(&d.remaining, &d.round)
+		WHERE product_id = $1 AND version = $3 AND quantity >= $2 RETURNING quantity, round`, t.id, n, v).Scan(&d.Remaining, &d.Round)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return d, fmt.Errorf("compare-and-set on version %d: %w", v, errVersionConflict)
+		return d, fmt.Errorf("compare-and-set on version %d: %w", v, ErrVersionConflict)
 	}
 	if err != nil {
-		return d, dbErr("decrement stock", err)
+		return d, dbErr("Decrement stock", err)
 	}
 	return d, nil
 }
 
-// decrementIfEnough is the guarded write every safe strategy ends with: it
+// DecrementIfEnough is the guarded write every safe strategy ends with: it
 // takes n units in one conditional statement, returning ErrSoldOut when
 // fewer remain and ErrNotFound for an unknown product.
-func (t *saleTx) decrementIfEnough(ctx context.Context, n int64) (decrement, error) {
-	return t.decrementIfEnoughIn(ctx, n, 0)
+func (t *SaleTx) DecrementIfEnough(ctx context.Context, n int64) (Decrement, error) {
+	return t.DecrementIfEnoughIn(ctx, n, 0)
 }
 
-// decrementIfEnoughIn is decrementIfEnough restricted to round (0: any
+// DecrementIfEnoughIn is DecrementIfEnough restricted to round (0: any
 // round). When the product has moved on to another round it returns
 // errRoundChanged and takes nothing.
-func (t *saleTx) decrementIfEnoughIn(ctx context.Context, n int64, round int) (decrement, error) {
-	var d decrement
+func (t *SaleTx) DecrementIfEnoughIn(ctx context.Context, n int64, round int) (Decrement, error) {
+	var d Decrement
 	err := t.tx.QueryRow(ctx, `
 		UPDATE stock SET quantity = quantity - $2, version = version + 1, updated_at = now()
 		WHERE product_id = $1 AND quantity >= $2 AND ($3 = 0 OR round = $3)
-		RETURNING quantity, round`, t.id, n, round).Scan(&d.remaining, &d.round)
+		RETURNING quantity, round`, t.id, n, round).Scan(&d.Remaining, &d.Round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var q int64
 		var now int
 		err := t.tx.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1`, t.id).Scan(&q, &now)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			return d, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
+			return d, fmt.Errorf("product %q: %w", t.id, inventory.ErrNotFound)
 		case err != nil:
 			return d, dbErr("read stock", err)
 		case round != 0 && now != round:
-			return d, fmt.Errorf("%q is in round %d, not %d: %w", t.id, now, round, errRoundChanged)
+			return d, fmt.Errorf("%q is in round %d, not %d: %w", t.id, now, round, ErrRoundChanged)
 		}
-		return d, fmt.Errorf("%d of %q wanted, %d left: %w", n, t.id, q, ErrSoldOut)
+		return d, fmt.Errorf("%d of %q wanted, %d left: %w", n, t.id, q, inventory.ErrSoldOut)
 	}
 	if err != nil {
-		return d, dbErr("decrement stock", err)
+		return d, dbErr("Decrement stock", err)
 	}
 	return d, nil
 }
 
 // errRoundChanged: a restock started a new round between a sale's
 // reservation and its write.
-var errRoundChanged = errors.New("restocked meanwhile")
+var ErrRoundChanged = errors.New("restocked meanwhile")
 
 // Fences are kept per product and per fencing counter (lock.Fence's
 // Backend), one row each in fences. Each lock backend counts its tokens on
@@ -401,7 +399,7 @@ var errRoundChanged = errors.New("restocked meanwhile")
 func (s *Store) FenceFloor(backend string) func(ctx context.Context, key string) (int64, error) {
 	return func(ctx context.Context, key string) (int64, error) {
 		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
-		return s.fence(ctx, backend, id)
+		return s.Fence(ctx, backend, id)
 	}
 }
 
@@ -421,7 +419,7 @@ const claimSQL = `WITH claimed AS (
 )
 SELECT quantity, round FROM claimed WHERE EXISTS (SELECT FROM fenced)`
 
-// claimFence makes this transaction the product's writer under fencing
+// ClaimFence makes this transaction the product's writer under fencing
 // token f (of counter f.Backend) and returns the quantity left and the
 // round. It takes the stock row's lock first (claimSQL), so it waits for
 // any transaction still holding it (a stale holder paused between its
@@ -436,8 +434,8 @@ SELECT quantity, round FROM claimed WHERE EXISTS (SELECT FROM fenced)`
 //
 // The comparison is strict because each hold claims once: after Redis loses
 // its data mid-sale, the next token is minted above the highest committed
-// fence and can equal the in-flight holder's; "<" lets only one of them on.
-func (t *saleTx) claimFence(ctx context.Context, f lock.Fence) (quantity int64, round int, err error) {
+// Fence and can equal the in-flight holder's; "<" lets only one of them on.
+func (t *SaleTx) ClaimFence(ctx context.Context, f lock.Fence) (quantity int64, round int, err error) {
 	if f.Backend == "" {
 		return 0, 0, fmt.Errorf("claim %q with fencing token %d: the token names no counter (lock.Fence.Backend)", t.id, f.Token)
 	}
@@ -450,13 +448,13 @@ func (t *saleTx) claimFence(ctx context.Context, f lock.Fence) (quantity int64, 
 			LEFT JOIN fences f ON f.product_id = s.product_id AND f.backend = $2
 			WHERE s.product_id = $1`, t.id, f.Backend).Scan(&newest)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, 0, fmt.Errorf("product %q: %w", t.id, ErrNotFound)
+			return 0, 0, fmt.Errorf("product %q: %w", t.id, inventory.ErrNotFound)
 		}
 		if err != nil {
 			return 0, 0, dbErr("read fence", err)
 		}
 		return 0, 0, fmt.Errorf("%w: %w: fencing token %d is not newer than %d, the last claim on %q",
-			ErrLockBreach, ErrLockLost, f.Token, newest, t.id)
+			inventory.ErrLockBreach, inventory.ErrLockLost, f.Token, newest, t.id)
 	}
 	if err != nil {
 		return 0, 0, dbErr("claim fence", err)
@@ -464,7 +462,7 @@ func (t *saleTx) claimFence(ctx context.Context, f lock.Fence) (quantity int64, 
 	return q, round, nil
 }
 
-// record runs one sale's transaction: body checks and decrements, then record
+// Record runs one sale's transaction: body checks and decrements, then record
 // writes the ledger row, under a key unique to this sale, and commits.
 //
 // When another sale already committed o.IdempotencyKey, this transaction is
@@ -473,80 +471,144 @@ func (t *saleTx) claimFence(ctx context.Context, f lock.Fence) (quantity int64, 
 // record finds the outcome in the ledger by the sale's key (see resolve);
 // only when it cannot does it return an error wrapping ErrOutcomeUnknown.
 // Every other error means nothing was committed.
-func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
-	body func(ctx context.Context, t *saleTx) (decrement, error)) (sale Sale, err error) {
+func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instance string,
+	body func(ctx context.Context, t *SaleTx) (Decrement, error)) (sale inventory.Sale, err error) {
 	ctx, span := tracing.Span(ctx, "postgres.transaction")
 	defer func() { tracing.End(span, err) }()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.begin})
 	if err != nil {
-		return Sale{}, dbErr("begin", err)
+		return inventory.Sale{}, dbErr("begin", err)
 	}
 	defer rollback(ctx, tx)
 
-	d, err := body(ctx, &saleTx{tx: tx, id: o.ProductID})
+	d, err := body(ctx, &SaleTx{tx: tx, id: o.ProductID})
 	if err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
-	sale = Sale{
+	sale = inventory.Sale{
 		ProductID: o.ProductID,
 		Quantity:  o.Quantity,
-		Remaining: d.remaining,
-		Round:     d.round,
+		Remaining: d.Remaining,
+		Round:     d.Round,
 		Strategy:  strategy,
 		Instance:  instance,
-		Fence:     d.fence,
+		Fence:     d.Fence,
 	}
-	var key, fence any
+	var key *string
 	if o.IdempotencyKey != "" {
-		key = o.IdempotencyKey
-	}
-	if d.fence != 0 {
-		fence = d.fence
+		key = &o.IdempotencyKey
 	}
 	saleKey := uuid.NewString()
-	// The ledger row and its round's totals in one statement (see
-	// migrations/00009_round_totals.sql); the stock row, locked by the
-	// decrement before, is always taken first.
-	err = tx.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, fence, sale_key, remaining)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, created_at
-		), tot AS (
-			INSERT INTO round_totals AS t (product_id, round, units, sales) VALUES ($1, $2, $3, 1)
-			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + 1
-		)
-		SELECT id, created_at FROM ins`,
-		o.ProductID, d.round, o.Quantity, strategy, instance, key, fence, saleKey, d.remaining).Scan(&sale.ID, &sale.CreatedAt)
-	if isUniqueViolation(err, uniqueKeyConstraint) {
-		// A concurrent sale with the same key won; Postgres reports the
-		// violation only once that sale has committed, so it can be read.
+	written, err := writeLedger(ctx, tx, o.ProductID, d.Round, strategy, instance, d.Fence,
+		[]ledgerRow{{quantity: o.Quantity, remaining: d.Remaining, key: key, saleKey: saleKey}})
+	if err != nil {
+		return inventory.Sale{}, err
+	}
+	w, ok := written[saleKey]
+	if !ok {
+		// A concurrent sale with the same key won; Postgres skips the row
+		// only once that sale has committed, so it can be read.
 		rollback(ctx, tx)
-		winner, found, err := s.replay(ctx, o)
+		winner, found, err := s.Replay(ctx, o)
 		if err == nil && !found {
 			err = fmt.Errorf("idempotency key %q: taken but its sale cannot be read", o.IdempotencyKey)
 		}
 		return winner, err
 	}
-	if err != nil {
-		return Sale{}, dbErr("insert sale", err)
-	}
+	sale.ID, sale.CreatedAt = w.id, w.createdAt
 	// A cancelled context (a buyer gone, a lock lost) still stops the sale
 	// here; from here on the commit is detached from it.
 	if ctx.Err() != nil {
-		return Sale{}, fmt.Errorf("before commit: %w", interrupted(ctx))
+		return inventory.Sale{}, fmt.Errorf("before commit: %w", interrupted(ctx))
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
-	defer cancel()
-	_, commit := tracing.Span(ctx, "postgres.commit")
-	err = tx.Commit(cctx)
-	tracing.End(commit, err)
-	if err != nil {
-		if cerr := commitErr(err); !errors.Is(cerr, ErrOutcomeUnknown) {
-			return Sale{}, cerr
-		}
-		return s.resolve(ctx, sale, saleKey, err)
+	if err := s.commit(ctx, tx, o.ProductID, saleKey); err != nil {
+		return inventory.Sale{}, err
 	}
 	return sale, nil
+}
+
+// ledgerRow is one sale for writeLedger to record.
+type ledgerRow struct {
+	quantity  int64
+	remaining int64   // the stock the sale left
+	key       *string // its Idempotency-Key; nil for none
+	saleKey   string  // unique to this sale, to find it after a lost COMMIT reply
+}
+
+// written is what the ledger gave a row it recorded.
+type written struct {
+	id        int64
+	createdAt time.Time
+}
+
+// writeLedger is the one writer of the ledger: it records rows, sales of
+// product id in round round by strategy on instance under fencing token
+// Fence (0: none), and adds them to the round's totals (see
+// migrations/00009_round_totals.sql), in one statement, after the
+// caller's decrement has taken the stock row's lock (so the stock row is
+// always locked first, round_totals second). A row whose Idempotency-Key a
+// committed sale has is skipped (Postgres first waits for a transaction
+// still holding the key to end); the answer holds the rows written, by
+// sale key. Rows go in key order, so two writers with keys in common wait
+// for each other in one order and cannot deadlock.
+func writeLedger(ctx context.Context, tx pgx.Tx, id string, round int, strategy, instance string, fence int64,
+	rows []ledgerRow) (map[string]written, error) {
+	quantities, remainders := make([]int64, len(rows)), make([]int64, len(rows))
+	keys, saleKeys := make([]*string, len(rows)), make([]string, len(rows))
+	for i, r := range rows {
+		quantities[i], remainders[i], keys[i], saleKeys[i] = r.quantity, r.remaining, r.key, r.saleKey
+	}
+	res, err := tx.Query(ctx, `
+		WITH ins AS (
+			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence, remaining)
+			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0), t.r
+			FROM unnest($5::bigint[], $6::text[], $7::text[], $9::bigint[]) WITH ORDINALITY AS t(q, k, sk, r, n)
+			ORDER BY t.k NULLS LAST, t.n
+			ON CONFLICT (idempotency_key) DO NOTHING
+			RETURNING id, sale_key, quantity, created_at
+		), tot AS (
+			INSERT INTO round_totals AS t (product_id, round, units, sales)
+			SELECT $1, $2, sum(quantity), count(*) FROM ins HAVING count(*) > 0
+			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
+		)
+		SELECT id, sale_key, created_at FROM ins`,
+		id, round, strategy, instance, quantities, keys, saleKeys, fence, remainders)
+	if err != nil {
+		return nil, dbErr("write sales", err)
+	}
+	out := make(map[string]written, len(rows))
+	for res.Next() {
+		var sk string
+		var w written
+		if err := res.Scan(&w.id, &sk, &w.createdAt); err != nil {
+			res.Close()
+			return nil, dbErr("write sales", err)
+		}
+		out[sk] = w
+	}
+	if err := res.Err(); err != nil {
+		return nil, dbErr("write sales", err)
+	}
+	return out, nil
+}
+
+// commit commits tx, a sale's or a batch's, whose ledger rows include
+// saleKey's. A COMMIT whose reply was lost is resolved from the ledger
+// (see resolve): nil when it committed after all.
+func (s *Store) commit(ctx context.Context, tx pgx.Tx, id, saleKey string) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.CommitTimeout)
+	defer cancel()
+	_, span := tracing.Span(ctx, "postgres.commit")
+	err := tx.Commit(cctx)
+	tracing.End(span, err)
+	if err == nil {
+		return nil
+	}
+	if cerr := commitErr(err); !errors.Is(cerr, inventory.ErrOutcomeUnknown) {
+		return cerr
+	}
+	_, err = s.resolve(ctx, inventory.Sale{ProductID: id}, saleKey, err)
+	return err
 }
 
 // resolve finds out from the ledger whether a sale whose COMMIT reply was
@@ -559,12 +621,12 @@ func (s *Store) record(ctx context.Context, o Order, strategy, instance string,
 // lock, which the sale's transaction took with its decrement and holds until
 // it ends: committed, rolled back, or ended by Postgres after
 // Limits.IdleTimeout when its COMMIT never arrived.
-func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, cause error) (Sale, error) {
+func (s *Store) resolve(ctx context.Context, sale inventory.Sale, saleKey string, cause error) (inventory.Sale, error) {
 	err := s.committed(ctx, "commit", cause, func(ctx context.Context, begin string) (bool, error) {
 		return s.lookup(ctx, begin, saleKey, &sale)
 	})
 	if err != nil {
-		return Sale{}, err
+		return inventory.Sale{}, err
 	}
 	return sale, nil
 }
@@ -576,7 +638,7 @@ func (s *Store) resolve(ctx context.Context, sale Sale, saleKey string, cause er
 // past Limits.IdleTimeout: by then Postgres has ended it, whatever became
 // of it). nil when it did; an ErrUnavailable error when it certainly did
 // not; an error wrapping ErrOutcomeUnknown only when Postgres could not be
-// read in time (restarting, say), retrying meanwhile.
+// Read in time (restarting, say), retrying meanwhile.
 func (s *Store) committed(ctx context.Context, op string, cause error, lookup func(ctx context.Context, begin string) (bool, error)) error {
 	wait := s.limits.IdleTimeout + resolveMargin
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+s.limits.CommitTimeout)
@@ -588,10 +650,16 @@ func (s *Store) committed(ctx context.Context, op string, cause error, lookup fu
 		case err == nil && found:
 			return nil
 		case err == nil:
-			return fmt.Errorf("%s: %w: the reply was lost (%v) and the database shows it did not commit", op, ErrUnavailable, cause)
+			return fmt.Errorf("%s: %w: the reply was lost (%v) and the database shows it did not commit", op, inventory.ErrUnavailable, cause)
 		}
-		if !errors.Is(err, ErrUnavailable) || pause(rctx, backoff(attempt, 50*time.Millisecond, time.Second)) != nil {
-			return fmt.Errorf("%s: %w: %w: the reply was lost (%v) and the database cannot tell: %w", op, ErrUnavailable, ErrOutcomeUnknown, cause, err)
+		unknown := fmt.Errorf("%s: %w: %w: the reply was lost (%v) and the database cannot tell: %w", op, inventory.ErrUnavailable, inventory.ErrOutcomeUnknown, cause, err)
+		if !errors.Is(err, inventory.ErrUnavailable) {
+			return unknown
+		}
+		select {
+		case <-rctx.Done():
+			return unknown
+		case <-time.After(retryWait(attempt)):
 		}
 	}
 }
@@ -599,7 +667,7 @@ func (s *Store) committed(ctx context.Context, op string, cause error, lookup fu
 // lookup reads the sale recorded under saleKey into sale once the product's
 // row lock is free (see resolve), with Remaining the stock the sale left
 // (recorded with it; the stock now for a row without it).
-func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *Sale) (found bool, err error) {
+func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *inventory.Sale) (found bool, err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	if err != nil {
 		return false, dbErr("begin lookup", err)
@@ -646,7 +714,7 @@ func commitErr(err error) error {
 	if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
 		return dbErr("commit", err)
 	}
-	return fmt.Errorf("commit: %w: %w: reply lost: %w", ErrUnavailable, ErrOutcomeUnknown, err)
+	return fmt.Errorf("commit: %w: %w: reply lost: %w", inventory.ErrUnavailable, inventory.ErrOutcomeUnknown, err)
 }
 
 // isUniqueViolation reports whether err is Postgres refusing a duplicate in
@@ -666,9 +734,9 @@ func dbErr(op string, err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "55P03": // lock_not_available: Limits.LockTimeout passed
-			return fmt.Errorf("postgres: %s: %w: %w", op, ErrLockTimeout, err)
+			return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrLockTimeout, err)
 		case "25P03": // the session ended by Limits.IdleTimeout
-			return fmt.Errorf("postgres: %s: %w: %w", op, ErrUnavailable, err)
+			return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrUnavailable, err)
 		}
 		switch pgErr.Code[:2] {
 		case "08", "53", "57", "40":
@@ -676,7 +744,7 @@ func dbErr(op string, err error) error {
 			// intervention (e.g. 57P01 admin shutdown), transaction
 			// rolled back (40001 serialization failure, 40P01 deadlock):
 			// nothing was done, and trying again may work.
-			return fmt.Errorf("postgres: %s: %w: %w", op, ErrUnavailable, err)
+			return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrUnavailable, err)
 		}
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
@@ -684,13 +752,13 @@ func dbErr(op string, err error) error {
 		// The caller gave up; that says nothing about Postgres.
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
-	return fmt.Errorf("postgres: %s: %w: %w", op, ErrUnavailable, err)
+	return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrUnavailable, err)
 }
 
 // redisErr translates a Redis client error: every failure to get an answer
 // from Redis wraps ErrUnavailable.
 func redisErr(op string, err error) error {
-	return fmt.Errorf("redis: %s: %w: %w", op, ErrUnavailable, err)
+	return fmt.Errorf("redis: %s: %w: %w", op, inventory.ErrUnavailable, err)
 }
 
 // interrupted is ctx's error together with its cause, when the cause (e.g. a
@@ -703,72 +771,12 @@ func interrupted(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", err, cause)
 }
 
-// recordMark records that holder marks product id sold out for ttl, if its
-// stock row shows nothing left; it reports whether it did. The row is read
-// FOR SHARE, so a restock's UPDATE either waits for this record to commit
-// (and its wait sees it) or commits first (and nothing is recorded). A
-// mark of the same round never shortens the record: two marks of one holder
-// in flight at once may reach memory in either order, and the record must
-// outlast whichever did (else a restock could stop waiting for a mark
-// still answering).
-func (s *Store) recordMark(ctx context.Context, holder, id string, ttl time.Duration) (bool, error) {
-	var round int
-	err := s.pool.QueryRow(ctx, `
-		WITH s AS (SELECT product_id, round FROM stock WHERE product_id = $2 AND quantity < 1 FOR SHARE)
-		INSERT INTO soldout_marks (holder, product_id, round, expires_at)
-		SELECT $1, product_id, round, clock_timestamp() + $3 * interval '1 microsecond' FROM s
-		ON CONFLICT (product_id, holder) DO UPDATE SET round = EXCLUDED.round,
-			expires_at = CASE WHEN soldout_marks.round = EXCLUDED.round
-				THEN greatest(soldout_marks.expires_at, EXCLUDED.expires_at) ELSE EXCLUDED.expires_at END
-		RETURNING round`, holder, id, ttl.Microseconds()).Scan(&round)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, dbErr("record sold-out mark", err)
-	}
-	return true, nil
+// retryWait is the wait before the attempt'th retry of a lookup that found
+// Postgres unavailable: 50 ms, doubling, at most a second.
+func retryWait(attempt int) time.Duration {
+	return min(50*time.Millisecond<<min(attempt, 5), time.Second)
 }
 
-// dropMarks deletes holder's sold-out marks: of product id, or all of them
-// when id is "".
-func (s *Store) dropMarks(ctx context.Context, holder, id string) error {
-	return s.dropMarksBefore(ctx, holder, id, math.MaxInt32)
-}
-
-// dropMarksBefore deletes holder's sold-out marks of product id (all
-// products when id is "") recorded for a round before round. A restock
-// drops only the older rounds' marks: a mark of the new round recorded
-// while the restock is being forgotten (its buyer began after, and the new
-// round sold out already) is true, and deleting its record would leave it
-// answering in memory with nothing for the next restock to wait on.
-func (s *Store) dropMarksBefore(ctx context.Context, holder, id string, round int) error {
-	return dropMarksBefore(ctx, s.pool, holder, id, round)
-}
-
-// execer runs a statement: a pool or a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// dropMarksBefore is Store.dropMarksBefore through db.
-func dropMarksBefore(ctx context.Context, db execer, holder, id string, round int) error {
-	_, err := db.Exec(ctx, `DELETE FROM soldout_marks WHERE holder = $1 AND ($2 = '' OR product_id = $2) AND round < $3`, holder, id, round)
-	if err != nil {
-		return dbErr("drop sold-out marks", err)
-	}
-	return nil
-}
-
-// markedBefore counts the sold-out marks of product id, recorded by any
-// replica for a round before round, that have not run out.
-func markedBefore(ctx context.Context, q querier, id string, round int) (int, error) {
-	var n int
-	err := q.QueryRow(ctx, `
-		SELECT count(*) FROM soldout_marks
-		WHERE product_id = $1 AND round < $2 AND expires_at > clock_timestamp()`, id, round).Scan(&n)
-	if err != nil {
-		return 0, dbErr("read sold-out marks", err)
-	}
-	return n, nil
-}
+// Pool is the pool the store writes through, for a lock backend that keeps
+// its locks in the same Postgres (pglock).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
