@@ -20,7 +20,7 @@ import (
 // replica's pool and Postgres, for every safe strategy. The sale is in the
 // ledger, so Sell must say so: it finds the outcome in the ledger and
 // returns the sale, with a nil error, instead of a 5xx that a buyer would
-// Read as "not sold" (or an unknown outcome, which is only for when the
+// read as "not sold" (or an unknown outcome, which is only for when the
 // ledger cannot be read). With an Idempotency-Key, a retry returns the same
 // sale as a replay and sells nothing more. Throughout, a Sell returns a sale
 // exactly when its ledger row exists.

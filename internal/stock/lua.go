@@ -197,7 +197,7 @@ func (s *lua) reserve(ctx context.Context, o inventory.Order, res string) (redis
 // one, or has the units after all. A counter only ever counts more than
 // Postgres has (reservations in flight aside, which the caller counted), so
 // a lower one was loaded from an older round or an old read (a seed that
-// Read Postgres before a restock and ran after it, a restock whose DEL
+// read Postgres before a restock and ran after it, a restock whose DEL
 // failed, a Redis failover or restore bringing back an older counter):
 // answering "sold out" from it would be untrue for as long as it lives.
 // When it is not stale, Postgres too has fewer than o's units now, so the

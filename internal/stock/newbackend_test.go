@@ -15,7 +15,7 @@ import (
 // opened by its descriptor alone, sells through the one fenced sale: its
 // leases' fences are claimed in a fences row of its own counter, which
 // appears without a migration, and a holder whose token is not above that
-// Fence (a second memlock server, a counter started again from 1) is
+// fence (a second memlock server, a counter started again from 1) is
 // refused as a breach, without a sale.
 func TestANewBackendSellsThroughTheGenericFencedSale(t *testing.T) {
 	e := newEnv(t)
