@@ -1,0 +1,36 @@
+// Package etcdserve starts the throw-away etcd that etcdlock's tests and
+// the local fleet run on (etcdlock.Descriptor.Server): one member on free
+// loopback ports, as internal/localstack starts it. It imports none of
+// etcdlock, whose own tests reach it through internal/testenv.
+package etcdserve
+
+import (
+	"context"
+
+	"inventory/internal/localstack"
+	"inventory/internal/lock/backend"
+)
+
+// Server is etcdlock's: one etcd member, whose client endpoint is the
+// setting. Test binaries share it: each test locks under keys of its own.
+// etcd always flushes its writes, so ServerOptions.Durable changes
+// nothing; nor does FakeClock (etcd's leases run on its monotonic clock).
+var Server = backend.Server{Start: start, Needs: []string{"etcd"}, Shared: true}
+
+func start(ctx context.Context, _ backend.ServerOptions) (backend.Servers, error) {
+	e, err := localstack.StartEtcd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return servers{e}, nil
+}
+
+type servers struct{ etcd *localstack.Etcd }
+
+func (s servers) Setting() string { return s.etcd.Endpoint }
+
+func (s servers) Logs() map[string]func() string {
+	return map[string]func() string{"etcd.log": s.etcd.Logs}
+}
+
+func (s servers) Stop() error { return s.etcd.Stop() }
