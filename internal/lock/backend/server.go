@@ -47,3 +47,31 @@ type Servers interface {
 	// Stop ends them and removes their files.
 	Stop() error
 }
+
+// Process is one running server as OneServer takes it: what
+// internal/localstack's Etcd, ZooKeeper, Redis, … have.
+type Process interface {
+	// Logs is the tail of its output.
+	Logs() string
+	// Stop ends it and removes its files.
+	Stop() error
+}
+
+// OneServer is the Servers of one server process p: setting is the value
+// that points at it, logFile the name of its output's file.
+func OneServer(setting, logFile string, p Process) Servers {
+	return oneServer{setting: setting, logFile: logFile, p: p}
+}
+
+type oneServer struct {
+	setting, logFile string
+	p                Process
+}
+
+func (s oneServer) Setting() string { return s.setting }
+
+func (s oneServer) Logs() map[string]func() string {
+	return map[string]func() string{s.logFile: s.p.Logs}
+}
+
+func (s oneServer) Stop() error { return s.p.Stop() }

@@ -14,7 +14,8 @@ import (
 // Server is etcdlock's: one etcd member, whose client endpoint is the
 // setting. Test binaries share it: each test locks under keys of its own.
 // etcd always flushes its writes, so ServerOptions.Durable changes
-// nothing; nor does FakeClock (etcd's leases run on its monotonic clock).
+// nothing; nor does FakeClock (etcd is a Go program, whose clock
+// libfaketime cannot move).
 var Server = backend.Server{Start: start, Needs: []string{"etcd"}, Shared: true}
 
 func start(ctx context.Context, _ backend.ServerOptions) (backend.Servers, error) {
@@ -22,15 +23,5 @@ func start(ctx context.Context, _ backend.ServerOptions) (backend.Servers, error
 	if err != nil {
 		return nil, err
 	}
-	return servers{e}, nil
+	return backend.OneServer(e.Endpoint, "etcd.log", e), nil
 }
-
-type servers struct{ etcd *localstack.Etcd }
-
-func (s servers) Setting() string { return s.etcd.Endpoint }
-
-func (s servers) Logs() map[string]func() string {
-	return map[string]func() string{"etcd.log": s.etcd.Logs}
-}
-
-func (s servers) Stop() error { return s.etcd.Stop() }

@@ -13,8 +13,8 @@ import (
 
 // Server is zklock's: one standalone ZooKeeper, whose address is the
 // setting, flushing its transaction log only when ServerOptions.Durable
-// says so. Test binaries share it: each test keeps its znodes apart (a
-// root or key of its own).
+// says so (FakeClock changes nothing). Test binaries share it: each test
+// keeps its znodes apart (a root or key of its own).
 var Server = backend.Server{Start: start, Needs: []string{"java"}, Shared: true}
 
 func start(ctx context.Context, o backend.ServerOptions) (backend.Servers, error) {
@@ -22,15 +22,5 @@ func start(ctx context.Context, o backend.ServerOptions) (backend.Servers, error
 	if err != nil {
 		return nil, err
 	}
-	return servers{z}, nil
+	return backend.OneServer(z.Addr, "zookeeper.log", z), nil
 }
-
-type servers struct{ zk *localstack.ZooKeeper }
-
-func (s servers) Setting() string { return s.zk.Addr }
-
-func (s servers) Logs() map[string]func() string {
-	return map[string]func() string{"zookeeper.log": s.zk.Logs}
-}
-
-func (s servers) Stop() error { return s.zk.Stop() }
