@@ -29,6 +29,7 @@ import (
 
 	"inventory/internal/client"
 	"inventory/internal/localstack"
+	"inventory/internal/localstack/netproxy"
 	"inventory/internal/lock/backend"
 	"inventory/internal/lock/backends"
 	"inventory/nginx"
@@ -68,7 +69,7 @@ type Options struct {
 	// Default false. The replicas' own read budget (INVENTORY_READ_RATE,
 	// on by default) is set through Env.
 	NoLimits bool
-	// NetLinks puts a proxy (localstack.NetProxy) between each replica and
+	// NetLinks puts a proxy (netproxy.Proxy) between each replica and
 	// Postgres and Redis, for the network faults (Replica.PostgresLink,
 	// Replica.RedisLink). Default false: replicas dial the servers directly.
 	NetLinks bool
@@ -169,8 +170,8 @@ type Fleet struct {
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
-	links    []*localstack.NetProxy // every replica's links, stopped with the fleet
-	tmpDir   string                 // holds the built binary; "" when Options.Binary was given
+	links    []*netproxy.Proxy // every replica's links, stopped with the fleet
+	tmpDir   string            // holds the built binary; "" when Options.Binary was given
 	stopOnce sync.Once
 
 	logDir      string         // Options.LogDir
@@ -191,7 +192,7 @@ type Replica struct {
 	// PostgresLink and RedisLink are the replica's own links to Postgres
 	// and Redis when Options.NetLinks is set (else nil): add latency to
 	// them, or cut them, to fault this replica's network alone.
-	PostgresLink, RedisLink *localstack.NetProxy
+	PostgresLink, RedisLink *netproxy.Proxy
 
 	bin  string            // the binary, to start it again after a kill
 	env  map[string]string // its INVENTORY_* settings
@@ -585,14 +586,14 @@ func (f *Fleet) newReplica(instance, bin string, extra map[string]string, netLin
 	pgURL, redisURL := f.PostgresURL, f.RedisURL
 	if netLinks && f.Postgres != nil { // under Patroni, a link would go to one member
 		pgAddr := fmt.Sprintf("127.0.0.1:%d", f.Postgres.Port)
-		if r.PostgresLink, err = localstack.StartNetProxy(instance+"-postgres", pgAddr); err != nil {
+		if r.PostgresLink, err = netproxy.Start(instance+"-postgres", pgAddr); err != nil {
 			return nil, err
 		}
 		f.links = append(f.links, r.PostgresLink)
 		pgURL = strings.Replace(pgURL, pgAddr, r.PostgresLink.Addr, 1)
 	}
 	if netLinks && f.Sentinel == nil { // through a Sentinel, a link would be bypassed
-		if r.RedisLink, err = localstack.StartNetProxy(instance+"-redis", f.Redis.Addr); err != nil {
+		if r.RedisLink, err = netproxy.Start(instance+"-redis", f.Redis.Addr); err != nil {
 			return nil, err
 		}
 		f.links = append(f.links, r.RedisLink)
