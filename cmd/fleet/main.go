@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	clientBurst := fs.Int("limit-client-burst", nginx.DefaultLimits.ClientBurst, "nginx: requests over -limit-client-rate let through at once")
 	productSales := fs.Int("limit-product-sales", nginx.DefaultLimits.ProductSales, "nginx: sales of one product in flight on POST /products/{id}/sale, 429 beyond (0: off)")
 	redisCluster := fs.Bool("redis-cluster", false, "run the Redis strategies and the sold-out announcements on a Redis Cluster (3 masters, a replica each: INVENTORY_REDIS_CLUSTER)")
-	postgresHA := fs.Bool("postgres-ha", false, "run Postgres as a primary and a synchronous standby under Patroni (DCS: the fleet's etcd); the replicas follow a failover by themselves")
+	postgresHA := fs.Bool("postgres-ha", false, "run Postgres as a primary and a synchronous standby under Patroni (DCS: an etcd of its own); the replicas follow a failover by themselves")
 	postgresAsync := fs.Bool("postgres-async", false, "like --postgres-ha, the standby asynchronous: faster commits, and a failover loses the last ones acknowledged")
 	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
 	statePath := fs.String("state", fleet.StatePath(), "`file` that says where the running fleet is (URL, admin token, Postgres and Redis URLs), for the load tester; removed when the fleet stops")

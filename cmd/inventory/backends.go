@@ -12,26 +12,13 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/backend"
-	"inventory/internal/lock/etcdlock"
-	"inventory/internal/lock/pglock"
-	"inventory/internal/lock/redislock"
-	"inventory/internal/lock/redlock"
-	"inventory/internal/lock/zklock"
+	"inventory/internal/lock/backends"
 	"inventory/internal/postgres"
 )
 
-// lockBackends is the one list of lock backends, the only place that
-// names them: each is a package that describes itself
-// (backend.Descriptor), and the service configures and opens it by its
-// descriptor and nothing else. Adding one = its package + one line here
-// (docs/adding-a-backend.md).
-var lockBackends = []backend.Descriptor{
-	redislock.Descriptor,
-	pglock.Descriptor,
-	redlock.Descriptor,
-	etcdlock.Descriptor,
-	zklock.Descriptor,
-}
+// lockBackends are the lock backends the service configures and opens:
+// the one list of them (backends.All), the only place that names them.
+var lockBackends = backends.All()
 
 // openLockers opens every backend of list that needs no setting or whose
 // setting cfg has, all with the configured TTL and wait and obs for

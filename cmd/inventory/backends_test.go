@@ -19,9 +19,9 @@ import (
 
 // TestOneListOfLockBackends: the list names each backend once, no two
 // backends share a fencing counter (their tokens would be compared), a
-// backend with a setting checks it, and every lock strategy takes its
-// lock from a backend of the list whose setting is the one the strategy
-// says it needs.
+// backend with a setting checks it and says how to start throw-away
+// servers for it, and every lock strategy takes its lock from a backend
+// of the list whose setting is the one the strategy says it needs.
 func TestOneListOfLockBackends(t *testing.T) {
 	checkBackends(t, lockBackends)
 }
@@ -38,6 +38,12 @@ func checkBackends(t *testing.T, list []backend.Descriptor) {
 		byName[d.Name] = d
 		if d.Setting != "" && d.Check == nil {
 			t.Errorf("backend %s: setting %s has no Check", d.Name, d.Setting)
+		}
+		// Without a Server, neither the tests nor the local fleet could
+		// run a backend with servers of its own; one without a setting
+		// runs on the service's Postgres or Redis, which they start anyway.
+		if (d.Setting != "") != (d.Server != nil) || d.Server != nil && (d.Server.Start == nil || len(d.Server.Needs) == 0) {
+			t.Errorf("backend %s: setting %q, Server %+v; want a Server (Start and Needs) exactly when there is a setting", d.Name, d.Setting, d.Server)
 		}
 		if len(d.Fences) == 0 {
 			t.Errorf("backend %s names no fencing counter", d.Name)

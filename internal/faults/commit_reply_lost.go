@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"inventory/internal/localstack"
+	"inventory/internal/localstack/netproxy"
 )
 
 // CommitReplyLost is commit-reply-lost: on the replicas' links to Postgres
@@ -15,7 +15,7 @@ import (
 // the same Idempotency-Key gets the original sale. The matrix checks that
 // every answer agrees with the ledger.
 type CommitReplyLost struct {
-	links []*localstack.NetProxy
+	links []*netproxy.Proxy
 }
 
 // Name implements Fault.

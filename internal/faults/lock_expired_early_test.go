@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/fleet"
-	"inventory/internal/localstack"
 	"inventory/internal/lock"
+	"inventory/internal/lock/backend"
 	"inventory/internal/lock/etcdlock"
 	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock/redisbreak"
@@ -49,7 +49,7 @@ func etcdLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
 		t.Cleanup(func() { _ = l.Close() })
 		lockers = append(lockers, func(ctx context.Context, name string) (lock.Lease, error) { return l.Lock(ctx, name) })
 	}
-	return &fleet.Fleet{Etcd: &localstack.Etcd{Endpoint: eps[0]}}, lockers
+	return &fleet.Fleet{LockServers: map[string]backend.Servers{etcdlock.Setting: running(eps[0])}}, lockers
 }
 
 func zkLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
@@ -65,8 +65,16 @@ func zkLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
 		t.Cleanup(func() { _ = l.Close() })
 		lockers = append(lockers, func(ctx context.Context, name string) (lock.Lease, error) { return l.Lock(ctx, name) })
 	}
-	return &fleet.Fleet{ZooKeeper: &localstack.ZooKeeper{Addr: servers[0]}}, lockers
+	return &fleet.Fleet{LockServers: map[string]backend.Servers{zklock.Setting: running(servers[0])}}, lockers
 }
+
+// running is servers the tests run, as a fleet's lock backend's
+// (fleet.Fleet.LockServers): its setting's value.
+type running string
+
+func (r running) Setting() string              { return string(r) }
+func (running) Logs() map[string]func() string { return nil }
+func (running) Stop() error                    { return nil }
 
 func pgLockers(t *testing.T) (*fleet.Fleet, []lockFunc) {
 	url := migratedDB(t)
@@ -312,8 +320,10 @@ func TestLockExpiredEarlyNotStruck(t *testing.T) {
 	f := &fleet.Fleet{
 		RedisURL:    testenv.RedisURL(t),
 		PostgresURL: migratedDB(t),
-		Etcd:        &localstack.Etcd{Endpoint: testenv.EtcdEndpoints(t)[0]},
-		ZooKeeper:   &localstack.ZooKeeper{Addr: testenv.ZooKeeperServers(t)[0]},
+		LockServers: map[string]backend.Servers{
+			etcdlock.Setting: running(testenv.EtcdEndpoints(t)[0]),
+			zklock.Setting:   running(testenv.ZooKeeperServers(t)[0]),
+		},
 	}
 	err := next(t, inject(f, "expire-nobody"), "Inject to return")
 	if !errors.Is(err, ErrNotStruck) || errors.Is(err, ErrNotApplicable) {

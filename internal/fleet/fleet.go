@@ -1,8 +1,10 @@
 // Package fleet starts the whole inventory stack on this machine without
-// Docker: a real Postgres and Redis, the lock services of the redlock, etcd
-// and zookeeper strategies, N replicas of the inventory binary, and
-// nginx in front of them using the config in nginx/, all on free loopback
-// ports, and tears every process down again.
+// Docker: a real Postgres and Redis, the servers of every lock backend
+// that has servers of its own (backends.All, each started by its
+// Descriptor: etcd, ZooKeeper, three Redis servers for Redlock), N
+// replicas of the inventory binary, and nginx in front of them using the
+// config in nginx/, all on free loopback ports, and tears every process
+// down again.
 package fleet
 
 import (
@@ -13,10 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +29,9 @@ import (
 
 	"inventory/internal/client"
 	"inventory/internal/localstack"
+	"inventory/internal/localstack/netproxy"
+	"inventory/internal/lock/backend"
+	"inventory/internal/lock/backends"
 	"inventory/nginx"
 )
 
@@ -62,7 +69,7 @@ type Options struct {
 	// Default false. The replicas' own read budget (INVENTORY_READ_RATE,
 	// on by default) is set through Env.
 	NoLimits bool
-	// NetLinks puts a proxy (localstack.NetProxy) between each replica and
+	// NetLinks puts a proxy (netproxy.Proxy) between each replica and
 	// Postgres and Redis, for the network faults (Replica.PostgresLink,
 	// Replica.RedisLink). Default false: replicas dial the servers directly.
 	NetLinks bool
@@ -89,8 +96,8 @@ type Options struct {
 	// fault). Default false: real clocks, nothing preloaded.
 	FakeClock bool
 	// PostgresHA runs Postgres as a primary and a synchronous standby under
-	// Patroni (localstack.StartPatroni; Fleet.Patroni), its DCS the fleet's
-	// etcd, which then runs even with NoLockServices. The replicas connect
+	// Patroni (localstack.StartPatroni; Fleet.Patroni), its DCS an etcd of
+	// its own (Fleet.Etcd), not the etcdlock backend's. The replicas connect
 	// with a URL naming both members (target_session_attrs=read-write) and
 	// follow a failover by themselves; NetLinks then makes no links to
 	// Postgres (a link goes to one server), so Replica.PostgresLink stays
@@ -100,9 +107,9 @@ type Options struct {
 	// asynchronously (synchronous_commit local): faster commits, and a
 	// failover loses the last ones acknowledged. It implies PostgresHA.
 	PostgresAsync bool
-	// NoLockServices leaves out the lock services of the redlock, etcd and
-	// zookeeper strategies (three more Redis servers, etcd, ZooKeeper),
-	// which are then unavailable. Default false: they are started too.
+	// NoLockServices leaves out the servers of the lock backends that have
+	// their own (three more Redis servers, etcd, ZooKeeper), whose
+	// strategies are then unavailable. Default false: they are started too.
 	NoLockServices bool
 	// Progress, if set, is told what Start is doing as each step begins,
 	// and every few seconds how the build is going (the first build takes
@@ -147,17 +154,24 @@ type Fleet struct {
 	// RedisCluster is the cluster the replicas use when
 	// Options.RedisCluster is set; else nil.
 	RedisCluster *localstack.RedisCluster
-	// RedlockServers are the redlock strategy's three independent Redis
-	// servers, Etcd and ZooKeeper the etcd and zookeeper strategies'
-	// servers; nil with Options.NoLockServices.
+	// LockServers are the servers of the lock backends that have servers
+	// of their own, each started by its Descriptor (Server), by the
+	// backend's setting (INVENTORY_ETCD_ENDPOINTS: etcd, …); empty with
+	// Options.NoLockServices. The replicas' settings point at them
+	// (LockSettings).
+	LockServers map[string]backend.Servers
+	// RedlockServers are the Redis servers among them (redlock's three,
+	// the first under libfaketime with Options.FakeClock), for the faults
+	// that restart a Redis or move its clock; nil with
+	// Options.NoLockServices.
 	RedlockServers []*localstack.Redis
-	Etcd           *localstack.Etcd
-	ZooKeeper      *localstack.ZooKeeper
+	// Etcd is Patroni's DCS with Options.PostgresHA; else nil.
+	Etcd *localstack.Etcd
 	// Nginx is the load balancer; Nginx.Logs() helps when a request fails.
 	Nginx *localstack.Nginx
 
-	links    []*localstack.NetProxy // every replica's links, stopped with the fleet
-	tmpDir   string                 // holds the built binary; "" when Options.Binary was given
+	links    []*netproxy.Proxy // every replica's links, stopped with the fleet
+	tmpDir   string            // holds the built binary; "" when Options.Binary was given
 	stopOnce sync.Once
 
 	logDir      string         // Options.LogDir
@@ -178,7 +192,7 @@ type Replica struct {
 	// PostgresLink and RedisLink are the replica's own links to Postgres
 	// and Redis when Options.NetLinks is set (else nil): add latency to
 	// them, or cut them, to fault this replica's network alone.
-	PostgresLink, RedisLink *localstack.NetProxy
+	PostgresLink, RedisLink *netproxy.Proxy
 
 	bin  string            // the binary, to start it again after a kill
 	env  map[string]string // its INVENTORY_* settings
@@ -230,14 +244,22 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 
 	// One apt-get for everything missing, before anything slow starts.
-	progress("checking for Postgres, Redis, nginx, etcd and ZooKeeper (apt-get installs what is missing)")
 	servers := []string{"initdb", "postgres", "redis-server", "nginx"}
+	var lockBackends []backend.Descriptor // those with servers of their own
 	if !opts.NoLockServices {
-		servers = append(servers, "etcd", "java")
+		for _, d := range backends.All() {
+			if d.Server != nil {
+				lockBackends = append(lockBackends, d)
+				servers = append(servers, d.Server.Needs...)
+			}
+		}
 	}
 	if opts.PostgresHA {
 		servers = append(servers, "etcd", "patroni")
 	}
+	slices.Sort(servers)
+	servers = slices.Compact(servers)
+	progress("checking for " + strings.Join(servers, ", ") + " (apt-get installs what is missing)")
 	if _, err := localstack.Ensure(ctx, servers...); err != nil {
 		return nil, fmt.Errorf("start fleet: %w", err)
 	}
@@ -254,10 +276,14 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 
 	// The servers start in parallel: initdb is the slow part.
-	if opts.NoLockServices {
+	if len(lockBackends) == 0 {
 		progress("starting Postgres and Redis")
 	} else {
-		progress("starting Postgres, Redis, the three Redlock servers, etcd and ZooKeeper")
+		names := make([]string, len(lockBackends))
+		for i, d := range lockBackends {
+			names[i] = d.Name
+		}
+		progress("starting Postgres, Redis and the servers of the lock backends " + strings.Join(names, ", "))
 	}
 	var pgErr, rdErr, lockErr error
 	var wg sync.WaitGroup
@@ -271,8 +297,11 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	wg.Go(func() {
 		f.Redis, rdErr = localstack.StartRedisWith(ctx, localstack.RedisOptions{FakeClock: opts.FakeClock})
 	})
-	if !opts.NoLockServices {
-		wg.Go(func() { lockErr = f.startLockServices(ctx, opts.FakeClock, !opts.PostgresHA) })
+	if len(lockBackends) > 0 {
+		// Durable: the fleet's servers flush, as in production.
+		wg.Go(func() {
+			lockErr = f.startLockServers(ctx, lockBackends, backend.ServerOptions{Durable: true, FakeClock: opts.FakeClock})
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(pgErr, rdErr, lockErr); err != nil {
@@ -385,16 +414,11 @@ func (f *Fleet) logs() map[string]func() string {
 	if f.Sentinel != nil {
 		m["sentinel.log"] = f.Sentinel.Logs
 	}
-	for i, r := range f.RedlockServers {
-		if r != nil {
-			m[fmt.Sprintf("redlock-%d.log", i+1)] = r.Logs
-		}
+	for _, s := range f.LockServers {
+		maps.Copy(m, s.Logs())
 	}
 	if f.Etcd != nil {
-		m["etcd.log"] = f.Etcd.Logs
-	}
-	if f.ZooKeeper != nil {
-		m["zookeeper.log"] = f.ZooKeeper.Logs
+		m["patroni-etcd.log"] = f.Etcd.Logs
 	}
 	return m
 }
@@ -418,29 +442,39 @@ func (f *Fleet) writeLogs() {
 	}
 }
 
-// startLockServices starts the redlock strategy's three Redis servers
-// (the first under libfaketime with fakeClock), etcd (with etcd; else
-// startPatroni starts it) and ZooKeeper, in parallel.
-func (f *Fleet) startLockServices(ctx context.Context, fakeClock, etcd bool) error {
-	f.RedlockServers = make([]*localstack.Redis, 3)
-	errs := make([]error, len(f.RedlockServers)+2)
+// startLockServers starts the servers of every backend of list (each has
+// a Server) by its Descriptor, side by side, with o, and keeps them
+// (LockServers, and the Redis servers among them in RedlockServers).
+// What did start is kept even when another failed, for Stop.
+func (f *Fleet) startLockServers(ctx context.Context, list []backend.Descriptor, o backend.ServerOptions) error {
+	started := make([]backend.Servers, len(list))
+	errs := make([]error, len(list))
 	var wg sync.WaitGroup
-	for i := range f.RedlockServers {
-		o := localstack.RedisOptions{FakeClock: fakeClock && i == 0}
-		wg.Go(func() { f.RedlockServers[i], errs[i] = localstack.StartRedisWith(ctx, o) })
+	for i, d := range list {
+		wg.Go(func() {
+			if started[i], errs[i] = d.Server.Start(ctx, o); errs[i] != nil {
+				errs[i] = fmt.Errorf("the servers of lock backend %s: %w", d.Name, errs[i])
+			}
+		})
 	}
-	if etcd {
-		wg.Go(func() { f.Etcd, errs[len(errs)-2] = localstack.StartEtcd(ctx) })
-	}
-	wg.Go(func() {
-		f.ZooKeeper, errs[len(errs)-1] = localstack.StartZooKeeper(ctx, localstack.ZooKeeperOptions{})
-	})
 	wg.Wait()
+	f.LockServers = map[string]backend.Servers{}
+	for i, d := range list {
+		if started[i] == nil {
+			continue
+		}
+		f.LockServers[d.Setting] = started[i]
+		// The faults that restart a Redis or move its clock look for Redis
+		// servers, whichever backend's they are.
+		if r, ok := started[i].(interface{ RedisServers() []*localstack.Redis }); ok {
+			f.RedlockServers = append(f.RedlockServers, r.RedisServers()...)
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// startPatroni starts the fleet's etcd, then Postgres under Patroni with
-// etcd as its DCS.
+// startPatroni starts an etcd for Patroni, then Postgres under Patroni
+// with that etcd as its DCS.
 func (f *Fleet) startPatroni(ctx context.Context, async bool) (err error) {
 	if f.Etcd, err = localstack.StartEtcd(ctx); err != nil {
 		return err
@@ -467,28 +501,13 @@ func (f *Fleet) startSentinel(ctx context.Context) (err error) {
 }
 
 // LockSettings are the replicas' settings of the lock backends whose
-// servers the fleet started (INVENTORY_ETCD_ENDPOINTS: …): where those
-// backends keep their locks.
-func (f *Fleet) LockSettings() map[string]string { return f.lockServiceEnv() }
-
-// lockServiceEnv is the replicas' settings for the lock services the
-// fleet started.
-func (f *Fleet) lockServiceEnv() map[string]string {
+// servers the fleet started (INVENTORY_ETCD_ENDPOINTS: …), each the value
+// its servers give (LockServers): where those backends keep their locks.
+// A new map at each call.
+func (f *Fleet) LockSettings() map[string]string {
 	env := map[string]string{}
-	var urls []string
-	for _, r := range f.RedlockServers {
-		if r != nil {
-			urls = append(urls, r.URL)
-		}
-	}
-	if len(urls) > 0 {
-		env["INVENTORY_REDLOCK_URLS"] = strings.Join(urls, ",")
-	}
-	if f.Etcd != nil {
-		env["INVENTORY_ETCD_ENDPOINTS"] = f.Etcd.Endpoint
-	}
-	if f.ZooKeeper != nil {
-		env["INVENTORY_ZOOKEEPER_SERVERS"] = f.ZooKeeper.Addr
+	for setting, s := range f.LockServers {
+		env[setting] = s.Setting()
 	}
 	return env
 }
@@ -567,20 +586,20 @@ func (f *Fleet) newReplica(instance, bin string, extra map[string]string, netLin
 	pgURL, redisURL := f.PostgresURL, f.RedisURL
 	if netLinks && f.Postgres != nil { // under Patroni, a link would go to one member
 		pgAddr := fmt.Sprintf("127.0.0.1:%d", f.Postgres.Port)
-		if r.PostgresLink, err = localstack.StartNetProxy(instance+"-postgres", pgAddr); err != nil {
+		if r.PostgresLink, err = netproxy.Start(instance+"-postgres", pgAddr); err != nil {
 			return nil, err
 		}
 		f.links = append(f.links, r.PostgresLink)
 		pgURL = strings.Replace(pgURL, pgAddr, r.PostgresLink.Addr, 1)
 	}
 	if netLinks && f.Sentinel == nil { // through a Sentinel, a link would be bypassed
-		if r.RedisLink, err = localstack.StartNetProxy(instance+"-redis", f.Redis.Addr); err != nil {
+		if r.RedisLink, err = netproxy.Start(instance+"-redis", f.Redis.Addr); err != nil {
 			return nil, err
 		}
 		f.links = append(f.links, r.RedisLink)
 		redisURL = strings.Replace(redisURL, f.Redis.Addr, r.RedisLink.Addr, 1)
 	}
-	env := f.lockServiceEnv()
+	env := f.LockSettings()
 	env["INVENTORY_POSTGRES_URL"] = pgURL
 	env["INVENTORY_REDIS_URL"] = redisURL
 	if f.Sentinel != nil {
@@ -837,19 +856,14 @@ func (f *Fleet) Stop() error {
 		if f.RedisCluster != nil {
 			_ = f.RedisCluster.Stop()
 		}
-		for _, r := range f.RedlockServers {
-			if r != nil {
-				_ = r.Stop()
-			}
+		for _, s := range f.LockServers {
+			_ = s.Stop()
 		}
 		if f.Patroni != nil { // before its DCS
 			_ = f.Patroni.Stop()
 		}
 		if f.Etcd != nil {
 			_ = f.Etcd.Stop()
-		}
-		if f.ZooKeeper != nil {
-			_ = f.ZooKeeper.Stop()
 		}
 		if f.Postgres != nil {
 			_ = f.Postgres.Stop()

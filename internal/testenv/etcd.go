@@ -5,22 +5,26 @@ import (
 	"testing"
 
 	"inventory/internal/localstack"
+	"inventory/internal/lock/etcdlock/etcdserve"
 )
 
 // EtcdEnv points the tests at an etcd you already run: comma-separated
-// host:port client endpoints.
+// host:port client endpoints (ServerEnv of etcdlock's setting).
 const EtcdEnv = "INVENTORY_TEST_ETCD_ENDPOINTS"
 
-var etcdServer = &server{env: EtcdEnv, what: "etcd", start: startEtcd,
-	hint: "set " + EtcdEnv + " to host:port of one you run, or install etcd-server: apt-get install -y etcd-server"}
+// etcdSetting is etcdlock.Setting, whose tests import this package, which
+// therefore cannot import etcdlock (TestServersByNameAreTheDescriptors
+// holds the two together).
+const etcdSetting = "INVENTORY_ETCD_ENDPOINTS"
 
 // EtcdEndpoints returns the client endpoints of the etcd the tests share:
-// EtcdEnv's when set, else one local etcd process started on first use and
-// stopped when the test binary ends (see Main). Tests sharing it (other
-// test binaries' too: see shared) must use keys of their own.
+// EtcdEnv's when set, else one started by etcdlock's Server on first use
+// and stopped when the test binary ends (see LockServer). Tests sharing
+// it (other test binaries' too: see sharedServers) must use keys of
+// their own.
 func EtcdEndpoints(t testing.TB) []string {
 	t.Helper()
-	return splitList(etcdServer.get(t))
+	return splitList(LockServer(t, etcdSetting, &etcdserve.Server))
 }
 
 // EtcdServer starts a private etcd process for this test, for tests that
@@ -33,12 +37,4 @@ func EtcdServer(t testing.TB) *localstack.Etcd {
 	}
 	t.Cleanup(func() { _ = e.Stop() })
 	return e
-}
-
-func startEtcd(ctx context.Context) (string, func(), error) {
-	e, err := localstack.StartEtcd(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	return e.Endpoint, func() { _ = e.Stop() }, nil
 }

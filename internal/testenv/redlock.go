@@ -2,35 +2,35 @@ package testenv
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/localstack"
+	"inventory/internal/lock/redlock/redlockserve"
 )
 
 // RedlockEnv names comma-separated URLs of at least three independent Redis
 // servers (not replicas of one another) for the Redlock tests, to use
-// instead of throw-away local processes.
+// instead of throw-away local processes (ServerEnv of redlock's setting).
 const RedlockEnv = "INVENTORY_TEST_REDLOCK_URLS"
 
-// RedlockN is how many servers the Redlock tests get by default.
-const RedlockN = 3
+// redlockSetting is redlock.Setting (see etcdSetting).
+const redlockSetting = "INVENTORY_REDLOCK_URLS"
 
-var redlockServers = &server{env: RedlockEnv, what: "Redlock servers", start: startRedlock,
-	hint: fmt.Sprintf("set %s to %d or more redis:// URLs, or install redis-server: apt-get install -y redis-server", RedlockEnv, RedlockN)}
+// RedlockN is how many servers the Redlock tests get by default.
+const RedlockN = redlockserve.N
 
 // RedlockURLs returns the URLs of this test binary's shared Redlock
 // servers: RedlockEnv's when set, else RedlockN throw-away redis-server
-// processes. They are not flushed: a test that needs them empty calls
-// FlushRedlock; others use keys of their own (the stock tests' keys follow
-// their product ids, and a lock left behind expires by its TTL).
+// processes started by redlock's Server (see LockServer). They are not
+// flushed: a test that needs them empty calls FlushRedlock; others use
+// keys of their own (the stock tests' keys follow their product ids, and a
+// lock left behind expires by its TTL).
 func RedlockURLs(t testing.TB) []string {
 	t.Helper()
-	urls := splitList(redlockServers.get(t))
+	urls := splitList(LockServer(t, redlockSetting, &redlockserve.Server))
 	if len(urls) < 3 {
 		t.Fatalf("%s has %d URLs, want at least 3", RedlockEnv, len(urls))
 	}
@@ -78,25 +78,4 @@ func RedlockServers(t testing.TB, n int) []*localstack.Redis {
 		}
 	}
 	return servers
-}
-
-func startRedlock(ctx context.Context) (string, func(), error) {
-	servers := make([]*localstack.Redis, RedlockN)
-	stop := func() {
-		for _, r := range servers {
-			if r != nil {
-				_ = r.Stop()
-			}
-		}
-	}
-	urls := make([]string, RedlockN)
-	for i := range servers {
-		r, err := localstack.StartRedis(ctx)
-		if err != nil {
-			stop()
-			return "", nil, err
-		}
-		servers[i], urls[i] = r, r.URL
-	}
-	return strings.Join(urls, ","), stop, nil
 }

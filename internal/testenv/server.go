@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"inventory/internal/lock/backend"
 )
 
 // server is a kind of server the tests use: the environment variable that
@@ -57,32 +59,43 @@ func splitList(v string) []string {
 	return out
 }
 
-// shared are the servers one `go test ./...` can start once for all its
-// test binaries, which run at the same time (-p): each test isolates
+// sharedServers are the servers one `go test ./...` can start once for all
+// its test binaries, which run at the same time (-p): each test isolates
 // itself on them, so sharing is safe.
 //
 //   - Postgres: PostgresURL creates a database of the test's own, named
 //     after the binary's process id.
-//   - etcd and ZooKeeper: each test locks under a prefix or root of its
-//     own, or names of its own (product ids, random locktest keys); no test
-//     deletes or counts what is not its own.
+//   - the servers of every lock backend of lockBackends whose Server is
+//     Shared (etcd's and ZooKeeper's): each test locks under a prefix or
+//     root of its own, or names of its own (product ids, random locktest
+//     keys); no test deletes or counts what is not its own.
 //
 // Redis is not shared. RedisURL flushes the server for each test, and
 // Redis's pub/sub channels (the waiters' release notices) are global to
 // the server, whatever the database: two binaries on one Redis would flush
 // each other's keys and hear each other's notices. A redis-server starts
 // in milliseconds, so each binary keeps its own, as it does the Redlock
-// servers (FlushRedlock). Tests that stop, pause or restart a server
-// (RedisServer, EtcdServer, ZooKeeperServer, RedlockServers, the fleets)
-// start private ones in any case.
-var shared = []*server{pgServer, etcdServer, zkServer}
+// servers (FlushRedlock; redlock's Server is not Shared). Tests that stop,
+// pause or restart a server (RedisServer, EtcdServer, ZooKeeperServer,
+// RedlockServers, the fleets) start private ones in any case.
+func sharedServers(lockBackends []backend.Descriptor) []*server {
+	shared := []*server{pgServer}
+	for _, d := range lockBackends {
+		if d.Server != nil && d.Server.Shared {
+			shared = append(shared, lockServer(d.Setting, d.Server))
+		}
+	}
+	return shared
+}
 
 // StartShared starts the servers every test binary can share (Postgres,
-// etcd and ZooKeeper: see shared) at once, except those whose variable is
-// already set, and returns the variables ("NAME=value") that point test
-// binaries at them, and a func that stops them. A test binary with these
-// variables set starts none of them itself.
-func StartShared(ctx context.Context) (env []string, stop func(), err error) {
+// and those of the lockBackends that share theirs: see sharedServers) at
+// once, except those whose variable is already set, and returns the
+// variables ("NAME=value") that point test binaries at them, and a func
+// that stops them. A test binary with these variables set starts none of
+// them itself.
+func StartShared(ctx context.Context, lockBackends []backend.Descriptor) (env []string, stop func(), err error) {
+	shared := sharedServers(lockBackends)
 	values := make([]string, len(shared))
 	stops := make([]func(), len(shared))
 	errs := make([]error, len(shared))

@@ -1,14 +1,17 @@
 // Package testenv gives integration tests real Postgres and Redis servers:
 // from INVENTORY_TEST_POSTGRES_URL / INVENTORY_TEST_REDIS_URL when set, else
 // containers when a Docker engine answers, else throw-away local processes
-// (see localstack). It never skips: when no server can be had, the test fails
-// and says how to provide one.
+// (see localstack). The lock backends' servers come the same way, from
+// INVENTORY_TEST_* (ServerEnv) or started by the backend's own
+// Descriptor.Server (LockServer). It never skips: when no server can be
+// had, the test fails and says how to provide one.
 //
 // A test binary shares one server of each kind; call Main from TestMain so
 // they are stopped at the end. Each PostgresURL call gets a fresh database.
-// `make test` starts one Postgres, etcd and ZooKeeper for all the test
-// binaries (StartShared, through ./internal/testenv/cmd/testservers) and
-// names them in these variables; each binary still starts its own Redis.
+// `make test` starts one Postgres and the shared servers of the lock
+// backends (etcd, ZooKeeper) for all the test binaries (StartShared,
+// through ./internal/testenv/cmd/testservers) and names them in these
+// variables; each binary still starts its own Redis.
 package testenv
 
 import (

@@ -5,25 +5,27 @@ import (
 	"testing"
 
 	"inventory/internal/localstack"
+	"inventory/internal/lock/zklock/zkserve"
 )
 
 // ZooKeeperEnv points the tests at a ZooKeeper ensemble you already run
-// (comma-separated host:port, like INVENTORY_ZOOKEEPER_SERVERS).
+// (comma-separated host:port, like INVENTORY_ZOOKEEPER_SERVERS: ServerEnv
+// of zklock's setting).
 const ZooKeeperEnv = "INVENTORY_TEST_ZOOKEEPER_SERVERS"
+
+// zkSetting is zklock.Setting (see etcdSetting).
+const zkSetting = "INVENTORY_ZOOKEEPER_SERVERS"
 
 const zkInstall = "apt-get install -y --no-install-recommends libzookeeper-java default-jre-headless"
 
-var zkServer = &server{env: ZooKeeperEnv, what: "ZooKeeper", start: startZooKeeper,
-	hint: "set " + ZooKeeperEnv + " to servers you run, or install it: " + zkInstall}
-
 // ZooKeeperServers returns the addresses of the shared ZooKeeper: from
-// INVENTORY_TEST_ZOOKEEPER_SERVERS, else one local server (without fsync)
-// started on first use and stopped when the binary's tests end. Tests share
-// it (other test binaries' too: see shared): keep their znodes apart (a
-// root or key of their own).
+// INVENTORY_TEST_ZOOKEEPER_SERVERS, else one started by zklock's Server
+// (without fsync) on first use and stopped when the binary's tests end
+// (see LockServer). Tests share it (other test binaries' too: see
+// sharedServers): keep their znodes apart (a root or key of their own).
 func ZooKeeperServers(t testing.TB) []string {
 	t.Helper()
-	return splitList(zkServer.get(t))
+	return splitList(LockServer(t, zkSetting, &zkserve.Server))
 }
 
 // ZooKeeperServer starts a private ZooKeeper for this test, for tests that
@@ -36,12 +38,4 @@ func ZooKeeperServer(t testing.TB) *localstack.ZooKeeper {
 	}
 	t.Cleanup(func() { _ = z.Stop() })
 	return z
-}
-
-func startZooKeeper(ctx context.Context) (string, func(), error) {
-	z, err := localstack.StartZooKeeper(ctx, localstack.ZooKeeperOptions{NoFsync: true})
-	if err != nil {
-		return "", nil, err
-	}
-	return z.Addr, func() { _ = z.Stop() }, nil
 }

@@ -1,14 +1,16 @@
 // Package backend is how a lock backend describes itself to the service
 // that takes its locks, as database/sql/driver describes a database to
 // database/sql: each backend package (redislock, pglock, redlock,
-// etcdlock, zklock, …) exports one Descriptor, and the service keeps one
-// explicit list of them (cmd/inventory/backends.go). Everything else the
-// service does with a lock goes through the lock contract alone: it opens
-// a backend by its Descriptor, takes lock.Lockers from it by the names
-// its strategies give (Info.Lock), classifies errors by the contract's
-// kinds (lock.ErrTimeout, lock.ErrLost, lock.ErrUnavailable), and keeps
-// each fencing counter's tokens under the counter's name (lock.Fence), so
-// that it never asks which backend it has.
+// etcdlock, zklock, …) exports one Descriptor, and one explicit list
+// names them all (internal/lock/backends). Everything else the service
+// does with a lock goes through the lock contract alone: it opens a
+// backend by its Descriptor, takes lock.Lockers from it by the names its
+// strategies give (Info.Lock), classifies errors by the contract's kinds
+// (lock.ErrTimeout, lock.ErrLost, lock.ErrUnavailable), and keeps each
+// fencing counter's tokens under the counter's name (lock.Fence), so that
+// it never asks which backend it has. The tests and the local fleet start
+// the backends' servers by their Descriptors too (Server), without asking
+// either.
 package backend
 
 import (
@@ -51,6 +53,10 @@ type Descriptor struct {
 	// lockers. It is called once per process, with the setting set (when
 	// the backend has one). An error stops the service at start.
 	Open func(ctx context.Context, c Config) (Lockers, error)
+	// Server starts throw-away servers for the Setting, for the tests and
+	// the local fleet; nil for a backend without a setting, which lives on
+	// the service's own Postgres or Redis (they start those anyway).
+	Server *Server
 }
 
 // Config is what Open gets: the setting's value, the lock options the

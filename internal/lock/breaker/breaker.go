@@ -3,9 +3,9 @@
 // a lease that ended early would (lock-expired-early). Each backend that a
 // fault can break has a sub-package exporting one Breaker, which reads the
 // backend's servers directly, as an operator would, and imports none of
-// the backend's code: the fault harness links nothing of the service, and
-// faults' TestLockLayoutAgreesWithTheBackends holds each one's reading of
-// the backend's layout against what the backend really writes.
+// the backend's code, so that a fault does not share the bugs of the code
+// it tests; faults' TestLockLayoutAgreesWithTheBackends holds each one's
+// reading of the backend's layout against what the backend really writes.
 package breaker
 
 import (

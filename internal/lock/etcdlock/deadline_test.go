@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"inventory/internal/localstack"
+	"inventory/internal/localstack/netproxy"
 	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
@@ -85,7 +85,7 @@ func (k *keepAliveClock) last() (time.Time, int) {
 // allowance), not from the answer's arrival plus the whole TTL.
 func TestLeaseEndsBeforeEtcdCanEndIt(t *testing.T) {
 	eps := testenv.EtcdEndpoints(t)
-	proxy, err := localstack.StartNetProxy("etcd-"+t.Name(), eps[0])
+	proxy, err := netproxy.Start("etcd-"+t.Name(), eps[0])
 	if err != nil {
 		t.Fatal(err)
 	}

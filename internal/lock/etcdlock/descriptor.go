@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"inventory/internal/lock/backend"
+	"inventory/internal/lock/etcdlock/etcdserve"
 )
 
 // Setting names the etcd of the Descriptor's lock: comma-separated
@@ -17,7 +18,8 @@ const Setting = "INVENTORY_ETCD_ENDPOINTS"
 // Descriptor describes etcdlock to the service: a lock held in the etcd of
 // Setting, on one session per process (its lease, Options.TTL); one kind
 // of lock, the plain one; one fencing counter (Backend), the lock key's
-// create revision, which etcd never hands out twice while it keeps its data.
+// create revision, which etcd never hands out twice while it keeps its data;
+// a throw-away etcd for the tests and the local fleet (etcdserve).
 var Descriptor = backend.Descriptor{
 	Name:    Backend,
 	Setting: Setting,
@@ -26,6 +28,7 @@ var Descriptor = backend.Descriptor{
 		return err
 	},
 	Fences: []string{Backend},
+	Server: &etcdserve.Server,
 	Open: func(ctx context.Context, c backend.Config) (backend.Lockers, error) {
 		eps, err := endpoints(c.Setting)
 		if err != nil {

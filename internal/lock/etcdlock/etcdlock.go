@@ -81,8 +81,8 @@ type Locker struct {
 
 // queue lets one goroutine per name at a time contend in etcd.
 type queue struct {
-	turn chan struct{} // holds a token while a goroutine has the turn
-	refs int           // goroutines holding or waiting for the turn
+	first chan struct{} // holds a token while a goroutine is first
+	refs  int           // goroutines first or waiting
 }
 
 // DefaultPrefix is Options.Prefix's default: a lock name's keys are
@@ -203,20 +203,21 @@ func (l *Locker) abandon(s *session) {
 	s.Orphan()
 }
 
-// turn waits for this process' turn at name; without block it fails at
-// once with lock.ErrNotAcquired when another goroutine has the turn.
-func (l *Locker) turn(ctx context.Context, name string, block bool) error {
+// waitInQueue waits until the caller is first in name's local queue;
+// without block it fails at once with lock.ErrNotAcquired when another
+// goroutine is.
+func (l *Locker) waitInQueue(ctx context.Context, name string, block bool) error {
 	l.qmu.Lock()
 	q := l.queues[name]
 	if q == nil {
-		q = &queue{turn: make(chan struct{}, 1)}
+		q = &queue{first: make(chan struct{}, 1)}
 		l.queues[name] = q
 	}
 	q.refs++
 	l.qmu.Unlock()
 	if !block {
 		select {
-		case q.turn <- struct{}{}:
+		case q.first <- struct{}{}:
 			return nil
 		default:
 			l.leave(name, q)
@@ -224,7 +225,7 @@ func (l *Locker) turn(ctx context.Context, name string, block bool) error {
 		}
 	}
 	select {
-	case q.turn <- struct{}{}:
+	case q.first <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		l.leave(name, q)
@@ -235,12 +236,13 @@ func (l *Locker) turn(ctx context.Context, name string, block bool) error {
 	}
 }
 
-// done gives this process' turn at name to the next local waiter.
-func (l *Locker) done(name string) {
+// leaveQueue takes the caller out of name's local queue, the next local
+// waiter first.
+func (l *Locker) leaveQueue(name string) {
 	l.qmu.Lock()
 	q := l.queues[name]
 	l.qmu.Unlock()
-	<-q.turn
+	<-q.first
 	l.leave(name, q)
 }
 
@@ -285,7 +287,7 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips 
 	if l.ctx.Err() != nil {
 		return nil, &lock.Error{Backend: Backend, Op: op, Key: name, Err: lock.ErrClosed}
 	}
-	if err := l.turn(wctx, name, wait); err != nil {
+	if err := l.waitInQueue(wctx, name, wait); err != nil {
 		if errors.Is(err, lock.ErrClosed) {
 			return nil, &lock.Error{Backend: Backend, Op: op, Key: name, Err: err}
 		}
@@ -294,7 +296,7 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, trips 
 	for try := 0; ; try++ {
 		s, err := l.session(wctx, trips)
 		if err != nil {
-			l.done(name)
+			l.leaveQueue(name)
 			return nil, fail(err)
 		}
 		key := fmt.Sprintf("%s%s/%x", l.opts.Prefix, name, s.Lease())
@@ -439,8 +441,8 @@ func (l *Locker) waitDelete(ctx context.Context, key, own string, at int64) erro
 const cleanupTimeout = 2 * time.Second
 
 // giveUp deletes key after a failed acquisition (its put may have been
-// applied even if the answer was lost) and then gives the turn at name to
-// the next local waiter. It waits for that at most lock.CleanupWait, even
+// applied even if the answer was lost) and then takes the caller out of
+// name's local queue. It waits for that at most lock.CleanupWait, even
 // when wctx (the caller's budget) has ended, as it has whenever the wait
 // ran out: the waiter's key is then certainly there, and a Lock that
 // returned with it still queued would hold up the waiters behind it. The
@@ -452,7 +454,7 @@ func (l *Locker) giveUp(ctx, wctx context.Context, s *session, name, key string)
 	finished := make(chan struct{})
 	l.wg.Go(func() {
 		defer close(finished)
-		defer l.done(name)
+		defer l.leaveQueue(name)
 		if s.Ctx().Err() != nil {
 			return // the key goes with the lease
 		}
@@ -628,6 +630,6 @@ func (l *Lease) Release(ctx context.Context) error {
 	if err != nil {
 		l.l.abandon(l.sess)
 	}
-	l.l.done(l.Key())
+	l.l.leaveQueue(l.Key())
 	return l.EndRelease(l.ReleaseError(lost, err, err == nil && resp.Deleted == 1))
 }

@@ -7,9 +7,9 @@ import (
 )
 
 // Descriptor describes memlock on s to the service: no setting (it is
-// always open), one kind of lock, one fencing counter (Backend). Give it to
-// a list of backends in a test (cmd/inventory's lockBackends plus this one
-// line); the service itself never lists it.
+// always open, and no servers of its own), one kind of lock, one fencing
+// counter (Backend). Give it to a list of backends in a test
+// (backends.All() plus this one line); the service itself never lists it.
 func (s *Server) Descriptor() backend.Descriptor {
 	return backend.Descriptor{
 		Name:   Backend,

@@ -10,8 +10,8 @@
 // from before the acquiring statement) cancels its Context no later than
 // the row expires while Postgres' clock runs at about this process's rate;
 // a step of Postgres' clock can end the row's lease early, and then the
-// fence, not the lease, refuses the stale holder. Lock callers of one name in one process take turns
-// (package turn); across processes they poll with jittered backoff.
+// fence, not the lease, refuses the stale holder. Lock callers of one name in one process queue in memory
+// (package localqueue); across processes they poll with jittered backoff.
 // docs/locks.md says how this differs from the seeds' database lock and
 // what it does not cover.
 package pglock
@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"inventory/internal/lock"
-	"inventory/internal/lock/turn"
+	"inventory/internal/lock/localqueue"
 )
 
 // DB is what the lock needs of Postgres; *pgxpool.Pool and *pgx.Conn have it.
@@ -57,9 +57,9 @@ type Locker struct {
 	db   DB
 	opts Options
 
-	// turns queues the Lock callers of one name in this process: only the
-	// one whose turn it is polls Postgres.
-	turns turn.Turns
+	// waiters queues the Lock callers of one name in this process: only
+	// the first polls Postgres.
+	waiters localqueue.Queues
 
 	cleanups lock.Cleanups // releases still running after their Lock answered
 }
@@ -118,7 +118,7 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, tries 
 	done := func() {}
 	if wait {
 		var err error
-		if done, err = l.turns.Wait(wctx, name); err != nil {
+		if done, err = l.waiters.Wait(wctx, name); err != nil {
 			return nil, timeoutError(op, name, wctx)
 		}
 	}
@@ -130,7 +130,7 @@ func (l *Locker) attempt(ctx context.Context, name, op string, wait bool, tries 
 }
 
 // poll tries to acquire name until it is granted, wctx ends or (!wait) once.
-// done ends the caller's turn; the lease calls it when it ends.
+// done takes the caller out of the local queue; the lease calls it when it ends.
 func (l *Locker) poll(ctx, wctx context.Context, name, op string, wait bool, tries *int, done func()) (*Lease, error) {
 	token := crand.Text()
 	ceil := l.opts.MinBackoff
@@ -212,14 +212,14 @@ func timeoutError(op, name string, ctx context.Context) error {
 
 // grant builds the lease for an acquisition whose statement was sent at
 // sent, and arms the timer that declares it lost at its local deadline.
-// endTurn ends the caller's turn for name (see turn.Turns); the lease calls
+// leaveQueue takes the caller out of name's local queue (localqueue); the lease calls
 // it once, when it ends.
-func (l *Locker) grant(parent context.Context, name, token string, fence int64, sent time.Time, endTurn func()) *Lease {
-	lease := &Lease{l: l, token: token, endTurn: endTurn}
+func (l *Locker) grant(parent context.Context, name, token string, fence int64, sent time.Time, leaveQueue func()) *Lease {
+	lease := &Lease{l: l, token: token, leaveQueue: leaveQueue}
 	lease.Init(parent, lock.Grant{Backend: Backend, Key: name, Fence: lock.Fence{Backend: Backend, Token: fence},
 		Observer: l.opts.Observer})
 	// At the deadline the row is free to take over: let a local waiter try.
-	lease.ExpireAt(lock.ValidUntil(sent, l.opts.TTL), endTurn)
+	lease.ExpireAt(lock.ValidUntil(sent, l.opts.TTL), leaveQueue)
 	return lease
 }
 
@@ -232,10 +232,10 @@ type Lease struct {
 	lock.State
 	l     *Locker
 	token string
-	// endTurn lets the next local Lock caller of the name contend (a
+	// leaveQueue lets the next local Lock caller of the name contend (a
 	// no-op for TryLock); it runs at Release or at the deadline, and only
 	// its first call counts.
-	endTurn func()
+	leaveQueue func()
 }
 
 var (
@@ -255,6 +255,6 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	tag, err := l.l.db.Exec(ctx, releaseSQL, l.Key(), l.token)
-	l.endTurn()
+	l.leaveQueue()
 	return l.EndRelease(l.ReleaseError(lost, err, err == nil && tag.RowsAffected() == 1))
 }

@@ -309,7 +309,7 @@ func TestLocalWaitersQueueAtTheGate(t *testing.T) {
 			t.Fatalf("acquisition %d made %d statements, want 1: local waiters must not poll Postgres", i, n)
 		}
 	}
-	if n := l.turns.Len(); n != 0 {
+	if n := l.waiters.Len(); n != 0 {
 		t.Errorf("%d names still queued after every lease was released", n)
 	}
 }

@@ -193,7 +193,7 @@ func (f *Fair) queue(ctx context.Context, k fairKeys, token, op, key string, wai
 		} else {
 			d = bo.next()
 		}
-		if !nap(wctx, w, &timer, d) {
+		if !waitForNextTry(wctx, w, &timer, d) {
 			return 0, time.Time{}, timeoutError(op, key, wctx)
 		}
 	}

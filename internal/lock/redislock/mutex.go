@@ -236,7 +236,7 @@ func grant(ctx context.Context, o *Options, op, key string, wait bool, trips *in
 				return 0, time.Time{}, timeoutError(op, key, wctx)
 			}
 		}
-		if !nap(wctx, w, &timer, d) {
+		if !waitForNextTry(wctx, w, &timer, d) {
 			return 0, time.Time{}, timeoutError(op, key, wctx)
 		}
 	}
@@ -308,10 +308,11 @@ func tryError(wctx context.Context, op, key string, err error) error {
 	return &lock.Error{Backend: Backend, Op: op, Key: key, Err: err}
 }
 
-// nap waits d between tries, on *timer (made at the first nap; stop it
-// with stopTimer), parked for a notice to w, or with no waiter for the
-// timer alone. It reports false once wctx ended first.
-func nap(wctx context.Context, w *waiter, timer **time.Timer, d time.Duration) bool {
+// waitForNextTry waits d before the next try, or less when a notice to w
+// (the key was released) comes first; with no waiter, for the timer
+// alone. It waits on *timer (made at the first call; stop it with
+// stopTimer) and reports false once wctx ended first.
+func waitForNextTry(wctx context.Context, w *waiter, timer **time.Timer, d time.Duration) bool {
 	if *timer == nil {
 		*timer = time.NewTimer(d)
 	} else {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"inventory/internal/localstack"
+	"inventory/internal/localstack/netproxy"
 	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
@@ -457,7 +457,7 @@ func TestSlowSubscribeBlocksNoOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wait, hang = 500 * time.Millisecond, 5 * time.Second
-	proxy, err := localstack.StartNetProxy("redis-"+t.Name(), opts.Addr)
+	proxy, err := netproxy.Start("redis-"+t.Name(), opts.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/lock/backend"
+	"inventory/internal/lock/redlock/redlockserve"
 )
 
 // Setting names the independent Redis servers of the Descriptor's lock:
@@ -18,7 +19,8 @@ const Setting = "INVENTORY_REDLOCK_URLS"
 // independent Redis servers of Setting (never the service's own Redis,
 // nor the masters of one Redis Cluster); one kind of lock, the plain one;
 // one fencing counter (Backend), kept on a majority of the servers and
-// restarted above what Postgres has seen (Config.FenceFloor).
+// restarted above what Postgres has seen (Config.FenceFloor); throw-away
+// servers for the tests and the local fleet (redlockserve).
 var Descriptor = backend.Descriptor{
 	Name:    Backend,
 	Setting: Setting,
@@ -28,6 +30,7 @@ var Descriptor = backend.Descriptor{
 		return err
 	},
 	Fences: []string{Backend},
+	Server: &redlockserve.Server,
 	Open: func(_ context.Context, c backend.Config) (backend.Lockers, error) {
 		all, err := parseURLs(c.Setting)
 		if err != nil {

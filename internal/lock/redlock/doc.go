@@ -8,7 +8,7 @@
 // drift allowance. The lease's fence is the largest counter value of the
 // granting majority, which is brought up to it before the lease is handed
 // out. Nothing renews a lease: its Context is cancelled when its validity
-// ends. Lock callers of one key in one process take turns (package turn).
+// ends. Lock callers of one key in one process queue in memory (package localqueue).
 //
 // A server restarted empty while a lock is held can let a second holder in
 // with a fence no newer than the first's, so the protected store must

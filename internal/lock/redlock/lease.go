@@ -26,10 +26,10 @@ type Lease struct {
 	// delete, each after its own set has returned.
 	parts *parts
 
-	// endTurn lets the next Lock caller of the key in this process
+	// leaveQueue lets the next Lock caller of the key in this process
 	// contend (a no-op for TryLock); it runs at Release or at the end of
 	// the validity, and only its first call counts.
-	endTurn func()
+	leaveQueue func()
 }
 
 var (
@@ -40,11 +40,11 @@ var (
 // grant builds the lease for a round sent at sent and valid until
 // deadline, and arms the timer that declares it lost then.
 func (l *Locker) grant(parent context.Context, key string, keys []string, token string, fence int64,
-	sent, deadline time.Time, p *parts, endTurn func()) *Lease {
-	lease := &Lease{l: l, keys: keys, token: token, parts: p, endTurn: endTurn}
+	sent, deadline time.Time, p *parts, leaveQueue func()) *Lease {
+	lease := &Lease{l: l, keys: keys, token: token, parts: p, leaveQueue: leaveQueue}
 	lease.Init(parent, lock.Grant{Backend: Backend, Key: key, Fence: lock.Fence{Backend: Backend, Token: fence},
 		Start: sent, Observer: l.opts.Observer})
-	lease.ExpireAt(deadline, endTurn) // the keys expire now: let a local waiter try
+	lease.ExpireAt(deadline, leaveQueue) // the keys expire now: let a local waiter try
 	return lease
 }
 
@@ -103,6 +103,6 @@ func (l *Lease) Release(ctx context.Context) error {
 	default:
 		rerr = &lock.Error{Backend: Backend, Op: "release", Key: l.Key(), Err: fmt.Errorf("%w: ours on %d of %d servers", lock.ErrNotHeld, done, len(lk.servers))}
 	}
-	l.endTurn()
+	l.leaveQueue()
 	return l.EndRelease(rerr)
 }

@@ -18,7 +18,7 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/internal/redisscript"
-	"inventory/internal/lock/turn"
+	"inventory/internal/lock/localqueue"
 )
 
 // Backend names this package in errors and fences: a lease's
@@ -82,8 +82,8 @@ type Locker struct {
 	// suspect[i] is until when (unix ns) server i is not used as a gate,
 	// after a command to it failed.
 	suspect []atomic.Int64
-	// turns queues the Lock callers of one key in this process.
-	turns turn.Turns
+	// waiters queues the Lock callers of one key in this process.
+	waiters localqueue.Queues
 }
 
 // suspectFor is how long a server whose command failed is passed over as
@@ -166,17 +166,17 @@ func (l *Locker) rounds(ctx context.Context, key, op string, wait bool, cmds *at
 	defer cancel()
 	// Only one Lock caller per key and process contends at a time: many
 	// contenders split the servers between them, each winning some and
-	// none a majority. The others wait for their turn here, in memory.
-	endTurn := func() {}
+	// none a majority. The others queue here, in memory.
+	leaveQueue := func() {}
 	if wait {
-		if endTurn, err = l.turns.Wait(wctx, key); err != nil {
+		if leaveQueue, err = l.waiters.Wait(wctx, key); err != nil {
 			return nil, timeoutError(op, key, wctx, nil)
 		}
 	}
 	granted := false
 	defer func() {
 		if !granted {
-			endTurn()
+			leaveQueue()
 		}
 	}()
 	h := fnv.New32a()
@@ -184,7 +184,7 @@ func (l *Locker) rounds(ctx context.Context, key, op string, wait bool, cmds *at
 	// The gate is the same server for every process (given the servers in
 	// the same order), and differs from key to key to spread the load.
 	r := &round{l: l, key: key, keys: []string{key, fk}, cmds: cmds, wait: wait, hash: int(h.Sum32() % uint32(len(l.servers))),
-		endTurn: endTurn}
+		leaveQueue: leaveQueue}
 	if l.opts.FenceFloor != nil {
 		r.floor = &floorSource{fn: l.opts.FenceFloor, key: key}
 	}
@@ -195,7 +195,7 @@ func (l *Locker) rounds(ctx context.Context, key, op string, wait bool, cmds *at
 			return nil, timeoutError(op, key, wctx, r.lastErr)
 		}
 		if lease := r.run(ctx, wctx); lease != nil {
-			granted = true // the lease ends the turn
+			granted = true // the lease leaves the queue
 			return lease, nil
 		}
 		if wctx.Err() != nil {
@@ -334,16 +334,16 @@ func (r *round) start(ctx, calls context.Context, token string, sent time.Time, 
 
 // round is the state of one Lock call across its tries.
 type round struct {
-	l       *Locker
-	key     string
-	keys    []string     // the lock key and its fence hash
-	floor   *floorSource // nil without Options.FenceFloor
-	cmds    *atomic.Int64
-	lastErr error
-	hash    int  // the key's hash, which picks its gate server
-	wait    bool // Lock, not TryLock
-	tries   int
-	endTurn func() // ends the caller's turn (turn.Turns); the lease's once granted
+	l          *Locker
+	key        string
+	keys       []string     // the lock key and its fence hash
+	floor      *floorSource // nil without Options.FenceFloor
+	cmds       *atomic.Int64
+	lastErr    error
+	hash       int  // the key's hash, which picks its gate server
+	wait       bool // Lock, not TryLock
+	tries      int
+	leaveQueue func() // takes the caller out of the local queue (localqueue); the lease's once granted
 }
 
 // run makes one try: the acquire script on every server at once, decided
@@ -446,7 +446,7 @@ func (r *round) run(ctx, wctx context.Context) *Lease {
 		err = fmt.Errorf("%w: %v after the first command, TTL %v", ErrTooSlow, time.Since(sent), l.opts.TTL)
 	}
 	if err == nil && stop() {
-		return l.grant(ctx, r.key, r.keys, token, fence, sent, deadline, p, r.endTurn)
+		return l.grant(ctx, r.key, r.keys, token, fence, sent, deadline, p, r.leaveQueue)
 	}
 	if err == nil { // the caller gave up just as the try was won
 		err = wctx.Err()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"inventory/internal/lock/backend"
+	"inventory/internal/lock/zklock/zkserve"
 )
 
 // Setting names the ZooKeeper ensemble of the Descriptor's lock:
@@ -17,7 +18,8 @@ const Setting = "INVENTORY_ZOOKEEPER_SERVERS"
 // Descriptor describes zklock to the service: the ZooKeeper recipe on the
 // ensemble of Setting, one session per process (its timeout Options.TTL);
 // one kind of lock, the plain one; one fencing counter (Backend), the lock
-// node's czxid.
+// node's czxid; a throw-away ZooKeeper for the tests and the local fleet
+// (zkserve).
 var Descriptor = backend.Descriptor{
 	Name:    Backend,
 	Setting: Setting,
@@ -26,6 +28,7 @@ var Descriptor = backend.Descriptor{
 		return err
 	},
 	Fences: []string{Backend},
+	Server: &zkserve.Server,
 	Open: func(ctx context.Context, c backend.Config) (backend.Lockers, error) {
 		s, err := servers(c.Setting)
 		if err != nil {

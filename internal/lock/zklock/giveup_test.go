@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"inventory/internal/localstack"
+	"inventory/internal/localstack/netproxy"
 	"inventory/internal/lock"
 	"inventory/internal/testenv"
 )
@@ -19,7 +19,7 @@ import (
 func TestGiveUpWithinBudgetWhenZooKeeperIsSilent(t *testing.T) {
 	servers := testenv.ZooKeeperServers(t)
 	root := testRoot(t)
-	proxy, err := localstack.StartNetProxy("zk-"+t.Name(), servers[0])
+	proxy, err := netproxy.Start("zk-"+t.Name(), servers[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"inventory/internal/lock"
-	"inventory/internal/lock/turn"
+	"inventory/internal/lock/localqueue"
 )
 
 // Backend names this package in errors and fences: a lease's
@@ -96,9 +96,9 @@ type Locker struct {
 	wg     sync.WaitGroup
 
 	parents sync.Map // lock parents known to exist
-	// turns queues this Locker's Lock callers of one key in memory: one of
+	// waiters queues this Locker's Lock callers of one key in memory: one of
 	// them at a time has a node in ZooKeeper (see docs/locks.md).
-	turns turn.Turns
+	waiters localqueue.Queues
 }
 
 // New connects to servers (host:port each) and waits, up to ctx, for a
@@ -436,7 +436,7 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, trips *
 	var err error
 	if !wait {
 		lease, err = a.run() // TryLock does not queue: a local holder's node refuses it
-	} else if done, werr := l.turn(a.wctx, key); werr != nil {
+	} else if done, werr := l.waitInQueue(a.wctx, key); werr != nil {
 		err = a.timeout()
 		if errors.Is(werr, lock.ErrClosed) {
 			err = a.fail(lock.ErrClosed)
@@ -450,8 +450,9 @@ func (l *Locker) attempt(ctx context.Context, key, op string, wait bool, trips *
 	return lease, err
 }
 
-// turn waits for this Locker's turn for key, or ctx, or Close.
-func (l *Locker) turn(ctx context.Context, key string) (func(), error) {
+// waitInQueue waits until this Locker's caller is first in key's local
+// queue, or ctx or Close ends the wait.
+func (l *Locker) waitInQueue(ctx context.Context, key string) (func(), error) {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -461,7 +462,7 @@ func (l *Locker) turn(ctx context.Context, key string) (func(), error) {
 		case <-tctx.Done():
 		}
 	}()
-	done, err := l.turns.Wait(tctx, key)
+	done, err := l.waiters.Wait(tctx, key)
 	if err != nil && ctx.Err() == nil {
 		return nil, lock.ErrClosed
 	}
@@ -828,7 +829,7 @@ type Lease struct {
 	l                  *Locker
 	parent, node, guid string
 
-	done func() // hands this Locker's turn for key on; nil for TryLock
+	done func() // takes this Locker's caller out of key's local queue; nil for TryLock
 }
 
 var (

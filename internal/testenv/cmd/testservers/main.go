@@ -1,7 +1,8 @@
 // Command testservers starts the servers that test binaries can share
-// (Postgres, etcd and ZooKeeper; see testenv.StartShared), runs a command
-// (go test …) with the INVENTORY_TEST_* variables naming them, and stops
-// them when the command ends, whether it passed, failed or was interrupted.
+// (Postgres and the shared servers of every lock backend of backends.All,
+// etcd's and ZooKeeper's; see testenv.StartShared), runs a command (go
+// test …) with the INVENTORY_TEST_* variables naming them, and stops them
+// when the command ends, whether it passed, failed or was interrupted.
 // `make test` runs every test binary under one of it:
 //
 //	go run ./internal/testenv/cmd/testservers -- go test -race ./...
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"syscall"
 
+	"inventory/internal/lock/backends"
 	"inventory/internal/testenv"
 )
 
@@ -72,7 +74,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	env, stop, err := testenv.StartShared(ctx)
+	env, stop, err := testenv.StartShared(ctx, backends.All())
 	if ctx.Err() != nil {
 		if err == nil {
 			stop()

@@ -1,4 +1,10 @@
-package localstack
+// Package netproxy puts a TCP proxy (toxiproxy, in this process) between
+// clients and one server, for the network faults: latency, a cut link, a
+// lost COMMIT reply, a redirect. It is a package of its own, apart from
+// internal/localstack, so that what links localstack (the lock backends'
+// throw-away servers, which the service's Descriptors name) does not link
+// toxiproxy.
+package netproxy
 
 import (
 	"context"
@@ -12,10 +18,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// NetProxy is a TCP proxy in this process (toxiproxy) between clients and
+// Proxy is a TCP proxy in this process (toxiproxy) between clients and
 // one server, for the network faults: latency added to the link, or the
 // link cut (data dropped both ways) and restored.
-type NetProxy struct {
+type Proxy struct {
 	// Addr is the proxy's host:port on 127.0.0.1: what clients dial
 	// instead of the server's.
 	Addr string
@@ -25,25 +31,25 @@ type NetProxy struct {
 	n     int // toxics added, for unique names
 }
 
-// toxiproxyServer is the one toxiproxy "API server" every NetProxy hangs
+// toxiproxyServer is the one toxiproxy "API server" every Proxy hangs
 // off: a registry of metrics and a logger, no HTTP listener.
 var toxiproxyServer = sync.OnceValue(func() *toxiproxy.ApiServer {
 	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 })
 
-// StartNetProxy listens on a free loopback port and forwards every
+// Start listens on a free loopback port and forwards every
 // connection to upstream (host:port).
-func StartNetProxy(name, upstream string) (*NetProxy, error) {
+func Start(name, upstream string) (*Proxy, error) {
 	p := toxiproxy.NewProxy(toxiproxyServer(), name, "127.0.0.1:0", upstream)
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("start proxy %s to %s: %w", name, upstream, err)
 	}
-	return &NetProxy{Addr: p.Listen, proxy: p}, nil
+	return &Proxy{Addr: p.Listen, proxy: p}, nil
 }
 
 // AddLatency delays the data of every connection, both ways, by latency
 // ± jitter, until Heal.
-func (p *NetProxy) AddLatency(latency, jitter time.Duration) error {
+func (p *Proxy) AddLatency(latency, jitter time.Duration) error {
 	attrs := fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())
 	return p.addBothWays("latency", attrs)
 }
@@ -52,9 +58,9 @@ func (p *NetProxy) AddLatency(latency, jitter time.Duration) error {
 // as a network partition would: nothing is closed, clients see silence
 // until their own timeouts. Heal restores the link and closes the
 // connections that were cut.
-func (p *NetProxy) Cut() error { return p.addBothWays("timeout", `{"timeout":0}`) }
+func (p *Proxy) Cut() error { return p.addBothWays("timeout", `{"timeout":0}`) }
 
-func (p *NetProxy) addBothWays(kind, attrs string) error {
+func (p *Proxy) addBothWays(kind, attrs string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, stream := range []string{"upstream", "downstream"} {
@@ -69,19 +75,19 @@ func (p *NetProxy) addBothWays(kind, attrs string) error {
 
 // Heal removes every toxic: the link is whole again. Connections that were
 // cut are closed, so their clients reconnect.
-func (p *NetProxy) Heal(ctx context.Context) {
+func (p *Proxy) Heal(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.proxy.Toxics.ResetToxics(ctx)
 }
 
 // Stop closes the listener and every connection.
-func (p *NetProxy) Stop() { p.proxy.Stop() }
+func (p *Proxy) Stop() { p.proxy.Stop() }
 
 // Redirect points the link at another server (host:port), as a virtual
 // address moving to a promoted replica would: open connections are
 // closed, new ones reach the new server. Toxics stay.
-func (p *NetProxy) Redirect(upstream string) error {
+func (p *Proxy) Redirect(upstream string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	err := p.proxy.Update(&toxiproxy.Proxy{Name: p.proxy.Name, Listen: p.Addr, Upstream: upstream, Enabled: true})

@@ -1,9 +1,10 @@
-package localstack
+package netproxy
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"inventory/internal/localstack"
 )
 
 // echoServer answers every line with the same line.
@@ -48,7 +51,7 @@ func roundTrip(c net.Conn, r *bufio.Reader, deadline time.Duration) (time.Durati
 }
 
 func TestNetProxyLatencyCutAndHeal(t *testing.T) {
-	p, err := StartNetProxy("echo", echoServer(t))
+	p, err := Start("echo", echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +102,12 @@ func TestNetProxyLatencyCutAndHeal(t *testing.T) {
 func TestLoseCommitReply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pg, err := StartPostgres(ctx, PostgresOptions{NoFsync: true})
+	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true})
 	if err != nil {
 		t.Fatalf("StartPostgres: %v", err)
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
-	link, err := StartNetProxy("postgres", hostPort(pg.Port))
+	link, err := Start("postgres", fmt.Sprintf("127.0.0.1:%d", pg.Port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,7 @@ func TestLoseCommitReply(t *testing.T) {
 	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int)`); err != nil {
 		t.Fatal(err)
 	}
-	viaLink := strings.Replace(pg.URL, hostPort(pg.Port), link.Addr, 1)
+	viaLink := strings.Replace(pg.URL, fmt.Sprintf("127.0.0.1:%d", pg.Port), link.Addr, 1)
 	insert := func(n int) error {
 		conn, err := pgx.Connect(ctx, viaLink)
 		if err != nil {
@@ -182,7 +185,7 @@ func greeter(t *testing.T, hello string) string {
 }
 
 func TestNetProxyRedirect(t *testing.T) {
-	p, err := StartNetProxy("greeter", greeter(t, "first"))
+	p, err := Start("greeter", greeter(t, "first"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package localstack
+package netproxy
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func init() { toxics.Register("commit_reply_lost", new(commitReplyLost)) }
 // connection through p (a link to Postgres), never arrive: it is dropped
 // and its connection closed, after Postgres committed. struck reports
 // whether that has happened; Heal removes the toxic.
-func (p *NetProxy) LoseCommitReply() (struck func() bool, err error) {
+func (p *Proxy) LoseCommitReply() (struck func() bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n++
