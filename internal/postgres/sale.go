@@ -8,13 +8,73 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"inventory/internal/inventory"
+	"inventory/internal/lock"
 	"inventory/internal/tracing"
 )
 
 // ErrVersionConflict is an optimistic attempt that lost its compare-and-set.
 var ErrVersionConflict = errors.New("version changed since read")
+
+// Exists returns ErrNotFound when id has no stock row. A product found once
+// is remembered: no statement deletes a product.
+func (s *Store) Exists(ctx context.Context, id string) error {
+	if _, ok := s.known.Load(id); ok {
+		return nil
+	}
+	var one int
+	err := s.pool.QueryRow(ctx, `SELECT 1 FROM stock WHERE product_id = $1`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
+	}
+	if err != nil {
+		return dbErr("find product", err)
+	}
+	s.known.Store(id, struct{}{})
+	return nil
+}
+
+// Quantity returns id's stock and round outside any transaction.
+func (s *Store) Quantity(ctx context.Context, id string) (q int64, round int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1`, id).Scan(&q, &round)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
+	}
+	if err != nil {
+		return 0, 0, dbErr("read quantity", err)
+	}
+	return q, round, nil
+}
+
+// Replay looks up the sale recorded under o.IdempotencyKey. It returns the
+// sale marked Replayed and found=true when it matches o, ErrIdempotencyConflict
+// when the key was used for another product or quantity, and found=false when
+// the key is unused. A replayed sale's Remaining is the stock it left, as
+// its ledger row records (the first answer said so); only a row written
+// before the ledger recorded it falls back to the stock now.
+func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.Sale, found bool, err error) {
+	err = s.pool.QueryRow(ctx, `
+		SELECT l.id, l.product_id, l.quantity, l.round, l.strategy, l.instance,
+		       coalesce(l.fence, 0), l.created_at, coalesce(l.remaining, s.quantity)
+		FROM sales l JOIN stock s ON s.product_id = l.product_id
+		WHERE l.idempotency_key = $1`, o.IdempotencyKey).
+		Scan(&sale.ID, &sale.ProductID, &sale.Quantity, &sale.Round, &sale.Strategy, &sale.Instance,
+			&sale.Fence, &sale.CreatedAt, &sale.Remaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inventory.Sale{}, false, nil
+	}
+	if err != nil {
+		return inventory.Sale{}, false, dbErr("look up idempotency key", err)
+	}
+	if sale.ProductID != o.ProductID || sale.Quantity != o.Quantity {
+		return inventory.Sale{}, true, fmt.Errorf("%w: key %q sold %d of %q, this order is %d of %q",
+			inventory.ErrIdempotencyConflict, o.IdempotencyKey, sale.Quantity, sale.ProductID, o.Quantity, o.ProductID)
+	}
+	sale.Replayed = true
+	return sale, true, nil
+}
 
 // SaleTx is one sale's transaction on one product; its methods are the only
 // statements a strategy can run inside it.
@@ -137,6 +197,73 @@ func (t *SaleTx) DecrementIfEnoughIn(ctx context.Context, n int64, round int) (D
 // ErrRoundChanged: a restock started a new round between a sale's
 // reservation and its write.
 var ErrRoundChanged = errors.New("restocked meanwhile")
+
+// Fences are kept per product and per fencing counter (lock.Fence's
+// Backend), one row each in fences. Each lock backend counts its tokens on
+// its own, and tokens of two independent counters say nothing about each
+// other's order: a pglock token compared with a Redis one would refuse
+// honest holders. Two holders of different backends do not exclude each
+// other anyway; their claims serialise them on the stock row's lock, and
+// the guard holds between them.
+
+// claimSQL takes the stock row's lock (its UPDATE waits for a holder still
+// in a transaction on it, and then reads the row that holder left), then
+// raises the product's fence of counter $3 to token $2, only if the fence
+// is below it, and answers the quantity and round only if it did: no row
+// for an unknown product and for a token not above the fence. The stock
+// row comes first so that the order of claims is the order of the row
+// lock, whatever the counter, as when the fences were columns of stock.
+const claimSQL = `WITH claimed AS (
+	UPDATE stock SET updated_at = now() WHERE product_id = $1 RETURNING quantity, round
+), fenced AS (
+	INSERT INTO fences (product_id, backend, token) SELECT $1, $3, $2 FROM claimed
+	ON CONFLICT (product_id, backend) DO UPDATE SET token = EXCLUDED.token WHERE fences.token < EXCLUDED.token
+	RETURNING token
+)
+SELECT quantity, round FROM claimed WHERE EXISTS (SELECT FROM fenced)`
+
+// ClaimFence makes this transaction the product's writer under fencing
+// token f (of counter f.Backend) and returns the quantity left and the
+// round. It takes the stock row's lock first (claimSQL), so it waits for
+// any transaction still holding it (a stale holder paused between its
+// decrement and its COMMIT) and then sees that sale; it refuses when a
+// holder with the same or a newer token of the same counter has claimed
+// the row, which only a broken lock allows: ErrLockBreach with
+// ErrLockLost. Everything the transaction does afterwards runs under the
+// row lock, and a stale holder that writes later finds the newer fence. A
+// holder paused inside the transaction has its session ended by Postgres
+// after Limits.IdleTimeout, so its row lock cannot stall the next holder
+// for ever.
+//
+// The comparison is strict because each hold claims once: after Redis loses
+// its data mid-sale, the next token is minted above the highest committed
+// fence and can equal the in-flight holder's; "<" lets only one of them on.
+func (t *SaleTx) ClaimFence(ctx context.Context, f lock.Fence) (quantity int64, round int, err error) {
+	if f.Backend == "" {
+		return 0, 0, fmt.Errorf("claim %q with fencing token %d: the token names no counter (lock.Fence.Backend)", t.id, f.Token)
+	}
+	var q int64
+	err = t.tx.QueryRow(ctx, claimSQL, t.id, f.Token, f.Backend).Scan(&q, &round)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var newest int64
+		err := t.tx.QueryRow(ctx, `
+			SELECT coalesce(f.token, 0) FROM stock s
+			LEFT JOIN fences f ON f.product_id = s.product_id AND f.backend = $2
+			WHERE s.product_id = $1`, t.id, f.Backend).Scan(&newest)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, 0, fmt.Errorf("product %q: %w", t.id, inventory.ErrNotFound)
+		}
+		if err != nil {
+			return 0, 0, dbErr("read fence", err)
+		}
+		return 0, 0, fmt.Errorf("%w: %w: fencing token %d is not newer than %d, the last claim on %q",
+			inventory.ErrLockBreach, inventory.ErrLockLost, f.Token, newest, t.id)
+	}
+	if err != nil {
+		return 0, 0, dbErr("claim fence", err)
+	}
+	return q, round, nil
+}
 
 // Record runs one sale's transaction: body checks and decrements, then record
 // writes the ledger row, under a key unique to this sale, and commits.
@@ -374,4 +501,75 @@ func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *invento
 // Postgres unavailable: 50 ms, doubling, at most a second.
 func retryWait(attempt int) time.Duration {
 	return min(50*time.Millisecond<<min(attempt, 5), time.Second)
+}
+
+// rollback ends tx if it is still open; it is a no-op after Commit. A failed
+// rollback closes the connection, which ends the transaction on the server.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = tx.Rollback(rctx)
+}
+
+// commitErr classifies a failed COMMIT. Only the server answering (with an
+// error, or with ROLLBACK) means nothing was committed; anything else (a
+// timeout or a broken connection while waiting for the answer) leaves the
+// outcome unknown. pgconn.SafeToRetry is no guide here: when the connection
+// breaks while COMMIT's answer is awaited, pgx v5.12 reports "conn closed",
+// which claims to be safe to retry though COMMIT was sent. The ledger (see
+// resolve) answers every case correctly, at the cost of one lookup.
+func commitErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
+		return dbErr("commit", err)
+	}
+	return fmt.Errorf("commit: %w: %w: reply lost: %w", inventory.ErrUnavailable, inventory.ErrOutcomeUnknown, err)
+}
+
+// isUniqueViolation reports whether err is Postgres refusing a duplicate in
+// the named unique constraint.
+func isUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+// dbErr translates a Postgres driver error. Errors the server reports about
+// the statement itself, and the caller cancelling, stay plain errors; the
+// server shutting down, refusing connections or running out of resources, and
+// every error where no answer came (network, timeout, closed pool), wrap
+// ErrUnavailable.
+func dbErr(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "55P03": // lock_not_available: Limits.LockTimeout passed
+			return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrLockTimeout, err)
+		case "25P03": // the session ended by Limits.IdleTimeout
+			return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrUnavailable, err)
+		}
+		switch pgErr.Code[:2] {
+		case "08", "53", "57", "40":
+			// connection exception, insufficient resources, operator
+			// intervention (e.g. 57P01 admin shutdown), transaction
+			// rolled back (40001 serialization failure, 40P01 deadlock):
+			// nothing was done, and trying again may work.
+			return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrUnavailable, err)
+		}
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		// The caller gave up; that says nothing about Postgres.
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrUnavailable, err)
+}
+
+// interrupted is ctx's error together with its cause, when the cause (e.g. a
+// lost lock) says more.
+func interrupted(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
 }

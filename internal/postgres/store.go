@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,36 +179,6 @@ func (s *Store) Round(ctx context.Context, id string, n int) (inventory.Round, e
 	return r, nil
 }
 
-// Exists returns ErrNotFound when id has no stock row. A product found once
-// is remembered: no statement deletes a product.
-func (s *Store) Exists(ctx context.Context, id string) error {
-	if _, ok := s.known.Load(id); ok {
-		return nil
-	}
-	var one int
-	err := s.pool.QueryRow(ctx, `SELECT 1 FROM stock WHERE product_id = $1`, id).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
-	}
-	if err != nil {
-		return dbErr("find product", err)
-	}
-	s.known.Store(id, struct{}{})
-	return nil
-}
-
-// Quantity returns id's stock and round outside any transaction.
-func (s *Store) Quantity(ctx context.Context, id string) (q int64, round int, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT quantity, round FROM stock WHERE product_id = $1`, id).Scan(&q, &round)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
-	}
-	if err != nil {
-		return 0, 0, dbErr("read quantity", err)
-	}
-	return q, round, nil
-}
-
 // Fence returns the highest fencing token of counter backend (a
 // lock.Fence's Backend) that id's stock row was claimed with; 0 when none
 // was, and for an unknown product, whose sale fails later with
@@ -224,34 +195,19 @@ func (s *Store) Fence(ctx context.Context, backend, id string) (int64, error) {
 	return f, nil
 }
 
-// Replay looks up the sale recorded under o.IdempotencyKey. It returns the
-// sale marked Replayed and found=true when it matches o, ErrIdempotencyConflict
-// when the key was used for another product or quantity, and found=false when
-// the key is unused. A replayed sale's Remaining is the stock it left, as
-// its ledger row records (the first answer said so); only a row written
-// before the ledger recorded it falls back to the stock now.
-func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.Sale, found bool, err error) {
-	err = s.pool.QueryRow(ctx, `
-		SELECT l.id, l.product_id, l.quantity, l.round, l.strategy, l.instance,
-		       coalesce(l.fence, 0), l.created_at, coalesce(l.remaining, s.quantity)
-		FROM sales l JOIN stock s ON s.product_id = l.product_id
-		WHERE l.idempotency_key = $1`, o.IdempotencyKey).
-		Scan(&sale.ID, &sale.ProductID, &sale.Quantity, &sale.Round, &sale.Strategy, &sale.Instance,
-			&sale.Fence, &sale.CreatedAt, &sale.Remaining)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return inventory.Sale{}, false, nil
-	}
-	if err != nil {
-		return inventory.Sale{}, false, dbErr("look up idempotency key", err)
-	}
-	if sale.ProductID != o.ProductID || sale.Quantity != o.Quantity {
-		return inventory.Sale{}, true, fmt.Errorf("%w: key %q sold %d of %q, this order is %d of %q",
-			inventory.ErrIdempotencyConflict, o.IdempotencyKey, sale.Quantity, sale.ProductID, o.Quantity, o.ProductID)
-	}
-	sale.Replayed = true
-	return sale, true, nil
-}
-
 // Pool is the pool the store writes through, for a lock backend that keeps
 // its locks in the same Postgres (pglock).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// FenceFloor is the fence floor of fencing counter backend (a lock.Fence's
+// Backend, e.g. "redislock"), for a lock whose counter can be lost
+// (redislock's and redlock's FenceFloor option): the highest token of that
+// counter the product's stock row was claimed with, so that a counter lost
+// with Redis never restarts below what Postgres has seen. Its key is the
+// lock's name (lock:{id}).
+func (s *Store) FenceFloor(backend string) func(ctx context.Context, key string) (int64, error) {
+	return func(ctx context.Context, key string) (int64, error) {
+		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
+		return s.Fence(ctx, backend, id)
+	}
+}
