@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"inventory/internal/inventory"
 	"inventory/internal/watchdog"
 	"inventory/internal/wire"
@@ -15,9 +13,8 @@ import (
 // replica sells it again at once (the others find it closed at their next
 // refused sale). The evidence stays recorded, so only new evidence opens it again.
 func (s *server) handleCloseCircuit(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if err := inventory.ValidateProductID(id); err != nil {
-		s.writeProblem(w, r, err)
+	id, ok := s.productID(w, r)
+	if !ok {
 		return
 	}
 	resp := wire.Circuit{ProductID: id, Instance: s.Instance}

@@ -269,9 +269,8 @@ func toProduct(p inventory.Product) wire.Product {
 }
 
 func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if err := inventory.ValidateProductID(id); err != nil {
-		s.writeProblem(w, r, err)
+	id, ok := s.productID(w, r)
+	if !ok {
 		return
 	}
 	p, err := s.Store.Product(r.Context(), id)
@@ -285,9 +284,8 @@ func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 
 // handleGetRound answers one round of a product from the ledger, current or past.
 func (s *server) handleGetRound(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if err := inventory.ValidateProductID(id); err != nil {
-		s.writeProblem(w, r, err)
+	id, ok := s.productID(w, r)
+	if !ok {
 		return
 	}
 	// Rounds are Postgres ints: 1 to 2^31-1.
@@ -311,9 +309,8 @@ func (s *server) handleGetRound(w http.ResponseWriter, r *http.Request) {
 // GET's ETag showed), a product in another round answers 412 and nothing
 // changes.
 func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if err := inventory.ValidateProductID(id); err != nil {
-		s.writeProblem(w, r, err)
+	id, ok := s.productID(w, r)
+	if !ok {
 		return
 	}
 	key, err := idempotencyKey(r)
@@ -471,4 +468,15 @@ func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.Health{Status: "ready", Instance: s.Instance})
+}
+
+// productID is the product id of r's path, or false after answering 400
+// for a bad one.
+func (s *server) productID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := chi.URLParam(r, "id")
+	if err := inventory.ValidateProductID(id); err != nil {
+		s.writeProblem(w, r, err)
+		return "", false
+	}
+	return id, true
 }

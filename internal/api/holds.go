@@ -3,9 +3,6 @@ package api
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
-	"inventory/internal/inventory"
 	"inventory/internal/wire"
 )
 
@@ -13,9 +10,8 @@ import (
 // oldest first: what the fault matrix reads from every replica to measure
 // overlapping lock holders.
 func (s *server) handleGetHolds(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if err := inventory.ValidateProductID(id); err != nil {
-		s.writeProblem(w, r, err)
+	id, ok := s.productID(w, r)
+	if !ok {
 		return
 	}
 	holds := s.Holds.For(id)

@@ -156,16 +156,9 @@ func generate(line string, records map[string][]Record, relDir string) (string, 
 			rows = append(rows, r.Rows[i])
 		}
 	}
-	cols := r.Columns
-	if m.columns != nil {
-		cols = nil
-		for _, k := range m.columns {
-			c, ok := r.column(k)
-			if !ok {
-				return "", fmt.Errorf("the %s record of %s has no column %q", r.Date, m.file, k)
-			}
-			cols = append(cols, c)
-		}
+	cols, err := m.columnsOf(r)
+	if err != nil {
+		return "", err
 	}
 	var b bytes.Buffer
 	writeTable(&b, cols, rows)
@@ -192,16 +185,9 @@ func generateEach(m marker, rs []Record, relDir string) (string, error) {
 			return "", fmt.Errorf("no record in %s has series %q and a row %s %s", m.file, m.series, m.selectKey, v)
 		}
 		if cols == nil {
-			cols = r.Columns
-			if m.columns != nil {
-				cols = nil
-				for _, k := range m.columns {
-					c, ok := r.column(k)
-					if !ok {
-						return "", fmt.Errorf("the %s record of %s has no column %q", r.Date, m.file, k)
-					}
-					cols = append(cols, c)
-				}
+			var err error
+			if cols, err = m.columnsOf(r); err != nil {
+				return "", err
 			}
 			cols = append(slices.Clone(cols), Column{Key: "\x00measured", Title: "measured"}, Column{Key: "\x00command", Title: "command", Code: true})
 		}
@@ -406,4 +392,21 @@ func UpdateDocs(docsDir string, write bool) (stale []string, err error) {
 		}
 	}
 	return stale, errors.Join(errs...)
+}
+
+// columnsOf is the columns of r that m shows: all of them, or those m
+// names, in its order.
+func (m marker) columnsOf(r Record) ([]Column, error) {
+	if m.columns == nil {
+		return r.Columns, nil
+	}
+	var cols []Column
+	for _, k := range m.columns {
+		c, ok := r.column(k)
+		if !ok {
+			return nil, fmt.Errorf("the %s record of %s has no column %q", r.Date, m.file, k)
+		}
+		cols = append(cols, c)
+	}
+	return cols, nil
 }

@@ -238,17 +238,15 @@ func (s *lua) renew(ctx context.Context, o inventory.Order, r redis.Reservation)
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		t := time.NewTicker(s.lease / 3)
-		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-t.C:
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease/3)
-				_ = s.counter.Renew(rctx, o, r, s.lease)
-				cancel()
+			case <-time.After(s.lease / 3):
 			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease/3)
+			_ = s.counter.Renew(rctx, o, r, s.lease)
+			cancel()
 		}
 	}()
 	return func() {
