@@ -161,7 +161,7 @@ func (f *ClockJump) Inject(ctx context.Context, t Target) error {
 		case <-tick.C:
 		}
 	}
-	return hold(ctx, ttl)
+	return sleep(ctx, ttl)
 }
 
 // clockJumpLook is how often clock-jump looks for leases held.

@@ -100,7 +100,7 @@ func TestClockJumpRecordsTheLeasesItEnded(t *testing.T) {
 	t.Cleanup(func() { _ = r.Stop() })
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	defer rdb.Close()
-	hold := func() {
+	takeLocks := func() {
 		t.Helper()
 		now, err := rdb.Time(ctx).Result()
 		if err != nil {
@@ -124,7 +124,7 @@ func TestClockJumpRecordsTheLeasesItEnded(t *testing.T) {
 		{0, map[string]int{}},
 		{30 * time.Second, map[string]int{"sku-1": 2}},
 	} {
-		hold()
+		takeLocks()
 		f := &ClockJump{ended: map[string]int{}}
 		held, err := heldLeases(ctx, rdb)
 		if err != nil {

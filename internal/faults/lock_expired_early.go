@@ -158,7 +158,7 @@ func (f *LockExpiredEarly) Inject(ctx context.Context, t Target) error {
 			h.Settle = f.Settle
 		}
 		if h.Settle > 0 {
-			if err := hold(ctx, h.Settle); err != nil {
+			if err := sleep(ctx, h.Settle); err != nil {
 				return err
 			}
 			again, ok, err := stores[found].Holder(ctx, lockName(t.Product))

@@ -41,7 +41,7 @@ func (f *NetLatency) Inject(ctx context.Context, t Target) error {
 	if err := errors.Join(r.PostgresLink.AddLatency(netLatency, netJitter), r.RedisLink.AddLatency(netLatency, netJitter)); err != nil {
 		return err
 	}
-	return hold(ctx, 2*t.LockTTL)
+	return sleep(ctx, 2*t.LockTTL)
 }
 
 // Heal implements Fault.

@@ -38,7 +38,7 @@ func (f *NetPartition) Inject(ctx context.Context, t Target) error {
 	if err := errors.Join(r.PostgresLink.Cut(), r.RedisLink.Cut()); err != nil {
 		return err
 	}
-	return hold(ctx, 2*t.LockTTL)
+	return sleep(ctx, 2*t.LockTTL)
 }
 
 // Heal implements Fault.

@@ -113,8 +113,8 @@ func (f *RedisClusterFailover) Inject(ctx context.Context, t Target) error {
 	rc := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: -1})
 	defer rc.Close()
 	unpause := func() { _ = rc.Do(context.WithoutCancel(ctx), "CLIENT", "UNPAUSE").Err() }
-	if err := rc.Do(ctx, "CLIENT", "PAUSE", holdBackMs, "WRITE").Err(); err != nil {
-		return fmt.Errorf("hold the replica's replication back: %w", err)
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", replicaPauseMs, "WRITE").Err(); err != nil {
+		return fmt.Errorf("pause the replica's replication: %w", err)
 	}
 	if err := saleInFlight(ctx, t); err != nil {
 		unpause()

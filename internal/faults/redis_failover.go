@@ -40,9 +40,10 @@ func (*RedisFailover) Scope() Scope { return ScopeFleet }
 func (*RedisFailover) Needs(opts *fleet.Options) { opts.RedisSentinel = true }
 
 const (
-	// holdBackMs is how long the replica's replication stays paused:
-	// longer than any run's fault window, and CLIENT UNPAUSE ends it sooner.
-	holdBackMs = 30_000
+	// replicaPauseMs is how long CLIENT PAUSE holds the replica's
+	// replication back: longer than any run's fault window, and CLIENT
+	// UNPAUSE ends it sooner.
+	replicaPauseMs = 30_000
 	// failoverWait bounds each wait for Redis or the Sentinel to reach a
 	// state; the Sentinel declares a silent primary down after a second.
 	failoverWait = 30 * time.Second
@@ -67,8 +68,8 @@ func (f *RedisFailover) Inject(ctx context.Context, t Target) error {
 	}
 	rc := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: -1})
 	defer rc.Close()
-	if err := rc.Do(ctx, "CLIENT", "PAUSE", holdBackMs, "WRITE").Err(); err != nil {
-		return fmt.Errorf("hold the replica's replication back: %w", err)
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", replicaPauseMs, "WRITE").Err(); err != nil {
+		return fmt.Errorf("pause the replica's replication: %w", err)
 	}
 	if err := saleInFlight(ctx, t); err != nil {
 		_ = rc.Do(ctx, "CLIENT", "UNPAUSE").Err()

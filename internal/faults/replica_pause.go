@@ -31,11 +31,11 @@ func (f *ReplicaPause) Inject(ctx context.Context, t Target) error {
 	}
 	r := t.Fleet.Replicas[0]
 	f.paused = r // Heal continues it, even after a failed pause
-	// The pause is held from when it took hold, not from when it was sent.
+	// The pause lasts from when it took effect, not from when it was sent.
 	if err := localstack.Pause(r.Pid()); err != nil {
 		return fmt.Errorf("pause %s: %w", r.Instance, err)
 	}
-	return hold(ctx, 2*t.LockTTL)
+	return sleep(ctx, 2*t.LockTTL)
 }
 
 // Heal implements Fault.

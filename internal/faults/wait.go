@@ -58,8 +58,9 @@ func saleInFlight(ctx context.Context, t Target) error {
 	})
 }
 
-// hold waits d, the fault's own duration (not a wait for a condition).
-func hold(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until ctx ends: a fault's own duration, or a
+// holder's time to settle, never a wait for a condition.
+func sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

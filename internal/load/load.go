@@ -39,12 +39,13 @@ type Config struct {
 	// times; the answer counted is the last one.
 	Keys    string
 	Retries int
-	// Disturb, when set, runs alongside the buyers (a fault): answered
-	// reports how many buyers have their answer, and selling is closed once
-	// all have. The run waits for it before reading the final state, and
-	// its error ends the run. A disturbed run may span rounds, and is
-	// judged as faulted (see verdict.Figures.Faulted).
-	Disturb func(ctx context.Context, answered func() int64, selling <-chan struct{}) error
+	// Strike, when set, runs alongside the buyers: it strikes with a fault
+	// at its moment and heals it. answered reports how many buyers have
+	// their answer, and selling is closed once all have. The run waits for
+	// it before reading the final state, and its error ends the run. A
+	// faulted run may span rounds, and is judged as faulted (see
+	// verdict.Figures.Faulted).
+	Strike func(ctx context.Context, answered func() int64, selling <-chan struct{}) error
 	// Spread, when set, paces the buyers: they start over at least Spread,
 	// in waves of Concurrency at once (see waves); a run whose sales are
 	// slower is not held back.
@@ -66,8 +67,8 @@ type Config struct {
 	// window's ops); past it the product is INCONCLUSIVE, and a safe row
 	// with an INCONCLUSIVE history fails.
 	HistoryTimeout time.Duration
-	// WaveWithin, with Disturb, is the liveness check: once the fault has
-	// healed (Disturb returned), a fresh wave of buyers buys what is left
+	// WaveWithin, with Strike, is the liveness check: once the fault has
+	// healed (Strike returned), a fresh wave of buyers buys what is left
 	// of the product (restocked first when the run sold out) and must be
 	// answered within it (see runWave); its answers join the run's figures
 	// and history. 0: no wave. One product only.
@@ -486,14 +487,14 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	var next, answered atomic.Int64
 	var wg sync.WaitGroup
 	selling := make(chan struct{})
-	disturbed := make(chan error, 1)
-	disturbedFrom := time.Now()
-	var healed time.Time // when Disturb returned: the fault had struck and healed
-	if cfg.Disturb != nil {
+	struck := make(chan error, 1) // Strike's error, once it returned
+	faultFrom := time.Now()       // restocks by others are looked for from here to faultUntil
+	var healed time.Time          // when Strike returned: the fault had struck and healed
+	if cfg.Strike != nil {
 		go func() {
-			err := cfg.Disturb(ctx, answered.Load, selling)
+			err := cfg.Strike(ctx, answered.Load, selling)
 			healed = time.Now() // read after the send below
-			disturbed <- err
+			struck <- err
 		}()
 	}
 	var pace <-chan struct{}
@@ -563,12 +564,12 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	elapsed := time.Since(start)
 	reads := reading.stop(cfg.Readers, elapsed.Seconds())
 	close(selling)
-	if cfg.Disturb != nil {
-		if err := <-disturbed; err != nil {
+	if cfg.Strike != nil {
+		if err := <-struck; err != nil {
 			return Result{}, fmt.Errorf("fault: %w", err)
 		}
 	}
-	disturbedUntil := time.Now()
+	faultUntil := time.Now()
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("interrupted: %w", err)
 	}
@@ -577,7 +578,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	}
 	// Once the fault has healed, a fresh wave must buy what is left.
 	var wv *wave
-	if cfg.Disturb != nil && cfg.WaveWithin > 0 {
+	if cfg.Strike != nil && cfg.WaveWithin > 0 {
 		if len(ids) > 1 {
 			return Result{}, errors.New("the wave after a fault buys one product: WaveWithin needs Products of at most 1")
 		}
@@ -613,7 +614,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		if cfg.RestockDuring {
 			wantRound = restockedRound[i].Load()
 		}
-		if a.Round != wantRound && (cfg.Disturb == nil || a.Round < before[i].Round) {
+		if a.Round != wantRound && (cfg.Strike == nil || a.Round < before[i].Round) {
 			return fmt.Errorf("final state: round %d, want %d: someone else restocked %s during the run", a.Round, wantRound, id)
 		}
 		f := t.products[i].figures(buyersOf[i])
@@ -625,12 +626,12 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		if f.Rounds, f.Unattributed, err = readRounds(ctx, tr, id, before[i].Round, a, okByRound[i]); err != nil {
 			return err
 		}
-		if cfg.Disturb != nil {
+		if cfg.Strike != nil {
 			ours := []int64{restockedRound[i].Load()}
 			if wv != nil {
 				ours = append(ours, wv.round)
 			}
-			if others[i], err = restocksByOthers(ctx, tr, id, before[i].Round, a.Round, ours, f.Rounds, workers+len(ids), disturbedFrom, disturbedUntil); err != nil {
+			if others[i], err = restocksByOthers(ctx, tr, id, before[i].Round, a.Round, ours, f.Rounds, workers+len(ids), faultFrom, faultUntil); err != nil {
 				return err
 			}
 		}
@@ -719,7 +720,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 			ev.Answers = append([]verdict.KeyedAnswer{}, t.answers...)
 		}
 	}
-	if cfg.Disturb != nil {
+	if cfg.Strike != nil {
 		ev.Fault = &verdict.Strike{Healed: healed}
 		if wv != nil {
 			ev.Wave = &wv.evidence

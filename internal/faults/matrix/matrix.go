@@ -53,7 +53,7 @@ type Options struct {
 	// Fleets is how many fleets run at once, each with its own group of
 	// faults (the groups in order, the next starting when one ends).
 	// Default (0 or 1): one at a time. Side by side the fleets share the
-	// machine's cores; the runs' timing (Spread, the strike board's tries)
+	// machine's cores; the runs' timing (Spread, the shared strikes' tries)
 	// adapts, so the verdicts are the same, only the latencies are not
 	// each fleet's own.
 	Fleets int
@@ -105,7 +105,11 @@ func groupByFleet(base fleet.Options, fl []faults.Fault) []fleetGroup {
 // Run runs the fault matrix of fl on local fleets: one per group of
 // faults that need the same fleet, o.Fleets of them at once (by default one
 // at a time, each stopped before the next starts), from one build of the
-// service. The cells come back as one matrix, in fl's order.
+// service. The cells come back as one matrix, in fl's order. (Starting the
+// next fleet while a group ran hid its ~8 s start, but on two cores it
+// slowed that group's first round: faults struck 9–14 s in instead of
+// 1–4 s, after the fastest strategies' buyers had finished, and runs
+// missed.)
 func Run(ctx context.Context, o Options, fl []faults.Fault, log io.Writer) (report.Matrix, error) {
 	dir, err := os.MkdirTemp("", "inventory-faults-")
 	if err != nil {
@@ -302,31 +306,31 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 	byCell := map[[2]string]report.Cell{}
 	for _, fault := range fl {
 		began := time.Now()
-		lanes := make([]*lane, len(strategies))
+		cells := make([]*runningCell, len(strategies))
 		for i, s := range strategies {
-			lanes[i] = &lane{s: s, cell: report.Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}, breaksLocks: faults.BreaksLocks(fault)}
+			cells[i] = &runningCell{s: s, cell: report.Cell{Strategy: s.Name, Fault: fault.Name(), Safe: s.Safe}, breaksLocks: faults.BreaksLocks(fault)}
 			if err := faults.AppliesTo(fault, faults.Target{Strategy: s.Name, Strategies: mr.all}); err != nil {
-				lanes[i].cell.NotApplicable = err.Error()
+				cells[i].cell.NotApplicable = err.Error()
 			}
 		}
 		if faults.ScopeOf(fault) == faults.ScopeRun {
-			for _, l := range lanes {
-				if err := mr.oneAtATime(ctx, l, fault); err != nil {
+			for _, rc := range cells {
+				if err := mr.oneAtATime(ctx, rc, fault); err != nil {
 					return report.Matrix{}, err
 				}
-				mr.report(log, l)
+				mr.report(log, rc)
 			}
 		} else {
-			if err := mr.sideBySide(ctx, lanes, fault); err != nil {
+			if err := mr.sideBySide(ctx, cells, fault); err != nil {
 				return report.Matrix{}, err
 			}
-			for _, l := range lanes {
-				mr.report(log, l)
+			for _, rc := range cells {
+				mr.report(log, rc)
 			}
 		}
-		for _, l := range lanes {
-			byCell[[2]string{l.s.Name, fault.Name()}] = l.cell
-			m.Failed = m.Failed || l.cell.Fails
+		for _, rc := range cells {
+			byCell[[2]string{rc.s.Name, fault.Name()}] = rc.cell
+			m.Failed = m.Failed || rc.cell.Fails
 		}
 		took := time.Since(began).Round(100 * time.Millisecond)
 		m.FaultSeconds = append(m.FaultSeconds, took.Seconds())
@@ -350,12 +354,12 @@ type matrixRun struct {
 	stamp    int64    // makes this matrix's product ids its own
 	// spread is how long the buyers of each run of a side-by-side round
 	// take at least to start: o.Spread, or twice as long as the last
-	// round of every applicable lane took to reach the fault's moment, so
+	// round of every applicable cell took to reach the fault's moment, so
 	// that the fastest strategies are still selling when it comes.
 	spread time.Duration
 	log    io.Writer // progress
 	// defaultTurn counts side-by-side rounds across faults: round n's
-	// default lane is the (n mod k)th of its k safe lanes.
+	// default cell is the (n mod k)th of its k safe cells.
 	defaultTurn int
 	// soldOut notes when the buyers' sales answered 409 were sent, so that
 	// a sold-out after the fault healed fails the run.
@@ -365,8 +369,8 @@ type matrixRun struct {
 // maxScale bounds matrixRun.scale.
 const maxScale = 64
 
-// lane is one cell being run: a strategy under the fault at hand.
-type lane struct {
+// runningCell is one cell being run: a strategy under the fault at hand.
+type runningCell struct {
 	s     load.StrategyInfo
 	cell  report.Cell
 	tries int // runs started, missed ones included
@@ -403,15 +407,15 @@ func grow(scale int64) int64 { return min(4*max(scale, 1), maxScale) }
 // the run at hand has not missed triesPerRun times in a row. A judged run
 // that broke no lock is still judged, every invariant of it: only the
 // cell's proof that the fault struck is sought again.
-func (l *lane) open(o Options) bool {
-	wanted := l.cell.Runs < o.Runs ||
-		l.breaksLocks && !l.brokeALock() && l.cell.Runs < o.Runs+triesPerRun-1
-	return l.cell.NotApplicable == "" && l.refused == "" && wanted && l.missedInARow < triesPerRun
+func (rc *runningCell) open(o Options) bool {
+	wanted := rc.cell.Runs < o.Runs ||
+		rc.breaksLocks && !rc.brokeALock() && rc.cell.Runs < o.Runs+triesPerRun-1
+	return rc.cell.NotApplicable == "" && rc.refused == "" && wanted && rc.missedInARow < triesPerRun
 }
 
 // brokeALock reports whether a judged run of the cell showed a lock broken.
-func (l *lane) brokeALock() bool {
-	for _, r := range l.cell.Results {
+func (rc *runningCell) brokeALock() bool {
+	for _, r := range rc.cell.Results {
 		if r.LocksBroken() > 0 {
 			return true
 		}
@@ -419,90 +423,90 @@ func (l *lane) brokeALock() bool {
 	return false
 }
 
-// finish closes the lane's cell with verdict.JudgeCell's verdict; a cell
+// finish closes the cell with verdict.JudgeCell's verdict; a cell
 // that did not strike gets a failing run saying why.
-func (l *lane) finish(o Options) {
-	c := verdict.Cell{Safe: l.s.Safe, NotApplicable: l.cell.NotApplicable, Wanted: o.Runs, Misses: l.misses,
-		MissedInARow: l.missedInARow, Refused: l.refused, MustBreakLocks: l.breaksLocks}
-	for _, r := range l.cell.Results {
+func (rc *runningCell) finish(o Options) {
+	c := verdict.Cell{Safe: rc.s.Safe, NotApplicable: rc.cell.NotApplicable, Wanted: o.Runs, Misses: rc.misses,
+		MissedInARow: rc.missedInARow, Refused: rc.refused, MustBreakLocks: rc.breaksLocks}
+	for _, r := range rc.cell.Results {
 		c.Runs = append(c.Runs, verdict.CellRun{Verdict: r.Verdict, Reasons: r.Reasons, LocksBroken: r.LocksBroken()})
 	}
 	j := verdict.JudgeCell(c)
 	if j.NotStruck != "" {
-		res := load.Result{Run: l.tries, Strategy: l.s.Name, Safe: l.s.Safe}
-		l.cell.MarkNotStruck(report.FaultRun{Result: res}, j.NotStruck)
+		res := load.Result{Run: rc.tries, Strategy: rc.s.Name, Safe: rc.s.Safe}
+		rc.cell.MarkNotStruck(report.FaultRun{Result: res}, j.NotStruck)
 	}
-	l.cell.Kept, l.cell.SafeBroke, l.cell.Failing, l.cell.Fails = j.Kept, j.SafeBroke, j.Failing, j.Fails
+	rc.cell.Kept, rc.cell.SafeBroke, rc.cell.Failing, rc.cell.Fails = j.Kept, j.SafeBroke, j.Failing, j.Fails
 }
 
-// next starts the lane's next run: its product, and o's stock and buyers
+// next starts the cell's next run: its product, and o's stock and buyers
 // times scale.
-func (mr *matrixRun) next(l *lane, fault faults.Fault, scale int64) (product string, size Options) {
-	l.tries++
+func (mr *matrixRun) next(rc *runningCell, fault faults.Fault, scale int64) (product string, size Options) {
+	rc.tries++
 	size = mr.o
 	if scale > 1 {
 		size.Stock, size.Buyers = scale*size.Stock, int(scale)*size.Buyers
 	}
-	return fmt.Sprintf("f%d-%s-%s-%d", mr.stamp, l.s.Name, fault.Name(), l.tries), size
+	return fmt.Sprintf("f%d-%s-%s-%d", mr.stamp, rc.s.Name, fault.Name(), rc.tries), size
 }
 
 // record adds a run's outcome to its cell, and reports whether the run was
 // missed (the fault found its buyers all answered).
-func (mr *matrixRun) record(l *lane, fault faults.Fault, res report.FaultRun, err error) (missed bool, _ error) {
+func (mr *matrixRun) record(rc *runningCell, fault faults.Fault, res report.FaultRun, err error) (missed bool, _ error) {
 	switch {
 	// A fault that declared it applies (faults.AppliesTo) and then says it
 	// does not contradicts its declaration: the cell proved nothing, and
 	// fails; it is not tried again.
 	case errors.Is(err, faults.ErrNotApplicable):
-		l.refused = fmt.Sprintf("try %d: %v", l.tries, err)
-		fmt.Fprintf(mr.log, "  %s × %s try %d: the fault declared it applies, then said it does not: %v\n", l.s.Name, fault.Name(), l.tries, err)
+		rc.refused = fmt.Sprintf("try %d: %v", rc.tries, err)
+		fmt.Fprintf(mr.log, "  %s × %s try %d: the fault declared it applies, then said it does not: %v\n", rc.s.Name, fault.Name(), rc.tries, err)
 		return false, nil
 	// A fault that applies yet finds nothing to act on when it strikes
 	// was not struck: the run is tried again, never the cell skipped.
 	case errors.Is(err, faults.ErrMissed), errors.Is(err, faults.ErrNotStruck):
-		l.cell.Missed++
-		l.missedInARow++
-		l.misses = append(l.misses, fmt.Sprintf("try %d: %v", l.tries, err))
+		rc.cell.Missed++
+		rc.missedInARow++
+		rc.misses = append(rc.misses, fmt.Sprintf("try %d: %v", rc.tries, err))
 		fmt.Fprintf(mr.log, "  %s × %s try %d did not strike (%d of %d for this run): %v\n",
-			l.s.Name, fault.Name(), l.tries, l.missedInARow, triesPerRun, err)
+			rc.s.Name, fault.Name(), rc.tries, rc.missedInARow, triesPerRun, err)
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("%s × %s run %d: %w", l.s.Name, fault.Name(), l.tries, err)
+		return false, fmt.Errorf("%s × %s run %d: %w", rc.s.Name, fault.Name(), rc.tries, err)
 	default:
-		res.Run = l.tries
-		l.missedInARow = 0
-		l.cell.Add(res)
+		res.Run = rc.tries
+		rc.missedInARow = 0
+		rc.cell.Add(res)
 	}
 	return false, nil
 }
 
-func (mr *matrixRun) report(log io.Writer, l *lane) {
-	l.finish(mr.o)
-	fmt.Fprintf(log, "%-10s × %-18s %s\n", l.s.Name, l.cell.Fault, l.cell.Summary())
-	if l.cell.NotStruck != "" {
-		fmt.Fprintf(log, "%-10s × %-18s %s: the cell fails (%d tries)\n", l.s.Name, l.cell.Fault, NotStruck, l.tries)
+func (mr *matrixRun) report(log io.Writer, rc *runningCell) {
+	rc.finish(mr.o)
+	fmt.Fprintf(log, "%-10s × %-18s %s\n", rc.s.Name, rc.cell.Fault, rc.cell.Summary())
+	if rc.cell.NotStruck != "" {
+		fmt.Fprintf(log, "%-10s × %-18s %s: the cell fails (%d tries)\n", rc.s.Name, rc.cell.Fault, NotStruck, rc.tries)
 	}
 }
 
-func (mr *matrixRun) target(l *lane, product string) faults.Target {
-	return faults.Target{Fleet: mr.fleet, Product: product, Strategy: l.s.Name, Strategies: mr.all, LockTTL: mr.o.LockTTL}
+func (mr *matrixRun) target(rc *runningCell, product string) faults.Target {
+	return faults.Target{Fleet: mr.fleet, Product: product, Strategy: rc.s.Name, Strategies: mr.all, LockTTL: mr.o.LockTTL}
 }
 
 // oneAtATime runs a cell's runs one after another, the strategy being the
 // fleet default: buyers name none, so strategy-switch acts as it would in
 // production.
-func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault) error {
+func (mr *matrixRun) oneAtATime(ctx context.Context, rc *runningCell, fault faults.Fault) error {
 	scale := int64(1)
-	for l.open(mr.o) {
-		product, size := mr.next(l, fault, scale)
-		t := mr.target(l, product)
-		sc := load.Scenario{Name: l.s.Name, Safe: l.s.Safe, Switch: []string{l.s.Name}}
-		soldWith := l.s.Name
+	for rc.open(mr.o) {
+		product, size := mr.next(rc, fault, scale)
+		t := mr.target(rc, product)
+		sc := load.Scenario{Name: rc.s.Name, Safe: rc.s.Safe, Switch: []string{rc.s.Name}}
+		soldWith := rc.s.Name
 		if faults.ChangesDefault(fault) {
 			soldWith = ""
 		}
-		res, err := mr.faultedRun(ctx, l.s, size, product, sc, soldWith, 0, strikeAlone(fault, t, strikeAt(size)), fault)
-		missed, err := mr.record(l, fault, res, err)
+		res, err := mr.faultedRun(ctx, rc.s, size, product, sc, soldWith, 0, strikeAlone(fault, t, strikeAt(size)), fault)
+		missed, err := mr.record(rc, fault, res, err)
 		if err != nil {
 			return err
 		}
@@ -513,28 +517,28 @@ func (mr *matrixRun) oneAtATime(ctx context.Context, l *lane, fault faults.Fault
 	return nil
 }
 
-// sideBySide runs the cells of every lane at once, round after round
+// sideBySide runs every cell's runs at once, round after round
 // until each has its runs: each run buys a product of its own naming its
-// strategy, but for one safe lane per round, taken in turn across rounds
+// strategy, but for one safe cell per round, taken in turn across rounds
 // and faults, whose strategy is made the fleet default and whose buyers
 // name none, so that the default itself is under the fault too. A
-// ScopeFleet fault strikes once per round for all of them (strikeBoard); a
+// ScopeFleet fault strikes once per round for all of them (sharedStrike); a
 // ScopeProduct fault strikes each run on its own.
-func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults.Fault) error {
+func (mr *matrixRun) sideBySide(ctx context.Context, cells []*runningCell, fault faults.Fault) error {
 	for {
-		var open []*lane
-		for _, l := range lanes {
-			if l.open(mr.o) {
-				open = append(open, l)
+		var open []*runningCell
+		for _, rc := range cells {
+			if rc.open(mr.o) {
+				open = append(open, rc)
 			}
 		}
 		if len(open) == 0 {
 			return nil
 		}
-		byDefault := -1 // the lane whose buyers name none
+		byDefault := -1 // the cell whose buyers name none
 		var safe []int
-		for i, l := range open {
-			if l.s.Safe {
+		for i, rc := range open {
+			if rc.s.Safe {
 				safe = append(safe, i)
 			}
 		}
@@ -546,21 +550,21 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 		// Each run's product (placed where the fault strikes, for a
 		// Colocator) and size.
 		products, sizes := make([]string, len(open)), make([]Options, len(open))
-		for i, l := range open {
-			products[i], sizes[i] = mr.next(l, fault, 1)
+		for i, rc := range open {
+			products[i], sizes[i] = mr.next(rc, fault, 1)
 			if c, ok := fault.(faults.Colocator); ok {
 				var err error
 				if products[i], err = c.Colocate(ctx, mr.fleet, products[i]); err != nil {
-					return fmt.Errorf("%s × %s: place the run's product: %w", l.s.Name, fault.Name(), err)
+					return fmt.Errorf("%s × %s: place the run's product: %w", rc.s.Name, fault.Name(), err)
 				}
 			}
 		}
-		var board *strikeBoard
+		var shared *sharedStrike
 		spread := time.Duration(0) // a fault of its own strikes each run at its own moment
 		began := time.Now()
 		if faults.ScopeOf(fault) == faults.ScopeFleet {
-			board = newStrikeBoard(len(open))
-			go board.strike(ctx, fault, faults.Target{Fleet: mr.fleet, Strategies: mr.all, LockTTL: mr.o.LockTTL})
+			shared = newSharedStrike(len(open))
+			go shared.inject(ctx, fault, faults.Target{Fleet: mr.fleet, Strategies: mr.all, LockTTL: mr.o.LockTTL})
 			spread = mr.spread
 		}
 		type outcome struct {
@@ -569,37 +573,37 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 		}
 		got := make([]outcome, len(open))
 		var wg sync.WaitGroup
-		for i, l := range open {
+		for i, rc := range open {
 			product, size := products[i], sizes[i]
 			wg.Go(func() {
-				var disturb func(context.Context, func() int64, <-chan struct{}) error
+				var strike func(context.Context, func() int64, <-chan struct{}) error
 				var struck faults.Fault // the value that strikes this run, for its record
-				if board != nil {
-					defer board.leave(i)
-					disturb, struck = board.disturb(i, strikeAt(size)), fault
+				if shared != nil {
+					defer shared.leave(i)
+					strike, struck = shared.strikeFor(i, strikeAt(size)), fault
 				} else {
 					own, _ := faults.New(fault.Name()) // a value per run: it keeps what it must heal
-					disturb, struck = strikeAlone(own, mr.target(l, product), strikeAt(size)), own
+					strike, struck = strikeAlone(own, mr.target(rc, product), strikeAt(size)), own
 				}
-				sc := load.Scenario{Name: l.s.Name, Safe: l.s.Safe, Sell: []string{l.s.Name}}
+				sc := load.Scenario{Name: rc.s.Name, Safe: rc.s.Safe, Sell: []string{rc.s.Name}}
 				soldWith := ""
 				if i == byDefault {
-					sc.Sell, sc.Switch, soldWith = nil, []string{l.s.Name}, l.s.Name
+					sc.Sell, sc.Switch, soldWith = nil, []string{rc.s.Name}, rc.s.Name
 				}
-				got[i].res, got[i].err = mr.faultedRun(ctx, l.s, size, product, sc, soldWith, spread, disturb, struck)
+				got[i].res, got[i].err = mr.faultedRun(ctx, rc.s, size, product, sc, soldWith, spread, strike, struck)
 			})
 		}
 		wg.Wait()
-		if board != nil {
-			<-board.done
-			if !board.struckAt.IsZero() {
-				delay := board.struckAt.Sub(began)
-				mr.spread = nextSpread(mr.o.Spread, mr.spread, delay, len(open) == applicable(lanes))
-				fmt.Fprintf(mr.log, "  %s: struck %d runs after %v; next spread %v\n", fault.Name(), board.hit, delay.Round(100*time.Millisecond), mr.spread)
+		if shared != nil {
+			<-shared.done
+			if !shared.struckAt.IsZero() {
+				delay := shared.struckAt.Sub(began)
+				mr.spread = nextSpread(mr.o.Spread, mr.spread, delay, len(open) == applicable(cells))
+				fmt.Fprintf(mr.log, "  %s: struck %d runs after %v; next spread %v\n", fault.Name(), shared.hit, delay.Round(100*time.Millisecond), mr.spread)
 			}
 		}
-		for i, l := range open {
-			if _, err := mr.record(l, fault, got[i].res, got[i].err); err != nil {
+		for i, rc := range open {
+			if _, err := mr.record(rc, fault, got[i].res, got[i].err); err != nil {
 				return err
 			}
 		}
@@ -608,23 +612,23 @@ func (mr *matrixRun) sideBySide(ctx context.Context, lanes []*lane, fault faults
 
 // nextSpread is the spread of the next side-by-side round, after one
 // whose fault struck delay after it began: twice delay, at least floor. Only
-// a round of every applicable lane (everyLane) tells how long the slowest
+// a round of every applicable cell (everyCell) tells how long the slowest
 // take to reach the fault's moment; a round of the few that missed (the
 // fastest, done before the slowest got there) strikes at once, and a
 // spread cut to it had the next fault's fastest runs miss again, round
 // after round, so such a round keeps cur.
-func nextSpread(floor, cur, delay time.Duration, everyLane bool) time.Duration {
-	if !everyLane {
+func nextSpread(floor, cur, delay time.Duration, everyCell bool) time.Duration {
+	if !everyCell {
 		return cur
 	}
 	return max(floor, 2*delay).Round(100 * time.Millisecond)
 }
 
-// applicable is how many of lanes the fault applies to.
-func applicable(lanes []*lane) int {
+// applicable is how many of cells the fault applies to.
+func applicable(cells []*runningCell) int {
 	n := 0
-	for _, l := range lanes {
-		if l.cell.NotApplicable == "" {
+	for _, rc := range cells {
+		if rc.cell.NotApplicable == "" {
 			n++
 		}
 	}
@@ -644,7 +648,7 @@ func (mr *matrixRun) takeSoldOut(product string) []time.Time {
 // strikes: a fifth.
 func strikeAt(o Options) int64 { return int64(max(1, o.Buyers/5)) }
 
-// strikeAlone is a run's Disturb for a fault of its own: it strikes once
+// strikeAlone is a run's Strike for a fault of its own: it strikes once
 // at answers have been given and heals.
 func strikeAlone(fault faults.Fault, t faults.Target, at int64) func(context.Context, func() int64, <-chan struct{}) error {
 	return func(ctx context.Context, answered func() int64, selling <-chan struct{}) error {
@@ -678,7 +682,7 @@ func awaitAnswers(ctx context.Context, answered func() int64, at int64, selling 
 
 // faultedRun is one run of one cell: buyers with Idempotency-Keys buy
 // product with strategy s (as sc says: naming it, or as the fleet
-// default), starting over at least spread, while disturb strikes (struck
+// default), starting over at least spread, while strike strikes (struck
 // is the fault value that strikes, for its record), then, once the fault
 // has healed, a wave of buyers buys what is left (load.Config.WaveWithin).
 // load collects the run's evidence; the matrix adds what only it knows
@@ -686,14 +690,14 @@ func awaitAnswers(ctx context.Context, answered func() int64, at int64, selling 
 // and has verdict.Judge judge the run on all of it. The replicas' hold
 // logs are then read for holders that overlapped and leases lost.
 func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Options, product string, sc load.Scenario, soldWith string,
-	spread time.Duration, disturb func(context.Context, func() int64, <-chan struct{}) error, struck faults.Fault) (report.FaultRun, error) {
+	spread time.Duration, strike func(context.Context, func() int64, <-chan struct{}) error, struck faults.Fault) (report.FaultRun, error) {
 	before, err := breachCounts(ctx, mr.replicas, s.Name)
 	if err != nil {
 		return report.FaultRun{}, err
 	}
 	cfg := load.Config{
 		Product: product, Stock: o.Stock, Buyers: o.Buyers, Concurrency: o.Concurrency,
-		Keys: product, Retries: o.Retries, Spread: spread, Disturb: disturb,
+		Keys: product, Retries: o.Retries, Spread: spread, Strike: strike,
 		WaveWithin:  cmp.Or(o.WaveWithin, load.DefaultWaveWithin),
 		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger, circuits and a fault's restocks
 	}

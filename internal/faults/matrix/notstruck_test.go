@@ -29,7 +29,7 @@ func TestAFaultThatDidNotStrikeIsTriedAgainThenFailsItsCell(t *testing.T) {
 		for _, safe := range []bool{true, false} {
 			var log bytes.Buffer
 			mr := &matrixRun{o: o, log: &log}
-			l := &lane{s: load.StrategyInfo{Name: "redis", Safe: safe}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: safe}}
+			l := &runningCell{s: load.StrategyInfo{Name: "redis", Safe: safe}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: safe}}
 			for l.open(o) && l.tries < 20 {
 				mr.next(l, fault, 1)
 				err := miss
@@ -74,7 +74,7 @@ func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
 	mr := &matrixRun{o: o, log: &log}
 	fault := &faults.LockExpiredEarly{}
 	judged := report.FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe}}
-	l := &lane{s: load.StrategyInfo{Name: "redis", Safe: true}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: true}}
+	l := &runningCell{s: load.StrategyInfo{Name: "redis", Safe: true}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: true}}
 	for l.open(o) && l.tries < 20 {
 		mr.next(l, fault, 1)
 		var err error
@@ -91,7 +91,7 @@ func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
 			l.cell.NotStruck, l.cell.SafeBroke, l.cell.Kept, l.cell.Runs, l.cell.Missed)
 	}
 
-	n := &lane{s: load.StrategyInfo{Name: "atomic", Safe: true}, cell: report.Cell{Strategy: "atomic", Fault: fault.Name(), Safe: true}}
+	n := &runningCell{s: load.StrategyInfo{Name: "atomic", Safe: true}, cell: report.Cell{Strategy: "atomic", Fault: fault.Name(), Safe: true}}
 	// atomic as GET /strategies describes it: no lock backend.
 	if err := faults.AppliesTo(fault, faults.Target{Strategy: "atomic", Strategies: []faults.Strategy{{Name: "atomic", Safe: true}}}); err != nil {
 		n.cell.NotApplicable = err.Error()
@@ -105,9 +105,9 @@ func TestAMissThenAStrikeKeepsTheCell(t *testing.T) {
 	}
 }
 
-// lane is a fresh lane of strategy redis (safe or not) under fault.
-func newLane(fault faults.Fault, safe bool) *lane {
-	return &lane{s: load.StrategyInfo{Name: "redis", Safe: safe}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: safe},
+// newRunningCell is a fresh cell of strategy redis (safe or not) under fault, being run.
+func newRunningCell(fault faults.Fault, safe bool) *runningCell {
+	return &runningCell{s: load.StrategyInfo{Name: "redis", Safe: safe}, cell: report.Cell{Strategy: "redis", Fault: fault.Name(), Safe: safe},
 		breaksLocks: faults.BreaksLocks(fault)}
 }
 
@@ -123,7 +123,7 @@ func TestAFaultThatSaysItDoesNotApplyAfterDeclaringItDoesFailsItsCell(t *testing
 	judged := report.FaultRun{Result: load.Result{Safe: true, Verdict: verdict.Safe}}
 	var log bytes.Buffer
 	mr := &matrixRun{o: o, log: &log}
-	l := newLane(fault, true)
+	l := newRunningCell(fault, true)
 	for l.open(o) && l.tries < 20 {
 		mr.next(l, fault, 1)
 		var err error
@@ -165,7 +165,7 @@ func TestALockBreakingFaultMustShowALockBroken(t *testing.T) {
 	} {
 		var log bytes.Buffer
 		mr := &matrixRun{o: o, log: &log}
-		l := newLane(tc.fault, true)
+		l := newRunningCell(tc.fault, true)
 		for _, r := range tc.runs {
 			mr.next(l, tc.fault, 1)
 			r.Safe, r.Verdict = true, verdict.Safe
@@ -203,7 +203,7 @@ func TestALockBreakingFaultIsTriedAgainUntilALockBreaks(t *testing.T) {
 	} {
 		var log bytes.Buffer
 		mr := &matrixRun{o: o, log: &log}
-		l := newLane(fault, true)
+		l := newRunningCell(fault, true)
 		for i := 0; l.open(o) && i < len(tc.runs); i++ {
 			mr.next(l, fault, 1)
 			r := tc.runs[i]
@@ -227,7 +227,7 @@ func TestAStuckRunFailsASafeCell(t *testing.T) {
 	fault := &faults.ReplicaKill{}
 	var log bytes.Buffer
 	mr := &matrixRun{o: o, log: &log}
-	l := newLane(fault, true)
+	l := newRunningCell(fault, true)
 	for _, v := range []string{verdict.Safe, verdict.Stuck} {
 		mr.next(l, fault, 1)
 		if _, err := mr.record(l, fault, report.FaultRun{Result: load.Result{Safe: true, Verdict: v, Reasons: []string{"why"}}}, nil); err != nil {

@@ -10,16 +10,16 @@ import (
 	"inventory/internal/faults"
 )
 
-// strikeBoard lets the side-by-side runs of one round share a single
-// injection of a fault that strikes the whole fleet. Each run arrives once
-// a fifth of its buyers have their answer, or leaves without arriving (it
+// sharedStrike is one injection of a fault that strikes the whole fleet,
+// shared by the side-by-side runs of one round. Each run arrives once a
+// fifth of its buyers have their answer, or leaves without arriving (it
 // finished first, or failed). When no run is still on its way, the fault
 // strikes once, for the runs still selling, and is healed; each of those
-// runs' Disturb then returns the fault's error, and every other run's
+// runs' Strike then returns the fault's error, and every other run's
 // faults.ErrMissed (it is tried again, bigger).
-type strikeBoard struct {
+type sharedStrike struct {
 	mu      sync.Mutex
-	state   []laneState
+	state   []runState
 	selling []<-chan struct{} // a ready run's: closed once all its buyers have their answer
 	pending int
 	struck  []bool // the runs the fault struck while they were selling
@@ -31,95 +31,95 @@ type strikeBoard struct {
 	hit      int           // how many runs it struck, once done is closed
 }
 
-type laneState int
+type runState int
 
 const (
-	lanePending laneState = iota
-	laneReady
-	laneGone
+	runPending runState = iota
+	runReady
+	runGone
 )
 
-func newStrikeBoard(runs int) *strikeBoard {
-	b := &strikeBoard{
-		state: make([]laneState, runs), selling: make([]<-chan struct{}, runs), struck: make([]bool, runs),
+func newSharedStrike(runs int) *sharedStrike {
+	s := &sharedStrike{
+		state: make([]runState, runs), selling: make([]<-chan struct{}, runs), struck: make([]bool, runs),
 		pending: runs, all: make(chan struct{}), done: make(chan struct{}),
 	}
 	if runs == 0 {
-		close(b.all)
+		close(s.all)
 	}
-	return b
+	return s
 }
 
 // settle moves run i out of pending.
-func (b *strikeBoard) settle(i int, to laneState, selling <-chan struct{}) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.state[i] != lanePending {
+func (s *sharedStrike) settle(i int, to runState, selling <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state[i] != runPending {
 		return
 	}
-	b.state[i], b.selling[i] = to, selling
-	if b.pending--; b.pending == 0 {
-		close(b.all)
+	s.state[i], s.selling[i] = to, selling
+	if s.pending--; s.pending == 0 {
+		close(s.all)
 	}
 }
 
 // leave is run i ending without waiting for the strike; a no-op once it has arrived.
-func (b *strikeBoard) leave(i int) { b.settle(i, laneGone, nil) }
+func (s *sharedStrike) leave(i int) { s.settle(i, runGone, nil) }
 
-// disturb is run i's Disturb: it arrives at the board after at answers
-// and returns once the shared fault has struck and been healed.
-func (b *strikeBoard) disturb(i int, at int64) func(context.Context, func() int64, <-chan struct{}) error {
+// strikeFor is run i's Strike (load.Config.Strike): it arrives after at
+// answers and returns once the shared fault has struck and been healed.
+func (s *sharedStrike) strikeFor(i int, at int64) func(context.Context, func() int64, <-chan struct{}) error {
 	return func(ctx context.Context, answered func() int64, selling <-chan struct{}) error {
 		if err := awaitAnswers(ctx, answered, at, selling); err != nil {
-			b.leave(i)
+			s.leave(i)
 			return err
 		}
-		b.settle(i, laneReady, selling)
+		s.settle(i, runReady, selling)
 		select {
-		case <-b.done:
+		case <-s.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if !b.struck[i] {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.struck[i] {
 			return faults.ErrMissed
 		}
-		return b.err
+		return s.err
 	}
 }
 
-// strike waits until no run is pending, then injects fault for the runs
+// inject waits until no run is pending, then injects fault for the runs
 // still selling and heals it.
-func (b *strikeBoard) strike(ctx context.Context, fault faults.Fault, t faults.Target) {
-	defer close(b.done)
+func (s *sharedStrike) inject(ctx context.Context, fault faults.Fault, t faults.Target) {
+	defer close(s.done)
 	select {
-	case <-b.all:
+	case <-s.all:
 	case <-ctx.Done():
-		b.err = ctx.Err()
+		s.err = ctx.Err()
 		return
 	}
-	b.mu.Lock()
+	s.mu.Lock()
 	var selling []<-chan struct{}
-	for i, st := range b.state {
-		if st == laneReady && !isClosed(b.selling[i]) {
-			b.struck[i] = true
-			selling = append(selling, b.selling[i])
+	for i, st := range s.state {
+		if st == runReady && !isClosed(s.selling[i]) {
+			s.struck[i] = true
+			selling = append(selling, s.selling[i])
 		}
 	}
-	b.mu.Unlock()
+	s.mu.Unlock()
 	if len(selling) == 0 {
 		return
 	}
 	t.Selling = allClosed(selling)
-	b.struckAt, b.hit = time.Now(), len(selling)
+	s.struckAt, s.hit = time.Now(), len(selling)
 	slog.Debug("fault strikes side by side", "fault", fault.Name(), "runs", len(selling))
 	injectErr := fault.Inject(ctx, t)
 	// Heal even a half-done injection, then report the first error.
 	err := errors.Join(injectErr, fault.Heal(context.WithoutCancel(ctx)))
-	b.mu.Lock()
-	b.err = err
-	b.mu.Unlock()
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -12,7 +12,7 @@ import (
 	"inventory/internal/faults"
 )
 
-// countingFault is a stand-in Fault for the board's logic: it counts its
+// countingFault is a stand-in Fault for sharedStrike's logic: it counts its
 // injections and heals and remembers whether the runs were selling.
 type countingFault struct {
 	injects, heals atomic.Int32
@@ -26,48 +26,48 @@ func (f *countingFault) Inject(context.Context, faults.Target) error {
 }
 func (f *countingFault) Heal(context.Context) error { f.heals.Add(1); return nil }
 
-// TestStrikeBoard: three runs share one strike. Run 0 arrives and is still
+// TestSharedStrike: three runs share one strike. Run 0 arrives and is still
 // selling; run 1 finishes before its moment; run 2 arrives but has
 // finished selling by the time the last run settles. The fault strikes
 // once, for run 0 alone; runs 1 and 2 are told they were missed.
-func TestStrikeBoard(t *testing.T) {
+func TestSharedStrike(t *testing.T) {
 	ctx := context.Background()
 	f := &countingFault{}
-	b := newStrikeBoard(3)
-	go b.strike(ctx, f, faults.Target{})
+	s := newSharedStrike(3)
+	go s.inject(ctx, f, faults.Target{})
 
 	var answered [3]atomic.Int64
 	selling := [3]chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range 3 {
-		wg.Go(func() { errs[i] = b.disturb(i, 10)(ctx, answered[i].Load, selling[i]) })
+		wg.Go(func() { errs[i] = s.strikeFor(i, 10)(ctx, answered[i].Load, selling[i]) })
 	}
 	answered[0].Store(10)
 	answered[2].Store(10)
-	waitState := func(i int, want laneState) {
+	waitState := func(i int, want runState) {
 		for {
-			b.mu.Lock()
-			st := b.state[i]
-			b.mu.Unlock()
+			s.mu.Lock()
+			st := s.state[i]
+			s.mu.Unlock()
 			if st == want {
 				return
 			}
-			// Spin on the board's own state: it changes within the
-			// disturb goroutines' 2 ms ticks.
+			// Spin on the shared strike's own state: it changes within the
+			// strikeFor goroutines' 2 ms ticks.
 			runtime.Gosched()
 			select {
-			case <-b.done:
-				t.Fatalf("the board struck before run %d reached state %d", i, want)
+			case <-s.done:
+				t.Fatalf("the shared strike struck before run %d reached state %d", i, want)
 			default:
 			}
 		}
 	}
-	waitState(0, laneReady)
-	waitState(2, laneReady)
+	waitState(0, runReady)
+	waitState(2, runReady)
 	close(selling[2]) // run 2 finished selling while run 1 was still on its way
 	close(selling[1]) // run 1 finishes before its moment: it leaves
-	<-b.done
+	<-s.done
 	close(selling[0])
 	wg.Wait()
 
@@ -87,34 +87,34 @@ func TestStrikeBoard(t *testing.T) {
 	}
 }
 
-// TestStrikeBoardNobodySelling: when every run leaves before its moment,
+// TestSharedStrikeNobodySelling: when every run leaves before its moment,
 // the fault never strikes.
-func TestStrikeBoardNobodySelling(t *testing.T) {
+func TestSharedStrikeNobodySelling(t *testing.T) {
 	f := &countingFault{}
-	b := newStrikeBoard(2)
-	go b.strike(context.Background(), f, faults.Target{})
-	b.leave(0)
-	b.leave(1)
-	b.leave(1) // leaving twice is harmless
-	<-b.done
+	s := newSharedStrike(2)
+	go s.inject(context.Background(), f, faults.Target{})
+	s.leave(0)
+	s.leave(1)
+	s.leave(1) // leaving twice is harmless
+	<-s.done
 	if f.injects.Load() != 0 || f.heals.Load() != 0 {
 		t.Errorf("%d injections and %d heals with nobody selling, want none", f.injects.Load(), f.heals.Load())
 	}
 }
 
-// TestStrikeBoardFaultError: the fault's error reaches every run it struck.
-func TestStrikeBoardFaultError(t *testing.T) {
+// TestSharedStrikeFaultError: the fault's error reaches every run it struck.
+func TestSharedStrikeFaultError(t *testing.T) {
 	boom := errors.New("boom")
 	f := &countingFault{err: boom}
-	b := newStrikeBoard(1)
-	go b.strike(context.Background(), f, faults.Target{})
+	s := newSharedStrike(1)
+	go s.inject(context.Background(), f, faults.Target{})
 	var answered atomic.Int64
 	answered.Store(1)
 	selling := make(chan struct{})
-	err := b.disturb(0, 1)(context.Background(), answered.Load, selling)
+	err := s.strikeFor(0, 1)(context.Background(), answered.Load, selling)
 	close(selling)
 	if !errors.Is(err, boom) {
-		t.Errorf("disturb = %v, want the fault's error", err)
+		t.Errorf("strikeFor = %v, want the fault's error", err)
 	}
 	if f.heals.Load() != 1 {
 		t.Errorf("%d heals after a failed injection, want 1 (heal even a half-done one)", f.heals.Load())
@@ -122,23 +122,23 @@ func TestStrikeBoardFaultError(t *testing.T) {
 }
 
 // TestARetryRoundKeepsTheSpread: the spread follows the rounds of every
-// applicable lane (twice their delay, at least the floor), and a round of
-// the lanes that missed, which strikes at once, does not cut it.
+// applicable cell (twice their delay, at least the floor), and a round of
+// the cells that missed, which strikes at once, does not cut it.
 func TestARetryRoundKeepsTheSpread(t *testing.T) {
 	floor := 6 * time.Second
 	for _, c := range []struct {
 		name      string
 		cur       time.Duration
 		delay     time.Duration
-		everyLane bool
+		everyCell bool
 		want      time.Duration
 	}{
-		{"every lane, slow to strike", floor, 8400 * time.Millisecond, true, 16800 * time.Millisecond},
-		{"every lane, quick to strike", 16800 * time.Millisecond, time.Second, true, floor},
-		{"the lanes that missed", 16800 * time.Millisecond, 600 * time.Millisecond, false, 16800 * time.Millisecond},
+		{"every cell, slow to strike", floor, 8400 * time.Millisecond, true, 16800 * time.Millisecond},
+		{"every cell, quick to strike", 16800 * time.Millisecond, time.Second, true, floor},
+		{"the cells that missed", 16800 * time.Millisecond, 600 * time.Millisecond, false, 16800 * time.Millisecond},
 	} {
-		if got := nextSpread(floor, c.cur, c.delay, c.everyLane); got != c.want {
-			t.Errorf("%s: nextSpread(%v, %v, %v, %v) = %v, want %v", c.name, floor, c.cur, c.delay, c.everyLane, got, c.want)
+		if got := nextSpread(floor, c.cur, c.delay, c.everyCell); got != c.want {
+			t.Errorf("%s: nextSpread(%v, %v, %v, %v) = %v, want %v", c.name, floor, c.cur, c.delay, c.everyCell, got, c.want)
 		}
 	}
 }
