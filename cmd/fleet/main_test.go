@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,40 +23,47 @@ import (
 
 func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
-	port, err := localstack.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout localstack.LogBuffer // written by run's goroutine while the test reads it
-	done := make(chan error, 1)
-	logs := t.TempDir()
-	var stderr localstack.LogBuffer
-	statePath := filepath.Join(t.TempDir(), "bin", "fleet.json")
-	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--logs", logs, "--state", statePath}, &stdout, &stderr)
-	}()
-
-	// Up means run has said so (every part of the fleet checked), not merely
-	// that nginx answers: cancelling before that is a failed start.
-	admin := client.New(base, client.Options{AdminToken: "demo-admin-token", HTTPClient: http.DefaultClient})
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if strings.Contains(stdout.String(), "inventory is up at ") {
-			if h, err := admin.Healthz(ctx); err == nil && strings.HasPrefix(h.Instance, "inventory-") {
-				break
-			}
+	// The listen port is drawn at random, and nginx binds it only once the
+	// rest of the fleet is up, some 25 s later: another test binary's server
+	// can take it meanwhile (CI once failed "bind: address already in use").
+	// The fleet cannot pick another port (the user chose it), so the test
+	// draws again.
+	var (
+		port           int
+		base           string
+		stdout, stderr *localstack.LogBuffer // written by run's goroutine while the test reads them
+		done           chan error
+		logs           string
+		statePath      string
+		admin          *client.Client
+	)
+	for attempt := 1; ; attempt++ {
+		p, err := localstack.FreePort()
+		if err != nil {
+			t.Fatal(err)
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("run returned before the fleet answered: %v", err)
-		case <-time.After(100 * time.Millisecond):
+		port, base = p, "http://127.0.0.1:"+strconv.Itoa(p)
+		stdout, stderr = new(localstack.LogBuffer), new(localstack.LogBuffer)
+		done = make(chan error, 1)
+		logs = t.TempDir()
+		statePath = filepath.Join(t.TempDir(), "bin", "fleet.json")
+		go func() {
+			done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--logs", logs, "--state", statePath}, stdout, stderr)
+		}()
+		// Up means run has said so (every part of the fleet checked), not
+		// merely that nginx answers: cancelling before that is a failed start.
+		admin = client.New(base, client.Options{AdminToken: "demo-admin-token", HTTPClient: http.DefaultClient})
+		err = waitUp(ctx, stdout, admin, done)
+		if err == nil {
+			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer through nginx at %s within 2 minutes", base)
+		if localstack.PortTaken(err) && attempt < 3 {
+			t.Logf("port %d was taken before nginx bound it; drawing another: %v", port, err)
+			continue
 		}
+		t.Fatalf("at %s: %v", base, err)
 	}
 	if p, err := admin.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 1}); err != nil || p.Round != 1 {
 		t.Fatalf("PUT /products/sku-1 with the demo token = %+v, %v; want it created", p, err)
@@ -132,5 +141,26 @@ func TestRunRefusesABusyAddressBeforeStartingAnything(t *testing.T) {
 	}
 	if pids, err := localstack.ChildPIDs(); err != nil || len(pids) != 0 {
 		t.Errorf("child processes after run refused a busy address: %v (%v), want none", pids, err)
+	}
+}
+
+// waitUp waits until run (whose answer comes on done) has said the fleet is
+// up and its nginx answers; run's error when it returned first.
+func waitUp(ctx context.Context, stdout *localstack.LogBuffer, admin *client.Client, done <-chan error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if strings.Contains(stdout.String(), "inventory is up at ") {
+			if h, err := admin.Healthz(ctx); err == nil && strings.HasPrefix(h.Instance, "inventory-") {
+				return nil
+			}
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("run returned before the fleet answered: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no answer through nginx within 2 minutes")
+		}
 	}
 }
