@@ -95,14 +95,17 @@ SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/localstack ./internal/fle
 # The shared servers run at the tests' priority too: at the matrix's, the
 # shared Postgres, etcd and ZooKeeper took CPU the matrix waited for.
 test-rest: SERVERS_NICE = nice -n 5
-# The commands' packages run beside the rest, under the same servers.
+# The commands' packages run beside the rest, under the same servers, and
+# so does the module's root package: its test binary (inventory.test) would
+# take the name of internal/inventory's, and cmd/inventory's that of both.
 test-rest:
-	@mkdir -p $(TESTBIN)/cmd
-	pkgs=$$($(GO) list ./... | grep -v -e '$(patsubst .%,%,$(MATRIX))$$' $(patsubst .%,-e '%$$',$(CMDS))) && \
+	@mkdir -p $(TESTBIN)/cmd $(TESTBIN)/root
+	pkgs=$$($(GO) list ./... | grep -v -e '$(patsubst .%,%,$(MATRIX))$$' -e '^inventory$$' $(patsubst .%,-e '%$$',$(CMDS))) && \
 	export PKGS="$(SLOWEST_FIRST) $$pkgs" && $(WITH_SERVERS) sh -c '\
-		$(GO) test $(TEST_FLAGS) -o $(TESTBIN)/cmd/ -timeout 20m $(CMDS) & \
+		$(GO) test $(TEST_FLAGS) -o $(TESTBIN)/cmd/ -timeout 20m $(CMDS) & cmds=$$!; \
+		$(GO) test $(TEST_FLAGS) -o $(TESTBIN)/root/ -timeout 20m . & root=$$!; \
 		$(GO) test $(TEST_FLAGS) -o $(TESTBIN)/ -p $$(( $(TEST_P) > 1 ? $(TEST_P) - 1 : 1 )) -timeout 20m $$PKGS; rest=$$?; \
-		wait $$! && exit $$rest'
+		wait $$cmds && wait $$root && exit $$rest'
 
 fuzz-short-idle:
 	@nice -n 19 $(MAKE) --no-print-directory fuzz-short
