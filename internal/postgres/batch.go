@@ -127,8 +127,7 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 	// The guarded decrement of everything allocated, then the ledger rows,
 	// each with the stock it left, by the one ledger writer. Under the row
 	// lock the guard cannot refuse: if it does all the same, the lock broke.
-	d := (&SaleTx{tx: tx, id: id})
-	if _, err := d.DecrementIfEnough(ctx, stock-left); err != nil {
+	if _, err := (&SaleTx{tx: tx, id: id}).DecrementIfEnough(ctx, stock-left); err != nil {
 		if errors.Is(err, inventory.ErrSoldOut) {
 			err = fmt.Errorf("batch of %d on %q: %w: %w: the guard refused a decrement made under the row lock", len(rows), id, inventory.ErrLockBreach, err)
 		}
