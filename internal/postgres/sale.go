@@ -322,12 +322,41 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 	// A cancelled context (a buyer gone, a lock lost) still stops the sale
 	// here; from here on the commit is detached from it.
 	if ctx.Err() != nil {
-		return inventory.Sale{}, fmt.Errorf("before commit: %w", interrupted(ctx))
+		return inventory.Sale{}, fmt.Errorf("before commit: %w", inventory.Interrupted(ctx))
 	}
 	if err := s.commit(ctx, tx, o.ProductID, saleKey); err != nil {
 		return inventory.Sale{}, err
 	}
 	return sale, nil
+}
+
+// SellFenced is a lock holder's sale of o, in one transaction that Record
+// ends: it claims the stock row with the holder's fence (ClaimFence:
+// refused as ErrLockBreach when a newer holder claimed first), checks that
+// o.Quantity are left (ErrSoldOut), does the business work the lock
+// protects (inventory.Sleep for work, with the row locked), and decrements
+// guarded. Under the claim's row lock the checked quantity cannot change,
+// so a guard refusal here means that the lock broke: ErrLockBreach.
+func (s *Store) SellFenced(ctx context.Context, o inventory.Order, strategy, instance string,
+	fence lock.Fence, work time.Duration) (inventory.Sale, error) {
+	return s.Record(ctx, o, strategy, instance, func(ctx context.Context, t *SaleTx) (Decrement, error) {
+		left, _, err := t.ClaimFence(ctx, fence)
+		if err != nil {
+			return Decrement{}, err
+		}
+		if left < o.Quantity {
+			return Decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, o.ProductID, left, inventory.ErrSoldOut)
+		}
+		if err := inventory.Sleep(ctx, work); err != nil {
+			return Decrement{}, fmt.Errorf("work under the lock: %w", err)
+		}
+		d, err := t.DecrementIfEnough(ctx, o.Quantity)
+		if errors.Is(err, inventory.ErrSoldOut) {
+			err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", inventory.ErrLockBreach, err)
+		}
+		d.Fence = fence.Token
+		return d, err
+	})
 }
 
 // ledgerRow is one sale for writeLedger to record.
@@ -562,14 +591,4 @@ func dbErr(op string, err error) error {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	return fmt.Errorf("postgres: %s: %w: %w", op, inventory.ErrUnavailable, err)
-}
-
-// interrupted is ctx's error together with its cause, when the cause (e.g. a
-// lost lock) says more.
-func interrupted(ctx context.Context) error {
-	err, cause := ctx.Err(), context.Cause(ctx)
-	if cause == nil || cause == err {
-		return err
-	}
-	return fmt.Errorf("%w: %w", err, cause)
 }

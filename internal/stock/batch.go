@@ -80,7 +80,7 @@ func (s *batch) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, er
 	case a = <-bo.answer:
 	case <-ctx.Done():
 		if s.withdraw(bo) {
-			return inventory.Sale{}, fmt.Errorf("waiting for a batch: %w", interrupted(ctx))
+			return inventory.Sale{}, fmt.Errorf("waiting for a batch: %w", inventory.Interrupted(ctx))
 		}
 		a = <-bo.answer
 	}

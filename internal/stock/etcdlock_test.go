@@ -13,7 +13,6 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/etcdlock"
-	"inventory/internal/postgres"
 	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
@@ -141,9 +140,7 @@ func TestEtcdStaleHolderRefused(t *testing.T) {
 	}
 	defer func() { _ = b.Release(ctx) }()
 	sell := func(fence int64) error {
-		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.Etcd, "test", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: etcdlock.Backend, Token: fence}, 0)
-		})
+		_, err := e.store.SellFenced(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.Etcd, "test", lock.Fence{Backend: etcdlock.Backend, Token: fence}, 0)
 		return err
 	}
 	if err := sell(b.Fence().Token); err != nil {

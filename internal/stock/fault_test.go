@@ -147,12 +147,9 @@ func TestStaleFenceRejected(t *testing.T) {
 	}
 	sold := int64(0)
 	for _, s := range steps {
-		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.Reentrant, "test",
-			func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-				return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: s.fence}, 0)
-			})
+		_, err := e.store.SellFenced(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.Reentrant, "test", lock.Fence{Backend: redislock.Backend, Token: s.fence}, 0)
 		if !errors.Is(err, s.want) || (s.want == nil && err != nil) || (err != nil && !errors.Is(err, inventory.ErrLockLost)) {
-			t.Errorf("record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
+			t.Errorf("SellFenced(%q, 1, fence %d) = %v, want %v", id, s.fence, err, s.want)
 		}
 		if err == nil {
 			sold++
@@ -611,7 +608,12 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	wrote, resume, staleDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		_, err := e.store.Record(ctx, one, inventory.Reentrant, "stale", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-			d, err := fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: 1}, 0)
+			// SellFenced's writes, held before their commit.
+			if _, _, err := tx.ClaimFence(ctx, lock.Fence{Backend: redislock.Backend, Token: 1}); err != nil {
+				close(wrote)
+				return postgres.Decrement{}, err
+			}
+			d, err := tx.DecrementIfEnough(ctx, 1)
 			close(wrote)
 			<-resume // paused between its UPDATE and its COMMIT
 			return d, err
@@ -621,9 +623,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	<-wrote
 	newDone := make(chan error, 1)
 	go func() {
-		_, err := e.store.Record(ctx, one, inventory.Reentrant, "new", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redislock.Backend, Token: 2}, 0)
-		})
+		_, err := e.store.SellFenced(ctx, one, inventory.Reentrant, "new", lock.Fence{Backend: redislock.Backend, Token: 2}, 0)
 		newDone <- err
 	}()
 	waitFor(t, "the new holder's claim to wait for the stale holder's row lock", 5*time.Second, func() bool {

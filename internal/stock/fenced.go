@@ -10,7 +10,6 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
-	"inventory/internal/postgres"
 	"inventory/internal/redis"
 	"inventory/internal/tracing"
 )
@@ -30,9 +29,10 @@ type fencedSale struct {
 	d    Deps
 	name string      // the strategy, as the ledger names it
 	lk   lock.Locker // the product's lock
-	// held, when set, runs the sale once the lock is held, in place of
-	// record (the reentrant strategy re-enters its lock there).
-	held func(ctx context.Context, lease lock.Lease, o inventory.Order) (inventory.Sale, error)
+	// reenters: the sale takes its lock again inside the hold, as nested
+	// code of one request would (the reentrant strategy: its count goes to
+	// 2, and the inner release leaves the outer hold in place).
+	reenters bool
 }
 
 // newFencedSale is lock strategy name's fenced sale under its locker
@@ -47,10 +47,6 @@ func newFencedSale(d Deps, name string) (*fencedSale, error) {
 
 // Sell takes o's product lock and sells o under it (see fencedSale).
 func (s *fencedSale) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	// An unknown product must not get a lock, a fencing key, a node or a row.
-	if err := s.d.Store.Exists(ctx, o.ProductID); err != nil {
-		return inventory.Sale{}, err
-	}
 	// The lock wait's span ends with the wait; the sale's transaction is
 	// the sale span's child, not the lock's.
 	_, span := tracing.Span(ctx, "lock.acquire")
@@ -68,50 +64,19 @@ func (s *fencedSale) Sell(ctx context.Context, o inventory.Order) (inventory.Sal
 	}
 	defer release(ctx, lease)
 	section := s.d.Holds.Begin(o.ProductID, s.name, lease.Fence().Token)
-	held := s.held
-	if held == nil {
-		held = s.record
+	held := lease
+	if s.reenters {
+		if held, err = s.lk.Lock(lease.Context(), redis.LockKey(o.ProductID)); err != nil {
+			return section.done(inventory.Sale{}, lost(lease, lockErr(err)))
+		}
+		defer release(ctx, held)
 	}
-	sale, err := held(lease.Context(), lease, o)
-	return section.done(sale, lost(lease, err))
-}
-
-// record is the sale's transaction under lease: claim, check, work,
-// guarded decrement, ledger row, commit.
-func (s *fencedSale) record(ctx context.Context, lease lock.Lease, o inventory.Order) (inventory.Sale, error) {
-	return s.d.Store.Record(ctx, o, s.name, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
-		return fencedCheckThenDecrement(ctx, t, o.Quantity, lease.Fence(), s.d.WorkDelay)
-	})
+	// The transaction runs under the lease's context: a lost lease cancels it.
+	sale, err := s.d.Store.SellFenced(held.Context(), o, s.name, s.d.Instance, held.Fence(), s.d.WorkDelay)
+	return section.done(sale, lost(lease, lost(held, err))) // held is lease unless the sale re-entered
 }
 
 var _ inventory.Seller = (*fencedSale)(nil)
-
-// What the safe lock strategies share (see fencedSale): the lock serialises the
-// buyers, and Postgres has the last word. The transaction claims the stock
-// row with the lease's fencing token before it reads, and its write is
-// guarded; a write that only a broken lock could have let through is
-// refused and reported as ErrLockBreach.
-
-// fencedCheckThenDecrement is a lock holder's transaction: claim the row
-// with the lease's fencing token (refused by Postgres when a holder with the
-// same or a newer token got there first; see ClaimFence), then check, work,
-// and decrement guarded. Under the claim's row lock the checked quantity
-// cannot change, so a guard refusal here also means the lock broke.
-func fencedCheckThenDecrement(ctx context.Context, t *postgres.SaleTx, n int64, fence lock.Fence, work time.Duration) (postgres.Decrement, error) {
-	q, _, err := t.ClaimFence(ctx, fence)
-	if err != nil {
-		return postgres.Decrement{}, err
-	}
-	if err := checkThenWork(ctx, t.ProductID(), q, n, work); err != nil {
-		return postgres.Decrement{}, err
-	}
-	d, err := t.DecrementIfEnough(ctx, n)
-	if errors.Is(err, inventory.ErrSoldOut) {
-		err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", inventory.ErrLockBreach, err)
-	}
-	d.Fence = fence.Token
-	return d, err
-}
 
 // lost turns a failed sale into ErrLockLost when the lease was lost meanwhile
 // (the failure is then its consequence: a cancelled query, say). A breach

@@ -35,10 +35,6 @@ func newHandoff(d Deps) (*batch, error) {
 // sellBatch takes product id's lock, sells orders under it (sellHeld) and
 // releases the lock after the commit.
 func (h *handoff) sellBatch(ctx context.Context, id string, orders []inventory.Order) []postgres.BatchAnswer {
-	// An unknown product must not get a lock or fencing key in Redis.
-	if err := h.d.Store.Exists(ctx, id); err != nil {
-		return postgres.AnswerAll(orders, err)
-	}
 	lease, err := h.mu.Lock(ctx, redis.LockKey(id))
 	if err != nil {
 		return postgres.AnswerAll(orders, lockErr(err))
@@ -53,7 +49,7 @@ func (h *handoff) sellBatch(ctx context.Context, id string, orders []inventory.O
 // sellHeld is the critical section: work, then sell orders in one fenced
 // transaction under the lease's context.
 func (h *handoff) sellHeld(lease lock.Lease, id string, orders []inventory.Order) []postgres.BatchAnswer {
-	if err := pause(lease.Context(), h.d.WorkDelay); err != nil {
+	if err := inventory.Sleep(lease.Context(), h.d.WorkDelay); err != nil {
 		return postgres.AnswerAll(orders, lost(lease, err))
 	}
 	answers := h.d.Store.RecordBatch(lease.Context(), id, inventory.Handoff, h.d.Instance, lease.Fence(), orders)

@@ -94,7 +94,7 @@ func (s *lua) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, erro
 		if time.Now().After(deadline) {
 			return inventory.Sale{}, fmt.Errorf("%w: %w (key %q)", inventory.ErrContention, err, o.IdempotencyKey)
 		}
-		if err := pause(ctx, backoff(attempt, time.Millisecond, 16*time.Millisecond)); err != nil {
+		if err := inventory.Sleep(ctx, backoff(attempt, time.Millisecond, 16*time.Millisecond)); err != nil {
 			return inventory.Sale{}, err
 		}
 	}
@@ -121,7 +121,7 @@ func (s *lua) sellOnce(ctx context.Context, o inventory.Order, res string) (inve
 		return inventory.Sale{}, err
 	}
 	stop := s.renew(ctx, o, r)
-	if err := pause(ctx, s.d.WorkDelay); err != nil {
+	if err := inventory.Sleep(ctx, s.d.WorkDelay); err != nil {
 		stop()
 		_ = s.giveBack(ctx, o, res)
 		return inventory.Sale{}, err

@@ -50,7 +50,7 @@ func (s *optimistic) Sell(ctx context.Context, o inventory.Order) (inventory.Sal
 		if time.Now().Add(wait).After(deadline) {
 			return inventory.Sale{}, fmt.Errorf("%w: %d compare-and-set attempts on %q lost within %v", inventory.ErrContention, attempt+1, o.ProductID, budget(s.d))
 		}
-		if err := pause(ctx, wait); err != nil {
+		if err := inventory.Sleep(ctx, wait); err != nil {
 			return inventory.Sale{}, fmt.Errorf("%w: %w", inventory.ErrContention, err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"inventory/internal/lock"
 	"inventory/internal/lock/pglock"
 	"inventory/internal/lock/redislock"
-	"inventory/internal/postgres"
 	"inventory/internal/redis"
 )
 
@@ -60,9 +59,7 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	defer func() { _ = b.Release(ctx) }()
 
 	sell := func(counter string, fence int64) error {
-		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.PgLock, "test", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: counter, Token: fence}, 0)
-		})
+		_, err := e.store.SellFenced(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.PgLock, "test", lock.Fence{Backend: counter, Token: fence}, 0)
 		return err
 	}
 	steps := []struct {
@@ -81,7 +78,7 @@ func TestPgLockStaleHolderRefused(t *testing.T) {
 	for _, s := range steps {
 		err := sell(s.counter, s.fence)
 		if (s.want == nil) != (err == nil) || (s.want != nil && (!errors.Is(err, s.want) || !errors.Is(err, inventory.ErrLockLost))) {
-			t.Errorf("%s: record with fencedCheckThenDecrement(%q, 1, fence %d) = %v, want %v", s.who, id, s.fence, err, s.want)
+			t.Errorf("%s: SellFenced(%q, 1, fence %d) = %v, want %v", s.who, id, s.fence, err, s.want)
 		}
 		if err == nil {
 			sold++

@@ -11,7 +11,6 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/redlock"
-	"inventory/internal/postgres"
 	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
@@ -138,9 +137,7 @@ func TestRedlockRestartedServer(t *testing.T) {
 		t.Errorf("B's fence %d below A's %d: the Postgres floor did not hold", sale.Fence, la.Fence().Token)
 	}
 
-	_, err = e.store.Record(la.Context(), inventory.Order{ProductID: id, Quantity: 1}, inventory.Redlock, "replica-a", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-		return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: redlock.Backend, Token: la.Fence().Token}, 0)
-	})
+	_, err = e.store.SellFenced(la.Context(), inventory.Order{ProductID: id, Quantity: 1}, inventory.Redlock, "replica-a", lock.Fence{Backend: redlock.Backend, Token: la.Fence().Token}, 0)
 	if !errors.Is(err, inventory.ErrLockBreach) || !errors.Is(err, inventory.ErrLockLost) {
 		t.Errorf("A writing with fence %d after B's claim with %d: %v, want ErrLockBreach with ErrLockLost", la.Fence().Token, sale.Fence, err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
-	"inventory/internal/redis"
 )
 
 // reentrant sells under a re-entrant Redis hash lock with a watchdog (see
@@ -27,9 +26,8 @@ func newReentrant(d Deps) (*reentrant, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &reentrant{l}
-	l.held = s.reenter
-	return s, nil
+	l.reenters = true
+	return &reentrant{l}, nil
 }
 
 // Sell sells o as the owner in ctx (lock.WithOwner), or a new one.
@@ -38,19 +36,6 @@ func (s *reentrant) Sell(ctx context.Context, o inventory.Order) (inventory.Sale
 		ctx = lock.WithOwner(ctx, uuid.NewString())
 	}
 	return s.fencedSale.Sell(ctx, o)
-}
-
-// reenter takes the lock again, as its holder (the count goes to 2), and
-// records the sale under the inner lease; its release leaves the outer
-// hold in place.
-func (s *reentrant) reenter(ctx context.Context, _ lock.Lease, o inventory.Order) (inventory.Sale, error) {
-	inner, err := s.lk.Lock(ctx, redis.LockKey(o.ProductID))
-	if err != nil {
-		return inventory.Sale{}, lockErr(err)
-	}
-	defer release(ctx, inner)
-	sale, err := s.record(inner.Context(), inner, o)
-	return sale, lost(inner, err)
 }
 
 var _ inventory.Seller = (*reentrant)(nil)

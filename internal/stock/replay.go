@@ -8,9 +8,9 @@ import (
 	"inventory/internal/postgres"
 )
 
-// replaying wraps every strategy (New): it validates each order, so that a
-// bad one changes nothing, and sells each at most once per idempotency
-// key. When an order carries a key that an earlier sale used, it answers
+// replaying wraps every strategy (New): it validates each order and
+// refuses one for an unknown product (ErrNotFound), so that neither changes
+// anything, and sells each at most once per idempotency key. When an order carries a key that an earlier sale used, it answers
 // that sale (Replayed) or ErrIdempotencyConflict without selling. A
 // duplicate racing that check is caught by the ledger's unique key inside
 // the strategy's transaction (postgres.Store.Record); and a duplicate told
@@ -21,8 +21,8 @@ type replaying struct {
 	next  inventory.Seller
 }
 
-// Sell validates o, answers a replay from the ledger, or sells o by the
-// wrapped strategy.
+// Sell validates o, and answers a replay from the ledger, or finds o's
+// product and sells o by the wrapped strategy.
 func (r replaying) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	if err := o.Validate(); err != nil {
 		return inventory.Sale{}, err
@@ -31,6 +31,10 @@ func (r replaying) Sell(ctx context.Context, o inventory.Order) (inventory.Sale,
 		if earlier, found, err := r.store.Replay(ctx, o); err != nil || found {
 			return earlier, err
 		}
+	}
+	// An unknown product must get no lock, fencing key, node, counter or row.
+	if err := r.store.Exists(ctx, o.ProductID); err != nil {
+		return inventory.Sale{}, err
 	}
 	sale, err := r.next.Sell(ctx, o)
 	if errors.Is(err, inventory.ErrSoldOut) && o.IdempotencyKey != "" {

@@ -127,7 +127,7 @@ func (r Restocker) closeRound(ctx context.Context, tx *postgres.RoundTx, id stri
 			return fmt.Errorf("%w: %d replica(s) still answer %q sold out from memory after %s (INVENTORY_SOLD_OUT_TTL longer than that?); nothing was restocked",
 				inventory.ErrUnavailable, n, id, restockMarkWait)
 		}
-		if err := pause(ctx, markPoll); err != nil {
+		if err := inventory.Sleep(ctx, markPoll); err != nil {
 			return err
 		}
 	}

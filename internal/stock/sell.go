@@ -29,22 +29,7 @@ func checkThenWork(ctx context.Context, id string, left, n int64, work time.Dura
 	if left < n {
 		return fmt.Errorf("%d of %q wanted, %d left: %w", n, id, left, inventory.ErrSoldOut)
 	}
-	return pause(ctx, work)
-}
-
-// pause sleeps for d, the simulated business work, unless ctx ends first.
-func pause(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("interrupted during work: %w", interrupted(ctx))
-	}
+	return inventory.Sleep(ctx, work)
 }
 
 // backoff returns the attempt'th jittered exponential wait between min and
@@ -75,16 +60,6 @@ func budget(d Deps) time.Duration {
 		return d.Wait
 	}
 	return 10 * time.Second
-}
-
-// interrupted is ctx's error together with its cause, when the cause (e.g. a
-// lost lock) says more.
-func interrupted(ctx context.Context) error {
-	err, cause := ctx.Err(), context.Cause(ctx)
-	if cause == nil || cause == err {
-		return err
-	}
-	return fmt.Errorf("%w: %w", err, cause)
 }
 
 // marksDropper drops a holder's sold-out marks of rounds before round: the

@@ -34,10 +34,6 @@ func newSetNX(d Deps) (*setNX, error) {
 // budget, else ErrLockTimeout), sells like none, and deletes the lock key
 // after the commit, whoever holds it by then.
 func (s *setNX) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	// An unknown product must not get a lock key in Redis.
-	if err := s.d.Store.Exists(ctx, o.ProductID); err != nil {
-		return inventory.Sale{}, err
-	}
 	lease, err := s.mu.Lock(ctx, redis.SetNXKey(o.ProductID))
 	if err != nil {
 		return inventory.Sale{}, lockErr(err)

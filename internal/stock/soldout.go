@@ -324,7 +324,7 @@ func (m *SoldOut) Listen(ctx context.Context, rdb goredis.UniversalClient, log *
 				// go-redis reconnects and resubscribes on the next Receive;
 				// marks expire meanwhile.
 				log.Debug("restock announcements: subscription interrupted", "err", err)
-				if pause(ctx, 100*time.Millisecond) != nil {
+				if inventory.Sleep(ctx, 100*time.Millisecond) != nil {
 					return
 				}
 			}

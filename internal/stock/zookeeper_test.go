@@ -13,7 +13,6 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
 	"inventory/internal/lock/zklock"
-	"inventory/internal/postgres"
 	"inventory/internal/redis"
 	"inventory/internal/testenv"
 )
@@ -177,9 +176,7 @@ func TestZooKeeperStaleHolderRefused(t *testing.T) {
 	defer func() { _ = b.Release(ctx) }()
 	cut.heal()
 	sell := func(fence int64) error {
-		_, err := e.store.Record(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.ZooKeeper, "test", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-			return fencedCheckThenDecrement(ctx, tx, 1, lock.Fence{Backend: zklock.Backend, Token: fence}, 0)
-		})
+		_, err := e.store.SellFenced(ctx, inventory.Order{ProductID: id, Quantity: 1}, inventory.ZooKeeper, "test", lock.Fence{Backend: zklock.Backend, Token: fence}, 0)
 		return err
 	}
 	if err := sell(b.Fence().Token); err != nil {
