@@ -273,12 +273,13 @@ func (s *server) handleGetProduct(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, err := s.Store.Product(r.Context(), id)
+	p, age, err := s.readProduct(r, id)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("ETag", roundETag(p.Round))
+	w.Header().Set("Age", ageValue(age))
 	writeJSON(w, http.StatusOK, toProduct(p))
 }
 
@@ -354,6 +355,8 @@ func (s *server) handlePutProduct(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
+	// After the commit, replayed or not (the first call's drop may have failed).
+	s.dropProduct(ctx, r, id, done.Round)
 	if !done.Replayed {
 		// The new round is one no circuit covers; the other replicas find
 		// that out before they refuse a sale (Circuits.Refuses).

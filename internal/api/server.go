@@ -25,6 +25,7 @@ import (
 	"inventory/internal/inventory"
 	"inventory/internal/metrics"
 	"inventory/internal/postgres"
+	"inventory/internal/productcache"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
 	"inventory/internal/watchdog"
@@ -77,6 +78,12 @@ type Config struct {
 	// takes no connection a sale needs. nil: each GET /readyz pings Store
 	// and Redis itself (for tests that run no such loop).
 	Readiness interface{ Ready() error }
+	// ProductCache, when set, answers the anonymous GET /products/{id}
+	// from the replicas' shared cache, within its staleness bound (with
+	// an Age header); a read with the admin token or Cache-Control:
+	// no-cache reads Postgres, and a restock drops the product's entry.
+	// nil: every read is Postgres's.
+	ProductCache *productcache.Cache
 	// ReadRate, when above 0, is how many anonymous reads (GET
 	// /products/{id}, its rounds, /live) this replica answers per second,
 	// with a burst of as many: a read over it waits up to readWait for its
