@@ -20,6 +20,7 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock/backend"
+	"inventory/internal/productcache"
 	"inventory/internal/tracing"
 )
 
@@ -64,6 +65,12 @@ type config struct {
 	// up to a second for its turn, then gets 429. 0: no limit; unset:
 	// readsPerCPU for each CPU the replica may use (defaultReadRate).
 	ReadRate float64 `env:"INVENTORY_READ_RATE"`
+	// ProductCache is how anonymous product reads use the replicas' shared
+	// cache (productcache.Mode): lock, nolock (the stampede, to show it)
+	// or off.
+	ProductCache string `env:"INVENTORY_PRODUCT_CACHE" envDefault:"lock"`
+	// ProductCacheTTL is the cache's staleness bound (productcache.Options.TTL).
+	ProductCacheTTL time.Duration `env:"INVENTORY_PRODUCT_CACHE_TTL" envDefault:"1s"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -220,6 +227,13 @@ func (c config) validate() error {
 	if c.MaxQuantity < 1 {
 		return bad("INVENTORY_MAX_QUANTITY", "must be at least 1, got %d", c.MaxQuantity)
 	}
+	if _, err := productcache.ParseMode(c.ProductCache); err != nil {
+		return bad("INVENTORY_PRODUCT_CACHE", "want lock (the default), nolock (to show the stampede) or off, got %q", c.ProductCache)
+	}
+	if c.ProductCacheTTL < productcache.MinTTL || c.ProductCacheTTL > productcache.MaxTTL {
+		return bad("INVENTORY_PRODUCT_CACHE_TTL", "must be between %s and %s (how old a cached product read may be), got %s",
+			productcache.MinTTL, productcache.MaxTTL, c.ProductCacheTTL)
+	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("INVENTORY_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
@@ -260,6 +274,8 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("sold_out_ttl", c.SoldOutTTL),
 		slog.Int("max_waiting", c.MaxWaiting),
 		slog.Float64("read_rate", c.ReadRate),
+		slog.String("product_cache", c.ProductCache),
+		slog.Duration("product_cache_ttl", c.ProductCacheTTL),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
 	}

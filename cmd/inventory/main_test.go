@@ -50,6 +50,10 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_REDLOCK_URLS", "redis://127.0.0.1:7001,redis://127.0.0.1:7002", "INVENTORY_REDLOCK_URLS: want 3 or more"},
 		{"INVENTORY_REDLOCK_URLS", "redis://127.0.0.1:7001,redis://127.0.0.1:7002,http://127.0.0.1:7003", "INVENTORY_REDLOCK_URLS: entry 3"},
 		{"INVENTORY_ZOOKEEPER_SERVERS", "127.0.0.1:2181,nohost", "INVENTORY_ZOOKEEPER_SERVERS: want comma-separated host:port"},
+		{"INVENTORY_PRODUCT_CACHE", "on", `INVENTORY_PRODUCT_CACHE: want lock (the default), nolock (to show the stampede) or off, got "on"`},
+		{"INVENTORY_PRODUCT_CACHE_TTL", "5ms", "INVENTORY_PRODUCT_CACHE_TTL: must be between 10ms and 10s (how old a cached product read may be), got 5ms"},
+		{"INVENTORY_PRODUCT_CACHE_TTL", "1m", "INVENTORY_PRODUCT_CACHE_TTL: must be between 10ms and 10s"},
+		{"INVENTORY_PRODUCT_CACHE_TTL", "soon", "INVENTORY_PRODUCT_CACHE_TTL"},
 	} {
 		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
 		var stderr bytes.Buffer
@@ -175,6 +179,57 @@ func TestEndToEndThroughRun(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("run after cancel = %v, want nil", err)
+	}
+}
+
+// TestTheProductCacheThroughRun: the service reads products through the
+// cache INVENTORY_PRODUCT_CACHE names, within INVENTORY_PRODUCT_CACHE_TTL,
+// exact for the client's own reads, a restock's round at once.
+func TestTheProductCacheThroughRun(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		cached bool // whether an anonymous read after a sale shows the stock before it
+	}{{"lock", true}, {"nolock", true}, {"off", false}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			base, stop := startService(t, map[string]string{"INVENTORY_PRODUCT_CACHE": tc.mode, "INVENTORY_PRODUCT_CACHE_TTL": "10s"})
+			admin, buyer := clients(base)
+			ctx := context.Background()
+			if _, err := admin.Restock(ctx, "sku-c", client.RestockRequest{Quantity: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := buyer.ProductCached(ctx, "sku-c"); err != nil || p.Quantity != 3 {
+				t.Fatalf("GET /products/sku-c = %+v, %v; want 3 units", p, err)
+			}
+			if _, err := buyer.Sell(ctx, client.SaleRequest{ProductID: "sku-c", Quantity: 1}, client.SaleOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(2)
+			if tc.cached {
+				want = 3
+			}
+			if p, err := buyer.ProductCached(ctx, "sku-c"); err != nil || p.Quantity != want {
+				t.Errorf("anonymous GET after a sale = %+v, %v; want %d units", p, err, want)
+			}
+			if p, err := buyer.Product(ctx, "sku-c"); err != nil || p.Quantity != 2 {
+				t.Errorf("GET with Cache-Control: no-cache = %+v, %v; want the exact 2 units", p, err)
+			}
+			if _, err := admin.Restock(ctx, "sku-c", client.RestockRequest{Quantity: 7}); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := buyer.ProductCached(ctx, "sku-c"); err != nil || p.Quantity != 7 || p.Round != 2 {
+				t.Errorf("anonymous GET after a restock = %+v, %v; want 7 units of round 2", p, err)
+			}
+			m, err := buyer.Metrics(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hit := `inventory_product_reads_total{source="cache"} 1`; tc.cached != strings.Contains(string(m), hit) {
+				t.Errorf("/metrics has %s: %v, want %v", hit, !tc.cached, tc.cached)
+			}
+			if err := stop(); err != nil {
+				t.Errorf("run after cancel = %v, want nil", err)
+			}
+		})
 	}
 }
 

@@ -24,8 +24,11 @@ import (
 
 	"inventory/internal/api"
 	"inventory/internal/inventory"
+	"inventory/internal/lock"
+	"inventory/internal/lock/redislock"
 	"inventory/internal/metrics"
 	"inventory/internal/postgres"
+	"inventory/internal/productcache"
 	"inventory/internal/settings"
 	"inventory/internal/stock"
 	"inventory/internal/tracing"
@@ -254,6 +257,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		watching.Go(func() { wd.Run(watchCtx) })
 	}
 
+	// The product cache's refresh locks are a Mutex of their own: leased
+	// for the cache's TTL (a refresher that died holds nobody up past
+	// the entry's own life), and kept out of the sale locks' metrics.
+	// Closed after the drain, with the reads that take them.
+	refreshLocks := redislock.NewMutex(rdb, redislock.Options{Options: lock.Options{TTL: cfg.ProductCacheTTL}})
+	defer refreshLocks.Close()
+	productCache, err := productcache.New(rdb, store.Product, productcache.Options{
+		Mode: productcache.Mode(cfg.ProductCache), TTL: cfg.ProductCacheTTL, Locker: refreshLocks,
+		Observer: metrics.NewProductReads(reg), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
 	var notes map[string]string
 	if len(cfg.RedisCluster) > 0 {
 		notes = map[string]string{inventory.Redlock: redlockOnCluster}
@@ -263,7 +280,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
 		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits, Tracing: cfg.Tracing,
-		ReadRate: cfg.ReadRate, Readiness: backends,
+		ReadRate: cfg.ReadRate, Readiness: backends, ProductCache: productCache,
 	})
 	if err != nil {
 		return err

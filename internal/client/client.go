@@ -172,8 +172,15 @@ func (c *Client) send(ctx context.Context, method, target string, admin bool, bo
 }
 
 // preconditions are the headers that make a write safe to send again: an
-// Idempotency-Key and an If-Match, each "" for none.
-type preconditions struct{ key, ifMatch string }
+// Idempotency-Key and an If-Match, each "" for none; and, for a read, that
+// it must be exact (Cache-Control: no-cache).
+type preconditions struct {
+	key, ifMatch string
+	exact        bool
+}
+
+// noCache is the Cache-Control of an exact read.
+var noCache = []string{"no-cache"}
 
 // sendWith is send with an If-Match as well.
 func (c *Client) sendWith(ctx context.Context, method, target string, admin bool, body *requestBody, pre preconditions) (*http.Response, error) {
@@ -203,6 +210,9 @@ func (c *Client) sendWith(ctx context.Context, method, target string, admin bool
 	}
 	if pre.ifMatch != "" {
 		req.Header["If-Match"] = []string{pre.ifMatch}
+	}
+	if pre.exact {
+		req.Header["Cache-Control"] = noCache
 	}
 	return c.http.Do(req)
 }
@@ -312,8 +322,19 @@ func (c *Client) exchange(ctx context.Context, method, path string, admin bool, 
 // productPath is /products/{id}.
 func productPath(id string) string { return "/products/" + url.PathEscape(id) }
 
-// Product is GET /products/{id}: the product's stock in its current round.
+// Product is GET /products/{id}: the product's stock in its current
+// round, exact. It asks for no cached answer (Cache-Control: no-cache), as
+// a reader that checks the stock must (the load tester's verdicts, the
+// fault runner); ProductCached reads as the crowd does.
 func (c *Client) Product(ctx context.Context, id string) (Product, error) {
+	var p Product
+	err := c.callWith(ctx, http.MethodGet, productPath(id), false, preconditions{exact: true}, nil, &p)
+	return p, err
+}
+
+// ProductCached is GET /products/{id} as anyone reads it: from the
+// replicas' shared cache, as it was up to INVENTORY_PRODUCT_CACHE_TTL ago.
+func (c *Client) ProductCached(ctx context.Context, id string) (Product, error) {
 	var p Product
 	err := c.call(ctx, http.MethodGet, productPath(id), false, nil, &p)
 	return p, err

@@ -28,6 +28,7 @@ type exchange struct {
 	admin       bool   // with Authorization: Bearer tok
 	key         string // the Idempotency-Key, "" for none, anyKey for any
 	ifMatch     string // the If-Match, "" for none
+	cache       string // the Cache-Control, "" for none
 
 	status int
 	header map[string]string
@@ -68,6 +69,7 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		check("Idempotency-Key", got, want.key)
 	}
 	check("If-Match", r.Header.Get("If-Match"), want.ifMatch)
+	check("Cache-Control", r.Header.Get("Cache-Control"), want.cache)
 	ct := ""
 	if want.body != "" {
 		ct = "application/json"
@@ -138,9 +140,13 @@ func TestEveryCallSendsWhatTheDescriptionSaysAndReadsTheAnswer(t *testing.T) {
 		}, exchange{method: "POST", uri: "/products/a%2Fb/sale?strategy=x%26y", body: `{"quantity":1}`, admin: true, status: 200, answer: saleAnswer},
 			client.Sale{SaleID: 42, ProductID: "sku-1", Quantity: 2, Remaining: 8, Round: 3, Strategy: "redis", Instance: "inventory-1"}},
 		{"Product", func(ctx context.Context, c *client.Client) (any, error) { return c.Product(ctx, "sku-1") },
-			exchange{method: "GET", uri: "/products/sku-1", status: 200, header: json,
+			exchange{method: "GET", uri: "/products/sku-1", cache: "no-cache", status: 200, header: json,
 				answer: `{"product_id":"sku-1","name":"Hot","quantity":7,"initial":10,"sold":3,"sales":2,"round":4,"version":9}`},
 			client.Product{ProductID: "sku-1", Name: "Hot", Quantity: 7, Initial: 10, Sold: 3, Sales: 2, Round: 4, Version: 9}},
+		{"ProductCached", func(ctx context.Context, c *client.Client) (any, error) { return c.ProductCached(ctx, "sku-1") },
+			exchange{method: "GET", uri: "/products/sku-1", status: 200, header: map[string]string{"Content-Type": "application/json", "Age": "1"},
+				answer: `{"product_id":"sku-1","quantity":7,"round":4}`},
+			client.Product{ProductID: "sku-1", Quantity: 7, Round: 4}},
 		{"Restock, created", func(ctx context.Context, c *client.Client) (any, error) {
 			return c.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 10, Name: "Hot"})
 		}, exchange{method: "PUT", uri: "/products/sku-1", body: `{"quantity":10,"name":"Hot"}`, admin: true, key: anyKey, status: 201,

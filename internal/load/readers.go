@@ -54,7 +54,7 @@ func (c *Client) startReaders(ctx context.Context, n int, id string) *readers {
 				if !r.reading(ctx) {
 					return
 				}
-				_, err = r.api.Product(ctx, id)
+				_, err = r.api.ProductCached(ctx, id)
 				r.count(ctx, err)
 			}
 		})
