@@ -288,9 +288,12 @@ func TestAnExpiryUnderACrowd(t *testing.T) {
 					t.Errorf("mode lock: %d Postgres reads, %d of them after a wait: more than one replica refreshed the entry", n, waitFallbacks)
 				}
 			case NoLock:
-				// The demonstration: nothing keeps the crowd off Postgres.
-				if n <= 10*2*replicas {
-					t.Errorf("mode nolock: %d Postgres reads for one expiry, want the stampede (more than %d)", n, 10*2*replicas)
+				// The demonstration: nothing keeps the crowd off Postgres,
+				// so it reads more than the lock ever lets it (82 to 475
+				// of the 500 in runs here: how many miss before the first
+				// refresh lands depends on the scheduling).
+				if n <= 2*replicas {
+					t.Errorf("mode nolock: %d Postgres reads for one expiry, want the stampede (more than %d)", n, 2*replicas)
 				}
 			}
 		})

@@ -32,7 +32,7 @@ type backends struct {
 // newBackends gives the test a fresh database and the flushed shared
 // Redis, and checks at its end that it left no goroutine behind (start a
 // shared server the test needs besides, a Redis Cluster, before it).
-func newBackends(t *testing.T) *backends {
+func newBackends(t testing.TB) *backends {
 	t.Helper()
 	// The servers first: the binary shares them, so their goroutines
 	// outlive the test.
@@ -55,7 +55,7 @@ func newBackends(t *testing.T) *backends {
 
 // client opens a Redis client on url, closed when the test ends: one per
 // replica, as each replica has its own.
-func client(t *testing.T, url string) *redis.Client {
+func client(t testing.TB, url string) *redis.Client {
 	t.Helper()
 	opts, err := redis.ParseURL(url)
 	if err != nil {
@@ -67,7 +67,7 @@ func client(t *testing.T, url string) *redis.Client {
 }
 
 // exec runs sql on the test's database.
-func (b *backends) exec(t *testing.T, sql string, args ...any) {
+func (b *backends) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
 	if _, err := b.pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -75,7 +75,7 @@ func (b *backends) exec(t *testing.T, sql string, args ...any) {
 }
 
 // product creates product id with quantity units, in round 1.
-func (b *backends) product(t *testing.T, id string, quantity int64) {
+func (b *backends) product(t testing.TB, id string, quantity int64) {
 	t.Helper()
 	b.exec(t, `INSERT INTO stock (product_id, name, quantity, initial) VALUES ($1, 'test', $2, $2)`, id, quantity)
 }
@@ -100,13 +100,13 @@ type replica struct {
 	obs *recorder
 }
 
-func (b *backends) replica(t *testing.T, reads *loads, opts Options) *replica {
+func (b *backends) replica(t testing.TB, reads *loads, opts Options) *replica {
 	t.Helper()
 	return replicaOn(t, client(t, b.redis), reads, opts)
 }
 
 // replicaOn is a replica on rdb (a private server, a cluster).
-func replicaOn(t *testing.T, rdb redis.UniversalClient, reads *loads, opts Options) *replica {
+func replicaOn(t testing.TB, rdb redis.UniversalClient, reads *loads, opts Options) *replica {
 	t.Helper()
 	if opts.Locker == nil && opts.Mode != NoLock && opts.Mode != Off {
 		ttl := opts.TTL
