@@ -236,13 +236,7 @@ func (c *Cache) Get(ctx context.Context, id string) (Read, error) {
 	}
 	f, leader := c.flights.join(id)
 	if leader {
-		// Detached: the lookup's result is every joined reader's, so the
-		// leader hanging up must not cut it short.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Wait+lookupTimeout)
-		r, err := c.lookup(lctx, id)
-		cancel()
-		c.flights.land(id, f, r, err)
-		return c.answer(r, err)
+		return c.answer(c.lead(ctx, id, f))
 	}
 	select {
 	case <-f.done:
@@ -280,6 +274,30 @@ func (c *Cache) Drop(ctx context.Context, id string, round int) error {
 	err := drop(ctx, c.rdb, id, round)
 	c.flights.forget(id)
 	return err
+}
+
+// errNoAnswer: the lookup a read joined ended without an answer (it
+// panicked).
+var errNoAnswer = errors.New("the shared lookup of the product ended without an answer")
+
+// lead makes lookup f of id for every read that joins it, and lands it
+// whatever happens: a lookup that never landed would hold every later read
+// of the product in this replica.
+func (c *Cache) lead(ctx context.Context, id string, f *flight) (Read, error) {
+	landed := false
+	defer func() {
+		if !landed {
+			c.flights.land(id, f, Read{}, fmt.Errorf("read product %q: %w", id, errNoAnswer))
+		}
+	}()
+	// Detached: the lookup's result is every joined reader's, so the
+	// leader hanging up must not cut it short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Wait+lookupTimeout)
+	defer cancel()
+	r, err := c.lookup(ctx, id)
+	landed = true
+	c.flights.land(id, f, r, err)
+	return r, err
 }
 
 // lookup is Get's work in Lock mode, shared by the replica's concurrent
@@ -368,16 +386,23 @@ func (c *Cache) fetch(ctx context.Context, id string) (cached, bool, error) {
 func (c *Cache) await(ctx context.Context, id string) (cached, bool, error) {
 	start := time.Now()
 	deadline := start.Add(c.opts.Wait)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for pause := time.Millisecond; ; pause = min(2*pause, maxPoll) {
 		left := time.Until(deadline)
 		if left <= 0 {
 			c.obs.Waited(time.Since(start), false)
 			return cached{}, false, nil
 		}
-		timer.Reset(min(pause, left))
+		if timer == nil {
+			timer = time.NewTimer(min(pause, left))
+		} else {
+			timer.Reset(min(pause, left))
+		}
 		select {
 		case <-ctx.Done():
 			c.obs.Waited(time.Since(start), false)

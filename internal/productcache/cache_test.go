@@ -557,3 +557,32 @@ func TestABadProductIDReachesNeitherRedisNorPostgres(t *testing.T) {
 		t.Errorf("Postgres read %d times, want 0", n)
 	}
 }
+
+// TestALookupThatPanicsHoldsNoLaterRead: a lookup whose leader panicked
+// (the recoverer answers it 500) must still land, or every later read of
+// the product in the replica would join it and wait for nothing.
+func TestALookupThatPanicsHoldsNoLaterRead(t *testing.T) {
+	b := newBackends(t)
+	b.product(t, "p", 5)
+	var panicked atomic.Bool
+	reads := &loads{load: func(ctx context.Context, id string) (inventory.Product, error) {
+		if panicked.CompareAndSwap(false, true) {
+			panic("a bug in the loader")
+		}
+		return b.store.Product(ctx, id)
+	}}
+	c := b.replica(t, reads, Options{})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the loader's panic did not reach the read")
+			}
+		}()
+		_, _ = c.Get(context.Background(), "p")
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if r, err := c.Get(ctx, "p"); err != nil || r.Product.Quantity != 5 {
+		t.Errorf("the read after a panicked lookup = %+v, %v, want 5 units", r, err)
+	}
+}
