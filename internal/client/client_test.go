@@ -262,9 +262,9 @@ func TestTheAdminTokenGoesWithAdminCallsAlone(t *testing.T) {
 // problemStatus is the status of every problem type the description
 // lists, as its table gives it.
 var problemStatus = map[string]int{
-	"malformed-request": 400, "bad-product-id": 400, "bad-quantity": 400, "unknown-strategy": 400,
-	"unauthorized": 401, "admin-disabled": 403, "product-not-found": 404, "not-found": 404,
-	"method-not-allowed": 405, "request-timeout": 408, "sold-out": 409, "body-too-large": 413,
+	"malformed-request": 400, "bad-product-id": 400, "bad-quantity": 400, "bad-pay-within": 400, "bad-order-id": 400, "unknown-strategy": 400,
+	"unauthorized": 401, "admin-disabled": 403, "product-not-found": 404, "order-not-found": 404, "not-found": 404,
+	"method-not-allowed": 405, "request-timeout": 408, "sold-out": 409, "order-expired": 409, "order-state": 409, "body-too-large": 413,
 	"uri-too-long": 414, "unsupported-media-type": 415, "round-moved": 412, "idempotency-key-reused": 422, "too-many-requests": 429, "internal": 500,
 	"not-implemented": 501, "bad-gateway": 502, "lock-timeout": 503, "contention": 503,
 	"overloaded": 503, "lock-lost": 503, "circuit-open": 503, "unavailable": 503, "canceled": 503,
