@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -479,5 +480,59 @@ func TestOrderCallsWithPostgresDownAre503(t *testing.T) {
 			t.Errorf("%s %s with Postgres down = %d Retry-After=%q %s, want 503 unavailable with Retry-After, no backend's words",
 				tc.method, tc.path, r.status, r.header.Get("Retry-After"), r.raw)
 		}
+	}
+}
+
+// TestRacingStepsOnOneOrderHaveOneWinner: payments and cancels of one
+// order, sent at once through HTTP with no order lock at all: one of them
+// decides (Postgres's guard), every call of the winning step answers 200
+// with the order in its state, every call of the losing one 409
+// order-state with that state, and the units come back exactly when the
+// cancel won.
+func TestRacingStepsOnOneOrderHaveOneWinner(t *testing.T) {
+	f := newFixture(t, adminToken) // Config.Orders nil: steps take no lock
+	const orders, callers = 6, 8
+	f.restock("sku-race", orders)
+	paidWon := 0
+	for range orders {
+		h, _ := f.hold("/sale", holdBody("sku-race", 1, "15m"))
+		start := make(chan struct{})
+		answers := make([]response, callers)
+		var done sync.WaitGroup
+		for i := range callers {
+			done.Go(func() {
+				<-start
+				answers[i] = f.step(h.OrderID, []string{"pay", "cancel"}[i%2])
+			})
+		}
+		close(start)
+		done.Wait()
+		o := f.order(h.OrderID)
+		winner, loser := "pay", "cancel"
+		if o.State == "cancelled" {
+			winner, loser = "cancel", "pay"
+		} else {
+			paidWon++
+		}
+		if states(o) != "held "+o.State || (o.State != "paid" && o.State != "cancelled") {
+			t.Fatalf("order %s after racing pays and cancels: %+v, want held then paid or cancelled", h.OrderID, o)
+		}
+		for i, r := range answers {
+			step := []string{"pay", "cancel"}[i%2]
+			switch {
+			case step == winner && (r.status != 200 || r.body["state"] != o.State):
+				t.Errorf("%s of order %s, which %s won = %d %s, want 200 %s", step, h.OrderID, winner, r.status, r.raw, o.State)
+			case step == loser && (r.status != 409 || r.body["type"] != problemTypePrefix+"order-state" || r.body["state"] != o.State):
+				t.Errorf("%s of order %s, which %s won = %d %s, want 409 order-state, state %s", step, h.OrderID, winner, r.status, r.raw, o.State)
+			}
+		}
+	}
+	var returned int
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM returns WHERE product_id = 'sku-race'`).Scan(&returned); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.product("sku-race"); p.Quantity != int64(orders-paidWon) || p.Sold != int64(paidWon) || returned != orders-paidWon {
+		t.Errorf("after %d orders, %d paid: %+v, %d returns; want %d left, %d sold, one return per cancelled order",
+			orders, paidWon, p, returned, orders-paidWon, paidWon)
 	}
 }
