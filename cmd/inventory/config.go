@@ -71,6 +71,10 @@ type config struct {
 	ProductCache string `env:"INVENTORY_PRODUCT_CACHE" envDefault:"lock"`
 	// ProductCacheTTL is the cache's staleness bound (productcache.Options.TTL).
 	ProductCacheTTL time.Duration `env:"INVENTORY_PRODUCT_CACHE_TTL" envDefault:"1s"`
+	// OrderLock names the lock strategy whose locker serialises the steps
+	// of one order (pay, cancel, refund, ship), or orderLockNone for no
+	// lock: Postgres's guarded writes decide every step either way.
+	OrderLock string `env:"INVENTORY_ORDER_LOCK" envDefault:"redis"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -128,7 +132,38 @@ func loadConfigWith(getenv func(string) string, list []backend.Descriptor) (conf
 	if err := cfg.validate(); err != nil {
 		return cfg, err
 	}
+	if err := cfg.validateOrderLock(); err != nil {
+		return cfg, err
+	}
 	return cfg, cfg.validateBackends(list)
+}
+
+// orderLockNone is INVENTORY_ORDER_LOCK's value for steps without a lock.
+const orderLockNone = "none"
+
+// validateOrderLock checks INVENTORY_ORDER_LOCK: none, or a strategy that
+// takes its lock from a lock backend whose setting, if it has one, is set.
+func (c config) validateOrderLock() error {
+	if c.OrderLock == orderLockNone {
+		return nil
+	}
+	var locking []string
+	for _, s := range inventory.Strategies {
+		if s.Lock != "" {
+			locking = append(locking, s.Name)
+		}
+	}
+	want := fmt.Sprintf("want %s (no lock) or a strategy whose lock serialises an order's steps: %s", orderLockNone, strings.Join(locking, ", "))
+	info, err := inventory.Lookup(c.OrderLock)
+	switch {
+	case err != nil:
+		return fmt.Errorf("config: INVENTORY_ORDER_LOCK: unknown strategy %q (%s)", c.OrderLock, want)
+	case info.Lock == "":
+		return fmt.Errorf("config: INVENTORY_ORDER_LOCK: strategy %q takes no lock of a lock backend (%s)", c.OrderLock, want)
+	case info.Needs != "" && !c.set(info.Needs):
+		return fmt.Errorf("config: INVENTORY_ORDER_LOCK: strategy %q needs %s, which is not set", c.OrderLock, info.Needs)
+	}
+	return nil
 }
 
 // validateBackends checks each lock backend's setting with its Check,
@@ -278,6 +313,7 @@ func (c config) LogValue() slog.Value {
 		slog.Duration("product_cache_ttl", c.ProductCacheTTL),
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
+		slog.String("order_lock", c.OrderLock),
 	}
 	// Each lock backend's setting under its name without the prefix
 	// (INVENTORY_ETCD_ENDPOINTS: etcd_endpoints), secrets masked.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"inventory/internal/client"
 	"inventory/internal/localstack"
 	"inventory/internal/testenv"
@@ -54,6 +56,10 @@ func TestBadConfigurationFailsWithOneClearLine(t *testing.T) {
 		{"INVENTORY_PRODUCT_CACHE_TTL", "5ms", "INVENTORY_PRODUCT_CACHE_TTL: must be between 10ms and 10s (how old a cached product read may be), got 5ms"},
 		{"INVENTORY_PRODUCT_CACHE_TTL", "1m", "INVENTORY_PRODUCT_CACHE_TTL: must be between 10ms and 10s"},
 		{"INVENTORY_PRODUCT_CACHE_TTL", "soon", "INVENTORY_PRODUCT_CACHE_TTL"},
+		{"INVENTORY_ORDER_LOCK", "magic", `INVENTORY_ORDER_LOCK: unknown strategy "magic" (want none (no lock) or a strategy whose lock serialises an order's steps: setnx, redis,`},
+		{"INVENTORY_ORDER_LOCK", "atomic", `INVENTORY_ORDER_LOCK: strategy "atomic" takes no lock of a lock backend`},
+		{"INVENTORY_ORDER_LOCK", "local", `INVENTORY_ORDER_LOCK: strategy "local" takes no lock of a lock backend`},
+		{"INVENTORY_ORDER_LOCK", "zookeeper", `INVENTORY_ORDER_LOCK: strategy "zookeeper" needs INVENTORY_ZOOKEEPER_SERVERS, which is not set`},
 	} {
 		env := map[string]string{"INVENTORY_INSTANCE": "x", tc.key: tc.value}
 		var stderr bytes.Buffer
@@ -341,5 +347,55 @@ func TestABuyerBeyondMaxWaitingIsTurnedAwayAtOnce(t *testing.T) {
 	}
 	if p, err := buyer.Product(ctx, "sku-busy"); err != nil || p.Quantity != 9 || p.Sold != 1 {
 		t.Errorf("after one sale and one turned away: %+v, %v; want quantity 9 and sold 1", p, err)
+	}
+}
+
+// TestOrderStepsTakeTheConfiguredLock: with INVENTORY_ORDER_LOCK=redis (the
+// default) a payment waits for the order's lock in Redis, and one held
+// elsewhere past INVENTORY_LOCK_WAIT is 503 lock-timeout, nothing paid;
+// with none, the same payment takes no lock and goes through.
+func TestOrderStepsTakeTheConfiguredLock(t *testing.T) {
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	for _, tc := range []struct {
+		lock   string
+		status int
+	}{
+		{"", 503}, // the default: redis
+		{"none", 200},
+	} {
+		base, stop := startService(t, map[string]string{"INVENTORY_ORDER_LOCK": tc.lock, "INVENTORY_LOCK_WAIT": "300ms"})
+		admin, buyer := clients(base)
+		if _, err := admin.Restock(ctx, "sku-order", client.RestockRequest{Quantity: 1}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := buyer.Hold(ctx, client.SaleRequest{ProductID: "sku-order", Quantity: 1, PayWithin: "15m"}, client.SaleOptions{})
+		if err != nil {
+			t.Fatalf("INVENTORY_ORDER_LOCK=%q: Hold = %v", tc.lock, err)
+		}
+		key := "lock:order:{" + h.OrderID + "}"
+		if err := rdb.Set(ctx, key, "someone-else", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err = buyer.Pay(ctx, h.OrderID)
+		var p *client.Problem
+		if got := client.StatusOf(err); got != tc.status || tc.status == 503 && (!errors.As(err, &p) || p.Slug() != "lock-timeout") {
+			t.Errorf("INVENTORY_ORDER_LOCK=%q: Pay with %s held elsewhere = %v; want %d", tc.lock, key, err, tc.status)
+		}
+		want := map[int]string{503: "held", 200: "paid"}[tc.status]
+		if o, err := buyer.Order(ctx, h.OrderID); err != nil || o.State != want {
+			t.Errorf("INVENTORY_ORDER_LOCK=%q: the order after the payment = %+v, %v; want it %s", tc.lock, o, err, want)
+		}
+		if err := rdb.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("run after cancel = %v, want nil", err)
+		}
 	}
 }

@@ -188,6 +188,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		defer stopListening()
 		listening.Go(func() { soldOut.Listen(listenCtx, rdb, log) })
 	}
+	// The steps of one order are serialised by the locker of one lock
+	// strategy (INVENTORY_ORDER_LOCK, checked by loadConfig); Postgres's
+	// guarded writes decide them.
+	orders := stock.Orders{Store: store, Returns: stock.Restocker{Store: store, Redis: rdb, Marks: soldOut}, Instance: cfg.Instance}
+	if cfg.OrderLock != orderLockNone {
+		if orders.Lock = lockers[cfg.OrderLock]; orders.Lock == nil {
+			return fmt.Errorf("config: INVENTORY_ORDER_LOCK: strategy %q has no lock in this replica", cfg.OrderLock)
+		}
+	}
 	// One bound per product across every strategy in this replica.
 	admission := stock.NewAdmission(cfg.MaxWaiting)
 	sellers := make(map[string]inventory.Seller)
@@ -280,7 +289,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		Sellers: sellers, Store: store, Redis: rdb, Default: defaultStrategy,
 		Instance: cfg.Instance, AdminToken: cfg.AdminToken, MaxQuantity: cfg.MaxQuantity,
 		Logger: log, Metrics: m, Gatherer: reg, SoldOut: soldOut, Holds: deps.Holds, Circuits: circuits, Tracing: cfg.Tracing,
-		ReadRate: cfg.ReadRate, Readiness: backends, ProductCache: productCache,
+		ReadRate: cfg.ReadRate, Readiness: backends, ProductCache: productCache, Orders: orders,
 	})
 	if err != nil {
 		return err

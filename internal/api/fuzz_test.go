@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"inventory/internal/inventory"
 	"inventory/internal/wire"
@@ -81,6 +82,17 @@ func FuzzDecodeSale(f *testing.F) {
 		{`{"product_id":"sku-1","quantity":1}`, "text/plain"},
 		{`{"product_id":"sku-1","quantity":1}`, ""},
 		{`{"product_id":"sku-1","quantity":1,"pad":"` + strings.Repeat("x", maxBodyBytes) + `"}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"15m"}`, "application/json"},
+		{`{"pay_within":"1h30m","product_id":"sku-1","quantity":2}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"999ms"}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"24h0m0.001s"}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"-15m"}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"+15m"}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":""}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"soon"}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":900}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":null}`, "application/json"},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"1\u0035m"}`, "application/json"},
 	} {
 		f.Add([]byte(seed.body), seed.contentType)
 	}
@@ -96,16 +108,27 @@ func FuzzDecodeSale(f *testing.F) {
 		if strategy != inventory.Atomic {
 			t.Fatalf("readSale(%q) strategy = %q, want the named %q", body, strategy, inventory.Atomic)
 		}
-		if !isProductID(order.ProductID) || order.Quantity < 1 || order.Quantity > s.MaxQuantity {
-			t.Fatalf("readSale(%q) accepted %+v, which breaks the product id or quantity rule", body, order)
+		if !isProductID(order.ProductID) || order.Quantity < 1 || order.Quantity > s.MaxQuantity ||
+			order.PayWithin != 0 && (order.PayWithin < inventory.MinPayWithin || order.PayWithin > inventory.MaxPayWithin) {
+			t.Fatalf("readSale(%q) accepted %+v, which breaks the product id, quantity or pay_within rule", body, order)
 		}
 		var plain wire.SaleBody
 		if err := json.Unmarshal(body, &plain); err != nil || plain.ProductID == nil || plain.Quantity == nil ||
-			*plain.ProductID != order.ProductID || *plain.Quantity != order.Quantity {
+			*plain.ProductID != order.ProductID || *plain.Quantity != order.Quantity || (plain.PayWithin != nil) != (order.PayWithin != 0) {
 			t.Fatalf("readSale(%q) = %+v, but json.Unmarshal reads %+v, %v", body, order, plain, err)
 		}
+		if plain.PayWithin != nil {
+			if d, err := time.ParseDuration(*plain.PayWithin); err != nil || d != order.PayWithin {
+				t.Fatalf("readSale(%q) pay_within = %v, but the body's %q parses as %v, %v", body, order.PayWithin, *plain.PayWithin, d, err)
+			}
+		}
 		// What was accepted must read back the same when sent again.
-		again, err := json.Marshal(wire.SaleBody{ProductID: &order.ProductID, Quantity: &order.Quantity})
+		var hold *string
+		if order.PayWithin != 0 {
+			d := order.PayWithin.String()
+			hold = &d
+		}
+		again, err := json.Marshal(wire.SaleBody{ProductID: &order.ProductID, Quantity: &order.Quantity, PayWithin: hold})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -86,6 +87,9 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 		} else {
 			span.SetAttributes(attribute.Int64("inventory.sale_id", sale.ID), attribute.Int64("inventory.remaining", sale.Remaining),
 				attribute.Int("inventory.round", sale.Round), attribute.Int64("inventory.fence", sale.Fence), attribute.Bool("inventory.replayed", sale.Replayed))
+			if sale.OrderID != "" {
+				span.SetAttributes(attribute.String("inventory.order_id", sale.OrderID))
+			}
 		}
 	}
 	result := k.slug
@@ -102,6 +106,24 @@ func (s *server) serveSale(w http.ResponseWriter, r *http.Request, read func(htt
 	}
 	if sale.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if sale.OrderID != "" {
+		// A hold, or its replay: the replay answers as the first answer
+		// did, with the order's state now.
+		w.Header().Set("Location", "/orders/"+sale.OrderID)
+		writeJSON(w, http.StatusCreated, wire.HeldSale{
+			OrderID:   sale.OrderID,
+			SaleID:    sale.ID,
+			ProductID: sale.ProductID,
+			Quantity:  sale.Quantity,
+			State:     string(sale.OrderState),
+			ExpiresAt: sale.ExpiresAt.UTC(),
+			Remaining: sale.Remaining,
+			Round:     int64(sale.Round),
+			Strategy:  sale.Strategy,
+			Instance:  sale.Instance,
+		})
+		return
 	}
 	writeJSON(w, http.StatusOK, wire.Sale{
 		SaleID:    sale.ID,
@@ -127,7 +149,7 @@ func (s *server) readSale(w http.ResponseWriter, r *http.Request) (inventory.Ord
 	if req.ProductID == nil {
 		return inventory.Order{}, "", fmt.Errorf("%w: product_id is required", errMalformed)
 	}
-	order, err := s.order(r, *req.ProductID, req.Quantity)
+	order, err := s.order(r, *req.ProductID, req.Quantity, req.PayWithin)
 	return order, strategy, err
 }
 
@@ -141,7 +163,7 @@ func (s *server) readProductSale(w http.ResponseWriter, r *http.Request) (invent
 	if err != nil {
 		return inventory.Order{}, "", err
 	}
-	order, err := s.order(r, chi.URLParam(r, "id"), req.Quantity)
+	order, err := s.order(r, chi.URLParam(r, "id"), req.Quantity, req.PayWithin)
 	return order, strategy, err
 }
 
@@ -159,15 +181,50 @@ func readSaleBody(w http.ResponseWriter, r *http.Request, withProduct bool) (wir
 	if withProduct {
 		var req wire.SaleBody
 		err := unmarshalStrict(body, &req)
-		return req, err
+		return req, payWithinType(body, err)
 	}
 	var req wire.ProductSaleBody
 	err = unmarshalStrict(body, &req)
-	return wire.SaleBody{Quantity: req.Quantity}, err
+	return wire.SaleBody{Quantity: req.Quantity, PayWithin: req.PayWithin}, payWithinType(body, err)
 }
 
-// order checks a sale's product id, quantity and Idempotency-Key.
-func (s *server) order(r *http.Request, id string, quantity *int64) (inventory.Order, error) {
+// payWithinType makes a body's decode error a bad pay_within when that
+// member is there but not a string (a number of seconds, say): the body
+// asked for a hold, and only its deadline is wrong.
+func payWithinType(body []byte, err error) error {
+	if err == nil {
+		return nil
+	}
+	var m struct {
+		PayWithin json.RawMessage `json:"pay_within"`
+	}
+	if json.Unmarshal(body, &m) != nil || len(m.PayWithin) == 0 || m.PayWithin[0] == '"' || string(m.PayWithin) == "null" {
+		return err
+	}
+	return fmt.Errorf("%w: pay_within must be a string, a duration from %v to %v such as \"15m\", got %.40s",
+		inventory.ErrBadPayWithin, inventory.MinPayWithin, inventory.MaxPayWithin, m.PayWithin)
+}
+
+// payWithin reads a sale's pay_within: 0 (a final sale) when the body has
+// none or null; else a duration from MinPayWithin to MaxPayWithin, in Go's
+// notation without a sign ("15m", "90s", "1h30m"), or ErrBadPayWithin.
+func payWithin(v *string) (time.Duration, error) {
+	if v == nil {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(*v)
+	// No sign: the description's pattern has none, and "+15m" is no
+	// clearer than "15m".
+	if err != nil || strings.HasPrefix(*v, "+") || strings.HasPrefix(*v, "-") || d < inventory.MinPayWithin || d > inventory.MaxPayWithin {
+		return 0, fmt.Errorf("%w: pay_within must be a duration from %v to %v such as \"15m\" or \"90s\", got %.40q",
+			inventory.ErrBadPayWithin, inventory.MinPayWithin, inventory.MaxPayWithin, *v)
+	}
+	return d, nil
+}
+
+// order checks a sale's product id, quantity, payment deadline (a hold's)
+// and Idempotency-Key.
+func (s *server) order(r *http.Request, id string, quantity *int64, payWithinText *string) (inventory.Order, error) {
 	if quantity == nil {
 		return inventory.Order{}, fmt.Errorf("%w: quantity is required", errMalformed)
 	}
@@ -177,11 +234,15 @@ func (s *server) order(r *http.Request, id string, quantity *int64) (inventory.O
 	if q := *quantity; q < 1 || q > s.MaxQuantity {
 		return inventory.Order{}, fmt.Errorf("%w: quantity must be between 1 and %d, got %d", inventory.ErrBadQuantity, s.MaxQuantity, q)
 	}
+	hold, err := payWithin(payWithinText)
+	if err != nil {
+		return inventory.Order{}, err
+	}
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return inventory.Order{}, err
 	}
-	return inventory.Order{ProductID: id, Quantity: *quantity, IdempotencyKey: key}, nil
+	return inventory.Order{ProductID: id, Quantity: *quantity, IdempotencyKey: key, PayWithin: hold}, nil
 }
 
 // seller is the strategy's seller, or an error wrapping

@@ -63,6 +63,23 @@ func classify(err error) kind {
 				"without one, a retry may buy twice.", fail, false}
 	case errors.Is(err, errMalformed):
 		return kind{http.StatusBadRequest, "malformed-request", "Malformed request", "", debug, false}
+	// An order's answers before the lock's: a step the guard refused
+	// changed nothing, whatever became of the lock meanwhile.
+	case errors.Is(err, inventory.ErrOrderExpired):
+		return kind{http.StatusConflict, "order-expired", "Order expired",
+			"The order's payment deadline has passed; it can no longer be paid. Nothing changed.", debug, false}
+	case errors.Is(err, inventory.ErrOrderState):
+		return kind{http.StatusConflict, "order-state", "Order state does not allow this",
+			"The order's state does not allow this step. Nothing changed.", debug, false}
+	case errors.Is(err, inventory.ErrOrderNotFound):
+		return kind{http.StatusNotFound, "order-not-found", "Order not found", "There is no such order.", debug, false}
+	case errors.Is(err, inventory.ErrBadOrderID):
+		return kind{http.StatusBadRequest, "bad-order-id", "Bad order id", "", debug, false}
+	case errors.Is(err, inventory.ErrBadPayWithin):
+		return kind{http.StatusBadRequest, "bad-pay-within", "Bad pay_within", "", debug, false}
+	case errors.Is(err, inventory.ErrBadAction):
+		// No route asks for another step (the expiry job's alone expires).
+		return kind{http.StatusBadRequest, "malformed-request", "Malformed request", "", debug, false}
 	case errors.Is(err, inventory.ErrBadProductID):
 		return kind{http.StatusBadRequest, "bad-product-id", "Bad product id", "", debug, false}
 	case errors.Is(err, inventory.ErrBadQuantity):
@@ -137,6 +154,11 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error,
 
 // writeClassified is writeProblem for an error already classified as k.
 func (s *server) writeClassified(w http.ResponseWriter, r *http.Request, k kind, err error, attrs ...any) {
+	s.sendProblem(w, r, k, err, problemFor(r, k, err), attrs...)
+}
+
+// problemFor is the problem body of r's answer err, classified as k.
+func problemFor(r *http.Request, k kind, err error) wire.Problem {
 	p := wire.Problem{
 		Type:       problemTypePrefix + k.slug,
 		Title:      k.title,
@@ -155,6 +177,12 @@ func (s *server) writeClassified(w http.ResponseWriter, r *http.Request, k kind,
 			p.Detail = k.title
 		}
 	}
+	return p
+}
+
+// sendProblem answers r with p, the problem of err classified as k, and
+// logs it once, with attrs added to the log line.
+func (s *server) sendProblem(w http.ResponseWriter, r *http.Request, k kind, err error, p wire.Problem, attrs ...any) {
 	msg, level := "request failed", k.level
 	if p.LockBreach {
 		msg, level = "lock breach caught by the database", max(level, slog.LevelWarn)

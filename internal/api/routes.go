@@ -3,6 +3,8 @@ package api
 import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"inventory/internal/inventory"
 )
 
 // routes is the whole API on one screen.
@@ -12,6 +14,12 @@ func (s *server) routes(r chi.Router) {
 
 	r.Post("/sale", s.handleSale)
 	r.Post("/products/{id}/sale", s.handleProductSale)
+
+	r.Get("/orders/{id}", s.handleGetOrder)
+	r.Post("/orders/{id}/pay", s.handleOrderStep(inventory.Pay))
+	r.Post("/orders/{id}/cancel", s.handleOrderStep(inventory.Cancel))
+	r.Post("/orders/{id}/refund", s.handleOrderStep(inventory.Refund))
+	r.Post("/orders/{id}/ship", s.handleOrderStep(inventory.Ship))
 
 	r.With(s.readBudget).Get("/products/{id}", s.handleGetProduct)
 	r.With(s.readBudget).Get("/products/{id}/rounds/{round}", s.handleGetRound)

@@ -1,5 +1,6 @@
-// Package api is the HTTP interface of the inventory service: sales, product
-// stock, the fleet's default strategy, health and metrics.
+// Package api is the HTTP interface of the inventory service: sales and
+// holds, the orders of holds, product stock, the fleet's default strategy,
+// health and metrics.
 package api
 
 import (
@@ -84,6 +85,12 @@ type Config struct {
 	// no-cache reads Postgres, and a restock drops the product's entry.
 	// nil: every read is Postgres's.
 	ProductCache *productcache.Cache
+	// Orders reads orders and takes the steps of their life (GET
+	// /orders/{id}, POST /orders/{id}/pay, …): cmd/inventory gives a
+	// stock.Orders whose Lock is the order lock it was configured with.
+	// nil: a stock.Orders on Store that takes no lock (Postgres's guarded
+	// writes decide every step all the same).
+	Orders Orders
 	// ReadRate, when above 0, is how many anonymous reads (GET
 	// /products/{id}, its rounds, /live) this replica answers per second,
 	// with a burst of as many: a read over it waits up to readWait for its
@@ -131,6 +138,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 	s := &server{Config: cfg, log: cfg.Logger, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
 		docs: docsHandler(), docsAssets: assets, started: time.Now().UTC(),
 		restocker: stock.Restocker{Store: cfg.Store, Redis: cfg.Redis, Marks: cfg.SoldOut}}
+	if s.Orders == nil {
+		s.Orders = stock.Orders{Store: cfg.Store, Returns: s.restocker, Instance: cfg.Instance}
+	}
 	if cfg.ReadRate > 0 {
 		s.reads = rate.NewLimiter(rate.Limit(cfg.ReadRate), max(1, int(cfg.ReadRate)))
 	}

@@ -372,6 +372,52 @@ func (c *Client) Holds(ctx context.Context, id string) (Holds, error) {
 	return h, err
 }
 
+// orderPath is /orders/{id}.
+func orderPath(id string) string { return "/orders/" + url.PathEscape(id) }
+
+// Order is GET /orders/{id}: the order (of a hold, HeldSale.OrderID), its
+// state and its history.
+func (c *Client) Order(ctx context.Context, id string) (Order, error) {
+	var o Order
+	err := c.call(ctx, http.MethodGet, orderPath(id), false, nil, &o)
+	return o, err
+}
+
+// Pay is POST /orders/{id}/pay: held → paid, before the order's deadline.
+// It returns the order after it; a payment after the deadline is a 409
+// order-expired *Problem, of an order in another state (cancelled,
+// refunded) a 409 order-state, each with the order's state (Problem.State).
+// Every step is idempotent: a repeat answers the order as it is, so a step
+// whose answer was lost (no answer, a 5xx) is safe to send again as it is.
+func (c *Client) Pay(ctx context.Context, id string) (Order, error) {
+	return c.step(ctx, id, "pay")
+}
+
+// Cancel is POST /orders/{id}/cancel: held → cancelled, its units back in
+// the stock once; otherwise as Pay.
+func (c *Client) Cancel(ctx context.Context, id string) (Order, error) {
+	return c.step(ctx, id, "cancel")
+}
+
+// Refund is POST /orders/{id}/refund: paid → refunded, its units back in
+// the stock once; otherwise as Pay.
+func (c *Client) Refund(ctx context.Context, id string) (Order, error) {
+	return c.step(ctx, id, "refund")
+}
+
+// Ship is POST /orders/{id}/ship: paid → shipped, after which no refund;
+// otherwise as Pay.
+func (c *Client) Ship(ctx context.Context, id string) (Order, error) {
+	return c.step(ctx, id, "ship")
+}
+
+// step is POST /orders/{id}/{step}, with no body.
+func (c *Client) step(ctx context.Context, id, step string) (Order, error) {
+	var o Order
+	err := c.call(ctx, http.MethodPost, orderPath(id)+"/"+step, false, nil, &o)
+	return o, err
+}
+
 // Strategies is GET /strategies: every strategy, unsafe ones first.
 func (c *Client) Strategies(ctx context.Context) ([]StrategyInfo, error) {
 	var list []StrategyInfo

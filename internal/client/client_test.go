@@ -106,6 +106,30 @@ func newFake(t *testing.T) (*fake, string) {
 // saleAnswer is a sale as the service writes it.
 const saleAnswer = `{"sale_id":42,"product_id":"sku-1","quantity":2,"remaining":8,"round":3,"strategy":"redis","instance":"inventory-1"}` + "\n"
 
+// orderID is an order's id, heldAnswer a hold of it as the service writes
+// it, and heldSale that hold read.
+const (
+	orderID    = "3f2b5c1e-8d4a-4b6e-9c1f-2a7d5e8b9c0d"
+	heldAnswer = `{"order_id":"` + orderID + `","sale_id":42,"product_id":"sku-1","quantity":2,"state":"held",` +
+		`"expires_at":"2026-11-23T10:15:00.5Z","remaining":8,"round":3,"strategy":"redis","instance":"inventory-1"}` + "\n"
+)
+
+var heldSale = client.HeldSale{OrderID: orderID, SaleID: 42, ProductID: "sku-1", Quantity: 2, State: "held",
+	ExpiresAt: time.Date(2026, 11, 23, 10, 15, 0, 5e8, time.UTC), Remaining: 8, Round: 3, Strategy: "redis", Instance: "inventory-1"}
+
+// orderAnswer is the order of orderID in state as the service writes it,
+// its history ending in that state; order is the same read.
+func orderAnswer(state string) string {
+	return `{"order_id":"` + orderID + `","product_id":"sku-1","quantity":2,"state":"` + state + `","expires_at":"2026-11-23T10:15:00.5Z","round":3,` +
+		`"history":[{"state":"held","at":"2026-11-23T10:00:00.5Z","by":"inventory-1"},{"state":"` + state + `","at":"2026-11-23T10:01:00Z","by":"inventory-2"}]}` + "\n"
+}
+
+func order(state string) client.Order {
+	return client.Order{OrderID: orderID, ProductID: "sku-1", Quantity: 2, State: state, ExpiresAt: time.Date(2026, 11, 23, 10, 15, 0, 5e8, time.UTC), Round: 3,
+		History: []client.OrderEvent{{State: "held", At: time.Date(2026, 11, 23, 10, 0, 0, 5e8, time.UTC), By: "inventory-1"},
+			{State: state, At: time.Date(2026, 11, 23, 10, 1, 0, 0, time.UTC), By: "inventory-2"}}}
+}
+
 func TestEveryCallSendsWhatTheDescriptionSaysAndReadsTheAnswer(t *testing.T) {
 	f, base := newFake(t)
 	admin := client.New(base, client.Options{AdminToken: "tok"})
@@ -139,6 +163,27 @@ func TestEveryCallSendsWhatTheDescriptionSaysAndReadsTheAnswer(t *testing.T) {
 			return c.SellProduct(ctx, "a/b", client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{Strategy: "x&y"})
 		}, exchange{method: "POST", uri: "/products/a%2Fb/sale?strategy=x%26y", body: `{"quantity":1}`, admin: true, status: 200, answer: saleAnswer},
 			client.Sale{SaleID: 42, ProductID: "sku-1", Quantity: 2, Remaining: 8, Round: 3, Strategy: "redis", Instance: "inventory-1"}},
+		{"Hold", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.Hold(ctx, client.SaleRequest{ProductID: "sku-1", Quantity: 2, PayWithin: "15m"}, client.SaleOptions{IdempotencyKey: "h-1"})
+		}, exchange{method: "POST", uri: "/sale", body: `{"product_id":"sku-1","quantity":2,"pay_within":"15m"}`, key: "h-1", status: 201,
+			header: map[string]string{"Location": "/orders/" + orderID, "X-Instance": "inventory-1"}, answer: heldAnswer},
+			heldSale},
+		{"HoldProduct naming a strategy, replayed, the replica named only by X-Instance", func(ctx context.Context, c *client.Client) (any, error) {
+			return c.HoldProduct(ctx, "a/b", client.ProductSaleRequest{Quantity: 1, PayWithin: "90s"}, client.SaleOptions{Strategy: "redis"})
+		}, exchange{method: "POST", uri: "/products/a%2Fb/sale?strategy=redis", body: `{"quantity":1,"pay_within":"90s"}`, admin: true, status: 201,
+			header: map[string]string{"Idempotent-Replayed": "true", "X-Instance": "inventory-2"},
+			answer: `{"order_id":"` + orderID + `","sale_id":7,"state":"paid","expires_at":"2026-11-23T10:00:00.123456789Z"}`},
+			client.HeldSale{OrderID: orderID, SaleID: 7, State: "paid", ExpiresAt: start, Instance: "inventory-2", Replayed: true}},
+		{"Order", func(ctx context.Context, c *client.Client) (any, error) { return c.Order(ctx, orderID) },
+			exchange{method: "GET", uri: "/orders/" + orderID, status: 200, header: json, answer: orderAnswer("held")}, order("held")},
+		{"Pay", func(ctx context.Context, c *client.Client) (any, error) { return c.Pay(ctx, orderID) },
+			exchange{method: "POST", uri: "/orders/" + orderID + "/pay", status: 200, answer: orderAnswer("paid")}, order("paid")},
+		{"Cancel", func(ctx context.Context, c *client.Client) (any, error) { return c.Cancel(ctx, orderID) },
+			exchange{method: "POST", uri: "/orders/" + orderID + "/cancel", status: 200, answer: orderAnswer("cancelled")}, order("cancelled")},
+		{"Refund", func(ctx context.Context, c *client.Client) (any, error) { return c.Refund(ctx, orderID) },
+			exchange{method: "POST", uri: "/orders/" + orderID + "/refund", status: 200, answer: orderAnswer("refunded")}, order("refunded")},
+		{"Ship of an id the path escapes", func(ctx context.Context, c *client.Client) (any, error) { return c.Ship(ctx, "x/y?z") },
+			exchange{method: "POST", uri: "/orders/x%2Fy%3Fz/ship", status: 200, answer: orderAnswer("shipped")}, order("shipped")},
 		{"Product", func(ctx context.Context, c *client.Client) (any, error) { return c.Product(ctx, "sku-1") },
 			exchange{method: "GET", uri: "/products/sku-1", cache: "no-cache", status: 200, header: json,
 				answer: `{"product_id":"sku-1","name":"Hot","quantity":7,"initial":10,"sold":3,"sales":2,"round":4,"version":9}`},
@@ -240,6 +285,8 @@ func TestTheAdminTokenGoesWithAdminCallsAlone(t *testing.T) {
 		_, _ = c.Sell(ctx, client.SaleRequest{ProductID: "p", Quantity: 1}, client.SaleOptions{})
 		_, _ = c.Sell(ctx, client.SaleRequest{ProductID: "p", Quantity: 1}, client.SaleOptions{Strategy: "s"})
 		_, _ = c.SellProduct(ctx, "p", client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{IdempotencyKey: "k"})
+		_, _ = c.Hold(ctx, client.SaleRequest{ProductID: "p", Quantity: 1, PayWithin: "1m"}, client.SaleOptions{})
+		_, _ = c.Pay(ctx, "o")
 		_, _ = c.Restock(ctx, "p", client.RestockRequest{Quantity: 1})
 		_, _ = c.Product(ctx, "p")
 		_, _ = c.Holds(ctx, "p")
@@ -252,9 +299,9 @@ func TestTheAdminTokenGoesWithAdminCallsAlone(t *testing.T) {
 		token string
 		want  []string
 	}{
-		{"tok", []string{"POST /sale ", "POST /sale Bearer tok", "POST /products/p/sale ", "PUT /products/p Bearer tok", "GET /products/p ",
+		{"tok", []string{"POST /sale ", "POST /sale Bearer tok", "POST /products/p/sale ", "POST /sale ", "POST /orders/o/pay ", "PUT /products/p Bearer tok", "GET /products/p ",
 			"GET /products/p/holds Bearer tok", "PUT /strategy Bearer tok", "GET /strategy ", "GET /debug/pprof/heap Bearer tok", "GET /healthz "}},
-		{"", []string{"POST /sale ", "POST /sale ", "POST /products/p/sale ", "PUT /products/p ", "GET /products/p ",
+		{"", []string{"POST /sale ", "POST /sale ", "POST /products/p/sale ", "POST /sale ", "POST /orders/o/pay ", "PUT /products/p ", "GET /products/p ",
 			"GET /products/p/holds ", "PUT /strategy ", "GET /strategy ", "GET /debug/pprof/heap ", "GET /healthz "}},
 	} {
 		seen = nil
@@ -268,9 +315,9 @@ func TestTheAdminTokenGoesWithAdminCallsAlone(t *testing.T) {
 // problemStatus is the status of every problem type the description
 // lists, as its table gives it.
 var problemStatus = map[string]int{
-	"malformed-request": 400, "bad-product-id": 400, "bad-quantity": 400, "unknown-strategy": 400,
-	"unauthorized": 401, "admin-disabled": 403, "product-not-found": 404, "not-found": 404,
-	"method-not-allowed": 405, "request-timeout": 408, "sold-out": 409, "body-too-large": 413,
+	"malformed-request": 400, "bad-product-id": 400, "bad-quantity": 400, "bad-pay-within": 400, "bad-order-id": 400, "unknown-strategy": 400,
+	"unauthorized": 401, "admin-disabled": 403, "product-not-found": 404, "order-not-found": 404, "not-found": 404,
+	"method-not-allowed": 405, "request-timeout": 408, "sold-out": 409, "order-expired": 409, "order-state": 409, "body-too-large": 413,
 	"uri-too-long": 414, "unsupported-media-type": 415, "round-moved": 412, "idempotency-key-reused": 422, "too-many-requests": 429, "internal": 500,
 	"not-implemented": 501, "bad-gateway": 502, "lock-timeout": 503, "contention": 503,
 	"overloaded": 503, "lock-lost": 503, "circuit-open": 503, "unavailable": 503, "canceled": 503,
@@ -372,6 +419,59 @@ func TestProblemsOfEveryShapeAndCall(t *testing.T) {
 	}
 	for _, d := range f.differences() {
 		t.Errorf("Restock sent %s", d)
+	}
+}
+
+// A refused step of an order's life says the order's state; a hold and
+// a sale are each refused by the other's call before anything is sent,
+// and a 2xx hold whose body is not an order is ErrMalformedAnswer.
+func TestOrderProblemsAndMistakes(t *testing.T) {
+	f, base := newFake(t)
+	c := client.New(base, client.Options{})
+	ctx := context.Background()
+	answer := `{"type":"urn:inventory:problem:order-state","title":"Order state does not allow this","status":409,` +
+		`"detail":"The order is shipped; to refund, it must be paid. Nothing changed.","instance":"/orders/` + orderID + `/refund","request_id":"r","state":"shipped"}` + "\n"
+	f.expect(exchange{method: "POST", uri: "/orders/" + orderID + "/refund", status: 409,
+		header: map[string]string{"Content-Type": "application/problem+json", "X-Instance": "inventory-1"}, answer: answer})
+	_, err := c.Refund(ctx, orderID)
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Slug() != "order-state" || p.State != "shipped" || p.Status != 409 || client.Retryable(err) {
+		t.Errorf("Refund answered %s = %#v, want a final order-state *Problem with state shipped", answer, err)
+	}
+	for _, d := range f.differences() {
+		t.Errorf("Refund sent %s", d)
+	}
+
+	f.expect(exchange{method: "none"})
+	if _, err := c.Sell(ctx, client.SaleRequest{ProductID: "p", Quantity: 1, PayWithin: "15m"}, client.SaleOptions{}); err == nil || client.StatusOf(err) != 0 {
+		t.Errorf("Sell of a hold = %v, want an error before sending", err)
+	}
+	if _, err := c.SellProduct(ctx, "p", client.ProductSaleRequest{Quantity: 1, PayWithin: "15m"}, client.SaleOptions{}); err == nil || client.StatusOf(err) != 0 {
+		t.Errorf("SellProduct of a hold = %v, want an error before sending", err)
+	}
+	if _, err := c.Hold(ctx, client.SaleRequest{ProductID: "p", Quantity: 1}, client.SaleOptions{}); err == nil || client.StatusOf(err) != 0 {
+		t.Errorf("Hold without PayWithin = %v, want an error before sending", err)
+	}
+	if _, err := c.HoldProduct(ctx, "p", client.ProductSaleRequest{Quantity: 1}, client.SaleOptions{}); err == nil || client.StatusOf(err) != 0 {
+		t.Errorf("HoldProduct without PayWithin = %v, want an error before sending", err)
+	}
+	if d := f.differences(); len(d) != 0 {
+		t.Errorf("a refused call reached the server: %v", d)
+	}
+
+	for _, tc := range []struct {
+		status int
+		answer string
+	}{
+		{200, saleAnswer}, // a final sale's answer: the service ignored pay_within
+		{201, `{"order_id":1}`},
+		{201, `{"sale_id":1}`},
+	} {
+		f.expect(exchange{method: "POST", uri: "/products/p/sale", body: `{"quantity":1,"pay_within":"1m"}`, status: tc.status, answer: tc.answer})
+		if h, err := c.HoldProduct(ctx, "p", client.ProductSaleRequest{Quantity: 1, PayWithin: "1m"}, client.SaleOptions{}); !errors.Is(err, client.ErrMalformedAnswer) ||
+			client.Retryable(err) || h != (client.HeldSale{}) {
+			t.Errorf("HoldProduct answered %d %s = %+v, %v; want ErrMalformedAnswer", tc.status, tc.answer, h, err)
+		}
 	}
 }
 

@@ -33,6 +33,10 @@ type Problem struct {
 	// LockBreach is set on a 409 or 503 when the database refused a write
 	// that the strategy's lock should have made impossible.
 	LockBreach bool
+	// State is the order's state on a 409 order-expired or order-state
+	// (a step of an order's life its state did not allow); empty
+	// otherwise.
+	State string
 	// InstancePath is the problem's "instance" member: the request's path
 	// as the service saw it (absent from nginx's own problems).
 	InstancePath string
@@ -113,8 +117,8 @@ func newProblem(method, path string, resp *http.Response, body string) *Problem 
 			j = anyStatus.Problem
 		}
 	}
-	p.Type, p.Title, p.Detail, p.InstancePath, p.RequestID, p.LockBreach =
-		j.Type, j.Title, j.Detail, j.Instance, j.RequestID, j.LockBreach
+	p.Type, p.Title, p.Detail, p.InstancePath, p.RequestID, p.LockBreach, p.State =
+		j.Type, j.Title, j.Detail, j.Instance, j.RequestID, j.LockBreach, j.State
 	return p
 }
 

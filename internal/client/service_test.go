@@ -150,6 +150,53 @@ func TestEveryCallAgainstTheService(t *testing.T) {
 	_, err = buyer.Profile(ctx, "cmdline", 0)
 	problem("Profile without the admin token", err, 401, "unauthorized")
 
+	// An order's life: a hold, its replay, its steps and their refusals.
+	const orderProduct = "sku-client-orders"
+	if _, err := admin.Restock(ctx, orderProduct, client.RestockRequest{Quantity: 3}); err != nil {
+		t.Fatal(err)
+	}
+	holdOpts := client.SaleOptions{IdempotencyKey: "client-hold-1"}
+	held, err := buyer.Hold(ctx, client.SaleRequest{ProductID: orderProduct, Quantity: 2, PayWithin: "15m"}, holdOpts)
+	if err != nil || held.OrderID == "" || held.State != "held" || held.Remaining != 1 || held.Replayed || held.Instance != "inventory-1" ||
+		time.Until(held.ExpiresAt) < 14*time.Minute || time.Until(held.ExpiresAt) > 16*time.Minute {
+		t.Fatalf("Hold(%s, 2, 15m) = %+v, %v; want an order held for 15 minutes, 1 left", orderProduct, held, err)
+	}
+	if again, err := buyer.Hold(ctx, client.SaleRequest{ProductID: orderProduct, Quantity: 2, PayWithin: "15m"}, holdOpts); err != nil ||
+		!again.Replayed || again.OrderID != held.OrderID {
+		t.Errorf("Hold with the same key = %+v, %v; want order %s replayed", again, err, held.OrderID)
+	}
+	if o, err := buyer.Order(ctx, held.OrderID); err != nil || o.State != "held" || len(o.History) != 1 || o.Quantity != 2 || o.ProductID != orderProduct {
+		t.Errorf("Order(%s) = %+v, %v; want it held, 2 of %s", held.OrderID, o, err, orderProduct)
+	}
+	_, err = buyer.Refund(ctx, held.OrderID)
+	if p := problem("Refund of a held order", err, 409, "order-state"); p.State != "held" {
+		t.Errorf("Refund of a held order: problem state %q, want held", p.State)
+	}
+	for _, step := range []func(context.Context, string) (client.Order, error){buyer.Pay, buyer.Pay, buyer.Ship} {
+		if _, err := step(ctx, held.OrderID); err != nil {
+			t.Errorf("a step of order %s = %v", held.OrderID, err)
+		}
+	}
+	if o, err := buyer.Order(ctx, held.OrderID); err != nil || o.State != "shipped" || len(o.History) != 3 || o.History[2].By != "inventory-1" {
+		t.Errorf("Order(%s) after pay, pay, ship = %+v, %v; want it shipped, history held, paid, shipped by inventory-1", held.OrderID, o, err)
+	}
+	byPath, err := buyer.HoldProduct(ctx, orderProduct, client.ProductSaleRequest{Quantity: 1, PayWithin: "90s"}, client.SaleOptions{})
+	if err != nil || byPath.Remaining != 0 {
+		t.Errorf("HoldProduct(%s, 1, 90s) = %+v, %v; want the last unit held", orderProduct, byPath, err)
+	}
+	if o, err := buyer.Cancel(ctx, byPath.OrderID); err != nil || o.State != "cancelled" {
+		t.Errorf("Cancel(%s) = %+v, %v; want it cancelled", byPath.OrderID, o, err)
+	}
+	if p, err := buyer.Product(ctx, orderProduct); err != nil || p.Quantity != 1 {
+		t.Errorf("Product(%s) after the cancel = %+v, %v; want its unit back", orderProduct, p, err)
+	}
+	_, err = buyer.Hold(ctx, client.SaleRequest{ProductID: orderProduct, Quantity: 1, PayWithin: "25h"}, client.SaleOptions{})
+	problem("Hold for 25 hours", err, 400, "bad-pay-within")
+	_, err = buyer.Order(ctx, "3f2b5c1e-8d4a-4b6e-9c1f-2a7d5e8b9c0d")
+	problem("Order of an unknown id", err, 404, "order-not-found")
+	_, err = buyer.Pay(ctx, "42")
+	problem("Pay of a bad id", err, 400, "bad-order-id")
+
 	// With the fleet gone, a call gets no answer at all: an error, not a
 	// *Problem, that a buyer may retry.
 	if err := f.Stop(); err != nil {

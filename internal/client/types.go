@@ -13,6 +13,14 @@ type (
 	// Sale is the answer to a sale; Replayed is its Idempotent-Replayed
 	// header.
 	Sale = wire.Sale
+	// HeldSale is the answer to a hold (a sale with PayWithin): the order
+	// holding the units; Replayed is its Idempotent-Replayed header.
+	HeldSale = wire.HeldSale
+	// Order is an order with its history: the answer of GET /orders/{id}
+	// and of its steps.
+	Order = wire.Order
+	// OrderEvent is one state an order entered.
+	OrderEvent = wire.OrderEvent
 	// RestockRequest is the body of PUT /products/{id}, with its
 	// Idempotency-Key and If-Match headers.
 	RestockRequest = wire.RestockRequest

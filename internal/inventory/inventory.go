@@ -25,17 +25,24 @@ type Order struct {
 	// IdempotencyKey, when not empty, makes a retry of the same order return
 	// the original sale instead of selling again.
 	IdempotencyKey string
+	// PayWithin, when above 0, makes the sale a hold: the units leave the
+	// stock now, and the order (Sale.OrderID) must be paid within it, or it
+	// expires and they come back. MinPayWithin to MaxPayWithin.
+	PayWithin time.Duration
 }
 
 // Validate refuses a bad order before it reaches Postgres or Redis: a bad
-// product id (ErrBadProductID) or a quantity outside 1 to MaxInt32
-// (ErrBadQuantity).
+// product id (ErrBadProductID), a quantity outside 1 to MaxInt32
+// (ErrBadQuantity), or a payment deadline out of bounds (ErrBadPayWithin).
 func (o Order) Validate() error {
 	if err := ValidateProductID(o.ProductID); err != nil {
 		return err
 	}
 	if o.Quantity < 1 || o.Quantity > math.MaxInt32 {
 		return fmt.Errorf("%w: %d, want 1 to %d", ErrBadQuantity, o.Quantity, math.MaxInt32)
+	}
+	if o.PayWithin != 0 && (o.PayWithin < MinPayWithin || o.PayWithin > MaxPayWithin) {
+		return fmt.Errorf("%w: %v, want %v to %v", ErrBadPayWithin, o.PayWithin, MinPayWithin, MaxPayWithin)
 	}
 	return nil
 }
@@ -55,6 +62,13 @@ type Sale struct {
 	CreatedAt time.Time
 	// Replayed is true when an idempotent retry returned an earlier sale.
 	Replayed bool
+	// OrderID, for a hold (Order.PayWithin), is the order its units are
+	// held for; empty for a final sale. OrderState is the order's state
+	// when this answer was read (a replay may find it paid), ExpiresAt its
+	// payment deadline.
+	OrderID    string
+	OrderState OrderState
+	ExpiresAt  time.Time
 }
 
 // Product is a product's stock for the current round.
@@ -63,8 +77,12 @@ type Product struct {
 	Name     string
 	Quantity int64
 	Initial  int64
-	// Sold is the sum of the ledger's quantities for the current round.
+	// Sold is the units the current round's sales took from the stock and
+	// kept: the ledger's quantities less those returned (Returned).
 	Sold int64
+	// Returned is the units of cancelled, expired and refunded orders given
+	// back to the current round's stock.
+	Returned int64
 	// Sales is the number of ledger rows for the current round.
 	Sales   int64
 	Round   int
@@ -135,8 +153,11 @@ type Round struct {
 	Round     int
 	// Initial is the stock the round started with.
 	Initial int64
-	// Sold is the sum of the ledger's quantities for the round, Sales its rows.
+	// Sold is the units the round's sales took and kept (its ledger's
+	// quantities less Returned), Sales its ledger rows.
 	Sold, Sales int64
+	// Returned is the units given back to the round's stock.
+	Returned int64
 	// Current is whether this is the product's current round.
 	Current bool
 }

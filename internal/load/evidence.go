@@ -78,12 +78,17 @@ func readProduct(ctx context.Context, q interface {
 	out := product{ProductID: id}
 	err := q.QueryRow(ctx, `
 		SELECT s.name, s.quantity, s.initial, s.round, s.version,
-		       coalesce(l.units, 0), coalesce(l.n, 0)
+		       coalesce(l.units, 0) - coalesce(r.units, 0), coalesce(l.n, 0)
 		FROM stock s
 		LEFT JOIN LATERAL (
 			SELECT sum(quantity) AS units, count(*) AS n
 			FROM sales WHERE product_id = $1 AND round = s.round
 		) l ON true
+		LEFT JOIN LATERAL (
+			-- units of cancelled, expired, refunded orders back in the stock
+			SELECT sum(quantity) AS units
+			FROM returns WHERE product_id = $1 AND round = s.round AND restored
+		) r ON true
 		WHERE s.product_id = $1`, id).
 		Scan(&out.Name, &out.Quantity, &out.Initial, &out.Round, &out.Version, &out.Sold, &out.Sales)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -85,7 +85,8 @@ func (p *pgTruth) round(ctx context.Context, id string, n int64) (round, error) 
 	out := round{ProductID: id, Round: n}
 	err := p.pool.QueryRow(ctx, `
 		SELECT r.initial, r.round = s.round,
-		       (SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2),
+		       (SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2)
+		       - (SELECT coalesce(sum(quantity), 0) FROM returns WHERE product_id = $1 AND round = $2 AND restored),
 		       (SELECT count(*) FROM sales WHERE product_id = $1 AND round = $2)
 		FROM rounds r JOIN stock s ON s.product_id = r.product_id
 		WHERE r.product_id = $1 AND r.round = $2`, id, n).

@@ -1,6 +1,7 @@
-// Package metrics defines the service's Prometheus metrics: sales, lock
-// events, lock breaches, optimistic conflicts, broken invariants and open
-// circuits, HTTP traffic and connection-pool state.
+// Package metrics defines the service's Prometheus metrics: sales, the
+// steps of orders' lives, lock events, lock breaches, optimistic
+// conflicts, broken invariants and open circuits, HTTP traffic and
+// connection-pool state.
 package metrics
 
 import (
@@ -41,6 +42,7 @@ type Metrics struct {
 	lockReleases *prometheus.CounterVec
 	violations   *prometheus.CounterVec
 	circuitOpen  *prometheus.GaugeVec
+	orderSteps   *prometheus.CounterVec
 
 	// The per-request series, by their labels: a label lookup in a vector
 	// hashes and locks, and every request did two.
@@ -110,11 +112,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inventory_circuit_open", Help: "1 for each product whose sales this replica refuses because its circuit is open.",
 		}, []string{"product"}),
+		orderSteps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inventory_order_steps_total",
+			Help: "Steps of orders' lives asked (pay, cancel, refund, ship) by step and outcome: ok, or the problem type (order-state, order-expired, lock-timeout, ...).",
+		}, []string{"step", "outcome"}),
 	}
 	reg.MustRegister(
 		m.sales, m.saleSeconds, m.breaches, m.conflicts, m.httpRequests, m.httpSeconds,
 		m.lockAcquire, m.lockTrips, m.lockRenewals, m.lockLost, m.lockHeld, m.lockReleases,
-		m.violations, m.circuitOpen,
+		m.violations, m.circuitOpen, m.orderSteps,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -164,6 +170,11 @@ func (m *Metrics) CircuitOpen(products []string) {
 		m.circuitOpen.WithLabelValues(p).Set(1)
 	}
 }
+
+// OrderStep counts one step of an order's life asked through the API:
+// step is pay, cancel, refund or ship, outcome "ok" or the answer's
+// problem type (order-state, order-expired, lock-timeout, …).
+func (m *Metrics) OrderStep(step, outcome string) { m.orderSteps.WithLabelValues(step, outcome).Inc() }
 
 // OptimisticConflict counts one lost compare-and-set.
 func (m *Metrics) OptimisticConflict() { m.conflicts.Inc() }

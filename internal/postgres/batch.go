@@ -116,7 +116,7 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 			key = &o.IdempotencyKey
 			taken[o.IdempotencyKey] = true
 		}
-		r := ledgerRow{quantity: o.Quantity, remaining: left, key: key, saleKey: uuid.NewString()}
+		r := ledgerRow{quantity: o.Quantity, remaining: left, key: key, saleKey: uuid.NewString(), payWithin: o.PayWithin}
 		rows = append(rows, r)
 		bySaleKey[r.saleKey] = i
 	}
@@ -153,9 +153,7 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 		return nil, nil, err
 	}
 	for _, r := range rows {
-		i, w := bySaleKey[r.saleKey], written[r.saleKey]
-		answers[i].Sale = inventory.Sale{ID: w.id, ProductID: id, Quantity: r.quantity, Remaining: r.remaining, Round: round,
-			Strategy: strategy, Instance: instance, Fence: fence.Token, CreatedAt: w.createdAt}
+		answers[bySaleKey[r.saleKey]].Sale = written[r.saleKey].sale(r, id, round, strategy, instance, fence.Token)
 	}
 	return answers, nil, nil
 }

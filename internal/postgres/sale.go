@@ -55,13 +55,16 @@ func (s *Store) Quantity(ctx context.Context, id string) (q int64, round int, er
 // its ledger row records (the first answer said so); only a row written
 // before the ledger recorded it falls back to the stock now.
 func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.Sale, found bool, err error) {
+	var state string
 	err = s.pool.QueryRow(ctx, `
 		SELECT l.id, l.product_id, l.quantity, l.round, l.strategy, l.instance,
-		       coalesce(l.fence, 0), l.created_at, coalesce(l.remaining, s.quantity)
+		       coalesce(l.fence, 0), l.created_at, coalesce(l.remaining, s.quantity),
+		       coalesce(o.id::text, ''), coalesce(o.state, ''), coalesce(o.expires_at, l.created_at)
 		FROM sales l JOIN stock s ON s.product_id = l.product_id
+		LEFT JOIN orders o ON o.sale_id = l.id
 		WHERE l.idempotency_key = $1`, o.IdempotencyKey).
 		Scan(&sale.ID, &sale.ProductID, &sale.Quantity, &sale.Round, &sale.Strategy, &sale.Instance,
-			&sale.Fence, &sale.CreatedAt, &sale.Remaining)
+			&sale.Fence, &sale.CreatedAt, &sale.Remaining, &sale.OrderID, &state, &sale.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inventory.Sale{}, false, nil
 	}
@@ -72,8 +75,21 @@ func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.S
 		return inventory.Sale{}, true, fmt.Errorf("%w: key %q sold %d of %q, this order is %d of %q",
 			inventory.ErrIdempotencyConflict, o.IdempotencyKey, sale.Quantity, sale.ProductID, o.Quantity, o.ProductID)
 	}
+	if hold := o.PayWithin > 0; hold != (sale.OrderID != "") {
+		return inventory.Sale{}, true, fmt.Errorf("%w: key %q was used for %s, this order is %s",
+			inventory.ErrIdempotencyConflict, o.IdempotencyKey, saleKind(!hold), saleKind(hold))
+	}
+	sale.OrderState = inventory.OrderState(state)
 	sale.Replayed = true
 	return sale, true, nil
+}
+
+// saleKind names a hold or a final sale, for an error.
+func saleKind(hold bool) string {
+	if hold {
+		return "a hold"
+	}
+	return "a final sale"
 }
 
 // SaleTx is one sale's transaction on one product; its methods are the only
@@ -288,22 +304,13 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 	if err != nil {
 		return inventory.Sale{}, err
 	}
-	sale = inventory.Sale{
-		ProductID: o.ProductID,
-		Quantity:  o.Quantity,
-		Remaining: d.Remaining,
-		Round:     d.Round,
-		Strategy:  strategy,
-		Instance:  instance,
-		Fence:     d.Fence,
-	}
 	var key *string
 	if o.IdempotencyKey != "" {
 		key = &o.IdempotencyKey
 	}
 	saleKey := uuid.NewString()
-	written, err := writeLedger(ctx, tx, o.ProductID, d.Round, strategy, instance, d.Fence,
-		[]ledgerRow{{quantity: o.Quantity, remaining: d.Remaining, key: key, saleKey: saleKey}})
+	row := ledgerRow{quantity: o.Quantity, remaining: d.Remaining, key: key, saleKey: saleKey, payWithin: o.PayWithin}
+	written, err := writeLedger(ctx, tx, o.ProductID, d.Round, strategy, instance, d.Fence, []ledgerRow{row})
 	if err != nil {
 		return inventory.Sale{}, err
 	}
@@ -318,7 +325,7 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 		}
 		return winner, err
 	}
-	sale.ID, sale.CreatedAt = w.id, w.createdAt
+	sale = w.sale(row, o.ProductID, d.Round, strategy, instance, d.Fence)
 	// A cancelled context (a buyer gone, a lock lost) still stops the sale
 	// here; from here on the commit is detached from it.
 	if ctx.Err() != nil {
@@ -365,12 +372,28 @@ type ledgerRow struct {
 	remaining int64   // the stock the sale left
 	key       *string // its Idempotency-Key; nil for none
 	saleKey   string  // unique to this sale, to find it after a lost COMMIT reply
+	// payWithin, when above 0, makes the sale a hold: an order is written
+	// beside it, held until this long after the sale.
+	payWithin time.Duration
 }
 
 // written is what the ledger gave a row it recorded.
 type written struct {
 	id        int64
 	createdAt time.Time
+	// order and expiresAt are a hold's order and payment deadline.
+	order     string
+	expiresAt time.Time
+}
+
+// sale is the answer for row r, written as w, of product id in round round.
+func (w written) sale(r ledgerRow, id string, round int, strategy, instance string, fence int64) inventory.Sale {
+	sale := inventory.Sale{ID: w.id, ProductID: id, Quantity: r.quantity, Remaining: r.remaining, Round: round,
+		Strategy: strategy, Instance: instance, Fence: fence, CreatedAt: w.createdAt}
+	if w.order != "" {
+		sale.OrderID, sale.OrderState, sale.ExpiresAt = w.order, inventory.Held, w.expiresAt
+	}
+	return sale
 }
 
 // writeLedger is the one writer of the ledger: it records rows, sales of
@@ -385,10 +408,11 @@ type written struct {
 // for each other in one order and cannot deadlock.
 func writeLedger(ctx context.Context, tx pgx.Tx, id string, round int, strategy, instance string, fence int64,
 	rows []ledgerRow) (map[string]written, error) {
-	quantities, remainders := make([]int64, len(rows)), make([]int64, len(rows))
+	quantities, remainders, payMillis := make([]int64, len(rows)), make([]int64, len(rows)), make([]int64, len(rows))
 	keys, saleKeys := make([]*string, len(rows)), make([]string, len(rows))
 	for i, r := range rows {
 		quantities[i], remainders[i], keys[i], saleKeys[i] = r.quantity, r.remaining, r.key, r.saleKey
+		payMillis[i] = r.payWithin.Milliseconds()
 	}
 	res, err := tx.Query(ctx, `
 		WITH ins AS (
@@ -402,9 +426,19 @@ func writeLedger(ctx context.Context, tx pgx.Tx, id string, round int, strategy,
 			INSERT INTO round_totals AS t (product_id, round, units, sales)
 			SELECT $1, $2, sum(quantity), count(*) FROM ins HAVING count(*) > 0
 			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
+		), held AS (
+			INSERT INTO orders (id, sale_id, product_id, round, quantity, state, expires_at, created_at, updated_at)
+			SELECT gen_random_uuid(), ins.id, $1, $2, ins.quantity, 'held',
+			       ins.created_at + p.ms * interval '1 millisecond', ins.created_at, ins.created_at
+			FROM ins JOIN unnest($7::text[], $10::bigint[]) AS p(sk, ms) ON p.sk = ins.sale_key
+			WHERE p.ms > 0
+			RETURNING id, sale_id, expires_at, created_at
+		), entered AS (
+			INSERT INTO order_events (order_id, state, at, by) SELECT id, 'held', created_at, $4 FROM held
 		)
-		SELECT id, sale_key, created_at FROM ins`,
-		id, round, strategy, instance, quantities, keys, saleKeys, fence, remainders)
+		SELECT ins.id, ins.sale_key, ins.created_at, coalesce(held.id::text, ''), coalesce(held.expires_at, ins.created_at)
+		FROM ins LEFT JOIN held ON held.sale_id = ins.id`,
+		id, round, strategy, instance, quantities, keys, saleKeys, fence, remainders, payMillis)
 	if err != nil {
 		return nil, dbErr("write sales", err)
 	}
@@ -412,7 +446,7 @@ func writeLedger(ctx context.Context, tx pgx.Tx, id string, round int, strategy,
 	for res.Next() {
 		var sk string
 		var w written
-		if err := res.Scan(&w.id, &sk, &w.createdAt); err != nil {
+		if err := res.Scan(&w.id, &sk, &w.createdAt, &w.order, &w.expiresAt); err != nil {
 			res.Close()
 			return nil, dbErr("write sales", err)
 		}

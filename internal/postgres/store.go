@@ -123,11 +123,11 @@ func (s *Store) Product(ctx context.Context, id string) (inventory.Product, erro
 	// 4,000 sales), read in the same snapshot as the stock row.
 	err := s.reads.QueryRow(ctx, `
 		SELECT s.name, s.quantity, s.initial, s.round, s.version,
-		       coalesce(t.units, 0), coalesce(t.sales, 0)
+		       coalesce(t.units - t.returned, 0), coalesce(t.sales, 0), coalesce(t.returned, 0)
 		FROM stock s
 		LEFT JOIN round_totals t ON t.product_id = s.product_id AND t.round = s.round
 		WHERE s.product_id = $1`, id).
-		Scan(&p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version, &p.Sold, &p.Sales)
+		Scan(&p.Name, &p.Quantity, &p.Initial, &p.Round, &p.Version, &p.Sold, &p.Sales, &p.Returned)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inventory.Product{}, fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
 	}
@@ -137,17 +137,20 @@ func (s *Store) Product(ctx context.Context, id string) (inventory.Product, erro
 	return p, nil
 }
 
-// Ledger returns the number of sales and the units they sold for id's
-// current round, straight from the ledger.
+// Ledger returns the number of sales and the units they took and kept for
+// id's current round (less the units returned to it), straight from the
+// ledger and the returns.
 func (s *Store) Ledger(ctx context.Context, id string) (count, units int64, err error) {
 	if err := inventory.ValidateProductID(id); err != nil {
 		return 0, 0, err
 	}
 	err = s.reads.QueryRow(ctx, `
-		SELECT count(l.id), coalesce(sum(l.quantity), 0)
+		SELECT count(l.id), coalesce(sum(l.quantity), 0) - (
+		           SELECT coalesce(sum(quantity), 0) FROM returns r
+		           WHERE r.product_id = s.product_id AND r.round = s.round AND r.restored)
 		FROM stock s LEFT JOIN sales l ON l.product_id = s.product_id AND l.round = s.round
 		WHERE s.product_id = $1
-		GROUP BY s.product_id`, id).Scan(&count, &units)
+		GROUP BY s.product_id, s.round`, id).Scan(&count, &units)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, fmt.Errorf("product %q: %w", id, inventory.ErrNotFound)
 	}
@@ -165,11 +168,11 @@ func (s *Store) Round(ctx context.Context, id string, n int) (inventory.Round, e
 	}
 	r := inventory.Round{ProductID: id, Round: n}
 	err := s.reads.QueryRow(ctx, `
-		SELECT r.initial, r.round = s.round, coalesce(t.units, 0), coalesce(t.sales, 0)
+		SELECT r.initial, r.round = s.round, coalesce(t.units - t.returned, 0), coalesce(t.sales, 0), coalesce(t.returned, 0)
 		FROM rounds r JOIN stock s ON s.product_id = r.product_id
 		LEFT JOIN round_totals t ON t.product_id = r.product_id AND t.round = r.round
 		WHERE r.product_id = $1 AND r.round = $2`, id, n).
-		Scan(&r.Initial, &r.Current, &r.Sold, &r.Sales)
+		Scan(&r.Initial, &r.Current, &r.Sold, &r.Sales, &r.Returned)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inventory.Round{}, fmt.Errorf("product %q round %d: %w", id, n, inventory.ErrNotFound)
 	}

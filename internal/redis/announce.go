@@ -91,3 +91,11 @@ func (Announcements) Plain(channel string) string {
 func AnnounceRestock(ctx context.Context, rdb goredis.UniversalClient, id string, round int) error {
 	return AnnouncementsOn(rdb).Publish(ctx, RestockChannel, id+" "+strconv.Itoa(round))
 }
+
+// AnnounceReturn tells every replica that units of product id came back to
+// its stock (a cancelled, expired or refunded order): announced on
+// RestockChannel without a round, it makes each replica forget the
+// product's sold-out marks, whatever their round.
+func AnnounceReturn(ctx context.Context, rdb goredis.UniversalClient, id string) error {
+	return AnnouncementsOn(rdb).Publish(ctx, RestockChannel, id)
+}

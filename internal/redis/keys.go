@@ -18,3 +18,12 @@ func LeasesKey(productID string) string { return CounterKey(productID) + ":lease
 
 // ReservationKey is where a sale's reservation res is remembered.
 func ReservationKey(productID, res string) string { return CounterKey(productID) + ":res:" + res }
+
+// OrderLockKey is the name of an order's lock (the steps of its life), in
+// every lock backend. A product id has no ':', so it never collides with a
+// product's LockKey.
+func OrderLockKey(orderID string) string { return "lock:order:{" + orderID + "}" }
+
+// JobLockKey is the name of a periodic job's lock (its runner), in every
+// lock backend.
+func JobLockKey(job string) string { return "lock:job:{" + job + "}" }

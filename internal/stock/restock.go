@@ -97,6 +97,30 @@ func (r Restocker) closeRound(ctx context.Context, tx *postgres.RoundTx, id stri
 	if r.Marks != nil {
 		r.Marks.restockedThrough(ctx, tx, id, next)
 	}
+	return awaitUnmarked(ctx, tx, id, next, func(ctx context.Context) error {
+		return redis.AnnounceRestock(ctx, r.Redis, id, next)
+	})
+}
+
+// Reopen is a return's postgres.Reopen: called with the product's row
+// locked, before a cancelled, expired or refunded order's units go back
+// into round round's stock, it makes the replicas drop their sold-out
+// marks of the product and returns once none is recorded and running, as
+// closeRound does for a restock. So once a return has been answered, no
+// replica answers "sold out" from memory for units it gave back.
+func (r Restocker) Reopen(ctx context.Context, tx *postgres.RoundTx, id string, round int) error {
+	if r.Marks != nil {
+		r.Marks.returnedThrough(ctx, tx, id, round)
+	}
+	return awaitUnmarked(ctx, tx, id, round+1, func(ctx context.Context) error {
+		return redis.AnnounceReturn(ctx, r.Redis, id)
+	})
+}
+
+// awaitUnmarked announces (to every replica, which drops its marks of
+// product id on hearing it) and waits until no mark of id of a round
+// before round is recorded and running, through tx.
+func awaitUnmarked(ctx context.Context, tx *postgres.RoundTx, id string, round int, announce func(context.Context) error) error {
 	// Best effort, and brief (sales of the product wait meanwhile): a
 	// replica that does not hear it has its mark run out. Sent beside the
 	// polls, which keep the transaction busy: Postgres ends a transaction
@@ -107,12 +131,12 @@ func (r Restocker) closeRound(ctx context.Context, tx *postgres.RoundTx, id stri
 		defer close(announced)
 		actx, cancel := context.WithTimeout(ctx, announceTimeout)
 		defer cancel()
-		_ = redis.AnnounceRestock(actx, r.Redis, id, next)
+		_ = announce(actx)
 	}()
 	defer func() { <-announced }()
 	deadline := time.Now().Add(restockMarkWait)
 	for {
-		n, err := tx.MarkedBefore(ctx, id, next)
+		n, err := tx.MarkedBefore(ctx, id, round)
 		if err != nil {
 			return err
 		}
@@ -124,7 +148,7 @@ func (r Restocker) closeRound(ctx context.Context, tx *postgres.RoundTx, id stri
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %d replica(s) still answer %q sold out from memory after %s (INVENTORY_SOLD_OUT_TTL longer than that?); nothing was restocked",
+			return fmt.Errorf("%w: %d replica(s) still answer %q sold out from memory after %s (INVENTORY_SOLD_OUT_TTL longer than that?); nothing changed",
 				inventory.ErrUnavailable, n, id, restockMarkWait)
 		}
 		if err := inventory.Sleep(ctx, markPoll); err != nil {

@@ -225,6 +225,14 @@ func (m *SoldOut) restockedThrough(ctx context.Context, db marksDropper, id stri
 	_ = db.DropMarksBefore(ctx, m.holder, id, round)
 }
 
+// returnedThrough forgets product id's mark here and drops its records of
+// rounds up to round through db, the return's transaction (see
+// restockedThrough): units came back to the round's stock.
+func (m *SoldOut) returnedThrough(ctx context.Context, db marksDropper, id string, round int) {
+	m.Forget(id)
+	_ = db.DropMarksBefore(ctx, m.holder, id, round+1)
+}
+
 // soldOutElsewhere marks product id, which another replica saw sold out in
 // round, unless a restock to a later round has been heard of.
 func (m *SoldOut) soldOutElsewhere(ctx context.Context, id string, round int) {
@@ -246,7 +254,7 @@ func (m *SoldOut) receive(ctx context.Context, channel, payload string) {
 	case channel == redis.SoldOutChannel: // unreadable: marking is never required
 	case err == nil:
 		m.restocked(ctx, id, round)
-	default: // forgetting is always safe
+	default: // a return (redis.AnnounceReturn), or unreadable: forgetting is always safe
 		m.Forget(id)
 		_ = m.store.DropMarks(ctx, m.holder, id)
 	}

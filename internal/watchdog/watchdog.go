@@ -172,7 +172,10 @@ func (w *Watchdog) read(ctx context.Context) ([]Violation, time.Time, error) {
 	var sums pgx.Batch
 	for i := range touched {
 		v := &touched[i]
-		sums.Queue(`SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2`, v.Product, v.Round).
+		// The units a round's sales took and kept: its ledger less the
+		// units returned to its stock (cancelled, expired, refunded orders).
+		sums.Queue(`SELECT (SELECT coalesce(sum(quantity), 0) FROM sales WHERE product_id = $1 AND round = $2)
+		                 - (SELECT coalesce(sum(quantity), 0) FROM returns WHERE product_id = $1 AND round = $2 AND restored)`, v.Product, v.Round).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&v.Sold) })
 	}
 	if len(touched) > 0 {

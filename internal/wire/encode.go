@@ -12,13 +12,23 @@ func (r SaleRequest) AppendJSON(b []byte) []byte {
 	b = AppendString(b, r.ProductID)
 	b = append(b, `,"quantity":`...)
 	b = strconv.AppendInt(b, r.Quantity, 10)
-	return append(b, '}')
+	return appendPayWithin(b, r.PayWithin)
 }
 
 // AppendJSON appends r as encoding/json's Marshal writes it.
 func (r ProductSaleRequest) AppendJSON(b []byte) []byte {
 	b = append(b, `{"quantity":`...)
 	b = strconv.AppendInt(b, r.Quantity, 10)
+	return appendPayWithin(b, r.PayWithin)
+}
+
+// appendPayWithin ends a sale's body: with its pay_within member when it
+// has one (omitempty).
+func appendPayWithin(b []byte, payWithin string) []byte {
+	if payWithin != "" {
+		b = append(b, `,"pay_within":`...)
+		b = AppendString(b, payWithin)
+	}
 	return append(b, '}')
 }
 

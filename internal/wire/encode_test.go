@@ -10,24 +10,26 @@ import (
 // A sale's body says what encoding/json would, whatever the product id.
 func FuzzSaleBody(f *testing.F) {
 	for _, s := range []string{"sku-1", `a"b`, `a\b`, "a\nb\x01\x1f", "ü–✓", "\xff", "a\u2028b", "<&>"} {
-		f.Add(s, int64(1))
+		f.Add(s, int64(1), "")
+		f.Add(s, int64(1), s)
 	}
-	f.Add("sku-1", int64(-9223372036854775808))
-	f.Fuzz(func(t *testing.T, id string, quantity int64) {
+	f.Add("sku-1", int64(-9223372036854775808), "15m")
+	f.Fuzz(func(t *testing.T, id string, quantity int64, payWithin string) {
 		var got, want SaleRequest
-		body := SaleRequest{ProductID: id, Quantity: quantity}.AppendJSON(nil)
+		req := SaleRequest{ProductID: id, Quantity: quantity, PayWithin: payWithin}
+		body := req.AppendJSON(nil)
 		if err := json.Unmarshal(body, &got); err != nil {
-			t.Fatalf("SaleRequest{%q, %d}.AppendJSON = %s, not JSON: %v", id, quantity, body, err)
+			t.Fatalf("%+v.AppendJSON = %s, not JSON: %v", req, body, err)
 		}
-		b, _ := json.Marshal(SaleRequest{ProductID: id, Quantity: quantity})
+		b, _ := json.Marshal(req)
 		_ = json.Unmarshal(b, &want)
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("SaleRequest{%q, %d}.AppendJSON reads as %+v, encoding/json's as %+v", id, quantity, got, want)
+			t.Errorf("%+v.AppendJSON reads as %+v, encoding/json's as %+v", req, got, want)
 		}
 		if !bytes.Equal(body, b) {
-			t.Errorf("SaleRequest{%q, %d}.AppendJSON = %s, encoding/json writes %s", id, quantity, body, b)
+			t.Errorf("%+v.AppendJSON = %s, encoding/json writes %s", req, body, b)
 		}
-		product := ProductSaleRequest{Quantity: quantity}
+		product := ProductSaleRequest{Quantity: quantity, PayWithin: payWithin}
 		if b, _ := json.Marshal(product); !bytes.Equal(product.AppendJSON(nil), b) {
 			t.Errorf("%+v.AppendJSON = %s, encoding/json writes %s", product, product.AppendJSON(nil), b)
 		}
@@ -44,7 +46,7 @@ func FuzzProblemJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text, path string, status int, breach bool) {
 		p := Problem{Type: ProblemTypePrefix + text, Title: text, Status: int64(status), Detail: text,
-			Instance: path, RequestID: text, LockBreach: breach}
+			Instance: path, RequestID: text, LockBreach: breach, State: text}
 		var want bytes.Buffer
 		if err := json.NewEncoder(&want).Encode(p); err != nil {
 			t.Fatal(err)

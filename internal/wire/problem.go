@@ -21,6 +21,9 @@ type Problem struct {
 	// LockBreach (extension member) says the database refused a write that
 	// the strategy's lock should have made impossible: the lock broke.
 	LockBreach bool `json:"lock_breach,omitempty"`
+	// State (extension member) is the order's state when a step of its
+	// life was refused (order-expired, order-state); absent otherwise.
+	State string `json:"state,omitempty"`
 }
 
 // AppendJSON appends p as encoding/json's Encoder writes it (the same
@@ -43,6 +46,10 @@ func (p Problem) AppendJSON(b []byte) []byte {
 	}
 	if p.LockBreach {
 		b = append(b, `,"lock_breach":true`...)
+	}
+	if p.State != "" {
+		b = append(b, `,"state":`...)
+		b = AppendString(b, p.State)
 	}
 	return append(b, "}\n"...)
 }

@@ -17,7 +17,7 @@ type member struct {
 	kind     byte // '"' string, '0' integer, 't' or 'f' boolean, 'n' null
 }
 
-// maxMembers bounds an object scanFlat reads; the service's have 7.
+// maxMembers bounds an object scanFlat reads; the service's have at most 8.
 const maxMembers = 12
 
 // maxDigits keeps a scanned integer far from int64's overflow, so that
@@ -202,7 +202,8 @@ func scanMembers(s string, set func(member) bool) bool {
 
 // ScanSaleRequest reads a sale's body of the usual shape,
 // {"product_id":"sku-1","quantity":1} (or {"quantity":1}, POST
-// /products/{id}/sale's, when withProduct is false), without reflection:
+// /products/{id}/sale's, when withProduct is false), a hold's
+// "pay_within":"15m" beside them too, without reflection:
 // every buyer's request passes here, the crowd after a sell-out too. It
 // takes only what encoding/json, refusing unknown members and trailing
 // data, reads the same into a SaleBody (a ProductSaleBody without
@@ -220,6 +221,9 @@ func ScanSaleRequest(body string, withProduct bool) (req SaleBody, scanned bool)
 		case m.key == "product_id" && m.kind == '"' && withProduct && req.ProductID == nil:
 			id := m.val
 			req.ProductID = &id
+		case m.key == "pay_within" && m.kind == '"' && req.PayWithin == nil:
+			d := m.val
+			req.PayWithin = &d
 		default: // unknown, repeated, null, or not matched exactly (encoding/json ignores case)
 			return false
 		}
@@ -279,6 +283,8 @@ func ScanProblem(s string, p *Problem) bool {
 			return m.setString(&out.RequestID)
 		case "lock_breach":
 			return m.setBool(&out.LockBreach)
+		case "state":
+			return m.setString(&out.State)
 		}
 		return false
 	}) {

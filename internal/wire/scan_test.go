@@ -18,6 +18,13 @@ func TestScanSaleTakesTheUsualShapesOnly(t *testing.T) {
 		{`{"product_id":"sku-1","quantity":1}`, true, true},
 		{` { "quantity" : 12 ,` + "\n\t\r" + `"product_id" : "A.b_c-9" } `, true, true},
 		{`{"quantity":1}`, false, true},
+		{`{"product_id":"sku-1","quantity":1,"pay_within":"15m"}`, true, true},
+		{`{"pay_within":"1h30m","quantity":1}`, false, true},
+		{`{"pay_within":"not a duration","quantity":1}`, false, true}, // the service then says it is no duration
+		{`{"quantity":1,"pay_within":900}`, false, false},
+		{`{"quantity":1,"pay_within":null}`, false, false},
+		{`{"quantity":1,"pay_within":"15m","pay_within":"1m"}`, false, false},
+		{`{"quantity":1,"pay_within":"15\u006d"}`, false, false},
 		{`{"quantity":1}`, true, true}, // the service then says product_id is required
 		{`{}`, true, true},
 		{`{"product_id":"sku-1","quantity":-0}`, true, true},
@@ -67,6 +74,8 @@ func FuzzScanSale(f *testing.F) {
 		`{"product_id":"sku-1","quantity":1}`, `{"quantity":3}`, ` {"quantity" : -0 , "product_id":"x"} `,
 		`{"product_id":"sku-1","quantity":01}`, `{"product_id":"a\"b","quantity":1}`, `{"quantity":999999999999999999}`,
 		`{"quantity":1,"quantity":1}`, `{"QUANTITY":1}`, `{}`, `{"product_id":"sku-1","quantity":1}x`,
+		`{"product_id":"sku-1","quantity":1,"pay_within":"15m"}`, `{"quantity":1,"pay_within":90}`, `{"pay_within":null,"quantity":1}`,
+		`{"quantity":1,"Pay_Within":"1s"}`, `{"quantity":1,"pay_within":"a\"b"}`,
 		"{\"product_id\":\"sku-\xff\",\"quantity\":1}",
 	} {
 		f.Add([]byte(seed), true)
@@ -84,7 +93,7 @@ func FuzzScanSale(f *testing.F) {
 		} else {
 			var p ProductSaleBody
 			err = unmarshalStrict(body, &p)
-			want.Quantity = p.Quantity
+			want.Quantity, want.PayWithin = p.Quantity, p.PayWithin
 		}
 		if err != nil {
 			t.Fatalf("ScanSaleRequest(%q, %v) took it, encoding/json refuses it: %v", body, withProduct, err)
@@ -94,6 +103,9 @@ func FuzzScanSale(f *testing.F) {
 		}
 		if (req.Quantity == nil) != (want.Quantity == nil) || (req.Quantity != nil && *req.Quantity != *want.Quantity) {
 			t.Fatalf("ScanSaleRequest(%q) quantity %v, encoding/json %v", body, show(req.Quantity), show(want.Quantity))
+		}
+		if same := func(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }; !same(req.PayWithin, want.PayWithin) {
+			t.Fatalf("ScanSaleRequest(%q) pay_within %v, encoding/json %v", body, show(req.PayWithin), show(want.PayWithin))
 		}
 	})
 }
@@ -120,6 +132,7 @@ func TestTheServicesAnswersAreScanned(t *testing.T) {
 	for _, s := range []string{
 		`{"type":"urn:inventory:problem:sold-out","title":"Sold out","status":409,"detail":"Fewer units are left than this order asks for; nothing was sold.","instance":"/sale","request_id":"0123456789abcdef0123456789abcdef"}` + "\n",
 		`{"type":"urn:inventory:problem:lock-lost","title":"Lock lost","status":503,"detail":"d","lock_breach":true}`,
+		`{"type":"urn:inventory:problem:order-state","title":"Order state","status":409,"detail":"d","instance":"/orders/x/refund","request_id":"r","state":"shipped"}` + "\n",
 	} {
 		if !ScanProblem(s, &Problem{}) {
 			t.Errorf("ScanProblem(%q) gave up, want it read", s)
@@ -144,6 +157,7 @@ var scanSeeds = []string{
 	`{"status":1,"status":2,"status":3,"status":4,"status":5,"status":6,"status":7,"status":8,"status":9,"status":10,"status":11,"status":12,"status":13}`,
 	"{\"lock_breach\":tru}", "{\"lock_breach\":truex}", "{\"lock_breach\":nul}",
 	`{"status":-999999999999999999}`, `{"status":1000000000000000000}`, `{"status":null,"type":"t"}`,
+	`{"type":"urn:inventory:problem:order-expired","status":409,"state":"expired"}`, `{"state":null}`, `{"state":1}`, `{"State":"paid"}`,
 }
 
 // Whatever the fast readers of answers read, encoding/json reads the same.

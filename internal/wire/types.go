@@ -9,12 +9,19 @@ import (
 type SaleRequest struct {
 	ProductID string `json:"product_id"`
 	Quantity  int64  `json:"quantity"`
+	// PayWithin, when not empty, makes the sale a hold: a Go duration
+	// ("15m", "90s", from 1s to 24h) within which the order must be paid,
+	// or it expires and its units come back. Empty: a final sale, and the
+	// body is as it always was.
+	PayWithin string `json:"pay_within,omitempty"`
 }
 
 // ProductSaleRequest is the body of POST /products/{id}/sale: the product
 // is in the path.
 type ProductSaleRequest struct {
 	Quantity int64 `json:"quantity"`
+	// PayWithin is SaleRequest's: empty for a final sale.
+	PayWithin string `json:"pay_within,omitempty"`
 }
 
 // SaleBody is a sale's body as the service reads it, POST /sale's or
@@ -24,12 +31,16 @@ type ProductSaleRequest struct {
 type SaleBody struct {
 	ProductID *string `json:"product_id"`
 	Quantity  *int64  `json:"quantity"`
+	// PayWithin is the hold's payment deadline as sent; nil (absent or
+	// null) for a final sale.
+	PayWithin *string `json:"pay_within"`
 }
 
 // ProductSaleBody is POST /products/{id}/sale's body as the service reads
 // it: a body naming a product_id is refused as an unknown member.
 type ProductSaleBody struct {
-	Quantity *int64 `json:"quantity"`
+	Quantity  *int64  `json:"quantity"`
+	PayWithin *string `json:"pay_within"`
 }
 
 // Sale is the answer to a sale.
@@ -50,6 +61,50 @@ type Sale struct {
 	// answer is the original sale of a reused Idempotency-Key, not a new
 	// one.
 	Replayed bool `json:"-"`
+}
+
+// HeldSale is the answer to a sale that holds its units for an order (a
+// body with pay_within): 201, with Location /orders/{order_id}.
+type HeldSale struct {
+	OrderID   string `json:"order_id"`
+	SaleID    int64  `json:"sale_id"`
+	ProductID string `json:"product_id"`
+	Quantity  int64  `json:"quantity"`
+	// State is the order's state when the answer was read: held for a new
+	// hold; a replay (Idempotent-Replayed) tells the state it is in now.
+	State string `json:"state"`
+	// ExpiresAt is the payment deadline, by Postgres's clock.
+	ExpiresAt time.Time `json:"expires_at"`
+	Remaining int64     `json:"remaining"`
+	Round     int64     `json:"round"`
+	Strategy  string    `json:"strategy"`
+	Instance  string    `json:"instance"`
+	// Replayed is the Idempotent-Replayed: true header, not a member.
+	Replayed bool `json:"-"`
+}
+
+// Order is an order and its history: the answer of GET /orders/{id} and
+// of its steps (POST /orders/{id}/pay, cancel, refund, ship).
+type Order struct {
+	OrderID   string `json:"order_id"`
+	ProductID string `json:"product_id"`
+	Quantity  int64  `json:"quantity"`
+	// State is held, paid, shipped, cancelled, expired or refunded.
+	State     string    `json:"state"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// Round is the round whose stock the order's units left.
+	Round int64 `json:"round"`
+	// History is every state the order entered, oldest first.
+	History []OrderEvent `json:"history"`
+}
+
+// OrderEvent is one state an order entered, when (by Postgres's clock),
+// and by whom: a replica's instance name, or expiry@<instance> for the
+// expiry job.
+type OrderEvent struct {
+	State string    `json:"state"`
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
 }
 
 // RestockRequest is the body of PUT /products/{id}, with the headers that
