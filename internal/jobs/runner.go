@@ -173,10 +173,12 @@ func (r *Runner) acquire(ctx context.Context, stayed bool) (lock.Lease, bool, er
 	failing := false
 	for {
 		lease, err := r.locker.Lock(ctx, r.key)
+		if ctx.Err() == nil && failing && (err == nil || errors.Is(err, lock.ErrTimeout)) {
+			r.log.Info("job: the lock's backend answers again")
+			failing = false
+			retry = newBackoff(r.opts.MinRetry, r.opts.MaxRetry)
+		}
 		if err == nil {
-			if failing {
-				r.log.Info("job: the lock's backend answers again")
-			}
 			return lease, !stayed, nil
 		}
 		if ctx.Err() != nil {
@@ -228,7 +230,7 @@ func (r *Runner) hold(ctx context.Context, lease lock.Lease, tookOver bool) {
 		}
 		// Err also sees a validity deadline that passed while this
 		// process was paused, before the lease's own timer has fired.
-		if lease.Err() != nil {
+		if ctx.Err() != nil || lease.Err() != nil {
 			return
 		}
 		start := time.Now()
@@ -286,18 +288,19 @@ func (r *Runner) release(ctx context.Context, lease lock.Lease, log *slog.Logger
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.ReleaseTimeout)
 	defer cancel()
 	err := lease.Release(rctx)
+	stopping := ctx.Err() != nil
 	switch {
 	case errors.Is(lost, lock.ErrExpired):
 		// A lock without renewal ends every lease so, at its TTL; a
 		// renewing one only when its renewals failed until then.
-		log.Info("job: lease expired; taking the lock again", "cause", lost)
+		log.Info("job: lease ended at its validity deadline", "cause", lost, "stopping", stopping)
 	case lost != nil || errors.Is(err, lock.ErrLost):
-		log.Warn("job: lease lost", "cause", cmp.Or(lost, err), "stopping", ctx.Err() != nil)
+		log.Warn("job: lease lost", "cause", cmp.Or(lost, err), "stopping", stopping)
 	case errors.Is(err, lock.ErrReleaseUnknown):
 		log.Warn("job: lock release outcome unknown; its server frees it at its TTL", "err", err)
 	case err != nil:
 		log.Warn("job: lock release failed", "err", err)
-	case ctx.Err() != nil:
+	case stopping:
 		log.Info("job: stopped; lock released")
 	}
 }
