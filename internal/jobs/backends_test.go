@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -317,7 +318,7 @@ func TestAKilledRunnerIsTakenOverWithinTheBound(t *testing.T) {
 			const interval = 50 * time.Millisecond
 			o := lock.Options{TTL: 2 * time.Second, Wait: 300 * time.Millisecond}
 			ch := startChild(t, c, srv, key, o, interval)
-			last := ch.next(t, "the child's first run", 30*time.Second)
+			ch.next(t, "the child's first run", 30*time.Second)
 
 			m, _ := newMetrics()
 			l := &counting{Locker: replica(t, c, srv, o)}
@@ -328,10 +329,10 @@ func TestAKilledRunnerIsTakenOverWithinTheBound(t *testing.T) {
 				t.Fatalf("the survivor ran (fence %d) while the child held the lock", r[0].fence.Token)
 			}
 
-			last = ch.next(t, "the child's next run", 30*time.Second)
+			last := ch.next(t, "the child's next run", 30*time.Second).fence
 			killed := ch.kill(t)
 			for len(ch.runs) > 0 { // what it printed before it died
-				last = <-ch.runs
+				last = (<-ch.runs).fence
 			}
 			r := rs.next(t, "the survivor's first run", TakeoverBound(o.TTL)+30*time.Second)
 			gap := r.start.Sub(killed)
@@ -417,8 +418,48 @@ func TestALeaseLostUnderARunCancelsIt(t *testing.T) {
 			if !errors.Is(lost.cause, lock.ErrLost) {
 				t.Errorf("a's run ended with its ctx's cause %v, want one wrapping lock.ErrLost", lost.cause)
 			}
-			if v := metric(t, m, "runs", key, OutcomeLost); v != 1 {
-				t.Errorf("a's inventory_job_runs_total{outcome=lost} = %v, want 1", v)
+			// The Runner counts the run once the job has returned.
+			testenv.WaitFor(t, "a's run to be counted as lost", 10*time.Second, func() bool { return metric(t, m, "runs", key, OutcomeLost) == 1 })
+		})
+	}
+}
+
+// TestAPausedRunnerStartsNoRunOnItsOldLease is replica-pause on the
+// runner: the holder, a child process, is stopped (SIGSTOP) while a second
+// Runner waits; the second takes over once the paused one's lease has
+// expired on the server, and then the child is continued (SIGCONT). The
+// child must notice that its lease is gone and start no run under it: its
+// timers are all overdue when it wakes, and the one for the next run may
+// fire before the lease's, so the Runner checks the lease before each
+// run. (A run in flight at the pause would go on writing: that is for the
+// fence to refuse, and the lead's fault cells to show.)
+func TestAPausedRunnerStartsNoRunOnItsOldLease(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServers(t, c)
+			leakCheck(t)
+			const key = "lock:{job-paused}"
+			const interval = 20 * time.Millisecond
+			o := lock.Options{TTL: 2 * time.Second, Wait: 300 * time.Millisecond}
+			ch := startChild(t, c, srv, key, o, interval)
+			ch.next(t, "the child's first run", 30*time.Second)
+
+			l := &counting{Locker: replica(t, c, srv, o)}
+			rs := newRuns()
+			start(t, New(l, key, rs.job("survivor", nil), Options{Interval: interval}))
+			testenv.WaitFor(t, "the survivor's first wait for the lock to time out", 30*time.Second, func() bool { return l.locks.Load() >= 2 })
+			paused := ch.signal(t, syscall.SIGSTOP)
+			r := rs.next(t, "the survivor's first run", TakeoverBound(o.TTL)+30*time.Second)
+			resumed := ch.signal(t, syscall.SIGCONT)
+			testenv.WaitFor(t, "the child to log that its lease ended", 30*time.Second, func() bool {
+				return ch.saidSince(resumed, `msg="job: lease`)
+			})
+			t.Logf("paused %v; the survivor ran %v after the pause with fence %d", time.Since(paused).Round(time.Millisecond),
+				r.start.Sub(paused).Round(time.Millisecond), r.fence.Token)
+			for len(ch.runs) > 0 {
+				if cr := <-ch.runs; cr.start.After(resumed) {
+					t.Errorf("the child started a run with fence %d after it was continued, while the survivor (fence %d) held the lock", cr.fence.Token, r.fence.Token)
+				}
 			}
 		})
 	}

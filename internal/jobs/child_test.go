@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,8 +35,8 @@ const (
 )
 
 // childMain is the child process: it runs a Runner until killed (or
-// childTimeout), printing "run <fence backend> <fence token>" at the start
-// of each run.
+// childTimeout), printing "run <fence backend> <fence token> <start, Unix
+// ns>" at the start of each run, and its log, on its stdout.
 func childMain() int {
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -63,10 +66,11 @@ func childMain() int {
 	}
 	defer closeAll()
 	job := func(_ context.Context, f lock.Fence) error {
-		_, err := fmt.Printf("run %s %d\n", f.Backend, f.Token)
+		_, err := fmt.Printf("run %s %d %d\n", f.Backend, f.Token, time.Now().UnixNano())
 		return err
 	}
-	if err := New(l, os.Getenv(childKeyEnv), job, Options{Interval: d[2]}).Run(ctx); err != nil {
+	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
+	if err := New(l, os.Getenv(childKeyEnv), job, Options{Interval: d[2], Logger: log}).Run(ctx); err != nil {
 		return fail(err)
 	}
 	return 0
@@ -75,8 +79,23 @@ func childMain() int {
 // child is a running child process.
 type child struct {
 	cmd  *exec.Cmd
-	runs chan lock.Fence // the fence of each run it started, as it printed them
-	gone chan struct{}   // closed once it has ended and been waited for
+	runs chan childRun // each run it started, as it printed them
+	gone chan struct{} // closed once it has ended and been waited for
+
+	mu   sync.Mutex
+	logs []childLine // its log lines, as they came
+}
+
+// childRun is a run of a child's job.
+type childRun struct {
+	fence lock.Fence
+	start time.Time // on the child's clock (the machine's)
+}
+
+// childLine is a line of a child's log and when it came.
+type childLine struct {
+	at   time.Time
+	text string
 }
 
 // startChild starts a child process running a Runner of c on key.
@@ -95,10 +114,10 @@ func startChild(t *testing.T, c backendCase, srv servers, key string, o lock.Opt
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start child: %v", err)
 	}
-	ch := &child{cmd: cmd, runs: make(chan lock.Fence, 1000), gone: make(chan struct{})}
+	ch := &child{cmd: cmd, runs: make(chan childRun, 1000), gone: make(chan struct{})}
 	go func() {
 		defer close(ch.gone)
-		readRuns(out, ch.runs) // until the process is gone and its stdout closed
+		ch.read(out) // until the process is gone and its stdout closed
 		_ = cmd.Wait()
 	}()
 	t.Cleanup(func() {
@@ -111,34 +130,56 @@ func startChild(t *testing.T, c backendCase, srv servers, key string, o lock.Opt
 	return ch
 }
 
-// readRuns sends the fence of each "run" line of r to runs.
-func readRuns(r io.Reader, runs chan<- lock.Fence) {
+// read sends each "run" line of r to c.runs and keeps the others as
+// c's log.
+func (c *child) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 || f[0] != "run" {
-			continue
+		if len(f) == 4 && f[0] == "run" {
+			token, err1 := strconv.ParseInt(f[2], 10, 64)
+			ns, err2 := strconv.ParseInt(f[3], 10, 64)
+			if err1 == nil && err2 == nil {
+				select {
+				case c.runs <- childRun{fence: lock.Fence{Backend: f[1], Token: token}, start: time.Unix(0, ns)}:
+				default:
+				}
+				continue
+			}
 		}
-		token, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil {
-			continue
-		}
-		select {
-		case runs <- lock.Fence{Backend: f[1], Token: token}:
-		default:
-		}
+		c.mu.Lock()
+		c.logs = append(c.logs, childLine{at: time.Now(), text: sc.Text()})
+		c.mu.Unlock()
 	}
 }
 
-// next waits up to limit for the child's next run and returns its fence.
-func (c *child) next(t *testing.T, what string, limit time.Duration) lock.Fence {
+// saidSince reports whether a line of c's log that came after t contains
+// text.
+func (c *child) saidSince(t time.Time, text string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.ContainsFunc(c.logs, func(l childLine) bool { return l.at.After(t) && strings.Contains(l.text, text) })
+}
+
+// signal sends sig to c and returns when it was sent.
+func (c *child) signal(t *testing.T, sig syscall.Signal) time.Time {
+	t.Helper()
+	at := time.Now()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to child: %v", sig, err)
+	}
+	return at
+}
+
+// next waits up to limit for the child's next run and returns it.
+func (c *child) next(t *testing.T, what string, limit time.Duration) childRun {
 	t.Helper()
 	select {
-	case f := <-c.runs:
-		return f
+	case r := <-c.runs:
+		return r
 	case <-time.After(limit):
 		t.Fatalf("waited %v for %s", limit, what)
-		return lock.Fence{}
+		return childRun{}
 	}
 }
 
@@ -146,10 +187,7 @@ func (c *child) next(t *testing.T, what string, limit time.Duration) lock.Fence 
 // when the signal was sent.
 func (c *child) kill(t *testing.T) time.Time {
 	t.Helper()
-	at := time.Now()
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill child: %v", err)
-	}
+	at := c.signal(t, syscall.SIGKILL)
 	<-c.gone
 	return at
 }

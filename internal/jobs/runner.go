@@ -235,7 +235,8 @@ func (r *Runner) hold(ctx context.Context, lease lock.Lease, tookOver bool) {
 		}
 		start := time.Now()
 		err := r.runOnce(lease)
-		took := time.Since(start)
+		end := time.Now()
+		took := end.Sub(start)
 		outcome := r.outcome(ctx, lease, err)
 		r.series.ran(outcome, start.Sub(lagFrom), took)
 		switch outcome {
@@ -244,16 +245,22 @@ func (r *Runner) hold(ctx context.Context, lease lock.Lease, tookOver bool) {
 		case OutcomeLost:
 			log.Warn("job: lease lost during a run", "err", err, "cause", lease.Err(), "took", took)
 		}
-
-		due = due.Add(r.opts.Interval)
-		lagFrom = due
-		if now := time.Now(); !now.Before(due) {
-			// The run overran one or more ticks: the next starts at once
-			// and its lag counts from the first tick missed; the other
-			// ticks the overrun covered are skipped, not run back to back.
-			due = due.Add(now.Sub(due) / r.opts.Interval * r.opts.Interval)
-		}
+		due, lagFrom = nextTick(due, start, end, r.opts.Interval)
 	}
+}
+
+// nextTick is when the run after one due at due, which ran from start to
+// end, is due: the first tick (due + k·interval) after end, so that runs
+// never come back to back; and the tick its lag counts from: the first
+// after start, the earliest the run that started then did not cover. A
+// run that started late (a slow wake-up, a pause) therefore covers the
+// ticks it was late for, and one that overran leaves the ticks it ran
+// through to the next, which counts them as lag.
+func nextTick(due, start, end time.Time, interval time.Duration) (next, lagFrom time.Time) {
+	after := func(t time.Time) time.Time {
+		return due.Add((max(t.Sub(due), 0)/interval + 1) * interval)
+	}
+	return after(end), after(start)
 }
 
 // runOnce runs the job once with the lease's context and fence; a panic

@@ -13,6 +13,7 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/memlock"
+	"inventory/internal/testenv"
 )
 
 // The tests in this file are the Runner's own logic, on memlock (a lock
@@ -213,11 +214,36 @@ func TestALeaseThatEndsAtItsTTLIsTakenAgain(t *testing.T) {
 	}
 }
 
-// TestAnOverrunSkipsTheTicksItCovered: the first run takes 3.75 intervals;
-// the next run starts at once (its lag counted from the first tick it
-// missed), and the one after waits for the next tick on the grid instead
-// of making up the skipped ticks back to back.
-func TestAnOverrunSkipsTheTicksItCovered(t *testing.T) {
+// TestNextTick: the next run is due at the first tick after the run
+// before ended, never at once; its lag counts from the first tick after
+// that run started.
+func TestNextTick(t *testing.T) {
+	const i = 100 * time.Millisecond
+	due := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return due.Add(d) }
+	for _, c := range []struct {
+		name                string
+		start, end          time.Duration // after due
+		wantNext, wantSince time.Duration // after due
+	}{
+		{"on time, short", 0, time.Millisecond, i, i},
+		{"started late (a pause of 2.5 ticks), short: no catch-up run", 5 * i / 2, 5*i/2 + time.Millisecond, 3 * i, 3 * i},
+		{"overran 3.75 ticks: the next tick after it, lag from tick 1", time.Millisecond, 15 * i / 4, 4 * i, i},
+		{"late and overran", 3 * i / 2, 32 * i / 10, 4 * i, 2 * i},
+		{"ended on a tick: the one after", 0, 2 * i, 3 * i, i},
+	} {
+		next, since := nextTick(due, at(c.start), at(c.end), i)
+		if next != at(c.wantNext) || since != at(c.wantSince) {
+			t.Errorf("%s: nextTick(due, due+%v, due+%v, %v) = due+%v, due+%v; want due+%v, due+%v",
+				c.name, c.start, c.end, i, next.Sub(due), since.Sub(due), c.wantNext, c.wantSince)
+		}
+	}
+}
+
+// TestAnOverrunIsLag: the first run takes 3.75 intervals; the next waits
+// for the tick after it (the fourth) rather than making up ticks 1-3 back
+// to back, and its lag, counted from tick 1, is at least 3 intervals.
+func TestAnOverrunIsLag(t *testing.T) {
 	leakCheck(t)
 	const interval = 40 * time.Millisecond
 	m, reg := newMetrics()
@@ -229,23 +255,24 @@ func TestAnOverrunSkipsTheTicksItCovered(t *testing.T) {
 		return nil
 	})
 	start(t, New(memlock.New(memlock.NewServer(), lock.Options{TTL: time.Minute}), "sweep", job, Options{Interval: interval, Metrics: m}))
-	got := []run{rs.next(t, "run 1", 10*time.Second), rs.next(t, "run 2", 10*time.Second), rs.next(t, "run 3", 10*time.Second)}
-	// Ticks at 0, 1, 2, 3, 4 intervals; run 1 ends after 3.75: run 2
-	// makes up for ticks 1-3 at once, run 3 is tick 4's.
-	if gap := got[2].start.Sub(got[0].start); gap < 4*interval {
-		t.Errorf("run 3 started %v after run 1, want at least 4 intervals (%v): the skipped ticks were run back to back", gap, 4*interval)
+	got := []run{rs.next(t, "run 1", 10*time.Second), rs.next(t, "run 2", 10*time.Second)}
+	if gap := got[1].start.Sub(got[0].start); gap < 15*interval/4 {
+		t.Errorf("run 2 started %v after run 1, want after run 1's 3.75 intervals (%v)", gap, 15*interval/4)
 	}
-	if n := histogramCount(t, reg, "inventory_job_lag_seconds", "sweep"); n < 2 {
-		t.Fatalf("lag observations = %d, want at least 2", n)
+	// A run's lag is recorded once it has returned.
+	testenv.WaitFor(t, "run 2's lag to be recorded", 10*time.Second, func() bool {
+		return histogramCount(t, reg, "inventory_job_lag_seconds", "sweep") >= 2
+	})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
-	mfs, _ := reg.Gather()
 	for _, mf := range mfs {
 		if mf.GetName() != "inventory_job_lag_seconds" {
 			continue
 		}
-		// Run 2's lag alone is at least 3.75 - 1 = 2.75 intervals.
-		if sum := mf.GetMetric()[0].GetHistogram().GetSampleSum(); sum < (interval * 11 / 4).Seconds() {
-			t.Errorf("sum of lags = %.3fs, want at least %.3fs (run 2, late from tick 1)", sum, (interval * 11 / 4).Seconds())
+		if sum := mf.GetMetric()[0].GetHistogram().GetSampleSum(); sum < (3 * interval).Seconds() {
+			t.Errorf("sum of lags = %.3fs, want at least %.3fs (run 2, due at tick 1, ran at tick 4)", sum, (3 * interval).Seconds())
 		}
 	}
 }
