@@ -37,9 +37,9 @@ var ErrRunning = errors.New("jobs: runner already running")
 // TakeoverSlack is how long, at most, a waiting Runner of any of the
 // project's lock backends takes to get the lock once the dead holder's
 // lease has ended on the backend's server, and to start its first run: a
-// redislock waiter retries within an eighth of the key's remaining TTL of
-// its expiry (at most its PollInterval, 1s by default), pglock's within its
-// MaxBackoff (32ms), and etcd's and ZooKeeper's are told by a watch.
+// redislock waiter times its next try to the key's remaining TTL and
+// waits at most its PollInterval (1s by default), a pglock waiter at most
+// its MaxBackoff (32ms), and etcd's and ZooKeeper's are told by a watch.
 const TakeoverSlack = time.Second
 
 // TakeoverBound is how long after a Runner's death (killed, or cut off from
@@ -98,9 +98,10 @@ func (o Options) withDefaults(key string) Options {
 	if o.MinRetry <= 0 {
 		o.MinRetry = 100 * time.Millisecond
 	}
-	if o.MaxRetry < o.MinRetry {
-		o.MaxRetry = max(5*time.Second, o.MinRetry)
+	if o.MaxRetry <= 0 {
+		o.MaxRetry = 5 * time.Second
 	}
+	o.MaxRetry = max(o.MaxRetry, o.MinRetry)
 	return o
 }
 
