@@ -75,6 +75,9 @@ type config struct {
 	// of one order (pay, cancel, refund, ship), or orderLockNone for no
 	// lock: Postgres's guarded writes decide every step either way.
 	OrderLock string `env:"INVENTORY_ORDER_LOCK" envDefault:"redis"`
+	// OrderSweepInterval is how often the replica that runs the expiry job
+	// expires the held orders past their deadline.
+	OrderSweepInterval time.Duration `env:"INVENTORY_ORDER_SWEEP_INTERVAL" envDefault:"1s"`
 	// ShutdownTimeout bounds how long in-flight requests may drain at shutdown.
 	ShutdownTimeout time.Duration `env:"INVENTORY_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 	LogLevel        slog.Level    `env:"INVENTORY_LOG_LEVEL" envDefault:"info"`
@@ -253,6 +256,9 @@ func (c config) validate() error {
 	if c.WatchdogInterval < 0 {
 		return bad("INVENTORY_WATCHDOG_INTERVAL", "must be 0 (off) or more, got %s", c.WatchdogInterval)
 	}
+	if c.OrderSweepInterval < 10*time.Millisecond || c.OrderSweepInterval > time.Hour {
+		return bad("INVENTORY_ORDER_SWEEP_INTERVAL", "must be between 10ms and 1h (how often held orders past their deadline expire), got %s", c.OrderSweepInterval)
+	}
 	if c.SoldOutTTL < 0 {
 		return bad("INVENTORY_SOLD_OUT_TTL", "must be 0 (off) or more, got %s", c.SoldOutTTL)
 	}
@@ -314,6 +320,7 @@ func (c config) LogValue() slog.Value {
 		slog.Bool("migrate", c.Migrate),
 		slog.Int64("max_quantity", c.MaxQuantity),
 		slog.String("order_lock", c.OrderLock),
+		slog.Duration("order_sweep_interval", c.OrderSweepInterval),
 	}
 	// Each lock backend's setting under its name without the prefix
 	// (INVENTORY_ETCD_ENDPOINTS: etcd_endpoints), secrets masked.

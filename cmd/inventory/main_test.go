@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -397,5 +398,77 @@ func TestOrderStepsTakeTheConfiguredLock(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Errorf("run after cancel = %v, want nil", err)
 		}
+	}
+}
+
+// TestHeldOrdersExpireOnOneReplica: two replicas run the expiry job; one at
+// a time sweeps, the held orders past their deadline expire and their
+// units come back, and when the runner stops the other one sweeps.
+func TestHeldOrdersExpireOnOneReplica(t *testing.T) {
+	ctx := context.Background()
+	// One Postgres database and one Redis for both replicas, as a fleet has.
+	fast := map[string]string{"INVENTORY_ORDER_SWEEP_INTERVAL": "50ms", "INVENTORY_LOCK_TTL": "2s",
+		"INVENTORY_POSTGRES_URL": testenv.PostgresURL(t), "INVENTORY_REDIS_URL": testenv.RedisURL(t)}
+	baseA, stopA := startService(t, fast)
+	second := map[string]string{"INVENTORY_INSTANCE": "e2e-2"}
+	maps.Copy(second, fast)
+	baseB, stopB := startService(t, second)
+	defer func() { _ = stopB() }()
+	const id = "sku-expiring"
+	admin, _ := clients(baseA)
+	if _, err := admin.Restock(ctx, id, client.RestockRequest{Quantity: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// expireThrough holds two units through base and waits until the sweep
+	// has expired the order; it returns who swept it.
+	expireThrough := func(base string) string {
+		t.Helper()
+		_, buyer := clients(base)
+		h, err := buyer.Hold(ctx, client.SaleRequest{ProductID: id, Quantity: 2, PayWithin: "1s"}, client.SaleOptions{})
+		if err != nil {
+			t.Fatalf("Hold: %v", err)
+		}
+		var o client.Order
+		waitFor(t, "the order to expire", 20*time.Second, func() bool {
+			o, err = buyer.Order(ctx, h.OrderID)
+			return err == nil && o.State == "expired"
+		})
+		if p, err := buyer.Product(ctx, id); err != nil || p.Quantity != 5 {
+			t.Errorf("after the order expired: %+v, %v; want the 5 units back", p, err)
+		}
+		if _, err := buyer.Pay(ctx, h.OrderID); client.StatusOf(err) != 409 {
+			t.Errorf("Pay of the expired order = %v, want 409 order-expired", err)
+		}
+		return o.History[len(o.History)-1].By
+	}
+	runner := expireThrough(baseA)
+	if runner != "expiry@e2e-1" && runner != "expiry@e2e-2" {
+		t.Fatalf("the order was expired by %q, want expiry@e2e-1 or expiry@e2e-2", runner)
+	}
+	if again := expireThrough(baseB); again != runner {
+		t.Errorf("the next order was expired by %q, the first by %q: want one runner while it lives", again, runner)
+	}
+	// Stop the runner: it releases the job's lock, and the other sweeps.
+	stop, other, base := stopA, "expiry@e2e-2", baseB
+	if runner == "expiry@e2e-2" {
+		stop, other, base = stopB, "expiry@e2e-1", baseA
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop the runner: %v", err)
+	}
+	if after := expireThrough(base); after != other {
+		t.Errorf("after the runner stopped the order was expired by %q, want %q", after, other)
+	}
+}
+
+// waitFor polls cond until it holds, or fails the test after timeout.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -197,6 +197,22 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			return fmt.Errorf("config: INVENTORY_ORDER_LOCK: strategy %q has no lock in this replica", cfg.OrderLock)
 		}
 	}
+	// The expiry job: one replica at a time sweeps the held orders past
+	// their deadline. Stopped after the drain (deferred later, so run
+	// earlier than closeLockers: its release needs the locker).
+	expiry, err := newExpiryJob(cfg, lockers, orders, store, m, reg, log)
+	if err != nil {
+		return err
+	}
+	var sweeping sync.WaitGroup
+	sweepCtx, stopSweeping := context.WithCancel(context.WithoutCancel(ctx))
+	defer sweeping.Wait()
+	defer stopSweeping()
+	sweeping.Go(func() {
+		if err := expiry.Run(sweepCtx); err != nil && sweepCtx.Err() == nil {
+			log.Error("the expiry job stopped", "err", err)
+		}
+	})
 	// One bound per product across every strategy in this replica.
 	admission := stock.NewAdmission(cfg.MaxWaiting)
 	sellers := make(map[string]inventory.Seller)

@@ -43,6 +43,9 @@ type Metrics struct {
 	violations   *prometheus.CounterVec
 	circuitOpen  *prometheus.GaugeVec
 	orderSteps   *prometheus.CounterVec
+	expired      prometheus.Counter
+	held         prometheus.Gauge
+	overdue      prometheus.Gauge
 
 	// The per-request series, by their labels: a label lookup in a vector
 	// hashes and locks, and every request did two.
@@ -116,11 +119,23 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "inventory_order_steps_total",
 			Help: "Steps of orders' lives asked (pay, cancel, refund, ship) by step and outcome: ok, or the problem type (order-state, order-expired, lock-timeout, ...).",
 		}, []string{"step", "outcome"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inventory_orders_expired_total",
+			Help: "Held orders this replica's expiry sweeps expired, their units given back.",
+		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inventory_orders_held",
+			Help: "Orders held (units out of the stock, not yet paid) in the whole fleet, as the last expiry sweep this replica ran read them.",
+		}),
+		overdue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inventory_orders_overdue_seconds",
+			Help: "How long past its deadline the most overdue held order was after the last expiry sweep this replica ran: the sweep's lag.",
+		}),
 	}
 	reg.MustRegister(
 		m.sales, m.saleSeconds, m.breaches, m.conflicts, m.httpRequests, m.httpSeconds,
 		m.lockAcquire, m.lockTrips, m.lockRenewals, m.lockLost, m.lockHeld, m.lockReleases,
-		m.violations, m.circuitOpen, m.orderSteps,
+		m.violations, m.circuitOpen, m.orderSteps, m.expired, m.held, m.overdue,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -175,6 +190,14 @@ func (m *Metrics) CircuitOpen(products []string) {
 // step is pay, cancel, refund or ship, outcome "ok" or the answer's
 // problem type (order-state, order-expired, lock-timeout, …).
 func (m *Metrics) OrderStep(step, outcome string) { m.orderSteps.WithLabelValues(step, outcome).Inc() }
+
+// OrdersSwept records one expiry sweep: the orders it expired, and the
+// held orders and the most overdue one's lateness it read after it.
+func (m *Metrics) OrdersSwept(expired int, held int64, overdue time.Duration) {
+	m.expired.Add(float64(expired))
+	m.held.Set(float64(held))
+	m.overdue.Set(overdue.Seconds())
+}
 
 // OptimisticConflict counts one lost compare-and-set.
 func (m *Metrics) OptimisticConflict() { m.conflicts.Inc() }

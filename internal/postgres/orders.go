@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -293,4 +294,18 @@ func claimJob(ctx context.Context, tx pgx.Tx, job string, fence lock.Fence) erro
 		return dbErr("claim job fence", err)
 	}
 	return nil
+}
+
+// HeldOrders returns how many orders are held now, and how long the most
+// overdue of them has been past its deadline (0 when none is): the
+// expiry job's backlog and lag.
+func (s *Store) HeldOrders(ctx context.Context) (held int64, overdue time.Duration, err error) {
+	var seconds float64
+	err = s.pool.QueryRow(ctx, `
+		SELECT count(*), coalesce(extract(epoch FROM now() - min(expires_at) FILTER (WHERE expires_at <= now())), 0)
+		FROM orders WHERE state = 'held'`).Scan(&held, &seconds)
+	if err != nil {
+		return 0, 0, dbErr("count held orders", err)
+	}
+	return held, time.Duration(seconds * float64(time.Second)), nil
 }

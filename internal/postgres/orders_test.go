@@ -513,3 +513,32 @@ func TestABatchHoldsToo(t *testing.T) {
 		t.Errorf("violations: %v", v)
 	}
 }
+
+// TestTheFenceFloorOfAJobIsItsLastClaim: a lock counter lost with Redis
+// restarts above the expiry job's last claimed token (else every sweep
+// after a Redis restart would be refused as stale); an order's lock, whose
+// steps claim nothing, has floor 0.
+func TestTheFenceFloorOfAJobIsItsLastClaim(t *testing.T) {
+	st, pool := newStore(t)
+	const id = "floored"
+	restock(t, st, id, 1)
+	ctx := context.Background()
+	order := hold(t, st, id, 1, time.Minute).OrderID
+	dueNow(t, pool, order)
+	if _, err := st.ExpireDue(ctx, lock.Fence{Backend: "redislock", Token: 41}, "runner", 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	floor := st.FenceFloor("redislock")
+	for key, want := range map[string]int64{
+		"lock:job:{" + ExpiryJob + "}": 41,
+		"lock:order:{" + order + "}":   0,
+		"lock:{" + id + "}":            0,
+	} {
+		if got, err := floor(ctx, key); err != nil || got != want {
+			t.Errorf("FenceFloor(redislock)(%s) = %d, %v; want %d", key, got, err, want)
+		}
+	}
+	if got, _ := st.FenceFloor("etcdlock")(ctx, "lock:job:{"+ExpiryJob+"}"); got != 0 {
+		t.Errorf("FenceFloor(etcdlock) of the job = %d, want 0 (another counter)", got)
+	}
+}

@@ -207,10 +207,32 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // (redislock's and redlock's FenceFloor option): the highest token of that
 // counter the product's stock row was claimed with, so that a counter lost
 // with Redis never restarts below what Postgres has seen. Its key is the
-// lock's name (lock:{id}).
+// lock's name: a product's (lock:{id}), whose floor is in fences, a
+// periodic job's (lock:job:{name}), whose floor is in job_fences, or an
+// order's (lock:order:{id}), whose steps write no token (floor 0).
 func (s *Store) FenceFloor(backend string) func(ctx context.Context, key string) (int64, error) {
 	return func(ctx context.Context, key string) (int64, error) {
+		if job, ok := strings.CutPrefix(key, "lock:job:{"); ok {
+			return s.JobFence(ctx, backend, strings.TrimSuffix(job, "}"))
+		}
+		if strings.HasPrefix(key, "lock:order:{") {
+			return 0, nil
+		}
 		id := strings.TrimSuffix(strings.TrimPrefix(key, "lock:{"), "}")
 		return s.Fence(ctx, backend, id)
 	}
+}
+
+// JobFence returns the highest fencing token of counter backend that
+// periodic job's runners claimed (see ExpireDue); 0 when none did.
+func (s *Store) JobFence(ctx context.Context, backend, job string) (int64, error) {
+	var f int64
+	err := s.pool.QueryRow(ctx, `SELECT token FROM job_fences WHERE job = $1 AND backend = $2`, job, backend).Scan(&f)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, dbErr("read job fence", err)
+	}
+	return f, nil
 }
