@@ -113,6 +113,9 @@ func (r Restocker) Reopen(ctx context.Context, tx *postgres.RoundTx, id string, 
 		r.Marks.returnedThrough(ctx, tx, id, round)
 	}
 	return awaitUnmarked(ctx, tx, id, round+1, func(ctx context.Context) error {
+		if r.Redis == nil {
+			return nil // no replica hears: their marks run out by their ttl
+		}
 		return redis.AnnounceReturn(ctx, r.Redis, id)
 	})
 }
