@@ -3,12 +3,14 @@ package stock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"inventory/internal/inventory"
+	"inventory/internal/lock"
 	"inventory/internal/redis"
 )
 
@@ -95,4 +97,114 @@ func TestLuaSellsAReturnedUnit(t *testing.T) {
 		t.Errorf("lua's sale after the cancel = %+v, %v; want the returned unit", sale, err)
 	}
 	e.checkLedger(t, id)
+}
+
+// TestHoldsSalesAndReturnsNeverOversell: for every safe strategy, two
+// replicas sell, hold, cancel and leave holds to expire at once, while the
+// expiry sweep runs beside them; once every hold has ended, Postgres shows
+// no oversell, every returned order returned once, and initial - stock =
+// units sold - units returned.
+func TestHoldsSalesAndReturnsNeverOversell(t *testing.T) {
+	t.Parallel()
+	const (
+		stock   = 20
+		buyers  = 60
+		workers = 16
+		id      = "held-hot"
+	)
+	for _, info := range inventory.Strategies {
+		if !info.Safe {
+			continue
+		}
+		t.Run(info.Name, func(t *testing.T) {
+			e := newOwnEnv(t)
+			opts := testLock
+			opts.Wait = 30 * time.Second
+			replicas := []inventory.Seller{
+				e.replicaWith(t, info.Name, "replica-a", opts, 0),
+				e.replicaWith(t, info.Name, "replica-b", opts, 0),
+			}
+			orders := Orders{Store: e.store, Returns: Restocker{Store: e.store, Redis: e.rdb}, Instance: "replica-a"}
+			e.restock(t, id, stock)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			jobs := make(chan int, buyers)
+			for i := range buyers {
+				jobs <- i
+			}
+			close(jobs)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var failures []error
+			fail := func(err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				failures = append(failures, err)
+			}
+			for w := range workers {
+				seller := replicas[w%len(replicas)]
+				wg.Go(func() {
+					<-start
+					for i := range jobs {
+						o := inventory.Order{ProductID: id, Quantity: 1}
+						if i%3 != 0 {
+							o.PayWithin = time.Second // a hold: one in two is cancelled, the other expires
+						}
+						sale, err := seller.Sell(ctx, o)
+						switch {
+						case errors.Is(err, inventory.ErrSoldOut):
+						case err != nil:
+							fail(fmt.Errorf("Sell(%+v): %w", o, err))
+						case i%3 == 1:
+							if _, err := orders.Step(ctx, sale.OrderID, inventory.Cancel); err != nil {
+								fail(fmt.Errorf("cancel %s: %w", sale.OrderID, err))
+							}
+						}
+					}
+				})
+			}
+			sweeping := make(chan struct{})
+			var sweeper sync.WaitGroup
+			sweeper.Go(func() {
+				fence := lock.Fence{Backend: "test", Token: 1}
+				for {
+					if _, err := orders.Sweep(ctx, fence); err != nil {
+						fail(fmt.Errorf("sweep: %w", err))
+					}
+					select {
+					case <-sweeping:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+			})
+			close(start)
+			wg.Wait()
+			waitFor(t, "every hold to end", 20*time.Second, func() bool {
+				held, _, err := e.store.HeldOrders(ctx)
+				return err == nil && held == 0
+			})
+			close(sweeping)
+			sweeper.Wait()
+			for _, err := range failures {
+				t.Error(err)
+			}
+			p := e.checkLedger(t, id)
+			if p.Quantity < 0 || p.Quantity > stock {
+				t.Errorf("stock %d after the run, want 0 to %d", p.Quantity, stock)
+			}
+			var twice, unreturned int
+			if err := e.pool.QueryRow(ctx, `
+				SELECT (SELECT count(*) FROM (SELECT order_id FROM returns GROUP BY order_id HAVING count(*) > 1) d),
+				       (SELECT count(*) FROM orders o LEFT JOIN returns r ON r.order_id = o.id
+				        WHERE (r.order_id IS NULL) = (o.state IN ('cancelled', 'expired', 'refunded')))`).Scan(&twice, &unreturned); err != nil {
+				t.Fatal(err)
+			}
+			if twice != 0 || unreturned != 0 {
+				t.Errorf("%d orders returned twice, %d orders whose return does not match their state", twice, unreturned)
+			}
+			t.Logf("stock %d, %d sold, %d returned", p.Quantity, p.Sold, p.Returned)
+		})
+	}
 }
