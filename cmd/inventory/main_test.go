@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"inventory/internal/client"
@@ -470,5 +472,74 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 			t.Fatalf("waited %v for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestExpiryOutlivesRedisLosingItsData: a runner of the expiry job stops
+// and another takes over, then Redis loses every key (a restart without
+// persistence) while orders are held: each new lease's token is above the
+// last one Postgres recorded for the job (postgres.Store.FenceFloor), so
+// the fence can tell every runner from the one before, and the held
+// orders still expire. Read from the job's own floor, a counter started
+// afresh minted 1 every time ([1 1 1]): no runner fenced off from another.
+func TestExpiryOutlivesRedisLosingItsData(t *testing.T) {
+	ctx := context.Background()
+	redisURL := testenv.RedisURL(t)
+	env := map[string]string{"INVENTORY_ORDER_SWEEP_INTERVAL": "50ms", "INVENTORY_LOCK_TTL": "2s",
+		"INVENTORY_POSTGRES_URL": testenv.PostgresURL(t), "INVENTORY_REDIS_URL": redisURL}
+	first, stopFirst := startService(t, env)
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin, buyer := clients(first)
+	const id = "sku-redis-lost"
+	if _, err := admin.Restock(ctx, id, client.RestockRequest{Quantity: 3}); err != nil {
+		t.Fatal(err)
+	}
+	expire := func() {
+		t.Helper()
+		h, err := buyer.Hold(ctx, client.SaleRequest{ProductID: id, Quantity: 1, PayWithin: "1s"}, client.SaleOptions{})
+		if err != nil {
+			t.Fatalf("Hold: %v", err)
+		}
+		waitFor(t, "the order to expire", 20*time.Second, func() bool {
+			o, err := buyer.Order(ctx, h.OrderID)
+			return err == nil && o.State == "expired"
+		})
+	}
+	expire() // the first runner has claimed the job's fence in Postgres
+	// A second runner, with the next token: the fence recorded is above
+	// what a counter started afresh would mint first.
+	if err := stopFirst(); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := startService(t, env)
+	_, buyer = clients(second)
+	expire()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	if p, err := buyer.Product(ctx, id); err != nil || p.Quantity != 3 {
+		t.Errorf("after the three orders expired: %+v, %v; want the 3 units back", p, err)
+	}
+	// Each runner's token is above the one before: the second's above the
+	// first's (recorded in Postgres, the floor of a lock released), the
+	// one after the flush above the second's (the floor of a counter lost).
+	pool, err := pgxpool.New(ctx, env["INVENTORY_POSTGRES_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rows, err := pool.Query(ctx, `SELECT fence FROM order_events WHERE state = 'expired' ORDER BY at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(fences) != 3 || fences[0] >= fences[1] || fences[1] >= fences[2] {
+		t.Errorf("the expiries' fencing tokens = %v, %v; want three, each above the one before", fences, err)
 	}
 }
