@@ -187,13 +187,18 @@ func (s *Store) Round(ctx context.Context, id string, n int) (inventory.Round, e
 // was, and for an unknown product, whose sale fails later with
 // ErrNotFound.
 func (s *Store) Fence(ctx context.Context, backend, id string) (int64, error) {
+	return s.token(ctx, "read fence", `SELECT token FROM fences WHERE product_id = $1 AND backend = $2`, id, backend)
+}
+
+// token is the one fencing token sql reads, or 0 when it reads no row.
+func (s *Store) token(ctx context.Context, op, sql string, args ...any) (int64, error) {
 	var f int64
-	err := s.pool.QueryRow(ctx, `SELECT token FROM fences WHERE product_id = $1 AND backend = $2`, id, backend).Scan(&f)
+	err := s.pool.QueryRow(ctx, sql, args...).Scan(&f)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, dbErr("read fence", err)
+		return 0, dbErr(op, err)
 	}
 	return f, nil
 }
@@ -226,13 +231,5 @@ func (s *Store) FenceFloor(backend string) func(ctx context.Context, key string)
 // JobFence returns the highest fencing token of counter backend that
 // periodic job's runners claimed (see ExpireDue); 0 when none did.
 func (s *Store) JobFence(ctx context.Context, backend, job string) (int64, error) {
-	var f int64
-	err := s.pool.QueryRow(ctx, `SELECT token FROM job_fences WHERE job = $1 AND backend = $2`, job, backend).Scan(&f)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, dbErr("read job fence", err)
-	}
-	return f, nil
+	return s.token(ctx, "read job fence", `SELECT token FROM job_fences WHERE job = $1 AND backend = $2`, job, backend)
 }
