@@ -27,6 +27,9 @@ type Store struct {
 	// newest is the count of the newest sales that cursors far behind are
 	// answered with (see SalesSince).
 	newest newestSales
+	// liveOrders is the last order count of the live page's products
+	// (see OrderCounts).
+	liveOrders liveOrders
 	// known holds the ids Exists found (products are never deleted), so
 	// that a lock sale asks Postgres once per product, not once per sale.
 	known sync.Map
