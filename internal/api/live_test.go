@@ -251,6 +251,33 @@ func TestLivePageInABrowser(t *testing.T) {
 		t.Fatalf("the live page showed no sold-out refusals/s for test-1 after 10 sold-out answers: %v (console: %q)", err, problems())
 	}
 	t.Logf("live page: test-1 refusals %q", soldOut)
+
+	// Orders: a hold shows as held, then, paid, as paid with nothing held;
+	// a cancelled one as cancelled with its units back.
+	f.restock("sku-held", 10)
+	paid, _ := f.hold("/sale", holdBody("sku-held", 2, "15m"))
+	cancelled, _ := f.hold("/sale", holdBody("sku-held", 3, "15m"))
+	if held, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+		const e = document.querySelector('tr[data-product="sku-held"] td.held');
+		return e && e.textContent === "2" ? e.textContent : "";
+	})()`)); err != nil {
+		t.Fatalf("the live page did not show sku-held's 2 held orders: %v (console: %q)", err, problems())
+	} else {
+		t.Logf("live page: sku-held held %s", held)
+	}
+	f.step(paid.OrderID, "pay")
+	f.step(cancelled.OrderID, "cancel")
+	cells, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+		const row = document.querySelector('tr[data-product="sku-held"]');
+		if (!row) return "";
+		const text = c => row.querySelector("td." + c).textContent;
+		const s = ["held", "paid", "cancelled", "returned_units"].map(c => c + " " + text(c)).join(", ");
+		return s === "held 0, paid 1, cancelled 1, returned_units 3" ? s : "";
+	})()`))
+	if err != nil {
+		t.Fatalf("the live page did not show sku-held's orders paid and cancelled: %v (console: %q)", err, problems())
+	}
+	t.Logf("live page: sku-held %s", cells)
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the live page logged problems: %q", p)
 	}
