@@ -55,8 +55,8 @@ type Limits struct {
 	Reads *pgxpool.Pool
 	// NewestSales is how old the count of the newest sales may be that
 	// SalesSince answers a cursor far behind with (a new live page's
-	// ?since=0): one count per this, whatever the number of readers.
-	// Default 1s.
+	// ?since=0): one count per this, whatever the number of readers; and
+	// how old the live page's order counts may be (OrderCounts). Default 1s.
 	NewestSales time.Duration
 	// CommitTimeout bounds a COMMIT, which runs detached from the request's
 	// cancellation: once the sale is decided, a buyer hanging up must not
