@@ -24,29 +24,42 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
-// TestAlertRulesUseTheServicesMetrics: every inventory_* series an alert
-// reads is one the service exports, so a renamed metric cannot silence an
-// alert while its unit tests, which make up their own series, still pass.
-func TestAlertRulesUseTheServicesMetrics(t *testing.T) {
-	rules, err := os.ReadFile("alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestAlertRulesAndPanelsUseTheServicesMetrics: every inventory_* series
+// an alert or a panel reads is one the service exports (a histogram's by
+// its name without _bucket, _sum or _count), so a renamed metric cannot
+// silence an alert or blank a panel while the alerts' unit tests, which
+// make up their own series, still pass.
+func TestAlertRulesAndPanelsUseTheServicesMetrics(t *testing.T) {
 	var exported strings.Builder
-	for _, f := range []string{"../internal/metrics/metrics.go", "../internal/metrics/ping.go"} {
+	for _, f := range []string{"../internal/metrics/metrics.go", "../internal/metrics/ping.go",
+		"../internal/metrics/productcache.go", "../internal/jobs/metrics.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		exported.Write(b)
 	}
-	names := regexp.MustCompile(`inventory_[a-z_]+`).FindAllString(string(rules), -1)
-	if len(names) == 0 {
-		t.Fatal("alerts.yml reads no inventory_* series")
+	isExported := func(name string) bool {
+		for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && strings.Contains(exported.String(), `"`+base+`"`) {
+				return true
+			}
+		}
+		return false
 	}
-	for _, name := range names {
-		if !strings.Contains(exported.String(), `"`+name+`"`) {
-			t.Errorf("alerts.yml reads %s, which internal/metrics does not export", name)
+	for _, file := range []string{"alerts.yml", "grafana/inventory.json"} {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := regexp.MustCompile(`inventory_[a-z_]+`).FindAllString(string(text), -1)
+		if len(names) == 0 {
+			t.Fatalf("%s reads no inventory_* series", file)
+		}
+		for _, name := range names {
+			if !isExported(name) {
+				t.Errorf("%s reads %s, which the service does not export", file, name)
+			}
 		}
 	}
 }

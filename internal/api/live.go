@@ -67,8 +67,8 @@ func (s *server) handleIndex(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(livePage)
 }
 
-// handleLive is GET /live?since=ID: the products, the fleet default, and
-// the sales after ledger id ID, fleet-wide.
+// handleLive is GET /live?since=ID: the products with their orders, the
+// fleet default, and the sales after ledger id ID, fleet-wide.
 func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
 	since := int64(-1)
 	if v := r.URL.Query().Get("since"); v != "" {
@@ -89,13 +89,20 @@ func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
+	orders, err := s.Store.OrderCounts(r.Context(), products)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
 	def, _ := s.Default.Get(r.Context())
 	sales, refusals := s.answers.snapshot()
 	out := wire.Live{At: time.Now().UTC(), Default: def, Products: []wire.LiveProduct{}, LastSaleID: last, SalesSince: counts,
 		Replica: wire.LiveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}}
 	for _, p := range products {
+		o := orders[p.ID]
 		out.Products = append(out.Products, wire.LiveProduct{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity, Initial: p.Initial,
-			Round: int64(p.Round)})
+			Round: int64(p.Round), Orders: wire.LiveOrders{Held: o.Held, Paid: o.Paid, Shipped: o.Shipped, Cancelled: o.Cancelled,
+				Expired: o.Expired, Refunded: o.Refunded, ReturnedUnits: o.Returned}})
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,7 +10,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"inventory/internal/inventory"
+	"inventory/internal/lock"
+	"inventory/internal/stock"
 	"inventory/internal/testenv"
+	"inventory/internal/wire"
 )
 
 // TestLiveCountsTheSalesSinceACursor: GET /live lists the products and,
@@ -53,6 +59,101 @@ func TestLiveCountsTheSalesSinceACursor(t *testing.T) {
 			t.Errorf("GET /live?since=%s = %d %s, want 400 malformed-request", bad, r.status, r.raw)
 		}
 	}
+}
+
+// TestLiveShowsTheOrdersOfTheCurrentRound: GET /live gives each product
+// its current round's orders by the state they are in now and the units
+// their returns gave back (read from Postgres, up to a second old), and
+// starts from zero in a new round.
+func TestLiveShowsTheOrdersOfTheCurrentRound(t *testing.T) {
+	f := newFixture(t, adminToken)
+	f.restock("sku-o", 30)
+	f.restock("sku-none", 5)
+	if r := f.do("GET", "/live", "", ""); r.status != 200 || liveOrders(t, r, "sku-o") != (wire.LiveOrders{}) {
+		t.Fatalf("GET /live before any order = %d %s, want sku-o with every count 0", r.status, r.raw)
+	}
+	f.hold("/sale", holdBody("sku-o", 1, "15m")) // stays held
+	paid, _ := f.hold("/sale", holdBody("sku-o", 2, "15m"))
+	f.step(paid.OrderID, "pay")
+	shipped, _ := f.hold("/products/sku-o/sale", `{"quantity":3,"pay_within":"15m"}`)
+	f.step(shipped.OrderID, "pay")
+	f.step(shipped.OrderID, "ship")
+	cancelled, _ := f.hold("/sale", holdBody("sku-o", 4, "15m"))
+	f.step(cancelled.OrderID, "cancel")
+	refunded, _ := f.hold("/sale", holdBody("sku-o", 5, "15m"))
+	f.step(refunded.OrderID, "pay")
+	f.step(refunded.OrderID, "refund")
+	due, _ := f.hold("/sale", holdBody("sku-o", 6, "1s"))
+	f.waitPastDeadline(due.OrderID)
+	orders := stock.Orders{Store: f.store, Returns: stock.Restocker{Store: f.store, Redis: f.rdb}, Instance: "test-1"}
+	if n, err := orders.Sweep(context.Background(), lock.Fence{Backend: "test", Token: 1}); n != 1 || err != nil {
+		t.Fatalf("Sweep = %d, %v; want the 1 due order expired", n, err)
+	}
+	f.do("POST", "/sale", jsonType, `{"product_id":"sku-o","quantity":1}`) // a final sale is no order
+
+	want := wire.LiveOrders{Held: 1, Paid: 1, Shipped: 1, Cancelled: 1, Refunded: 1, Expired: 1, ReturnedUnits: 4 + 5 + 6}
+	last := f.waitLiveOrders("sku-o", want)
+	if got := liveOrders(t, last, "sku-none"); got != (wire.LiveOrders{}) {
+		t.Errorf("GET /live: sku-none, never ordered, has orders %+v, want all 0", got)
+	}
+	// stock = initial - units held, paid or shipped - the final sale.
+	if p := liveProduct(t, last, "sku-o"); p["quantity"] != float64(30-1-2-3-1) {
+		t.Errorf("GET /live sku-o = %v, want stock %d", p, 30-1-2-3-1)
+	}
+
+	f.restock("sku-o", 10)
+	f.hold("/sale", holdBody("sku-o", 1, "15m"))
+	f.waitLiveOrders("sku-o", wire.LiveOrders{Held: 1}) // round 2's alone
+}
+
+// waitLiveOrders polls GET /live until it shows product id's orders as
+// want (a count may be up to a second old), and returns that answer.
+func (f *fixture) waitLiveOrders(id string, want wire.LiveOrders) response {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := f.do("GET", "/live", "", "")
+		if r.status != 200 {
+			f.t.Fatalf("GET /live = %d %s, want 200", r.status, r.raw)
+		}
+		got := liveOrders(f.t, r, id)
+		if got == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("GET /live shows %s's orders as %+v after 10 s, want %+v", id, got, want)
+		}
+		if err := inventory.Sleep(context.Background(), 50*time.Millisecond); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// liveProduct is product id in GET /live's answer r.
+func liveProduct(t testing.TB, r response, id string) map[string]any {
+	t.Helper()
+	products, _ := r.body["products"].([]any)
+	for _, p := range products {
+		if p := p.(map[string]any); p["product_id"] == id {
+			return p
+		}
+	}
+	t.Fatalf("GET /live = %d %s: no product %s", r.status, r.raw, id)
+	return nil
+}
+
+// liveOrders is the orders of product id in GET /live's answer r.
+func liveOrders(t testing.TB, r response, id string) wire.LiveOrders {
+	t.Helper()
+	raw, err := json.Marshal(liveProduct(t, r, id)["orders"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o wire.LiveOrders
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatalf("GET /live %s's orders %s: %v", id, raw, err)
+	}
+	return o
 }
 
 // TestLivePageIsServed: GET / is the live page, a self-contained HTML
@@ -150,6 +251,33 @@ func TestLivePageInABrowser(t *testing.T) {
 		t.Fatalf("the live page showed no sold-out refusals/s for test-1 after 10 sold-out answers: %v (console: %q)", err, problems())
 	}
 	t.Logf("live page: test-1 refusals %q", soldOut)
+
+	// Orders: a hold shows as held, then, paid, as paid with nothing held;
+	// a cancelled one as cancelled with its units back.
+	f.restock("sku-held", 10)
+	paid, _ := f.hold("/sale", holdBody("sku-held", 2, "15m"))
+	cancelled, _ := f.hold("/sale", holdBody("sku-held", 3, "15m"))
+	if held, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+		const e = document.querySelector('tr[data-product="sku-held"] td.held');
+		return e && e.textContent === "2" ? e.textContent : "";
+	})()`)); err != nil {
+		t.Fatalf("the live page did not show sku-held's 2 held orders: %v (console: %q)", err, problems())
+	} else {
+		t.Logf("live page: sku-held held %s", held)
+	}
+	f.step(paid.OrderID, "pay")
+	f.step(cancelled.OrderID, "cancel")
+	cells, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+		const row = document.querySelector('tr[data-product="sku-held"]');
+		if (!row) return "";
+		const text = c => row.querySelector("td." + c).textContent;
+		const s = ["held", "paid", "cancelled", "returned_units"].map(c => c + " " + text(c)).join(", ");
+		return s === "held 0, paid 1, cancelled 1, returned_units 3" ? s : "";
+	})()`))
+	if err != nil {
+		t.Fatalf("the live page did not show sku-held's orders paid and cancelled: %v (console: %q)", err, problems())
+	}
+	t.Logf("live page: sku-held %s", cells)
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the live page logged problems: %q", p)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"inventory/internal/inventory"
 )
 
@@ -107,6 +109,99 @@ func (s *Store) countSales(ctx context.Context, after, last int64) (map[string]i
 	}
 	if err := rows.Err(); err != nil {
 		return nil, dbErr("count sales", err)
+	}
+	return out, nil
+}
+
+// RoundOrders are one product's orders in a round by the state each is in
+// now (every order is in exactly one), and the units returned to the
+// round's stock by its cancelled, expired and refunded orders.
+type RoundOrders struct {
+	Held, Paid, Shipped, Cancelled, Expired, Refunded int64
+	// Returned is round_totals.returned: units given back to this round
+	// (an order of an earlier round gives nothing to this one).
+	Returned int64
+}
+
+// liveOrders is the last OrderCounts answer, shared by every reader: at
+// most one count per Limits.NewestSales, whatever the number of live pages.
+type liveOrders struct {
+	mu     sync.Mutex // held while counting: one count at a time
+	at     time.Time
+	counts map[productRound]RoundOrders
+}
+
+type productRound struct {
+	id    string
+	round int
+}
+
+// OrderCounts returns, for each of products (by id), the orders of its
+// current round (Product.Round) by state and the units returned to that
+// round: what the live page shows beside the stock. The answer may be up
+// to Limits.NewestSales old: one count serves every reader for that long,
+// and a reader that finds it too old, or missing one of its products or
+// rounds (a restock started a round), counts again for everyone while the
+// others wait for it. So the live page's cost in Postgres does not grow
+// with the number of pages open, only with the orders of the products it
+// shows (orders_product_round_state, migrations/00013).
+func (s *Store) OrderCounts(ctx context.Context, products []inventory.Product) (map[string]RoundOrders, error) {
+	c := &s.liveOrders
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fresh := c.counts != nil && time.Since(c.at) < s.limits.NewestSales
+	for _, p := range products {
+		if _, ok := c.counts[productRound{p.ID, p.Round}]; !ok {
+			fresh = false
+		}
+	}
+	if !fresh {
+		counts, err := s.countOrders(ctx, products)
+		if err != nil {
+			return nil, err
+		}
+		c.at, c.counts = time.Now(), counts
+	}
+	out := make(map[string]RoundOrders, len(products))
+	for _, p := range products {
+		out[p.ID] = c.counts[productRound{p.ID, p.Round}]
+	}
+	return out, nil
+}
+
+// countOrders is OrderCounts' one query: for each product, its round's
+// totals row and its round's orders counted by state through the index on
+// (product_id, round, state).
+func (s *Store) countOrders(ctx context.Context, products []inventory.Product) (map[productRound]RoundOrders, error) {
+	ids, rounds := make([]string, len(products)), make([]int32, len(products))
+	for i, p := range products {
+		ids[i], rounds[i] = p.ID, int32(p.Round)
+	}
+	rows, err := s.reads.Query(ctx, `
+		SELECT p.id, p.round, c.held, c.paid, c.shipped, c.cancelled, c.expired, c.refunded, coalesce(t.returned, 0)
+		FROM unnest($1::text[], $2::int[]) AS p(id, round)
+		LEFT JOIN round_totals t ON t.product_id = p.id AND t.round = p.round
+		CROSS JOIN LATERAL (
+			SELECT count(*) FILTER (WHERE state = 'held') AS held,
+			       count(*) FILTER (WHERE state = 'paid') AS paid,
+			       count(*) FILTER (WHERE state = 'shipped') AS shipped,
+			       count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+			       count(*) FILTER (WHERE state = 'expired') AS expired,
+			       count(*) FILTER (WHERE state = 'refunded') AS refunded
+			FROM orders o WHERE o.product_id = p.id AND o.round = p.round) c`, ids, rounds)
+	if err != nil {
+		return nil, dbErr("count orders", err)
+	}
+	out := make(map[productRound]RoundOrders, len(products))
+	var k productRound
+	var o RoundOrders
+	_, err = pgx.ForEachRow(rows, []any{&k.id, &k.round, &o.Held, &o.Paid, &o.Shipped, &o.Cancelled, &o.Expired, &o.Refunded, &o.Returned},
+		func() error {
+			out[k] = o
+			return nil
+		})
+	if err != nil {
+		return nil, dbErr("count orders", err)
 	}
 	return out, nil
 }

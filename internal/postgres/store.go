@@ -27,6 +27,9 @@ type Store struct {
 	// newest is the count of the newest sales that cursors far behind are
 	// answered with (see SalesSince).
 	newest newestSales
+	// liveOrders is the last order count of the live page's products
+	// (see OrderCounts).
+	liveOrders liveOrders
 	// known holds the ids Exists found (products are never deleted), so
 	// that a lock sale asks Postgres once per product, not once per sale.
 	known sync.Map
@@ -52,8 +55,8 @@ type Limits struct {
 	Reads *pgxpool.Pool
 	// NewestSales is how old the count of the newest sales may be that
 	// SalesSince answers a cursor far behind with (a new live page's
-	// ?since=0): one count per this, whatever the number of readers.
-	// Default 1s.
+	// ?since=0): one count per this, whatever the number of readers; and
+	// how old the live page's order counts may be (OrderCounts). Default 1s.
 	NewestSales time.Duration
 	// CommitTimeout bounds a COMMIT, which runs detached from the request's
 	// cancellation: once the sale is decided, a buyer hanging up must not

@@ -86,7 +86,7 @@ func (safeToRetry) Error() string     { return "not sent" }
 func (safeToRetry) SafeToRetry() bool { return true }
 
 // newStore is a Store on a fresh, migrated database of the test's own.
-func newStore(t *testing.T) (*Store, *pgxpool.Pool) {
+func newStore(t testing.TB) (*Store, *pgxpool.Pool) {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
 	if err != nil {

@@ -314,4 +314,22 @@ type LiveProduct struct {
 	Quantity  int64  `json:"quantity"`
 	Initial   int64  `json:"initial"`
 	Round     int64  `json:"round"`
+	// Orders are the orders of the current round by the state each is in
+	// now; a count may be up to a second old (one count serves every
+	// reader).
+	Orders LiveOrders `json:"orders"`
+}
+
+// LiveOrders are one product's orders in its current round by the state
+// each is in now (every order is in one), and the units returned.
+type LiveOrders struct {
+	Held      int64 `json:"held"`
+	Paid      int64 `json:"paid"`
+	Shipped   int64 `json:"shipped"`
+	Cancelled int64 `json:"cancelled"`
+	Expired   int64 `json:"expired"`
+	Refunded  int64 `json:"refunded"`
+	// ReturnedUnits are the units the round's cancelled, expired and
+	// refunded orders gave back to its stock.
+	ReturnedUnits int64 `json:"returned_units"`
 }
