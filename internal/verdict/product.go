@@ -46,9 +46,12 @@ type RoundFigures struct {
 	Round   int64
 	Current bool
 	Initial int64 // the round's stock when it started
-	Units   int64 // units in the ledger for this round
+	Units   int64 // units in the ledger for this round, less Returned
 	Rows    int64 // ledger rows for this round
-	OK      int64 // 2xx answers whose response named this round
+	// Returned is the units of the round's cancelled, expired and refunded
+	// orders that went back to its stock (returns rows, restored).
+	Returned int64
+	OK       int64 // 2xx answers whose response named this round
 }
 
 // RoundResult is one round checked on its own, as --json writes it.
@@ -135,8 +138,8 @@ func judgeProduct(f Figures, safe, faulted bool) Judgement {
 		if why1 := Reconcile(r.Rows, r.OK, f.slack(faulted)); why1 != "" {
 			why = append(why, why1)
 		}
-		if r.Units != r.Rows {
-			why = append(why, fmt.Sprintf("ledger has %d units in %d sales of one unit each", r.Units, r.Rows))
+		if r.Units+r.Returned != r.Rows {
+			why = append(why, fmt.Sprintf("ledger has %d units in %d sales of one unit each", r.Units+r.Returned, r.Rows))
 		}
 		for _, w := range why {
 			broken = append(broken, prefix+w)
@@ -156,10 +159,18 @@ func judgeProduct(f Figures, safe, faulted bool) Judgement {
 	if f.Unattributed > 0 {
 		broken = append(broken, fmt.Sprintf("%d buyer%s got 2xx naming no round this run sold in", f.Unattributed, plural(int(f.Unattributed), "", "s")))
 	}
+	returned := current != nil && current.Returned > 0
 	if f.Final > 0 {
-		j.Undersold = min(f.Final, f.LateTurnedAway)
+		turnedAway := f.LateTurnedAway
+		if returned {
+			turnedAway -= f.LateSoldOut // true when answered, the units came back later
+		}
+		j.Undersold = min(f.Final, turnedAway)
 	}
-	if f.LateSoldOut > 0 && f.Final > 0 && !faulted {
+	// Units returned after a sold-out (an expiry, a cancel) make it true
+	// at its moment and the stock above 0 afterwards: the history check
+	// judges those.
+	if f.LateSoldOut > 0 && f.Final > 0 && !faulted && !returned {
 		broken = append(broken, fmt.Sprintf("answered 409 sold out %d times while %d units remained", f.LateSoldOut, f.Final))
 	}
 	if f.Errors > 0 && !faulted {
