@@ -128,7 +128,7 @@ func returnsUnits(state string) bool {
 // Check is every broken invariant of the orders, each named with the
 // first order or round that breaks it (at most MaxProductReasons), and the
 // orders still held that should have ended (stuck).
-func (os Orders) Check() (broken, stuck []string) {
+func (ords Orders) Check() (broken, stuck []string) {
 	add := func(why string) {
 		if len(broken) < MaxProductReasons {
 			broken = append(broken, why)
@@ -136,7 +136,7 @@ func (os Orders) Check() (broken, stuck []string) {
 			broken = append(broken, "… and more broken order invariants")
 		}
 	}
-	for _, r := range os.Rounds {
+	for _, r := range ords.Rounds {
 		live := r.Outright + r.Held + r.Paid + r.Shipped
 		if live > r.Initial {
 			add(fmt.Sprintf("%s round %d: %d units sold outright + %d held + %d paid + %d shipped = %d > initial %d",
@@ -152,8 +152,8 @@ func (os Orders) Check() (broken, stuck []string) {
 		}
 	}
 	byID := map[string]*Order{}
-	for i := range os.Orders {
-		o := &os.Orders[i]
+	for i := range ords.Orders {
+		o := &ords.Orders[i]
 		byID[o.ID] = o
 		switch {
 		case o.Returns > 1:
@@ -168,11 +168,11 @@ func (os Orders) Check() (broken, stuck []string) {
 		if why := o.pathBroken(); why != "" {
 			add(why)
 		}
-		if late := o.LateExpiry(); os.SweepBound > 0 && late > os.SweepBound {
-			add(fmt.Sprintf("order %s expired %s after its deadline, past the sweep's bound of %s", o.ID, late.Round(time.Millisecond), os.SweepBound))
+		if late := o.LateExpiry(); ords.SweepBound > 0 && late > ords.SweepBound {
+			add(fmt.Sprintf("order %s expired %s after its deadline, past the sweep's bound of %s", o.ID, late.Round(time.Millisecond), ords.SweepBound))
 		}
 	}
-	for _, a := range os.Steps {
+	for _, a := range ords.Steps {
 		o, ok := byID[a.Order]
 		if !ok {
 			add(fmt.Sprintf("a %s of order %s was answered %d, but Postgres has no such order of the run", a.Step, a.Order, a.Status))
@@ -182,13 +182,13 @@ func (os Orders) Check() (broken, stuck []string) {
 			add(why)
 		}
 	}
-	for _, id := range os.Unended {
+	for _, id := range ords.Unended {
 		if len(stuck) == MaxProductReasons {
-			stuck = append(stuck, fmt.Sprintf("… %d held orders in all", len(os.Unended)))
+			stuck = append(stuck, fmt.Sprintf("… %d held orders in all", len(ords.Unended)))
 			break
 		}
 		stuck = append(stuck, fmt.Sprintf("order %s still held when the run stopped waiting for it (pay_within %s + the sweep's bound %s)",
-			id, os.PayWithin, os.SweepBound))
+			id, ords.PayWithin, ords.SweepBound))
 	}
 	return broken, stuck
 }
