@@ -553,8 +553,10 @@ func readOrders(ctx context.Context, pg *pgTruth, id string, first int64) ([]ver
 // inside the window it certainly happened in: a cancel's or refund's from
 // its first send to its first 200 (or, without one, to when a poll of
 // Postgres saw it); an expiry's from its deadline (less ClockMargin, and
-// not before its hold was sent) to when a poll saw it. clientBase numbers
-// them, one client each.
+// not before its hold was sent) to when a poll saw it; neither before the
+// time order_events gives its state, less ClockMargin (the return commits
+// in the transaction that wrote it). clientBase numbers them, one client
+// each.
 func (ord *orders) returnOps(ev *verdict.Orders, clientBase int, runEnd time.Time) ([]history.Op, error) {
 	ord.mu.Lock()
 	defer ord.mu.Unlock()
@@ -582,6 +584,13 @@ func (ord *orders) returnOps(ev *verdict.Orders, clientBase int, runEnd time.Tim
 			start = l.returnSent
 			if !l.returnOK.IsZero() && l.returnOK.Before(end) {
 				end = l.returnOK
+			}
+		}
+		// The return commits in the transaction that wrote the event of
+		// its state, after the event's time (clock_timestamp()): not before.
+		for _, e := range o.Events {
+			if at := e.At.Add(-ClockMargin); e.State == o.ReturnReason && at.After(start) {
+				start = at
 			}
 		}
 		if end.Before(start) {
