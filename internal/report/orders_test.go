@@ -26,3 +26,25 @@ func TestPrintOrders(t *testing.T) {
 		}
 	}
 }
+
+// TestHTMLShowsOrders: the HTML report notes a run's orders, and shows
+// ORDERS BROKEN as a failure, not as an unsafe strategy's expected
+// oversell.
+func TestHTMLShowsOrders(t *testing.T) {
+	rep := &Report{Product: "p", Stock: 10, Buyers: 20, Concurrency: 4, Runs: 1, Results: []load.Result{{Strategy: "redis", Run: 1, Safe: true,
+		Verdict: "ORDERS BROKEN", Reasons: []string{"order o-1 is paid but its units returned (expired)"},
+		Orders: &load.OrdersResult{PayWithin: "2s", SweepBound: "32s", Held: 7, Expired: 3, UnitsReturned: 3}}}}
+	var b bytes.Buffer
+	if err := renderHTML(&b, rep, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"7 orders held for 2s", "3 expired", "3 units returned"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the HTML report does not contain %q", want)
+		}
+	}
+	if verdictClass(rep.Results[0]) != "failed" {
+		t.Errorf("verdictClass(ORDERS BROKEN) = %q, want failed", verdictClass(rep.Results[0]))
+	}
+}
