@@ -408,6 +408,9 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		if ord, err = newOrders(*cfg.Orders, c, tr, ids); err != nil {
 			return Result{}, err
 		}
+		// However the run ends, no follower outlives it (one ends at its
+		// step, at most pay_within after its hold, or when ctx ends).
+		defer ord.followers.Wait()
 	}
 	before := make([]product, len(ids))
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {

@@ -319,6 +319,11 @@ func (ord *orders) step(ctx context.Context, id, step string) int {
 			a.Status, a.State = http.StatusOK, o.State
 		case errors.As(err, &p) && p.Status == http.StatusConflict:
 			a.Status, a.Problem, a.State = p.Status, p.Slug(), p.State
+		case errors.As(err, &p) && p.Status/100 == 4 && p.Status != http.StatusTooManyRequests:
+			// A step of an order that exists, with no body, has no 4xx
+			// but 409 to give: kept for the verdict to hold against
+			// Postgres (a 429 is the gateway's "later": sent again).
+			a.Status, a.Problem = p.Status, p.Slug()
 		}
 		ord.mu.Lock()
 		ord.steps++
@@ -378,7 +383,10 @@ func (ord *orders) watchReturns(ctx context.Context, firsts []int64) (wait func(
 		defer tick.Stop()
 		for {
 			stopping := ctx.Err() != nil
-			err := ord.pollReturns(context.WithoutCancel(ctx), firsts)
+			// The last look runs after ctx ended, bounded on its own.
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := ord.pollReturns(pctx, firsts)
+			cancel()
 			if err != nil || stopping {
 				done <- err
 				return

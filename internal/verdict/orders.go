@@ -31,7 +31,8 @@ type Orders struct {
 	// Orders is every order of the run's products in its rounds.
 	Orders []Order
 	// Steps is every step answer a buyer got that says something: a 200,
-	// or a 409 order-expired or order-state (with the order's state).
+	// a 409 order-expired or order-state (with the order's state), or
+	// another 4xx (which no step of an existing order may get).
 	Steps []StepAnswer
 	// Unended is the orders still held when the run stopped waiting for
 	// them (PayWithin + SweepBound after the last hold).
@@ -80,9 +81,9 @@ type OrderEvent struct {
 type StepAnswer struct {
 	Order string
 	Step  string // pay, cancel, refund, ship
-	// Status is the HTTP status; Problem the problem's type slug for a 409
-	// (order-expired, order-state); State the order's state the answer
-	// carried.
+	// Status is the HTTP status; Problem the problem's type slug for a 4xx
+	// (order-expired, order-state, order-not-found, …); State the order's
+	// state the answer carried.
 	Status  int
 	Problem string
 	State   string
@@ -225,6 +226,8 @@ func (a StepAnswer) contradicts(o *Order) string {
 			a.Step, o.ID, a.Status, a.State, o.states())
 	}
 	switch {
+	case a.Status/100 == 4 && a.Status != 409:
+		return fmt.Sprintf("a %s of order %s was answered %d %s, but the order exists (its history: %s)", a.Step, o.ID, a.Status, a.Problem, o.states())
 	case a.Status == 200:
 		if want := stepState[a.Step]; want != "" && !o.entered(want) {
 			return fmt.Sprintf("a %s of order %s was answered 200, but the order was never %s (its history: %s)", a.Step, o.ID, want, o.states())

@@ -85,6 +85,9 @@ func TestJudgeOrders(t *testing.T) {
 		{"a pay answered order-expired of an order that never expired", func(e *Evidence) {
 			e.Orders.Steps = append(e.Orders.Steps, StepAnswer{Order: "o-ship", Step: "pay", Status: 409, Problem: "order-expired"})
 		}, OrdersBroken, "answered 409 order-expired, but the order was paid"},
+		{"a step of an existing order answered 404", func(e *Evidence) {
+			e.Orders.Steps = append(e.Orders.Steps, StepAnswer{Order: "o-paid", Step: "ship", Status: 404, Problem: "order-not-found"})
+		}, OrdersBroken, "a ship of order o-paid was answered 404 order-not-found, but the order exists"},
 		{"a step of an order Postgres does not have", func(e *Evidence) { e.Orders.Steps[0].Order = "o-none" },
 			OrdersBroken, "Postgres has no such order of the run"},
 		{"a held order that never ended", func(e *Evidence) { e.Orders.Unended = []string{"o-held"} },
