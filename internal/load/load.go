@@ -226,6 +226,25 @@ type answerCounts struct {
 	ok, soldOut, unavailable, errors, breaches, unknown, circuitOpen atomic.Int64
 	// Of buyers who asked after the product's last restock in the run.
 	lateSoldOut, lateTurnedAway atomic.Int64
+	// lowest is 1 + the lowest remaining a 2xx told (0: none told one).
+	lowest atomic.Int64
+}
+
+// noteRemaining keeps the lowest remaining a 2xx answer told, replays
+// aside (theirs is what is left now).
+func (a *answerCounts) noteRemaining(o outcome) {
+	if o.status/100 != 2 || !o.remainingKnown || o.replayed {
+		return
+	}
+	for {
+		old := a.lowest.Load()
+		if old != 0 && old <= o.remaining+1 {
+			return
+		}
+		if a.lowest.CompareAndSwap(old, o.remaining+1) {
+			return
+		}
+	}
 }
 
 // count adds o; late says the buyer asked after the product's last restock.
@@ -255,6 +274,7 @@ func (a *answerCounts) count(o outcome, late bool) {
 	if o.circuitOpen {
 		a.circuitOpen.Add(1)
 	}
+	a.noteRemaining(o)
 }
 
 // figures is the answers as verdict.Judge takes them, the product's state to be
@@ -270,6 +290,13 @@ func (a *answerCounts) figures(buyers int64) verdict.Figures {
 		Breaches:       a.breaches.Load(),
 		LateSoldOut:    a.lateSoldOut.Load(),
 		LateTurnedAway: a.lateTurnedAway.Load(),
+		LowestRemaining: func() *int64 {
+			if l := a.lowest.Load(); l != 0 {
+				l--
+				return &l
+			}
+			return nil
+		}(),
 	}
 }
 

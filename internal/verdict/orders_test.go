@@ -136,3 +136,29 @@ func TestSoldOutThenReturnedIsLeftToTheHistory(t *testing.T) {
 		t.Errorf("without returns: Judge = %s %q, want %s (a sold-out with stock left)", got.Verdict, got.Reasons, Broken)
 	}
 }
+
+// TestAnOversellReturnsHide: an unsafe strategy that took the stock to −6
+// and then had units returned ends with its ledger under the initial
+// stock; the answer that told −6 left still makes it OVERSOLD (and a safe
+// one BROKEN). Without returns the measure is the ledger's, as before.
+func TestAnOversellReturnsHide(t *testing.T) {
+	low := int64(-6)
+	e := Evidence{
+		Products: []Figures{{Product: "p", Buyers: 30, OK: 30, Final: 2, LowestRemaining: &low,
+			Rounds: []RoundFigures{{Round: 1, Current: true, Initial: 20, Units: 18, Rows: 30, OK: 30, Returned: 12}}}},
+		History: checked("p"),
+	}
+	if got := Judge(e); got.Verdict != Oversold || got.Oversold != 6 {
+		t.Errorf("unsafe: Judge = %s, oversold %d %q; want %s, 6", got.Verdict, got.Oversold, got.Reasons, Oversold)
+	}
+	e.Safe = true
+	if got := Judge(e); got.Verdict != Broken || !slices.ContainsFunc(got.Reasons, func(r string) bool { return strings.Contains(r, "a sale answered -6 left") }) {
+		t.Errorf("safe: Judge = %s %q; want %s naming the answer", got.Verdict, got.Reasons, Broken)
+	}
+	e.Safe = false
+	e.Products[0].Rounds[0].Returned, e.Products[0].Rounds[0].Units, e.Products[0].Rounds[0].Rows = 0, 20, 20
+	e.Products[0].OK, e.Products[0].Final = 20, 0
+	if got := Judge(e); got.Verdict != NoOversell {
+		t.Errorf("no returns: Judge = %s %q; want %s (the ledger's measure, as before)", got.Verdict, got.Reasons, NoOversell)
+	}
+}

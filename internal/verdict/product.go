@@ -33,6 +33,11 @@ type Figures struct {
 	// when the run did not restock): only they could see the current
 	// round's stock.
 	LateSoldOut, LateTurnedAway int64
+	// LowestRemaining is the lowest stock a 2xx answer reported left
+	// (replays aside); nil when none reported one. Below 0 it proves an
+	// oversell at that moment, even when returned units later brought the
+	// ledger back under the initial stock.
+	LowestRemaining *int64
 	// Unattributed is 2xx answers that named no round of this run.
 	Unattributed int64
 	// Rounds is every round the run sold in, oldest first, exactly one of
@@ -128,6 +133,12 @@ func judgeProduct(f Figures, safe, faulted bool) Judgement {
 		}
 		if rr.Oversold > 0 {
 			why = append(why, fmt.Sprintf("oversold %d unit%s: ledger %d > initial %d", rr.Oversold, plural(int(rr.Oversold), "", "s"), r.Units, r.Initial))
+		} else if r.Current && r.Returned > 0 && f.LowestRemaining != nil && *f.LowestRemaining < 0 {
+			// Returned units can bring the ledger back under the initial
+			// stock after an oversell: the answers still show it.
+			rr.Oversold = -*f.LowestRemaining
+			why = append(why, fmt.Sprintf("oversold %d unit%s: a sale answered %d left, though %d returned units brought the ledger back to %d of %d",
+				rr.Oversold, plural(int(rr.Oversold), "", "s"), *f.LowestRemaining, r.Returned, r.Units, r.Initial))
 		}
 		if r.Current {
 			if lost := r.Units - (r.Initial - f.Final); lost != 0 {
