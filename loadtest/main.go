@@ -95,7 +95,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 var (
 	errUsage = load.ErrUsage // exit status 2
 	// errBroken is returned after the table is printed when a safe strategy was BROKEN.
-	errBroken = errors.New("a safe strategy failed (see BROKEN, NOT LINEARIZABLE or INCONCLUSIVE above)")
+	errBroken = errors.New("a safe strategy failed (see BROKEN, ORDERS BROKEN, NOT LINEARIZABLE, STUCK or INCONCLUSIVE above)")
 )
 
 // subcommands are the load tester's other commands, `loadtest <name>`;
@@ -124,6 +124,10 @@ type options struct {
 	zipf                                          float64
 	readers                                       int
 	seedLedger                                    int64
+	// The order scenario (--hold and the flags after it).
+	hold, abandon, cancel, payAtDeadline, refund, ship float64
+	payWithin, sweepBound                              time.Duration
+	retrySteps                                         bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -168,11 +172,44 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.switchEvery, "switch-during", 0, "a row \"switch\": buyers name no strategy while the fleet default (PUT /strategy) is switched among the selected safe strategies every `N` answered buyers; the previous default is restored afterwards (0: no such row)")
 	fs.IntVar(&o.readers, "readers", 0, "keep `N` anonymous readers asking GET /live?since=0 and GET /products/{id} while the buyers buy (reads must not starve sales: compare p99 and 503s with --readers 0)")
 	fs.Int64Var(&o.seedLedger, "seed-ledger", 0, "before the runs, write `N` sales of product <--product>-ledger straight into the fleet's ledger (restocked to N, then sold out), to measure --readers against a large ledger; needs the fleet's Postgres (--postgres-url with --url)")
+	fs.Float64Var(&o.hold, "hold", 0, "the fraction `F` (0–1) of buyers that hold units for an order (pay_within) instead of buying outright, and take it through its life: pay, cancel, refund, ship, or abandon it to the expiry job; the run waits for every held order to end and checks every order invariant in Postgres (0: no orders, as before)")
+	fs.DurationVar(&o.payWithin, "pay-within", 2*time.Second, "with --hold: each hold's pay_within (1s to 24h); short, so that a run sees its abandoned orders expire")
+	fs.Float64Var(&o.abandon, "abandon", 0.3, "with --hold: the fraction of holders that never pay (the expiry job returns their units)")
+	fs.Float64Var(&o.cancel, "cancel", 0.2, "with --hold: the fraction of holders that cancel after a random delay of up to 200ms")
+	fs.Float64Var(&o.payAtDeadline, "pay-at-deadline", 0.2, "with --hold: the fraction of holders that pay within 30ms of the deadline, racing the expiry job (200 or 409 order-expired, both true)")
+	fs.Float64Var(&o.refund, "refund", 0.2, "with --hold: the fraction of the orders paid at once that are refunded (their units come back)")
+	fs.Float64Var(&o.ship, "ship", 0.5, "with --hold: the fraction of the other orders paid at once that are shipped")
+	fs.BoolVar(&o.retrySteps, "retry-steps", false, "with --hold: send every pay, cancel, refund and ship twice, as a double click or a payment provider's retry does (a step whose answer said nothing is always sent again)")
+	fs.DurationVar(&o.sweepBound, "sweep-bound", 0, "with --hold: how late after its deadline the expiry job may expire a held order, INVENTORY_ORDER_SWEEP_INTERVAL + INVENTORY_LOCK_TTL + 1s (default: the local fleet's, from --lock-ttl; with --url the service's defaults, 32s)")
 	if err := parse(fs, args); err != nil {
 		return o, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.sweepBound == 0 {
+		ttl := o.lockTTL
+		if ttl == 0 || o.url != "" {
+			ttl = 30 * time.Second // the service's INVENTORY_LOCK_TTL default
+		}
+		o.sweepBound = load.SweepBound(ttl, time.Second) // the service's INVENTORY_ORDER_SWEEP_INTERVAL default
+	}
+	orderFlag := ""
+	for _, name := range []string{"pay-within", "abandon", "cancel", "pay-at-deadline", "refund", "ship", "retry-steps", "sweep-bound"} {
+		if set[name] && orderFlag == "" {
+			orderFlag = name
+		}
+	}
+	switch {
+	case o.hold == 0 && orderFlag != "":
+		return o, fmt.Errorf("%w: --%s only applies with --hold", errUsage, orderFlag)
+	case o.hold != 0 && (o.restockDuring || o.switchEvery > 0 || o.mix):
+		return o, fmt.Errorf("%w: --hold is checked one strategy and one round at a time: not with --restock-during, --switch-during or --mix", errUsage)
+	}
+	if o.hold != 0 {
+		if err := o.orderScenario().Validate(); err != nil {
+			return o, fmt.Errorf("%w: --hold: %w", errUsage, err)
+		}
+	}
 	switch {
 	case o.url != "" && set["work-delay"]:
 		return o, fmt.Errorf("%w: --work-delay only applies to the local fleet; a running fleet has its own INVENTORY_WORK_DELAY", errUsage)
@@ -363,6 +400,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := load.Config{Product: o.product, Stock: o.stock, Buyers: o.buyers, Concurrency: o.concurrency, RestockDuring: o.restockDuring,
 		Products: o.products, Zipf: o.zipf, PostgresURL: o.postgresURL, HistoryTimeout: o.historyTimeout, Readers: o.readers}
+	if o.hold != 0 {
+		if o.postgresURL == "" {
+			return fmt.Errorf("%w: --hold checks every order invariant in the fleet's Postgres: give --postgres-url", errUsage)
+		}
+		cfg.Orders = o.orderScenario()
+		fmt.Fprintf(stderr, "%.0f%% of the buyers hold for %s: %.0f%% of them abandon, %.0f%% cancel, %.0f%% pay at the deadline, the rest pay; expiries due within %s of their deadline\n",
+			100*o.hold, o.payWithin, 100*o.abandon, 100*o.cancel, 100*o.payAtDeadline, o.sweepBound)
+	}
 	results, err := load.RunTable(ctx, c, cfg, rows, load.TableOptions{
 		Runs: o.runs, Ceilings: o.ceilings, CeilingTime: o.ceilingTime, PostgresURL: o.postgresURL, Progress: &bars{w: stderr, buyers: o.buyers},
 	})
@@ -387,6 +432,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	report.PrintTable(tableOut, rep, o.wide)
 	report.PrintCeilings(tableOut, rep)
 	report.PrintReads(tableOut, rep)
+	report.PrintOrders(tableOut, rep)
 	for _, note := range load.CircuitNotes(rep.Results, rep.Target) {
 		fmt.Fprintln(tableOut, note)
 	}
@@ -408,6 +454,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errBroken
 	}
 	return nil
+}
+
+// orderScenario is the order scenario the flags ask for.
+func (o options) orderScenario() *load.OrderScenario {
+	return &load.OrderScenario{Hold: o.hold, PayWithin: o.payWithin, Abandon: o.abandon, Cancel: o.cancel, PayAtDeadline: o.payAtDeadline,
+		Refund: o.refund, Ship: o.ship, RetrySteps: o.retrySteps, SweepBound: o.sweepBound}
 }
 
 // writeHistoryPages writes porcupine's page of every product whose history

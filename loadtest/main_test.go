@@ -47,6 +47,17 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--watchdog-interval", "0"}, nil},
 		{[]string{"--watchdog-interval", "-1s"}, errUsage},
 		{[]string{"--url", "http://localhost:8080", "--admin-token", "t", "--watchdog-interval", "0"}, errUsage},
+		{[]string{"--hold", "0.5", "--abandon", "0.3", "--cancel", "0.2", "--pay-at-deadline", "0.2", "--retry-steps", "--pay-within", "2s"}, nil},
+		{[]string{"--hold", "1", "--refund", "1", "--ship", "0"}, nil},
+		{[]string{"--hold", "1.5"}, errUsage},
+		{[]string{"--hold", "-0.1"}, errUsage},
+		{[]string{"--hold", "0.5", "--abandon", "0.6", "--cancel", "0.6"}, errUsage},
+		{[]string{"--hold", "0.5", "--pay-within", "500ms"}, errUsage},
+		{[]string{"--hold", "0.5", "--sweep-bound", "-1s"}, errUsage},
+		{[]string{"--abandon", "0.3"}, errUsage},
+		{[]string{"--retry-steps"}, errUsage},
+		{[]string{"--hold", "0.5", "--restock-during"}, errUsage},
+		{[]string{"--hold", "0.5", "--mix"}, errUsage},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")

@@ -6,8 +6,11 @@
 // The model of one product is its stock and round. A sale of q answered
 // "sold" needs stock ≥ q and leaves stock − q (the answer's remaining, when
 // given, must match); "sold out" needs stock < q; a definite failure
-// changes nothing; an unknown outcome may or may not have sold. A restock
-// sets the stock and starts a round. A final reading of the database must
+// changes nothing; an unknown outcome may or may not have sold. A hold is
+// a sale: its units are gone until they return. A return (a cancel or
+// refund answered 200, an expiry) gives q back to its round at some moment
+// inside its window; one with an unknown answer may or may not have. A
+// restock sets the stock and starts a round. A final reading of the database must
 // match the state the history leads to, and so must every reading taken
 // between ops.
 //
@@ -69,6 +72,15 @@ const (
 	// round read, taken between Start and End. Check adds the final one;
 	// a caller adds those it took between ops.
 	Read
+	// Return: an order's units come back to the stock (a cancel, a refund
+	// or the expiry job), quantity = the units, Round the order's round: in
+	// that round the stock rises by quantity; in any other (a restock came
+	// between the hold and the return) nothing changes, as Postgres gives
+	// an old round's units nothing in the new one. Sold: it happened
+	// somewhere between Start and End (a 200 cancel, or an expiry between
+	// the order's deadline and when it was seen expired); Unknown: it may
+	// or may not have, up to the last reading; Failed: it did not.
+	Return
 )
 
 // Op is one request and its answer.
@@ -147,7 +159,8 @@ type ProductResult struct {
 	// product: "false sold-out" (sold out while stock remained), "phantom
 	// sale" (sold what no stock could give), "wrong remaining" (two sales of
 	// a round told the same stock left), "final stock" (the database's
-	// stock is not where the answers lead), "restock" or "unexplained".
+	// stock is not where the answers lead), "restock", "return" or
+	// "unexplained".
 	Violation string
 	// Evidence is the first op no order could place, described.
 	Evidence string
@@ -210,7 +223,7 @@ func Scaled(base, perOp time.Duration) Budget {
 func Check(initial, final map[string]State, ops []Op, budget Budget) Result {
 	byProduct := map[string][]Op{}
 	for _, op := range ops {
-		if op.Kind == Sale && op.Outcome == Failed {
+		if (op.Kind == Sale || op.Kind == Return) && op.Outcome == Failed {
 			continue // no effect, no constraint
 		}
 		byProduct[op.Product] = append(byProduct[op.Product], op)

@@ -9,8 +9,9 @@ import (
 )
 
 type input struct {
-	kind Kind
-	q    int64
+	kind  Kind
+	q     int64
+	round int // a return's: the order's round
 }
 
 type output struct {
@@ -75,6 +76,19 @@ func step(s State, in input, out output) []any {
 		default:
 			return []any{s}
 		}
+	case Return:
+		back := s
+		if in.round == s.Round {
+			back.Stock += in.q
+		}
+		switch out.outcome {
+		case Sold:
+			return []any{back}
+		case Unknown:
+			return []any{s, back}
+		default:
+			return []any{s}
+		}
 	case Read:
 		if s.Stock == in.q && (out.round == 0 || out.round == s.Round) {
 			return []any{s}
@@ -96,6 +110,8 @@ func describe(in input, out output) string {
 		return fmt.Sprintf("restock to %d → %s", in.q, out.outcome)
 	case Read:
 		return fmt.Sprintf("database: stock %d", in.q)
+	case Return:
+		return fmt.Sprintf("return %d of round %d → %s", in.q, in.round, out.outcome)
 	}
 	return "?"
 }
@@ -202,7 +218,7 @@ func checkProduct(id string, init State, fin *State, ops []Op, budget Budget) Pr
 		}
 		history = append(history, porcupine.Operation{
 			ClientId: op.Client,
-			Input:    input{kind: op.Kind, q: op.Quantity},
+			Input:    input{kind: op.Kind, q: op.Quantity, round: op.Round},
 			Call:     at(op.Start),
 			Output:   output{outcome: op.Outcome, remaining: remaining, round: op.Round},
 			Return:   end,
@@ -259,17 +275,24 @@ func checkProduct(id string, init State, fin *State, ops []Op, budget Budget) Pr
 // refute looks for what no order of ops can explain without searching
 // orders at all, so that a history that oversold is failed at once instead
 // of after porcupine has tried every order of thousands of overlapping
-// sales. Within a round stock only falls, each sale by at least one unit,
-// and never below zero: so no two sales of one round leave the same
-// remaining, none leaves less than zero, a round's sales answered "sold"
-// add up to at most its initial stock, and the final stock is not
-// negative. It returns the violation and its evidence, or "" when none of
-// these shows one (which proves nothing either way).
+// sales. Within a round stock falls by each sale, rises only by a return,
+// and never goes below zero: so no two sales of a round without returns
+// leave the same remaining, none leaves less than zero, a round's sales
+// answered "sold" add up to at most its initial stock and the units that
+// may have been returned to it, and the final stock is not negative. It
+// returns the violation and its evidence, or "" when none of these shows
+// one (which proves nothing either way).
 func refute(init State, final *State, ops []Op) (violation, evidence string) {
 	initial := map[int]int64{init.Round: init.Stock} // each round's first stock, where known
+	// Units that may have come back to each round: stock rises by them, so
+	// they may be sold again, and two sales may then leave the same stock.
+	returned := map[int]int64{}
 	for _, op := range ops {
 		if op.Kind == Restock && op.Outcome == Sold && op.Round > 0 {
 			initial[op.Round] = op.Quantity
+		}
+		if op.Kind == Return && op.Outcome != Failed {
+			returned[op.Round] += op.Quantity
 		}
 	}
 	type left struct {
@@ -288,7 +311,7 @@ func refute(init State, final *State, ops []Op) (violation, evidence string) {
 		}
 		if op.Remaining >= 0 {
 			k := left{op.Round, op.Remaining}
-			if other, ok := seen[k]; ok && twice == "" {
+			if other, ok := seen[k]; ok && twice == "" && returned[op.Round] == 0 {
 				twice = fmt.Sprintf("clients %d and %d were both told %d left in round %d: two sales cannot leave the same stock "+
 					"(a lost update, or an answer that reports the stock of another moment)", other.Client, op.Client, op.Remaining, op.Round)
 			}
@@ -302,9 +325,10 @@ func refute(init State, final *State, ops []Op) (violation, evidence string) {
 	}
 	sort.Ints(rounds)
 	for _, round := range rounds {
-		if first, ok := initial[round]; ok && sold[round] > first {
+		if first, ok := initial[round]; ok && sold[round] > first+returned[round] {
 			units := sold[round]
-			return "phantom sale", fmt.Sprintf("%d units answered sold in round %d, which began with %d", units, round, first)
+			return "phantom sale", fmt.Sprintf("%d units answered sold in round %d, which began with %d and had %d returned",
+				units, round, first, returned[round])
 		}
 	}
 	if twice != "" {
@@ -351,6 +375,8 @@ func explain(history []porcupine.Operation, info porcupine.LinearizationInfo) (v
 			return "final stock", ev
 		case in.kind == Restock:
 			return "restock", ev
+		case in.kind == Return:
+			return "return", ev
 		case out.outcome == SoldOut:
 			return "false sold-out", ev
 		case out.outcome == Sold:

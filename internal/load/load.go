@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"inventory/internal/history"
-	"inventory/internal/verdict"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	apiclient "inventory/internal/client"
+	"inventory/internal/history"
+	"inventory/internal/verdict"
 )
 
 // DefaultWorkDelay is INVENTORY_WORK_DELAY for a local fleet's replicas:
@@ -77,6 +80,12 @@ type Config struct {
 	// GET /live?since=0 and GET /products/{id} while the buyers buy (see
 	// readers): whether reads can starve sales.
 	Readers int
+	// Orders, when set, makes a fraction of the buyers hold units for an
+	// order and take it through its steps (see OrderScenario); the run
+	// then waits for every held order to end, and reads every invariant of
+	// an order's life from Postgres (needs PostgresURL). Not with Keys or
+	// RestockDuring.
+	Orders *OrderScenario
 }
 
 // Scenario is one row of the table: who sells and how buyers pick the strategy.
@@ -193,6 +202,8 @@ type Result struct {
 	// Wave is, under a fault, the buyers sent once it had healed (see
 	// Config.WaveWithin); their answers are counted in the figures above.
 	Wave *WaveResult `json:"wave,omitempty"`
+	// Orders is, with Config.Orders, what the run's orders came to.
+	Orders *OrdersResult `json:"orders,omitempty"`
 
 	// Answers is, with Config.Keys, every buyer's last answer; --json leaves
 	// it out.
@@ -215,6 +226,25 @@ type answerCounts struct {
 	ok, soldOut, unavailable, errors, breaches, unknown, circuitOpen atomic.Int64
 	// Of buyers who asked after the product's last restock in the run.
 	lateSoldOut, lateTurnedAway atomic.Int64
+	// lowest is 1 + the lowest remaining a 2xx told (0: none told one).
+	lowest atomic.Int64
+}
+
+// noteRemaining keeps the lowest remaining a 2xx answer told, replays
+// aside (theirs is what is left now).
+func (a *answerCounts) noteRemaining(o outcome) {
+	if o.status/100 != 2 || !o.remainingKnown || o.replayed {
+		return
+	}
+	for {
+		old := a.lowest.Load()
+		if old != 0 && old <= o.remaining+1 {
+			return
+		}
+		if a.lowest.CompareAndSwap(old, o.remaining+1) {
+			return
+		}
+	}
 }
 
 // count adds o; late says the buyer asked after the product's last restock.
@@ -244,6 +274,7 @@ func (a *answerCounts) count(o outcome, late bool) {
 	if o.circuitOpen {
 		a.circuitOpen.Add(1)
 	}
+	a.noteRemaining(o)
 }
 
 // figures is the answers as verdict.Judge takes them, the product's state to be
@@ -259,6 +290,13 @@ func (a *answerCounts) figures(buyers int64) verdict.Figures {
 		Breaches:       a.breaches.Load(),
 		LateSoldOut:    a.lateSoldOut.Load(),
 		LateTurnedAway: a.lateTurnedAway.Load(),
+		LowestRemaining: func() *int64 {
+			if l := a.lowest.Load(); l != 0 {
+				l--
+				return &l
+			}
+			return nil
+		}(),
 	}
 }
 
@@ -383,12 +421,24 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	if len(ids) > 1 {
 		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, DefaultZipf), cfg.Seed)
 	}
+	if cfg.Orders != nil && (cfg.Keys != "" || cfg.RestockDuring) {
+		return Result{}, fmt.Errorf("%w: an order scenario is checked in one round without idempotency keys: not with Keys or RestockDuring", ErrUsage)
+	}
 	parallel := adminParallel(cfg.Concurrency)
 	tr, err := openTruth(ctx, c, cfg.PostgresURL, parallel)
 	if err != nil {
 		return Result{}, err
 	}
 	defer tr.close()
+	var ord *orders
+	if cfg.Orders != nil {
+		if ord, err = newOrders(*cfg.Orders, c, tr, ids); err != nil {
+			return Result{}, err
+		}
+		// However the run ends, no follower outlives it (one ends at its
+		// step, at most pay_within after its hold, or when ctx ends).
+		defer ord.followers.Wait()
+	}
 	before := make([]product, len(ids))
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
 		p, err := restockChecked(ctx, c, tr, id, cfg.Stock)
@@ -502,6 +552,21 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		pace = waves(runCtx, cfg.Spread, cfg.Buyers, cfg.Concurrency)
 	}
 	reading := c.startReaders(ctx, cfg.Readers, ids[0])
+	firsts := make([]int64, len(ids))
+	for i := range ids {
+		firsts[i] = before[i].Round
+	}
+	var stopWatching func() error
+	if ord != nil {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		wait := ord.watchReturns(watchCtx, firsts)
+		stopWatching = func() error { stopWatch(); return wait() }
+		defer func() {
+			if stopWatching != nil {
+				_ = stopWatching()
+			}
+		}()
+	}
 	start := time.Now()
 	for w := range workers {
 		wg.Go(func() {
@@ -540,7 +605,19 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 					key = fmt.Sprintf("%s-%d", cfg.Keys, i)
 				}
 				t0 := time.Now()
-				o, retries := c.buyRetrying(runCtx, ids[p], strategy, key, cfg.Retries)
+				var (
+					o       outcome
+					retries int
+				)
+				if f, after, r := ord.fate(cfg.Seed, i); f != buyOutright {
+					var h apiclient.HeldSale
+					h, o = c.hold(runCtx, ids[p], strategy, cfg.Orders.PayWithin)
+					if o.status == http.StatusCreated {
+						ord.held(ctx, p, h, t0, f, after, r)
+					}
+				} else {
+					o, retries = c.buyRetrying(runCtx, ids[p], strategy, key, cfg.Retries)
+				}
 				rec.Add(o.op(w, ids[p], key, t0, time.Now()))
 				t.retries.Add(int64(retries))
 				// Latency is the buyer's, retries included.
@@ -575,6 +652,26 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	}
 	if err := context.Cause(runCtx); err != nil {
 		return Result{}, err
+	}
+	// Every held order must end (paid, cancelled or expired) before the
+	// run's state is read: the orders' followers first, then the expiry job.
+	var (
+		unended  []string
+		ordersEv *verdict.Orders
+	)
+	if ord != nil {
+		ord.followers.Wait()
+		if unended, err = ord.awaitEnded(ctx, firsts); err != nil {
+			return Result{}, err
+		}
+		err := stopWatching()
+		stopWatching = nil
+		if err != nil {
+			return Result{}, err
+		}
+		if ordersEv, err = ord.evidence(ctx, firsts, unended); err != nil {
+			return Result{}, err
+		}
 	}
 	// Once the fault has healed, a fresh wave must buy what is left.
 	var wv *wave
@@ -640,11 +737,11 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	}); err != nil {
 		return Result{}, err
 	}
-	firsts := map[string]int64{}
+	firstOf := map[string]int64{}
 	for i, id := range ids {
-		firsts[id] = before[i].Round
+		firstOf[id] = before[i].Round
 	}
-	circuits, err := tr.circuits(ctx, ids, firsts)
+	circuits, err := tr.circuits(ctx, ids, firstOf)
 	if err != nil {
 		return Result{}, err
 	}
@@ -701,6 +798,27 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		final[id] = history.State{Stock: after[i].Quantity, Round: int(after[i].Round)}
 		ops = append(ops, others[i]...)
 	}
+	if ordersEv != nil {
+		// The units each order returned come back inside the window its
+		// return certainly happened in; and the ledger's units of a round
+		// count them back (figs).
+		returns, err := ord.returnOps(ordersEv, workers+len(ids)+1_000_000, time.Now())
+		if err != nil {
+			return Result{}, err
+		}
+		ops = append(ops, returns...)
+		for i := range figs {
+			for k := range figs[i].Rounds {
+				for _, r := range ordersEv.Rounds {
+					if r.Product == figs[i].Product && r.Round == figs[i].Rounds[k].Round {
+						figs[i].Rounds[k].Returned = r.Returned
+					}
+				}
+			}
+		}
+		res.Orders = ord.result(ordersEv)
+		res.Orders.Returns = len(returns)
+	}
 	settled := 0
 	if len(ids) == 1 && ledgers[0] != nil {
 		settled = settle(ops, ledgers[0])
@@ -713,7 +831,8 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	res.History = checkHistory(initial, final, ops, budget)
 	res.History.Settled = settled
 
-	ev := verdict.Evidence{Safe: sc.Safe, Products: figs, History: &res.History.result, Circuits: circuits, CircuitRefusals: res.CircuitRefused}
+	ev := verdict.Evidence{Safe: sc.Safe, Products: figs, History: &res.History.result, Circuits: circuits, CircuitRefusals: res.CircuitRefused,
+		Orders: ordersEv}
 	if len(ids) == 1 && ledgers[0] != nil {
 		ev.Ledger = ledgers[0]
 		if cfg.Keys != "" {

@@ -114,7 +114,7 @@ func verdictClass(r load.Result) string {
 	switch r.Verdict {
 	case verdict.Safe:
 		return "safe"
-	case verdict.Broken, verdict.NotLinearizable, verdict.Inconclusive, verdict.Stuck:
+	case verdict.Broken, verdict.OrdersBroken, verdict.NotLinearizable, verdict.Inconclusive, verdict.Stuck:
 		return "failed"
 	case verdict.Undersold:
 		return "undersold"
@@ -144,6 +144,11 @@ func verdictRows(rep *Report) ([]verdictRow, []string) {
 		if r.Breaches > 0 {
 			notes = append(notes, fmt.Sprintf("%s: lock broke %d time%s, the database caught every one (guarded, fenced write refused)",
 				rowLabel(rep, r), r.Breaches, plural(int(r.Breaches), "", "s")))
+		}
+		if o := r.Orders; o != nil {
+			notes = append(notes, fmt.Sprintf("%s: %d orders held for %s: %d paid, %d cancelled, %d expired, %d refunded, %d shipped; %d units returned; "+
+				"%d expiries later than %s after their deadline (latest %.0f ms)", rowLabel(rep, r), o.Held, o.PayWithin, o.Paid, o.Cancelled,
+				o.Expired, o.Refunded, o.Shipped, o.UnitsReturned, o.LateExpiries, o.SweepBound, o.MaxExpiryLagMs))
 		}
 	}
 	return rows, notes

@@ -33,6 +33,11 @@ type Figures struct {
 	// when the run did not restock): only they could see the current
 	// round's stock.
 	LateSoldOut, LateTurnedAway int64
+	// LowestRemaining is the lowest stock a 2xx answer reported left
+	// (replays aside); nil when none reported one. Below 0 it proves an
+	// oversell at that moment, even when returned units later brought the
+	// ledger back under the initial stock.
+	LowestRemaining *int64
 	// Unattributed is 2xx answers that named no round of this run.
 	Unattributed int64
 	// Rounds is every round the run sold in, oldest first, exactly one of
@@ -46,9 +51,12 @@ type RoundFigures struct {
 	Round   int64
 	Current bool
 	Initial int64 // the round's stock when it started
-	Units   int64 // units in the ledger for this round
+	Units   int64 // units in the ledger for this round, less Returned
 	Rows    int64 // ledger rows for this round
-	OK      int64 // 2xx answers whose response named this round
+	// Returned is the units of the round's cancelled, expired and refunded
+	// orders that went back to its stock (returns rows, restored).
+	Returned int64
+	OK       int64 // 2xx answers whose response named this round
 }
 
 // RoundResult is one round checked on its own, as --json writes it.
@@ -125,6 +133,12 @@ func judgeProduct(f Figures, safe, faulted bool) Judgement {
 		}
 		if rr.Oversold > 0 {
 			why = append(why, fmt.Sprintf("oversold %d unit%s: ledger %d > initial %d", rr.Oversold, plural(int(rr.Oversold), "", "s"), r.Units, r.Initial))
+		} else if r.Current && r.Returned > 0 && f.LowestRemaining != nil && *f.LowestRemaining < 0 {
+			// Returned units can bring the ledger back under the initial
+			// stock after an oversell: the answers still show it.
+			rr.Oversold = -*f.LowestRemaining
+			why = append(why, fmt.Sprintf("oversold %d unit%s: a sale answered %d left, though %d returned units brought the ledger back to %d of %d",
+				rr.Oversold, plural(int(rr.Oversold), "", "s"), *f.LowestRemaining, r.Returned, r.Units, r.Initial))
 		}
 		if r.Current {
 			if lost := r.Units - (r.Initial - f.Final); lost != 0 {
@@ -135,8 +149,8 @@ func judgeProduct(f Figures, safe, faulted bool) Judgement {
 		if why1 := Reconcile(r.Rows, r.OK, f.slack(faulted)); why1 != "" {
 			why = append(why, why1)
 		}
-		if r.Units != r.Rows {
-			why = append(why, fmt.Sprintf("ledger has %d units in %d sales of one unit each", r.Units, r.Rows))
+		if r.Units+r.Returned != r.Rows {
+			why = append(why, fmt.Sprintf("ledger has %d units in %d sales of one unit each", r.Units+r.Returned, r.Rows))
 		}
 		for _, w := range why {
 			broken = append(broken, prefix+w)
@@ -156,10 +170,18 @@ func judgeProduct(f Figures, safe, faulted bool) Judgement {
 	if f.Unattributed > 0 {
 		broken = append(broken, fmt.Sprintf("%d buyer%s got 2xx naming no round this run sold in", f.Unattributed, plural(int(f.Unattributed), "", "s")))
 	}
+	returned := current != nil && current.Returned > 0
 	if f.Final > 0 {
-		j.Undersold = min(f.Final, f.LateTurnedAway)
+		turnedAway := f.LateTurnedAway
+		if returned {
+			turnedAway -= f.LateSoldOut // true when answered, the units came back later
+		}
+		j.Undersold = min(f.Final, turnedAway)
 	}
-	if f.LateSoldOut > 0 && f.Final > 0 && !faulted {
+	// Units returned after a sold-out (an expiry, a cancel) make it true
+	// at its moment and the stock above 0 afterwards: the history check
+	// judges those.
+	if f.LateSoldOut > 0 && f.Final > 0 && !faulted && !returned {
 		broken = append(broken, fmt.Sprintf("answered 409 sold out %d times while %d units remained", f.LateSoldOut, f.Final))
 	}
 	if f.Errors > 0 && !faulted {

@@ -52,7 +52,9 @@ const (
 	// Stuck: under a fault, a safe strategy sold nothing to the wave of
 	// buyers sent once the fault had healed, while units remained (or the
 	// wave was not answered in time, or none was sent): it did not recover.
-	// Fails its run and its cell.
+	// Also: a held order had not ended (paid, cancelled or expired) when
+	// its deadline and the expiry job's bound had passed. Fails its run
+	// and its cell.
 	Stuck = "STUCK"
 	// NotStruck: a cell of the fault matrix whose fault, declared to apply
 	// to the strategy, did not strike enough of its runs, said at run time
@@ -95,6 +97,9 @@ type Evidence struct {
 	Fault *Strike
 	// Wave is the buyers sent once the fault had healed; nil for none.
 	Wave *Wave
+	// Orders is the run's orders and their rounds, read from Postgres once
+	// every held order had ended; nil for a run without holds.
+	Orders *Orders
 }
 
 // Strike is what a faulted run knows of its fault.
@@ -149,9 +154,11 @@ func (c Circuit) OversoldAtTrip() int64 { return max(0, c.Sold-c.Initial, -c.Qua
 // invariant, a key's rows disagree with its buyer's answer, a sale was made
 // with another strategy than the default given, the watchdog opened a
 // circuit, or a sold-out was answered after the fault had healed while
-// units remained; NOT LINEARIZABLE when no order of events explains the
-// answers; STUCK when, under a fault, the wave after the heal sold nothing
-// of what was left (or was not answered in time, or not sent);
+// units remained; ORDERS BROKEN when its orders broke an invariant of an
+// order's life (Orders.Check); NOT LINEARIZABLE when no order of events
+// explains the answers; STUCK when, under a fault, the wave after the heal
+// sold nothing of what was left (or was not answered in time, or not
+// sent), or a held order never ended;
 // INCONCLUSIVE when its history was not checked to the end; UNDERSOLD when
 // buyers were turned away while units remained; else SAFE. Every reason
 // found is listed, whichever verdict wins. An unsafe row is OVERSOLD, LOST
@@ -186,8 +193,15 @@ func Judge(e Evidence) Judgement {
 	broken := e.brokenBeyondTheLedger()
 	notLin, unchecked := e.history()
 	stuck := e.stuck()
+	var ordersBroken []string
+	if e.Orders != nil {
+		var unended []string
+		ordersBroken, unended = e.Orders.Check()
+		stuck = append(stuck, unended...)
+	}
 	if !e.Safe {
 		j.Reasons = append(j.Reasons, broken...)
+		j.Reasons = append(j.Reasons, ordersBroken...)
 		j.Reasons = append(j.Reasons, notLin...)
 		return j
 	}
@@ -197,6 +211,7 @@ func Judge(e Evidence) Judgement {
 		capacity, j.Reasons = j.Reasons, nil
 	}
 	j.Reasons = append(j.Reasons, broken...)
+	j.Reasons = append(j.Reasons, ordersBroken...)
 	j.Reasons = append(j.Reasons, notLin...)
 	j.Reasons = append(j.Reasons, stuck...)
 	j.Reasons = append(j.Reasons, unchecked...)
@@ -207,6 +222,8 @@ func Judge(e Evidence) Judgement {
 			// Which strategy sold what, from which replica: the first clue.
 			j.Reasons = append(j.Reasons, "ledger rows by strategy@replica: "+byStrategy(e.Ledger))
 		}
+	case len(ordersBroken) > 0:
+		j.Verdict = OrdersBroken
 	case len(notLin) > 0:
 		j.Verdict = NotLinearizable
 	case len(stuck) > 0:
@@ -353,7 +370,7 @@ func Kept(safe bool, verdict string, reasons []string) bool {
 // Failing reports whether a verdict makes the load tester exit non-zero.
 func Failing(verdict string) bool {
 	switch verdict {
-	case Broken, NotLinearizable, Inconclusive, Stuck, NotStruck:
+	case Broken, OrdersBroken, NotLinearizable, Inconclusive, Stuck, NotStruck:
 		return true
 	}
 	return false
