@@ -65,15 +65,19 @@ func TestANewHolderRunsAtOnceThenEveryInterval(t *testing.T) {
 	}
 
 	const interval = 30 * time.Millisecond
+	begun := time.Now() // no earlier than the first run's tick
 	s := start(t, New(memlock.New(srv, lock.Options{TTL: time.Minute}), "sweep", rs.job("often", nil), Options{Name: "often", Interval: interval, Metrics: m}))
 	var got []run
 	for range 4 {
 		got = append(got, rs.next(t, "a run", 10*time.Second))
 	}
 	for i := 1; i < len(got); i++ {
-		// Run i is due i ticks after the first: late or not, never early.
-		if gap, tick := got[i].start.Sub(got[0].start), time.Duration(i)*interval; gap < tick {
-			t.Errorf("run %d started %v after the first, want at least %d intervals, %v", i+1, gap, i, tick)
+		// Run i is due i ticks after the first's tick, which is no earlier
+		// than begun: late or not, never early. (Not i intervals after the
+		// first run began: that one may have started late for its tick, by
+		// 0.6 ms once under load, and the ticks keep their schedule.)
+		if gap, tick := got[i].start.Sub(begun), time.Duration(i)*interval; gap < tick {
+			t.Errorf("run %d started %v after the runner, want at least %d intervals, %v", i+1, gap, i, tick)
 		}
 		if got[i].fence != got[0].fence {
 			t.Errorf("run %d's fence = %+v, want the lease's, %+v (one lease)", i, got[i].fence, got[0].fence)
