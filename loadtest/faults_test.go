@@ -21,7 +21,8 @@ func TestFaultFlagsOrders(t *testing.T) {
 	}
 	want := matrix.DefaultOrders()
 	want.PayWithin, want.SweepBound = 2*time.Second, load.SweepBound(2*time.Second, 500*time.Millisecond)
-	if o.Orders == nil || *o.Orders != want || o.SweepInterval != 500*time.Millisecond || o.Concurrency != OrdersConcurrency {
+	if o.Orders == nil || *o.Orders != want || o.SweepInterval != 500*time.Millisecond || o.Concurrency != OrdersConcurrency ||
+		o.Stock != OrdersStock || o.Buyers != OrdersBuyers {
 		t.Errorf("parseFaultFlags(--orders …): Orders %+v, SweepInterval %v, Concurrency %d; want %+v, 500ms, %d",
 			o.Orders, o.SweepInterval, o.Concurrency, want, OrdersConcurrency)
 	}

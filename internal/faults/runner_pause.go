@@ -70,6 +70,12 @@ type RunnerStrike struct {
 	// pause until it had stopped running the job after it woke: each a
 	// sweep its fence, or its lost lease, cut short.
 	Refused int64
+	// ClaimWaited is the longest the new runner's claim of the job's fence
+	// was seen waiting on a lock in Postgres during the pause (0: never
+	// seen waiting): the paused runner, stopped inside its sweep's
+	// transaction, holds the fence row until it wakes, and no sweep
+	// expires anything meanwhile.
+	ClaimWaited time.Duration
 	// WroteAfterPause is the orders the paused runner's sweeps expired at
 	// or after the pause (order_events by expiry@<Runner>); the fence
 	// lets through only a transaction that had claimed the job before the
@@ -144,6 +150,13 @@ func (f *RunnerPause) Inject(ctx context.Context, t Target) error {
 				}
 			}
 		}
+		var waited float64 // seconds
+		if err := conn.QueryRow(ctx, `
+			SELECT coalesce(extract(epoch FROM max(clock_timestamp() - query_start)), 0)::float8 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'
+			  AND ltrim(query, E' \t\r\n') LIKE 'INSERT INTO job_fences%'`).Scan(&waited); err == nil {
+			st.ClaimWaited = max(st.ClaimWaited, time.Duration(waited*float64(time.Second)))
+		}
 		select {
 		case <-ctx.Done():
 			f.set(st)
@@ -208,7 +221,7 @@ func (f *RunnerPause) Heal(ctx context.Context) error {
 	}
 	slog.Info("runner-pause", "runner", st.Runner, "sweep_in_flight", st.SweepInFlight, "taken_by", st.TakenBy,
 		"takeover_after", st.TakeoverAfter, "bound", st.Bound, "token_before", st.TokenBefore, "token_after", st.TokenAfter,
-		"refused", st.Refused, "wrote_after_pause", st.WroteAfterPause)
+		"refused", st.Refused, "claim_waited", st.ClaimWaited, "wrote_after_pause", st.WroteAfterPause)
 	f.mu.Lock()
 	f.strikes = append(f.strikes, st)
 	f.mu.Unlock()
