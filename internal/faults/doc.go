@@ -6,8 +6,15 @@
 // network to Postgres and Redis slowed or cut (through proxies), a COMMIT's
 // reply lost after Postgres committed, a lock key
 // removed under its holder, a restock or a strategy switch racing the
-// buyers, a lock server's clock jumping forward) into a running local
-// fleet, one file per fault.
+// buyers, a lock server's clock jumping forward, the expiry job's runner
+// paused past its lease) into a running local fleet, one file per fault.
+//
+// When the buyers hold orders (Target.Orders, the matrix's orders mode),
+// the faults of an order's life strike at it: replica-kill while a step
+// is in flight, pg-restart and pg-failover once held orders are due (the
+// sweep at work), redis-restart with holds outstanding; those that keep
+// Postgres or the job's lock away from every replica say for how long
+// (Outage), which the job's bound does not cover.
 //
 // A fault's Scope says how far it reaches: a fault that strikes the whole
 // fleet (ScopeFleet) is injected once while every strategy sells its own

@@ -149,6 +149,25 @@ func LeasesEnded(f Fault) map[string]int {
 	return nil
 }
 
+// Outage is implemented by faults that take away from every replica, for
+// a while, what the expiry job needs to expire anything at all: Postgres
+// (pg-restart, pg-failover) or the Redis that keeps its lock and counter
+// (redis-restart). Outage is how long the last injection kept it away,
+// measured from the strike until it served again. An order due meanwhile
+// cannot expire before then, so whoever holds expiries to the job's bound
+// (the matrix's orders mode) holds them to the bound plus the outage. A
+// fault that stops one replica (replica-kill, runner-pause) is no outage:
+// another replica takes the job over within the bound.
+type Outage interface{ Outage() time.Duration }
+
+// OutageOf is f's last outage; 0 for a fault that is no Outage.
+func OutageOf(f Fault) time.Duration {
+	if o, ok := f.(Outage); ok {
+		return o.Outage()
+	}
+	return 0
+}
+
 // Target is one faulted run: the fleet, the product the buyers are
 // buying and the strategy they buy with. A ScopeFleet fault striking
 // several runs at once gets neither.
@@ -166,6 +185,12 @@ type Target struct {
 	// Selling is closed once every buyer of the run has its answer: a
 	// fault still waiting for its moment then gives up with ErrMissed.
 	Selling <-chan struct{}
+	// Orders: the buyers hold orders and take them through their steps
+	// (the matrix's orders mode), so a fault that acts on an order's life
+	// waits for its moment there: replica-kill for a step in flight,
+	// pg-restart and pg-failover for held orders past their deadline (the
+	// expiry job's sweep), redis-restart for holds outstanding.
+	Orders bool
 }
 
 // strategy is t.Strategy's entry of t.Strategies, or false.
@@ -214,7 +239,7 @@ func All() []Fault {
 	return []Fault{
 		&ReplicaPause{}, &ReplicaKill{}, &RedisRestart{}, &RedisFailover{}, &RedisClusterFailover{}, &PGRestart{}, &PGFailover{},
 		&NetLatency{}, &NetPartition{}, &CommitReplyLost{},
-		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{}, &ClockJump{},
+		&LockExpiredEarly{}, &RestockRace{}, &StrategySwitch{}, &ClockJump{}, &RunnerPause{},
 	}
 }
 

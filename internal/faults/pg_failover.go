@@ -34,8 +34,14 @@ type PGFailover struct {
 	// fault is then pg-failover-async. Default false: synchronous.
 	Async bool
 
-	fleet *fleet.Fleet
+	fleet  *fleet.Fleet
+	outage time.Duration // from holding replication back until the standby accepted writes
 }
+
+// Outage implements Outage: from when the primary's replication was held
+// back (its commits wait from then on) until the standby, promoted,
+// accepted writes.
+func (f *PGFailover) Outage() time.Duration { return f.outage }
 
 // Name implements Fault.
 func (f *PGFailover) Name() string {
@@ -64,8 +70,10 @@ const (
 	patroniHeal = 3 * time.Minute
 )
 
-// Inject implements Fault. It returns once the standby is the primary and
-// accepts writes.
+// Inject implements Fault. It strikes as described on PGFailover, once a
+// held order is past its deadline too when the buyers hold orders
+// (Target.Orders: mid-sweep), and returns once the standby is the primary
+// and accepts writes.
 func (f *PGFailover) Inject(ctx context.Context, t Target) error {
 	cluster := t.Fleet.Patroni
 	if cluster == nil {
@@ -74,6 +82,9 @@ func (f *PGFailover) Inject(ctx context.Context, t Target) error {
 	primary, err := cluster.WaitHealthy(ctx, failoverWait)
 	if err != nil {
 		return fmt.Errorf("pg-failover: before the failover: %w", err)
+	}
+	if err := dueOrders(ctx, t); err != nil { // with orders: mid-sweep
+		return err
 	}
 	if err := saleInFlight(ctx, t); err != nil {
 		return err
@@ -87,6 +98,8 @@ func (f *PGFailover) Inject(ctx context.Context, t Target) error {
 	if err := conn.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM sales").Scan(&last); err != nil {
 		return fmt.Errorf("pg-failover: %w", err)
 	}
+	f.outage = 0
+	began := time.Now()
 	release, err := primary.HoldBackReplication(ctx)
 	if err != nil {
 		return fmt.Errorf("pg-failover: %w", err)
@@ -112,6 +125,7 @@ func (f *PGFailover) Inject(ctx context.Context, t Target) error {
 	if err := cluster.WaitPrimary(ctx, cluster.Other(primary), failoverWait); err != nil {
 		return fmt.Errorf("pg-failover: Patroni did not promote the standby: %w", err)
 	}
+	f.outage = time.Since(began)
 	return nil
 }
 

@@ -9,7 +9,9 @@ import (
 
 // ReplicaKill is replica-kill: the first replica is killed (SIGKILL: no
 // draining, its locks and transactions abandoned) while a sale is inside
-// its critical section, then started again on the same address.
+// its critical section (when the buyers hold orders, Target.Orders: while
+// an order's step, a payment say, is inside its transaction), then started
+// again on the same address.
 type ReplicaKill struct {
 	killed *fleet.Replica
 }
@@ -22,7 +24,11 @@ func (*ReplicaKill) Scope() Scope { return ScopeFleet }
 
 // Inject implements Fault.
 func (f *ReplicaKill) Inject(ctx context.Context, t Target) error {
-	if err := saleInFlight(ctx, t); err != nil {
+	inFlight := saleInFlight
+	if t.Orders {
+		inFlight = stepInFlight
+	}
+	if err := inFlight(ctx, t); err != nil {
 		return err
 	}
 	r := t.Fleet.Replicas[0]

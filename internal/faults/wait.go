@@ -79,3 +79,62 @@ func replicasReady(ctx context.Context, t Target) error {
 	}
 	return nil
 }
+
+// dueOrders waits, when t's buyers hold orders (t.Orders), until some held
+// order is past its deadline: the expiry job has orders to expire, so a
+// fault that strikes then strikes mid-sweep, or just before the next one.
+// It returns at once for buyers who buy outright.
+func dueOrders(ctx context.Context, t Target) error {
+	return heldOrders(ctx, t, "a held order past its deadline", `expires_at <= now()`)
+}
+
+// holdsOutstanding waits, when t's buyers hold orders, until some order is
+// held; at once for buyers who buy outright.
+func holdsOutstanding(ctx context.Context, t Target) error {
+	return heldOrders(ctx, t, "a held order", `true`)
+}
+
+// heldOrders waits, when t.Orders, until some held order passes cond (SQL).
+func heldOrders(ctx context.Context, t Target, what, cond string) error {
+	if !t.Orders {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, t.Fleet.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return waitFor(ctx, t, what, func(ctx context.Context) (bool, error) {
+		var ok bool
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM orders WHERE state = 'held' AND `+cond+`)`).Scan(&ok)
+		return ok, err
+	})
+}
+
+// stepInFlight waits until a step of an order (pay, cancel, refund, ship:
+// postgres.Store.Transition's guarded UPDATE and its event) is inside its
+// transaction in Postgres.
+func stepInFlight(ctx context.Context, t Target) error {
+	return statementInFlight(ctx, t, "an order's step in its transaction",
+		`UPDATE orders SET state = $2%`, `INSERT INTO order_events (order_id, state, by) VALUES%`)
+}
+
+// statementInFlight waits until a client backend of the inventory database,
+// not idle, runs or last ran (inside its open transaction) a statement
+// that matches one of the LIKE patterns.
+func statementInFlight(ctx context.Context, t Target, what string, patterns ...string) error {
+	conn, err := pgx.Connect(ctx, t.Fleet.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return waitFor(ctx, t, what, func(ctx context.Context) (bool, error) {
+		var n int
+		err := conn.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			  AND backend_type = 'client backend' AND state <> 'idle'
+			  AND ltrim(query, E' \t\r\n') LIKE ANY ($1::text[])`, patterns).Scan(&n)
+		return n > 0, err
+	})
+}

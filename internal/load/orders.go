@@ -372,24 +372,38 @@ func (ord *orders) call(ctx context.Context, id, step string) (apiclient.Order, 
 // the bound on how late after a return its history window ends.
 const returnPoll = 20 * time.Millisecond
 
+// lastLook bounds how long watchReturns tries its last look.
+const lastLook = time.Minute
+
 // watchReturns notes, every returnPoll until ctx ends, when each return of
 // the run's products (from their rounds firsts on) was first seen
 // committed in Postgres; wait blocks until it has stopped, after a last
-// look.
+// look. A look that fails while the run goes on (Postgres restarting or
+// failing over under a fault) is skipped: a return it missed is seen by
+// a later one, and its window only ends later, which is still true. The
+// last look must succeed, tried until lastLook has passed.
 func (ord *orders) watchReturns(ctx context.Context, firsts []int64) (wait func() error) {
 	done := make(chan error, 1)
 	go func() {
 		tick := time.NewTicker(returnPoll)
 		defer tick.Stop()
+		var lastBy time.Time
 		for {
 			stopping := ctx.Err() != nil
-			// The last look runs after ctx ended, bounded on its own.
+			if stopping && lastBy.IsZero() {
+				lastBy = time.Now().Add(lastLook)
+			}
+			// Each look is bounded on its own: the last runs after ctx ended.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			err := ord.pollReturns(pctx, firsts)
 			cancel()
-			if err != nil || stopping {
+			if stopping && (err == nil || time.Now().After(lastBy)) {
 				done <- err
 				return
+			}
+			if stopping {
+				time.Sleep(returnPoll) // Postgres still coming back: look again
+				continue
 			}
 			select {
 			case <-ctx.Done():

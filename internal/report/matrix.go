@@ -30,6 +30,10 @@ type Matrix struct {
 	FaultSeconds []float64 `json:"fault_seconds"`
 	// Failed is true when some cell fails (Cell.Fails); the exit status is then 1.
 	Failed bool `json:"failed"`
+	// Orders is the order scenario every run's buyers followed (the fault
+	// matrix's orders mode, `loadtest faults --orders`); "" when they
+	// bought outright.
+	Orders string `json:"orders,omitempty"`
 }
 
 // StrategyInfo names a row of the matrix.

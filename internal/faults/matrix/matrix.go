@@ -57,6 +57,47 @@ type Options struct {
 	// adapts, so the verdicts are the same, only the latencies are not
 	// each fleet's own.
 	Fleets int
+	// Orders, when set, is the orders mode: each run's buyers follow this
+	// order scenario (load.Config.Orders: holds abandoned to the expiry
+	// job, cancelled, paid at the deadline, …), each run waits for its held
+	// orders to end, and its verdict holds every invariant of an order's
+	// life read from Postgres. Its SweepBound, when 0, is the fleet's:
+	// load.SweepBound(LockTTL, SweepInterval). The buyers then send no
+	// Idempotency-Key and do not retry (load checks an order scenario
+	// without keys), so Retries does not apply. Nil: buyers buy outright.
+	Orders *load.OrderScenario
+	// SweepInterval is the replicas' INVENTORY_ORDER_SWEEP_INTERVAL (0:
+	// the service's default, DefaultSweepInterval).
+	SweepInterval time.Duration
+}
+
+// DefaultSweepInterval is the service's INVENTORY_ORDER_SWEEP_INTERVAL
+// default: how often the expiry job sweeps when SweepInterval is 0.
+const DefaultSweepInterval = time.Second
+
+// DefaultOrders is the orders mode's scenario (`loadtest faults
+// --orders`): three in five buyers hold for 1 s, the shortest pay_within
+// the service takes, so that holds made before the fault are due while it
+// strikes; of the holders, two in five abandon their order (the expiry job
+// returns its units, mid-fault), one in five cancels, one in five pays
+// right at the deadline (racing the sweep), the rest pay at once, and of
+// those some are refunded or shipped; every step is sent twice.
+func DefaultOrders() load.OrderScenario {
+	return load.OrderScenario{Hold: 0.6, PayWithin: time.Second, Abandon: 0.4, Cancel: 0.2, PayAtDeadline: 0.2,
+		Refund: 0.3, Ship: 0.5, RetrySteps: true}
+}
+
+// orders is the order scenario of o's runs, its sweep's bound set (nil
+// when o is not in orders mode).
+func (o Options) orders() *load.OrderScenario {
+	if o.Orders == nil {
+		return nil
+	}
+	s := *o.Orders
+	if s.SweepBound == 0 {
+		s.SweepBound = load.SweepBound(o.LockTTL, cmp.Or(o.SweepInterval, DefaultSweepInterval))
+	}
+	return &s
 }
 
 // Defaults are the settings of `loadtest faults` with no flags.
@@ -69,6 +110,10 @@ func Defaults() Options {
 // (faults.FleetNeeds): bin's replicas, durable, each reaching Postgres and
 // Redis through links of its own.
 func matrixFleet(o Options, bin string) fleet.Options {
+	env := map[string]string{"INVENTORY_WORK_DELAY": o.WorkDelay.String(), "INVENTORY_LOCK_TTL": o.LockTTL.String()}
+	if o.SweepInterval > 0 {
+		env["INVENTORY_ORDER_SWEEP_INTERVAL"] = o.SweepInterval.String()
+	}
 	return fleet.Options{
 		Replicas: 2,
 		Binary:   bin,
@@ -76,7 +121,7 @@ func matrixFleet(o Options, bin string) fleet.Options {
 		// which net-latency and net-partition act on.
 		NetLinks: true,
 		// Durable: an immediate Postgres restart must not lose what it acknowledged.
-		Env: map[string]string{"INVENTORY_WORK_DELAY": o.WorkDelay.String(), "INVENTORY_LOCK_TTL": o.LockTTL.String()},
+		Env: env,
 	}
 }
 
@@ -295,7 +340,7 @@ func faultMatrix(ctx context.Context, f *fleet.Fleet, o Options, fl []faults.Fau
 	m := report.Matrix{
 		StartedAt: time.Now().UTC().Format(time.RFC3339), Runs: o.Runs, Stock: o.Stock, Buyers: o.Buyers,
 		Concurrency: o.Concurrency, Retries: o.Retries, WorkDelay: o.WorkDelay.String(), LockTTL: o.LockTTL.String(),
-		Spread: o.Spread.String(),
+		Spread: o.Spread.String(), Orders: describeOrders(o.orders()),
 	}
 	for _, s := range strategies {
 		m.Strategies = append(m.Strategies, report.StrategyInfo{Name: s.Name, Safe: s.Safe})
@@ -489,7 +534,8 @@ func (mr *matrixRun) report(log io.Writer, rc *runningCell) {
 }
 
 func (mr *matrixRun) target(rc *runningCell, product string) faults.Target {
-	return faults.Target{Fleet: mr.fleet, Product: product, Strategy: rc.s.Name, Strategies: mr.all, LockTTL: mr.o.LockTTL}
+	return faults.Target{Fleet: mr.fleet, Product: product, Strategy: rc.s.Name, Strategies: mr.all, LockTTL: mr.o.LockTTL,
+		Orders: mr.o.Orders != nil}
 }
 
 // oneAtATime runs a cell's runs one after another, the strategy being the
@@ -564,7 +610,7 @@ func (mr *matrixRun) sideBySide(ctx context.Context, cells []*runningCell, fault
 		began := time.Now()
 		if faults.ScopeOf(fault) == faults.ScopeFleet {
 			shared = newSharedStrike(len(open))
-			go shared.inject(ctx, fault, faults.Target{Fleet: mr.fleet, Strategies: mr.all, LockTTL: mr.o.LockTTL})
+			go shared.inject(ctx, fault, faults.Target{Fleet: mr.fleet, Strategies: mr.all, LockTTL: mr.o.LockTTL, Orders: mr.o.Orders != nil})
 			spread = mr.spread
 		}
 		type outcome struct {
@@ -701,12 +747,24 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 		WaveWithin:  cmp.Or(o.WaveWithin, load.DefaultWaveWithin),
 		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger, circuits and a fault's restocks
 	}
+	if cfg.Orders = o.orders(); cfg.Orders != nil {
+		// load checks an order scenario without Idempotency-Keys: a hold
+		// carries none, and every row of the ledger must still be a buyer's.
+		cfg.Keys = ""
+	}
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	soldOutSent := mr.takeSoldOut(product)
 	if err != nil {
 		return report.FaultRun{}, err
 	}
 	ev := res.Evidence
+	if ev.Orders != nil {
+		soldOutSent = soldOutOnceEnded(soldOutSent, ev.Wave)
+		// No replica can expire an order while the fault keeps Postgres
+		// (or the job's lock) away from all of them: the job's bound holds
+		// from when it is back.
+		ev.Orders.SweepBound += faults.OutageOf(struck)
+	}
 	ev.Fault.Fault, ev.Fault.SoldOutSent, ev.SoldWith = struck.Name(), soldOutSent, soldWith
 	res.Judge(ev)
 	if s.Safe {
@@ -735,6 +793,36 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 		run.OverlapSample = append(run.OverlapSample, o.Describe())
 	}
 	return run, nil
+}
+
+// soldOutOnceEnded is the sold-outs of sent that were sent once every
+// held order of an orders-mode run had ended: those sent to its wave (nil
+// without one). Before then, units still come back (an expiry, a cancel, a
+// refund), so a 409 sent at a moment when none was left is true even
+// though the round ends with units left, which verdict.SoldOutAfterHeal,
+// holding that stock only falls within a round, would call false; the
+// history check judges those answers, with every return in its window.
+func soldOutOnceEnded(sent []time.Time, w *verdict.Wave) []time.Time {
+	if w == nil {
+		return nil
+	}
+	var out []time.Time
+	for _, t := range sent {
+		if !t.Before(w.Began) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// describeOrders says in one line what buyers of an orders-mode run do
+// ("" for s nil).
+func describeOrders(s *load.OrderScenario) string {
+	if s == nil {
+		return ""
+	}
+	return fmt.Sprintf("hold %.2g, pay_within %s (abandon %.2g, cancel %.2g, pay at the deadline %.2g; of the paid: refund %.2g, ship %.2g), steps twice %v, sweep bound %s",
+		s.Hold, s.PayWithin, s.Abandon, s.Cancel, s.PayAtDeadline, s.Refund, s.Ship, s.RetrySteps, s.SweepBound)
 }
 
 // holdLockLost is the outcome of a hold whose lease was lost under its

@@ -102,7 +102,14 @@ func TestShortFaultMatrix(t *testing.T) {
 	// busy with the other packages too.)
 	o := Defaults()
 	o.Runs, o.Stock, o.Buyers = 1, 40, 80
-	fl := faults.All()
+	// runner-pause strikes the expiry job, not a sale: it runs in orders
+	// mode on a small set of strategies (TestOrderFaultCells in
+	// internal/faults, beside this one), not for every strategy here.
+	fl := slices.DeleteFunc(faults.All(), func(f faults.Fault) bool { return f.Name() == (&faults.RunnerPause{}).Name() })
+	var names []string
+	for _, f := range fl {
+		names = append(names, f.Name())
+	}
 	var progress bytes.Buffer
 	m, err := Run(ctx, o, fl, &progress)
 	if err != nil {
@@ -139,7 +146,7 @@ func TestShortFaultMatrix(t *testing.T) {
 			t.Errorf("%s × %s: fails %v, SafeBroke %v, NotStruck %q", c.Strategy, c.Fault, c.Fails, c.SafeBroke, c.NotStruck)
 		}
 	}
-	if got, want := strings.Join(m.Faults, ","), strings.Join(faults.Names(), ","); got != want {
+	if got, want := strings.Join(m.Faults, ","), strings.Join(names, ","); got != want {
 		t.Errorf("faults %s, want %s (every fault, in the vocabulary's order)", got, want)
 	}
 	if want := anySafeBroke(m) || anyNotStruck(m); m.Failed != want {

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"inventory/internal/faults/matrix"
+	"inventory/internal/load"
+)
+
+// TestFaultFlagsOrders: --orders runs the matrix in orders mode with
+// matrix.DefaultOrders, its pay_within from --pay-within and its sweep's
+// bound from the fleet's lock TTL and sweep interval; a pay_within the
+// service refuses is a usage error.
+func TestFaultFlagsOrders(t *testing.T) {
+	o, err := parseFaultFlags([]string{"--orders", "--pay-within", "2s", "--lock-ttl", "2s", "--sweep-interval", "500ms"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFaultFlags(--orders …) = %v", err)
+	}
+	want := matrix.DefaultOrders()
+	want.PayWithin, want.SweepBound = 2*time.Second, load.SweepBound(2*time.Second, 500*time.Millisecond)
+	if o.Orders == nil || *o.Orders != want || o.SweepInterval != 500*time.Millisecond || o.Concurrency != OrdersConcurrency ||
+		o.Stock != OrdersStock || o.Buyers != OrdersBuyers {
+		t.Errorf("parseFaultFlags(--orders …): Orders %+v, SweepInterval %v, Concurrency %d; want %+v, 500ms, %d",
+			o.Orders, o.SweepInterval, o.Concurrency, want, OrdersConcurrency)
+	}
+	if o, err := parseFaultFlags([]string{"--orders", "--concurrency", "16"}, io.Discard); err != nil || o.Concurrency != 16 {
+		t.Errorf("parseFaultFlags(--orders --concurrency 16) = concurrency %d, %v; want 16 kept", o.Concurrency, err)
+	}
+	if o, err := parseFaultFlags([]string{"--pay-within", "2s"}, io.Discard); err != nil || o.Orders != nil {
+		t.Errorf("parseFaultFlags(--pay-within 2s) = Orders %+v, %v; want no orders mode without --orders", o.Orders, err)
+	}
+	for _, args := range [][]string{{"--orders", "--pay-within", "100ms"}, {"--sweep-interval", "-1s"}} {
+		if _, err := parseFaultFlags(args, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("parseFaultFlags(%q) = %v, want errUsage", args, err)
+		}
+	}
+}
