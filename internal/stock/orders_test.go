@@ -117,6 +117,7 @@ func TestHoldsSalesAndReturnsNeverOversell(t *testing.T) {
 			continue
 		}
 		t.Run(info.Name, func(t *testing.T) {
+			t.Parallel() // mostly waiting for deadlines: side by side
 			e := newOwnEnv(t)
 			opts := testLock
 			opts.Wait = 30 * time.Second
