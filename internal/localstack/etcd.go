@@ -74,7 +74,7 @@ func (e *Etcd) launch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.waitReady(ctx, 15*time.Second, e.health); err != nil {
+	if err := p.waitReady(ctx, 15*time.Second, e.Endpoint, e.health); err != nil {
 		_ = p.Stop(time.Second)
 		return err
 	}

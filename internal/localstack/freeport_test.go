@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -170,4 +171,44 @@ func takenFirst(t *testing.T) (port int, handed func() int) {
 	}
 	t.Cleanup(func() { freePort = FreePort })
 	return port, func() int { return n }
+}
+
+// TestAServerNeverTakesAnotherServerForItself: when the port FreePort found
+// is taken by another server that answers the same readiness probe (a
+// concurrent test binary's redis-server), the new server is not fooled by
+// that answer: it starts on a fresh port of its own. Once, a test was
+// handed the other server and its "restart" never lost the test's keys.
+func TestAServerNeverTakesAnotherServerForItself(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stranger, err := StartRedis(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stranger.Stop() }()
+	_, port, _ := net.SplitHostPort(stranger.Addr)
+	n := 0
+	freePort = func() (int, error) {
+		n++
+		if n == 1 {
+			return strconv.Atoi(port)
+		}
+		return FreePort()
+	}
+	defer func() { freePort = FreePort }()
+
+	r, err := StartRedis(ctx)
+	if err != nil {
+		t.Fatalf("start with its first port another server's = %v, want it started on another", err)
+	}
+	defer func() { _ = r.Stop() }()
+	if r.Addr == stranger.Addr {
+		t.Fatalf("started at %s, the other server's address", r.Addr)
+	}
+	if ours, err := listensOn(r.Pid(), r.Addr); err != nil || !ours {
+		t.Fatalf("listensOn(its pid, %s) = %v, %v; want its own listener", r.Addr, ours, err)
+	}
+	if ours, err := listensOn(r.Pid(), stranger.Addr); err != nil || ours {
+		t.Fatalf("listensOn(its pid, the other's %s) = %v, %v; want false", stranger.Addr, ours, err)
+	}
 }

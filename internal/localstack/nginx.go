@@ -63,7 +63,7 @@ func StartNginx(ctx context.Context, addr string, files map[string]string) (*Ngi
 		return nil, err
 	}
 	n := &Nginx{Addr: addr, dir: dir, proc: p}
-	if err := p.waitReady(ctx, 15*time.Second, func(ctx context.Context) error { return dialable(ctx, addr) }); err != nil {
+	if err := p.waitReady(ctx, 15*time.Second, addr, func(ctx context.Context) error { return dialable(ctx, addr) }); err != nil {
 		_ = n.Stop()
 		return nil, err
 	}

@@ -129,7 +129,7 @@ func (pg *Postgres) launch(ctx context.Context) error {
 	pg.mu.Lock()
 	pg.proc = p
 	pg.mu.Unlock()
-	return p.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return exec1(ctx, pg.adminURL(), "SELECT 1") })
+	return p.waitReady(ctx, 30*time.Second, hostPort(pg.Port), func(ctx context.Context) error { return exec1(ctx, pg.adminURL(), "SELECT 1") })
 }
 
 func (pg *Postgres) adminURL() string {

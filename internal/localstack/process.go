@@ -122,10 +122,24 @@ func (p *Process) failure(err error) error {
 	return fmt.Errorf("%s not ready: %w\n%s", p.name, err, tail)
 }
 
-// waitReady polls ready until it succeeds, the process exits, or timeout
-// or ctx ends.
-func (p *Process) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context) error) error {
-	if err := poll(ctx, timeout, p.done, ready); err != nil {
+// waitReady polls ready until it succeeds on a listener of addr that is
+// this process's own (see listensOn), the process exits, or timeout or ctx
+// ends.
+func (p *Process) waitReady(ctx context.Context, timeout time.Duration, addr string, ready func(context.Context) error) error {
+	check := func(ctx context.Context) error {
+		if err := ready(ctx); err != nil {
+			return err
+		}
+		ours, err := listensOn(p.Pid(), addr)
+		if err != nil {
+			return err
+		}
+		if !ours {
+			return fmt.Errorf("%s answered, but another process listens there: address already in use", addr)
+		}
+		return nil
+	}
+	if err := poll(ctx, timeout, p.done, check); err != nil {
 		return p.failure(err)
 	}
 	return nil

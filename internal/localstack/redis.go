@@ -156,7 +156,7 @@ func (r *Redis) launch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.waitReady(ctx, 15*time.Second, r.ping); err != nil {
+	if err := p.waitReady(ctx, 15*time.Second, r.Addr, r.ping); err != nil {
 		_ = p.Stop(time.Second)
 		return err
 	}

@@ -66,7 +66,7 @@ sentinel parallel-syncs %[3]s 1
 		if s.proc, err = StartProcess("redis-sentinel", exec.Command(paths[0], conf, "--sentinel"), syscall.SIGTERM); err != nil {
 			return err
 		}
-		if err := s.proc.waitReady(ctx, 15*time.Second, s.masterKnown); err != nil {
+		if err := s.proc.waitReady(ctx, 15*time.Second, s.Addr, s.masterKnown); err != nil {
 			_ = s.proc.Stop(5 * time.Second)
 			return err
 		}

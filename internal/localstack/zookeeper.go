@@ -114,7 +114,7 @@ func (z *ZooKeeper) launch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.waitReady(ctx, 60*time.Second, z.ruok); err != nil {
+	if err := p.waitReady(ctx, 60*time.Second, z.Addr, z.ruok); err != nil {
 		_ = p.Stop(time.Second)
 		return err
 	}
