@@ -488,6 +488,18 @@ func TestAHoldIsReplayedByItsKey(t *testing.T) {
 	if _, _, err := st.Replay(ctx, o); !errors.Is(err, inventory.ErrIdempotencyConflict) {
 		t.Errorf("Replay of the hold's key as a final sale = %v, want ErrIdempotencyConflict", err)
 	}
+	// Another deadline is another order: its buyer would be told a
+	// deadline it did not ask for.
+	for _, d := range []time.Duration{time.Minute + time.Millisecond, time.Hour, time.Second} {
+		o.PayWithin = d
+		if _, _, err := st.Replay(ctx, o); !errors.Is(err, inventory.ErrIdempotencyConflict) {
+			t.Errorf("Replay of the hold's key with pay_within %v (held for 1m) = %v, want ErrIdempotencyConflict", d, err)
+		}
+	}
+	o.PayWithin = time.Minute + 400*time.Microsecond // written to the millisecond
+	if _, found, err := st.Replay(ctx, o); err != nil || !found {
+		t.Errorf("Replay with pay_within 1m0.0004s (held for 1m, written in ms) = %v, %v; want the hold", found, err)
+	}
 }
 
 // TestABatchHoldsToo: a batch's orders with a deadline are holds.
