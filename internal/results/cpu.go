@@ -81,7 +81,7 @@ func fromCPU(data []byte) (Record, error) {
 			}
 		}
 		if r.XHealthz > 0 {
-			row["x_healthz"] = round(r.XHealthz, 2)
+			row["x_healthz"] = round(r.XHealthz, 1)
 		}
 		if r.Unexpected > 0 {
 			var parts []string

@@ -30,8 +30,8 @@ func TestConvertTheCPUJSON(t *testing.T) {
 		t.Errorf("cpu record: series %q, date %q, commit %q; want per-process, 2026-11-29T05:30Z, abc1234", r.Series, r.Date, r.Commit)
 	}
 	want := `[{"answer":"GET /healthz","answers_per_s":14000,"fleet":107,"generator":15,"nginx":33,"other":0.4,"postgres":0.2,"redis":0,"replicas":73,"x_healthz":1},` +
-		`{"answer":"sold-out 409 (redis, the fleet default)","answers_per_s":10000,"fleet":136,"x_healthz":1.27},` +
-		`{"answer":"redis sale","answers_per_s":230,"fleet":3693,"other_answers":"1 × 500, 2 × 503","postgres":1393,"replicas":2108,"x_healthz":34.48}]`
+		`{"answer":"sold-out 409 (redis, the fleet default)","answers_per_s":10000,"fleet":136,"x_healthz":1.3},` +
+		`{"answer":"redis sale","answers_per_s":230,"fleet":3693,"other_answers":"1 × 500, 2 × 503","postgres":1393,"replicas":2108,"x_healthz":34.5}]`
 	if got := mustJSON(t, r.Rows); got != want {
 		t.Errorf("cpu record rows\n%s\nwant\n%s", got, want)
 	}
