@@ -81,8 +81,8 @@ func TestCPUMeasuresAFleet(t *testing.T) {
 		if sum := c[cpuprof.GroupPostgres] + c[cpuprof.GroupReplicas] + c[cpuprof.GroupNginx] + c[cpuprof.GroupRedis] + c[cpuprof.GroupOther]; c[cpuprof.GroupFleet] != sum {
 			t.Errorf("%s: the fleet's CPU %v ms, want the sum of its groups %v ms (%v)", r.Title, c[cpuprof.GroupFleet], sum, c)
 		}
-		if c[cpuprof.GroupReplicas] <= 0 || c[cpuprof.GroupNginx] <= 0 || c[cpuprof.GroupGenerator] <= 0 {
-			t.Errorf("%s: replicas %v ms, nginx %v ms, generator %v ms; every answer passes all three", r.Title, c[cpuprof.GroupReplicas], c[cpuprof.GroupNginx], c[cpuprof.GroupGenerator])
+		if c[cpuprof.GroupReplicas] <= 0 || c[cpuprof.GroupGenerator] <= 0 {
+			t.Errorf("%s: replicas %v ms, generator %v ms; every answer passes both", r.Title, c[cpuprof.GroupReplicas], c[cpuprof.GroupGenerator])
 		}
 		if len(r.Profiles) != 2 {
 			t.Errorf("%s: profiles %q, want one per replica", r.Title, r.Profiles)
@@ -92,6 +92,11 @@ func TestCPUMeasuresAFleet(t *testing.T) {
 				t.Errorf("%s: profile %s is not a gzipped pprof profile (%d bytes, %v)", r.Title, p, len(b), err)
 			}
 		}
+	}
+	// Thousands of answers a second pass nginx's workers: a tick or more
+	// even on a loaded machine (a sale's few hundred might not).
+	if rows[0].CPUms[cpuprof.GroupNginx] <= 0 {
+		t.Errorf("GET /healthz: nginx used no CPU (%v): its workers are not counted", rows[0].CPUms)
 	}
 	if rows[2].CPUms[cpuprof.GroupPostgres] <= 0 {
 		t.Errorf("atomic sale: Postgres used no CPU (%v): its backends are not counted", rows[2].CPUms)
