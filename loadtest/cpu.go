@@ -1,17 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"time"
 
+	"inventory/internal/client"
 	"inventory/internal/cpuprof"
 	"inventory/internal/fleet"
 	"inventory/internal/load"
@@ -21,6 +24,7 @@ import (
 // cpuOptions are the flags of `loadtest cpu`.
 type cpuOptions struct {
 	strategies, jsonOut, profileDir, binary string
+	url                                     string
 	clients                                 int
 	window, warmup, workDelay               time.Duration
 }
@@ -35,10 +39,10 @@ func parseCPUFlags(args []string, stderr io.Writer) (cpuOptions, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage:
-  loadtest cpu [flags]  where a request's CPU goes: start a local two-replica fleet, drive GET /healthz,
-                        a sold-out 409 and a sale by each strategy, one after the other, with closed-loop
-                        keep-alive clients through nginx, and print the µs of CPU per answer of every
-                        process, read from /proc before and after each window
+  loadtest cpu [flags]  where a request's CPU goes: start a local two-replica fleet (or measure make fleet's,
+                        --url), drive GET /healthz, a sold-out 409 and a sale by each strategy, one after
+                        the other, with closed-loop keep-alive clients through nginx, and print the µs of
+                        CPU per answer of every process, read from /proc before and after each window
 
 Flags:
 `)
@@ -52,10 +56,15 @@ Flags:
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.StringVar(&o.profileDir, "profile", "", "also take each replica's CPU profile (/debug/pprof/profile) of every window into this `directory`, and print the top functions of each (the profiler's own CPU is then in the figures)")
 	fs.StringVar(&o.binary, "binary", "", "a built inventory binary for the fleet (default: go build it first)")
+	fs.StringVar(&o.url, "url", "", "measure the fleet `make fleet` runs at this URL (its processes found from the state file it wrote, bin/fleet.json) instead of starting one; on this machine, one Postgres (not --postgres-ha)")
 	if err := parse(fs, args); err != nil {
 		return o, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
+	case o.url != "" && (set["binary"] || set["work-delay"]):
+		return o, fmt.Errorf("%w: --binary and --work-delay are for the local fleet; the fleet at --url has its own", errUsage)
 	case o.clients < 1 || o.clients > 4096:
 		return o, fmt.Errorf("%w: --clients must be from 1 to 4096, got %d", errUsage, o.clients)
 	case o.window < 100*time.Millisecond:
@@ -91,27 +100,39 @@ func runCPU(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	rep := cpuprof.Report{StartedAt: time.Now().UTC().Format(time.RFC3339), Commit: commit(ctx),
 		Clients: o.clients, Seconds: o.window.Seconds(), Warmup: o.warmup.Seconds(), Replicas: 2,
-		WorkDelay: o.workDelay.String(), Fsync: true}
-	fmt.Fprintf(stderr, "starting a local fleet: Postgres (fsync on), Redis, the lock servers, 2 replicas (INVENTORY_WORK_DELAY=%s), nginx …\n", o.workDelay)
-	began := time.Now()
-	f, err := fleet.Start(ctx, fleet.Options{Replicas: rep.Replicas, Binary: o.binary,
-		Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String()}})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		fmt.Fprintln(stderr, "stopping the local fleet …")
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(stderr, "loadtest:", err)
+		WorkDelay: o.workDelay.String(), Fsync: true} // the local fleet's and make fleet's Postgres: durable
+	var target cpuprof.Fleet
+	if o.url == "" {
+		fmt.Fprintf(stderr, "starting a local fleet: Postgres (fsync on), Redis, the lock servers, 2 replicas (INVENTORY_WORK_DELAY=%s), nginx …\n", o.workDelay)
+		began := time.Now()
+		f, err := fleet.Start(ctx, fleet.Options{Replicas: rep.Replicas, Binary: o.binary,
+			Env: map[string]string{"INVENTORY_WORK_DELAY": o.workDelay.String()}})
+		if err != nil {
+			return err
 		}
-	}()
-	fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
+		defer func() {
+			fmt.Fprintln(stderr, "stopping the local fleet …")
+			if err := f.Stop(); err != nil {
+				fmt.Fprintln(stderr, "loadtest:", err)
+			}
+		}()
+		fmt.Fprintf(stderr, "local fleet up in %s: nginx %s → %s\n", time.Since(began).Round(100*time.Millisecond), f.URL, replicaURLs(f))
+		target = fleetOf(f)
+	} else {
+		if target, err = runningFleet(o.url); err != nil {
+			return err
+		}
+		rep.Replicas, rep.WorkDelay = len(target.Replicas), cmp.Or(target.Replicas[0].Settings["INVENTORY_WORK_DELAY"], "0s")
+		fmt.Fprintf(stderr, "measuring the fleet at %s: Postgres pid %d, Redis pid %d, %d replicas, nginx and the other servers under pid %d\n",
+			target.URL, target.Postgres, target.Redis, len(target.Replicas), target.Parent)
+	}
 
-	kinds, err := cpuKinds(ctx, f, cpuStrategies(o.strategies))
+	api := client.New(target.URL, client.Options{AdminToken: target.AdminToken})
+	kinds, err := cpuKinds(ctx, api, cpuStrategies(o.strategies))
 	if err != nil {
 		return err
 	}
-	rep.Rows, err = cpuprof.Measure(ctx, fleetOf(f), kinds, cpuprof.Options{
+	rep.Rows, err = cpuprof.Measure(ctx, target, kinds, cpuprof.Options{
 		Clients: o.clients, Duration: o.window, Warmup: o.warmup, ProfileDir: o.profileDir,
 		Progress: func(msg string) { fmt.Fprintln(stderr, "  "+msg) },
 	})
@@ -122,8 +143,8 @@ func runCPU(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if o.jsonOut == "-" {
 		out = stderr
 	}
-	fmt.Fprintf(out, "µs of CPU per answer, %d clients through nginx, %s each after %s of warm-up, two replicas, Postgres fsync on:\n",
-		o.clients, o.window, o.warmup)
+	fmt.Fprintf(out, "µs of CPU per answer, %d clients through nginx, %s each after %s of warm-up, %d replicas, Postgres fsync on:\n",
+		o.clients, o.window, o.warmup, rep.Replicas)
 	cpuprof.PrintTable(out, rep.Rows)
 	if o.profileDir != "" {
 		printTops(ctx, out, rep.Rows)
@@ -136,8 +157,8 @@ func runCPU(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // cpuKinds is /healthz, the sold-out answer and a sale by each strategy,
 // each strategy checked against what the fleet offers.
-func cpuKinds(ctx context.Context, f *fleet.Fleet, strategies []string) ([]cpuprof.Kind, error) {
-	offered, err := f.Client().Strategies(ctx)
+func cpuKinds(ctx context.Context, api *client.Client, strategies []string) ([]cpuprof.Kind, error) {
+	offered, err := api.Strategies(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the fleet's strategies: %w", err)
 	}
@@ -167,6 +188,21 @@ func fleetOf(f *fleet.Fleet) cpuprof.Fleet {
 		cf.Replicas = append(cf.Replicas, cpuprof.Replica{Name: r.Instance, URL: r.URL, Pid: r.Pid()})
 	}
 	return cf
+}
+
+// runningFleet is the fleet `make fleet` runs at url, from its state file
+// and /proc.
+func runningFleet(url string) (cpuprof.Fleet, error) {
+	path := fleet.StatePath()
+	st, why := fleet.FleetAt(path, url)
+	if why != "" {
+		return cpuprof.Fleet{}, fmt.Errorf("--url: %s: the fleet's processes are found from the state file of make fleet", why)
+	}
+	ru, err := neturl.Parse(st.RedisURL)
+	if err != nil || ru.Port() == "" {
+		return cpuprof.Fleet{}, fmt.Errorf("--url: %s names Redis at %q: no port", path, st.RedisURL)
+	}
+	return cpuprof.FindFleet("/proc", st.PID, st.URL, st.AdminToken, ru.Port())
 }
 
 // printTops prints the top functions of each profile taken, by `go tool

@@ -28,6 +28,8 @@ func TestCPUFlags(t *testing.T) {
 		{"cpu", "--warmup", "-1s"},
 		{"cpu", "--work-delay", "-1ms"},
 		{"cpu", "--strategies", "a-name-far-too-long-to-be-any-strategy-of-the-service-or-a-product-id-of-it-either-way-really-long-indeed-more-than-a-hundred-and-twenty-eight"},
+		{"cpu", "--url", "http://127.0.0.1:1", "--binary", "bin/inventory"},
+		{"cpu", "--url", "http://127.0.0.1:1", "--work-delay", "0"},
 		{"cpu", "--nope"},
 		{"cpu", "extra"},
 		// A cpu record comes from loadtest cpu, and loadtest cpu's JSON is no other kind.
@@ -51,11 +53,11 @@ func TestCPUMeasuresAFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := startE2EFleet(ctx, t)
-	kinds, err := cpuKinds(ctx, f, []string{"atomic"})
+	kinds, err := cpuKinds(ctx, f.Client(), []string{"atomic"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cpuKinds(ctx, f, []string{"nope"}); !errors.Is(err, errUsage) {
+	if _, err := cpuKinds(ctx, f.Client(), []string{"nope"}); !errors.Is(err, errUsage) {
 		t.Errorf("cpuKinds(nope) = %v, want a usage error naming the strategies", err)
 	}
 	rows, err := cpuprof.Measure(ctx, fleetOf(f), kinds, cpuprof.Options{

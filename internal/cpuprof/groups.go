@@ -42,6 +42,9 @@ type Replica struct {
 	// URL is its own address, past nginx, for its CPU profile.
 	URL string
 	Pid int
+	// Settings are its INVENTORY_* settings other than the admin token,
+	// when FindFleet read them from its environment; else nil.
+	Settings map[string]string
 }
 
 // Sample is each group's CPU at one moment, in ticks.
