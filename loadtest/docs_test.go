@@ -53,6 +53,9 @@ func parseCommand(args []string) error {
 	case len(args) > 0 && args[0] == "faults":
 		_, err := parseFaultFlags(args[1:], io.Discard)
 		return ignoreHelp(err)
+	case len(args) > 0 && args[0] == "cpu":
+		_, err := parseCPUFlags(args[1:], io.Discard)
+		return ignoreHelp(err)
 	case len(args) > 0 && args[0] == "results":
 		return parseResultsCommand(args[1:])
 	default:

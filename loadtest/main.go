@@ -18,6 +18,8 @@
 // `loadtest faults` runs the fault matrix instead: every strategy × every
 // fault of internal/faults, N faulted runs per cell, against a local fleet
 // (internal/faults/matrix; `loadtest faults -h` lists its flags).
+// `loadtest cpu` measures where a request's CPU goes, per process of a
+// local fleet (internal/cpuprof).
 // `loadtest results` keeps the measured runs of docs/results and the doc
 // tables written from them (internal/results): `results record KIND --
 // FLAGS` runs the load tester and appends the run.
@@ -106,6 +108,7 @@ var subcommands = []struct {
 }{
 	{"faults", "run the fault matrix: every strategy × fault, N faulted runs per cell", runFaults},
 	{"results", "append a run to docs/results and rewrite the doc tables made from them", runResults},
+	{"cpu", "where a request's CPU goes: µs per answer of every process, /healthz to a sale", runCPU},
 }
 
 type options struct {
