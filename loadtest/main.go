@@ -106,6 +106,7 @@ var subcommands = []struct {
 }{
 	{"faults", "run the fault matrix: every strategy × fault, N faulted runs per cell", runFaults},
 	{"results", "append a run to docs/results and rewrite the doc tables made from them", runResults},
+	{"stampede", "the product cache under 500 readers through nginx: Postgres reads per expiry and per second, without the lock and with it", runStampede},
 }
 
 type options struct {

@@ -134,3 +134,30 @@ func TestMatrixFailureSaysWhatHappened(t *testing.T) {
 		}
 	}
 }
+
+// TestStampedeFlags: `loadtest stampede` refuses a mode the service does
+// not know, a crowd out of bounds, a TTL the service would refuse.
+func TestStampedeFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr error
+	}{
+		{nil, nil},
+		{[]string{"--modes", "nolock,lock", "--readers", "500", "--duration", "10s", "--runs", "5", "--ttl", "1s"}, nil},
+		{[]string{"--duration", "0"}, nil},
+		{[]string{"--modes", "lock,sometimes"}, errUsage},
+		{[]string{"--readers", "0"}, errUsage},
+		{[]string{"--readers", "5001"}, errUsage},
+		{[]string{"--runs", "0"}, errUsage},
+		{[]string{"--duration", "-1s"}, errUsage},
+		{[]string{"--ttl", "1ms"}, errUsage},
+		{[]string{"extra"}, errUsage},
+		{[]string{"-h"}, flag.ErrHelp},
+	}
+	for _, tt := range tests {
+		_, err := parseStampedeFlags(tt.args, io.Discard)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+			t.Errorf("parseStampedeFlags(%q) = %v, want %v", tt.args, err, tt.wantErr)
+		}
+	}
+}
