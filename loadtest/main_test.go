@@ -58,6 +58,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--retry-steps"}, errUsage},
 		{[]string{"--hold", "0.5", "--restock-during"}, errUsage},
 		{[]string{"--hold", "0.5", "--mix"}, errUsage},
+		{[]string{"--orders-after", "redis", "--hold", "0.5", "--abandon", "0.4"}, nil},
+		{[]string{"--orders-after", "redis"}, errUsage},
+		{[]string{"--orders-after", "redis", "--abandon", "0.4"}, errUsage},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")
