@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"inventory/internal/fleet"
 	"inventory/internal/testenv"
 )
@@ -52,6 +54,10 @@ func TestMain(m *testing.M) {
 // second. A property, not a time.
 func TestTheLockStopsTheStampedeThroughNginx(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
+	// Every reader, the clients and the fleets' process watchers end with
+	// the measurement.
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { testenv.NoLeaks(t, ignore) })
 	const readers, replicas, loop = 500, 2, 3 * time.Second
 	const ttl = time.Second // the service's default INVENTORY_PRODUCT_CACHE_TTL
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
