@@ -157,7 +157,7 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## demo: install what is missing while building, start the local two-replica fleet, run every strategy (250 units, 400 buyers), print the verdicts and write demo-report.html; more with e.g. make demo DEMO_ARGS='--stock 1000 --buyers 1500'
+## demo: install what is missing while building, start the local two-replica fleet, run every strategy (250 units, 400 buyers), then a flash sale with orders on redis (half the buyers hold a unit; abandoned and cancelled carts' units come back and are sold again), print the verdicts and write demo-report.html; more with e.g. make demo DEMO_ARGS='--stock 1000 --buyers 1500'
 DEMO_ARGS ?=
 demo:
 	GO=$(GO) ./scripts/demo.sh $(DEMO_ARGS)

@@ -58,6 +58,9 @@ func parseCommand(args []string) error {
 		return ignoreHelp(err)
 	case len(args) > 0 && args[0] == "results":
 		return parseResultsCommand(args[1:])
+	case len(args) > 0 && args[0] == "stampede":
+		_, err := parseStampedeFlags(args[1:], io.Discard)
+		return ignoreHelp(err)
 	default:
 		_, err := parseFlags(args, io.Discard)
 		return ignoreHelp(err)
