@@ -90,7 +90,7 @@ test-matrix:
 # ran on for 44 s after internal/stock, the longest, had ended.
 SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/localstack ./internal/fleet ./internal/faults \
 	./internal/api ./internal/lock/redislock ./internal/lock/etcdlock ./dashboards ./internal/lock/zklock \
-	./internal/client ./internal/lock/redlock
+	./internal/client ./internal/lock/redlock ./internal/stampede
 
 # The shared servers run at the tests' priority too: at the matrix's, the
 # shared Postgres, etcd and ZooKeeper took CPU the matrix waited for.
