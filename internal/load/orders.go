@@ -165,6 +165,11 @@ type OrdersResult struct {
 	// included; PayExpired the payments answered 409 order-expired.
 	Steps      int64 `json:"steps"`
 	PayExpired int64 `json:"pay_expired_409"`
+	// StepsUnanswered is the step requests whose answer said nothing (none,
+	// a 5xx, a 429), each sent again: a step changes no stock, and the
+	// units a cancel or refund returned are placed in the history from
+	// Postgres's returns, so none of them is an unknown op of the history.
+	StepsUnanswered int64 `json:"steps_unanswered,omitempty"`
 	// Returns is the returns placed in the history, each inside its window.
 	Returns int `json:"history_returns"`
 }
@@ -193,6 +198,7 @@ type orders struct {
 	logs       map[string]*orderLog
 	answers    []verdict.StepAnswer
 	steps      int64
+	unanswered int64
 	payExpired int64
 	lastHold   time.Time
 	seen       map[string]time.Time // order → when a poll first saw its return committed
@@ -212,23 +218,46 @@ func newOrders(s OrderScenario, c *Client, tr truth, ids []string) (*orders, err
 }
 
 // hold sends one hold of one unit of product: POST /sale (or
-// /products/{id}/sale) with pay_within.
-func (c *Client) hold(ctx context.Context, product, strategy string, payWithin time.Duration) (apiclient.HeldSale, outcome) {
-	opts := apiclient.SaleOptions{Strategy: strategy}
-	var (
-		h   apiclient.HeldSale
-		err error
-	)
+// /products/{id}/sale) with pay_within, under Idempotency-Key key.
+func (c *Client) hold(ctx context.Context, product, strategy, key string, payWithin time.Duration) (apiclient.HeldSale, error) {
+	opts := apiclient.SaleOptions{Strategy: strategy, IdempotencyKey: key}
 	if c.ByProduct {
-		h, err = c.api.HoldProduct(ctx, product, apiclient.ProductSaleRequest{Quantity: 1, PayWithin: payWithin.String()}, opts)
-	} else {
-		h, err = c.api.Hold(ctx, apiclient.SaleRequest{ProductID: product, Quantity: 1, PayWithin: payWithin.String()}, opts)
+		return c.api.HoldProduct(ctx, product, apiclient.ProductSaleRequest{Quantity: 1, PayWithin: payWithin.String()}, opts)
 	}
-	if err == nil {
-		return h, outcome{status: http.StatusCreated, instance: h.Instance, saleID: h.SaleID, round: h.Round, strategy: h.Strategy,
-			remaining: h.Remaining, remainingKnown: true, replayed: h.Replayed}
+	return c.api.Hold(ctx, apiclient.SaleRequest{ProductID: product, Quantity: 1, PayWithin: payWithin.String()}, opts)
+}
+
+// HoldRetries is how many times a hold whose answer said nothing is sent
+// again under its key when the run's Config.Retries does not say: as
+// often as the fault matrix's buyers retry.
+const HoldRetries = 3
+
+// holdRetrying is hold sent again under the same key while its answer may
+// change (apiclient.Retryable: none, a 5xx, 503 outcome-unknown
+// included), up to retries times, as buyRetrying sends a sale: a hold
+// that did happen is answered again (its order as it is now, replayed)
+// instead of being made twice. It returns the last answer as the buyer's
+// outcome, and how many times it sent it again.
+func (c *Client) holdRetrying(ctx context.Context, product, strategy, key string, payWithin time.Duration, retries int) (apiclient.HeldSale, outcome, int) {
+	var (
+		h     apiclient.HeldSale
+		maybe bool
+	)
+	_, n, err := apiclient.Retry{Max: retries}.Do(ctx, func(ctx context.Context) (apiclient.Sale, error) {
+		var err error
+		h, err = c.hold(ctx, product, strategy, key, payWithin)
+		if err != nil && outcomeOf(apiclient.Sale{}, err).historyOutcome() == history.Unknown {
+			maybe = true
+		}
+		return apiclient.Sale{}, err
+	})
+	if err != nil {
+		o := outcomeOf(apiclient.Sale{}, err)
+		o.maybe = maybe
+		return h, o, n
 	}
-	return h, outcomeOf(apiclient.Sale{}, err)
+	return h, outcome{status: http.StatusCreated, instance: h.Instance, saleID: h.SaleID, round: h.Round, strategy: h.Strategy,
+		remaining: h.Remaining, remainingKnown: true, replayed: h.Replayed}, n
 }
 
 // held records a hold answered 201 and sets the buyer's fate in motion: a
@@ -327,6 +356,9 @@ func (ord *orders) step(ctx context.Context, id, step string) int {
 		}
 		ord.mu.Lock()
 		ord.steps++
+		if a.Status == 0 {
+			ord.unanswered++
+		}
 		if l := ord.logs[id]; l != nil && (step == "cancel" || step == "refund") {
 			if l.returnSent.IsZero() {
 				l.returnSent = t0
@@ -655,7 +687,7 @@ func (ord *orders) result(ev *verdict.Orders) *OrdersResult {
 	}
 	r.MaxExpiryLagMs = float64(maxLag.Microseconds()) / 1000
 	ord.mu.Lock()
-	r.Steps, r.PayExpired = ord.steps, ord.payExpired
+	r.Steps, r.PayExpired, r.StepsUnanswered = ord.steps, ord.payExpired, ord.unanswered
 	ord.mu.Unlock()
 	return r
 }

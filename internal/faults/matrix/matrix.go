@@ -62,9 +62,10 @@ type Options struct {
 	// job, cancelled, paid at the deadline, …), each run waits for its held
 	// orders to end, and its verdict holds every invariant of an order's
 	// life read from Postgres. Its SweepBound, when 0, is the fleet's:
-	// load.SweepBound(LockTTL, SweepInterval). The buyers then send no
-	// Idempotency-Key and do not retry (load checks an order scenario
-	// without keys), so Retries does not apply. Nil: buyers buy outright.
+	// load.SweepBound(LockTTL, SweepInterval). Holds carry their buyers'
+	// Idempotency-Keys and are retried (Retries) as sales are, so an
+	// answer a fault lost is settled from the ledger and the history is
+	// checked. Nil: buyers buy outright.
 	Orders *load.OrderScenario
 	// SweepInterval is the replicas' INVENTORY_ORDER_SWEEP_INTERVAL (0:
 	// the service's default, DefaultSweepInterval).
@@ -747,11 +748,10 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 		WaveWithin:  cmp.Or(o.WaveWithin, load.DefaultWaveWithin),
 		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger, circuits and a fault's restocks
 	}
-	if cfg.Orders = o.orders(); cfg.Orders != nil {
-		// load checks an order scenario without Idempotency-Keys: a hold
-		// carries none, and every row of the ledger must still be a buyer's.
-		cfg.Keys = ""
-	}
+	// In orders mode a hold carries its buyer's key as a sale does, and is
+	// sent again under it: an answer a fault lost is settled from the
+	// ledger, and every row of the ledger is still a buyer's.
+	cfg.Orders = o.orders()
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	soldOutSent := mr.takeSoldOut(product)
 	if err != nil {
