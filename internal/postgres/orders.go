@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -188,13 +190,19 @@ func giveBack(ctx context.Context, tx pgx.Tx, id string, orders []heldUnits, rea
 
 // ExpireDue expires the held orders whose deadline has passed, up to limit
 // per product, and gives their units back, as the expiry job's runner
-// holding fence (its lease's fencing token), in one transaction per
-// product. Each transaction first claims the job's fence: when a runner
-// with a newer token has claimed it, this one's lease is over, and the
-// transaction is refused (ErrLockBreach with ErrLockLost) before it writes
-// anything. Orders being paid or cancelled at that moment are skipped
-// (their step decides them; the next sweep takes those still due). It
-// returns how many orders it expired, and the first error.
+// holding fence (its lease's fencing token). It first claims the job's
+// fence in a transaction of its own: when a runner with a newer token has
+// claimed it, this one's lease is over, and the sweep is refused
+// (ErrLockBreach with ErrLockLost) before it writes anything. Then each
+// due product's orders are expired in one transaction, up to sweepParallel
+// at once (one product whose return waits — on its hot stock row, or on a
+// replica's sold-out mark — does not hold back the others), each holding
+// the fence row shared and refused likewise if a newer claim got in first:
+// a newer runner's claim waits until these transactions end, and this
+// runner's later ones see it and write nothing. Orders being paid or
+// cancelled at that moment are skipped (their step decides them; the next
+// sweep takes those still due). It returns how many orders it expired, and
+// the errors.
 func (s *Store) ExpireDue(ctx context.Context, fence lock.Fence, by string, limit int, reopen Reopen) (int, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT DISTINCT product_id FROM orders WHERE state = 'held' AND expires_at <= now() LIMIT 1000`)
@@ -205,16 +213,39 @@ func (s *Store) ExpireDue(ctx context.Context, fence lock.Fence, by string, limi
 	if err != nil {
 		return 0, dbErr("find due orders", err)
 	}
-	expired := 0
-	for _, id := range products {
-		n, err := s.expireProduct(ctx, id, fence, by, limit, reopen)
-		expired += n
-		if err != nil {
-			return expired, err
-		}
+	if len(products) == 0 {
+		return 0, nil
 	}
-	return expired, nil
+	if err := s.claimJob(ctx, ExpiryJob, fence); err != nil {
+		return 0, err
+	}
+	var (
+		expired atomic.Int64
+		mu      sync.Mutex
+		errs    []error
+		wg      sync.WaitGroup
+		slots   = make(chan struct{}, sweepParallel)
+	)
+	for _, id := range products {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			n, err := s.expireProduct(ctx, id, fence, by, limit, reopen)
+			expired.Add(int64(n))
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return int(expired.Load()), errors.Join(errs...)
 }
+
+// sweepParallel is how many products' due orders ExpireDue expires at
+// once, each in a transaction and a connection of its own.
+const sweepParallel = 4
 
 // expireProduct is one of ExpireDue's transactions: product id's due orders.
 func (s *Store) expireProduct(ctx context.Context, id string, fence lock.Fence, by string, limit int, reopen Reopen) (int, error) {
@@ -223,7 +254,7 @@ func (s *Store) expireProduct(ctx context.Context, id string, fence lock.Fence, 
 		return 0, dbErr("begin expiry", err)
 	}
 	defer rollback(ctx, tx)
-	if err := claimJob(ctx, tx, ExpiryJob, fence); err != nil {
+	if err := checkJob(ctx, tx, ExpiryJob, fence); err != nil {
 		return 0, err
 	}
 	rows, err := tx.Query(ctx, `
@@ -267,33 +298,57 @@ func (s *Store) expireProduct(ctx context.Context, id string, fence lock.Fence, 
 	return len(due), nil
 }
 
-// claimJob claims job's fence row in tx with fence: refused when a runner
-// with a newer token of the same counter claimed it (ErrLockBreach with
-// ErrLockLost). The runner claims once per transaction, and many times
-// per lease, so an equal token passes. The row stays locked until tx ends:
-// a stale runner's transaction waits for the newer runner's to end, then
-// finds the newer token.
-func claimJob(ctx context.Context, tx pgx.Tx, job string, fence lock.Fence) error {
+// claimJob raises job's fence row to fence, in a transaction of its own:
+// refused when a runner with a newer token of the same counter claimed it
+// (ErrLockBreach with ErrLockLost). The runner claims once per sweep, and
+// many times per lease, so an equal token passes. The claim waits for the
+// transactions that hold the row shared (checkJob) to end: an older
+// runner's writes in flight are serialised before the newer runner's.
+func (s *Store) claimJob(ctx context.Context, job string, fence lock.Fence) error {
 	if fence.Backend == "" {
 		return fmt.Errorf("claim job %q with fencing token %d: the token names no counter (lock.Fence.Backend)", job, fence.Token)
 	}
 	var token int64
-	err := tx.QueryRow(ctx, `
-		INSERT INTO job_fences (job, backend, token) VALUES ($1, $2, $3)
-		ON CONFLICT (job, backend) DO UPDATE SET token = EXCLUDED.token WHERE job_fences.token <= EXCLUDED.token
-		RETURNING token`, job, fence.Backend, fence.Token).Scan(&token)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var newest int64
-		if err := tx.QueryRow(ctx, `SELECT token FROM job_fences WHERE job = $1 AND backend = $2`, job, fence.Backend).Scan(&newest); err != nil {
-			return dbErr("read job fence", err)
-		}
-		return fmt.Errorf("%w: %w: job %q: fencing token %d is older than %d, the last runner's",
-			inventory.ErrLockBreach, inventory.ErrLockLost, job, fence.Token, newest)
-	}
+	err := s.pool.QueryRow(ctx, `
+		WITH claim AS (
+			INSERT INTO job_fences (job, backend, token) VALUES ($1, $2, $3)
+			ON CONFLICT (job, backend) DO UPDATE SET token = EXCLUDED.token WHERE job_fences.token <= EXCLUDED.token
+			RETURNING token)
+		SELECT token FROM claim
+		UNION ALL SELECT token FROM job_fences WHERE job = $1 AND backend = $2 AND NOT EXISTS (SELECT FROM claim)`,
+		job, fence.Backend, fence.Token).Scan(&token)
 	if err != nil {
 		return dbErr("claim job fence", err)
 	}
+	if token != fence.Token {
+		return staleRunner(job, fence, token)
+	}
 	return nil
+}
+
+// checkJob holds job's fence row shared in tx until tx ends, and refuses
+// (ErrLockBreach with ErrLockLost) when a runner with a newer token than
+// fence has claimed it: tx must not write for a lease that is over.
+func checkJob(ctx context.Context, tx pgx.Tx, job string, fence lock.Fence) error {
+	var token int64
+	err := tx.QueryRow(ctx, `SELECT token FROM job_fences WHERE job = $1 AND backend = $2 FOR SHARE`, job, fence.Backend).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("job %q: no claim with fencing token %d of %q to check: %w", job, fence.Token, fence.Backend, inventory.ErrLockLost)
+	}
+	if err != nil {
+		return dbErr("check job fence", err)
+	}
+	if token > fence.Token {
+		return staleRunner(job, fence, token)
+	}
+	return nil
+}
+
+// staleRunner is the refusal of a runner whose fencing token is older than
+// newest, the job's last claim.
+func staleRunner(job string, fence lock.Fence, newest int64) error {
+	return fmt.Errorf("%w: %w: job %q: fencing token %d is older than %d, the last runner's",
+		inventory.ErrLockBreach, inventory.ErrLockLost, job, fence.Token, newest)
 }
 
 // HeldOrders returns how many orders are held now, and how long the most

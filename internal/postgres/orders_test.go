@@ -12,6 +12,7 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/testenv"
 )
 
 // hold records a hold of n units of id, due within pay.
@@ -345,6 +346,100 @@ func TestAStaleSweeperIsRefusedByItsFence(t *testing.T) {
 	}
 }
 
+// TestASweepExpiresProductsSideBySide: one product whose return waits
+// (here: its Reopen, as on a hot stock row or a replica's sold-out mark)
+// does not hold back another product's expiry. Every Reopen waits here
+// until all three products' are under way: a sweep of one product after
+// another never gets there.
+func TestASweepExpiresProductsSideBySide(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	products := []string{"side-by-side-1", "side-by-side-2", "side-by-side-3"}
+	for _, id := range products {
+		restock(t, st, id, 1)
+		dueNow(t, pool, hold(t, st, id, 1, time.Minute).OrderID)
+	}
+	var entered sync.WaitGroup
+	entered.Add(len(products))
+	all := make(chan struct{})
+	go func() { entered.Wait(); close(all) }()
+	reopen := func(ctx context.Context, _ *RoundTx, id string, _ int) error {
+		entered.Done()
+		select {
+		case <-all:
+			return nil
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%s: the other products' returns never began beside this one's", id)
+		}
+	}
+	n, err := st.ExpireDue(ctx, lock.Fence{Backend: "redislock", Token: 1}, "runner", 1000, reopen)
+	if err != nil || n != len(products) {
+		t.Fatalf("ExpireDue = %d, %v; want %d expired side by side", n, err, len(products))
+	}
+	for _, id := range products {
+		if v := orderViolations(t, pool, id); len(v) > 0 {
+			t.Errorf("%s: violations: %v", id, v)
+		}
+	}
+}
+
+// TestANewerRunnersClaimWaitsForTheOlderRunnersWritesInFlight: a runner
+// whose lease was taken over while its sweep's transaction was under way
+// (a pause, a slow return) commits first, and the new runner's claim
+// waits for it; after the claim, the old runner's next transaction is
+// refused by its fence and writes nothing.
+func TestANewerRunnersClaimWaitsForTheOlderRunnersWritesInFlight(t *testing.T) {
+	st, pool := newStore(t)
+	const id = "claim-waits"
+	restock(t, st, id, 2)
+	ctx := context.Background()
+	first, second := hold(t, st, id, 1, time.Minute).OrderID, hold(t, st, id, 1, time.Minute).OrderID
+	dueNow(t, pool, first)
+	inside, release := make(chan struct{}), make(chan struct{})
+	type swept struct {
+		n   int
+		err error
+	}
+	old := make(chan swept, 1)
+	go func() {
+		n, err := st.ExpireDue(ctx, lock.Fence{Backend: "redislock", Token: 7}, "old-runner", 1000,
+			func(context.Context, *RoundTx, string, int) error { close(inside); <-release; return nil })
+		old <- swept{n, err}
+	}()
+	<-inside
+	claimed := make(chan error, 1)
+	go func() { claimed <- st.claimJob(ctx, ExpiryJob, lock.Fence{Backend: "redislock", Token: 8}) }()
+	testenv.WaitFor(t, "the newer claim waiting on the older runner's transaction", 10*time.Second, func() bool {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO job_fences%')`).Scan(&waiting)
+		return err == nil && waiting
+	})
+	select {
+	case err := <-claimed:
+		t.Fatalf("the newer claim returned %v while the older runner's transaction was in flight", err)
+	default:
+	}
+	close(release)
+	if r := <-old; r.err != nil || r.n != 1 {
+		t.Fatalf("the older runner's sweep in flight = %d, %v; want its 1 order expired", r.n, r.err)
+	}
+	if err := <-claimed; err != nil {
+		t.Fatalf("the newer claim = %v", err)
+	}
+	dueNow(t, pool, second)
+	n, err := st.expireProduct(ctx, id, lock.Fence{Backend: "redislock", Token: 7}, "old-runner", 1000, nil)
+	if !errors.Is(err, inventory.ErrLockBreach) || !errors.Is(err, inventory.ErrLockLost) || n != 0 {
+		t.Errorf("the older runner's next transaction = %d, %v; want 0 and ErrLockBreach with ErrLockLost", n, err)
+	}
+	if r, _ := st.Order(ctx, second); r.State != inventory.Held {
+		t.Errorf("the order only the older runner swept after the claim is %s, want held", r.State)
+	}
+	if v := orderViolations(t, pool, id); len(v) > 0 {
+		t.Errorf("violations: %v", v)
+	}
+}
+
 // TestTwoUnfencedUnguardedSweepersAreCaughtByTheReturnsKey shows what the
 // guard and the fence stand in front of: two sweepers that each read the
 // same due order and write without the state guard would return its units
@@ -487,6 +582,18 @@ func TestAHoldIsReplayedByItsKey(t *testing.T) {
 	o.PayWithin = 0
 	if _, _, err := st.Replay(ctx, o); !errors.Is(err, inventory.ErrIdempotencyConflict) {
 		t.Errorf("Replay of the hold's key as a final sale = %v, want ErrIdempotencyConflict", err)
+	}
+	// Another deadline is another order: its buyer would be told a
+	// deadline it did not ask for.
+	for _, d := range []time.Duration{time.Minute + time.Millisecond, time.Hour, time.Second} {
+		o.PayWithin = d
+		if _, _, err := st.Replay(ctx, o); !errors.Is(err, inventory.ErrIdempotencyConflict) {
+			t.Errorf("Replay of the hold's key with pay_within %v (held for 1m) = %v, want ErrIdempotencyConflict", d, err)
+		}
+	}
+	o.PayWithin = time.Minute + 400*time.Microsecond // written to the millisecond
+	if _, found, err := st.Replay(ctx, o); err != nil || !found {
+		t.Errorf("Replay with pay_within 1m0.0004s (held for 1m, written in ms) = %v, %v; want the hold", found, err)
 	}
 }
 

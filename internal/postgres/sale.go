@@ -50,21 +50,27 @@ func (s *Store) Quantity(ctx context.Context, id string) (q int64, round int, er
 
 // Replay looks up the sale recorded under o.IdempotencyKey. It returns the
 // sale marked Replayed and found=true when it matches o, ErrIdempotencyConflict
-// when the key was used for another product or quantity, and found=false when
+// when the key was used for another product or quantity, for a final sale
+// where o is a hold (or the reverse), or for a hold with another
+// pay_within (to the millisecond, as it is written), and found=false when
 // the key is unused. A replayed sale's Remaining is the stock it left, as
 // its ledger row records (the first answer said so); only a row written
 // before the ledger recorded it falls back to the stock now.
 func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.Sale, found bool, err error) {
-	var state string
+	var (
+		state     string
+		payMillis int64 // the hold's pay_within, as written (ms)
+	)
 	err = s.pool.QueryRow(ctx, `
 		SELECT l.id, l.product_id, l.quantity, l.round, l.strategy, l.instance,
 		       coalesce(l.fence, 0), l.created_at, coalesce(l.remaining, s.quantity),
-		       coalesce(o.id::text, ''), coalesce(o.state, ''), coalesce(o.expires_at, l.created_at)
+		       coalesce(o.id::text, ''), coalesce(o.state, ''), coalesce(o.expires_at, l.created_at),
+		       coalesce(round(extract(epoch FROM o.expires_at - o.created_at) * 1000)::bigint, 0)
 		FROM sales l JOIN stock s ON s.product_id = l.product_id
 		LEFT JOIN orders o ON o.sale_id = l.id
 		WHERE l.idempotency_key = $1`, o.IdempotencyKey).
 		Scan(&sale.ID, &sale.ProductID, &sale.Quantity, &sale.Round, &sale.Strategy, &sale.Instance,
-			&sale.Fence, &sale.CreatedAt, &sale.Remaining, &sale.OrderID, &state, &sale.ExpiresAt)
+			&sale.Fence, &sale.CreatedAt, &sale.Remaining, &sale.OrderID, &state, &sale.ExpiresAt, &payMillis)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inventory.Sale{}, false, nil
 	}
@@ -78,6 +84,10 @@ func (s *Store) Replay(ctx context.Context, o inventory.Order) (sale inventory.S
 	if hold := o.PayWithin > 0; hold != (sale.OrderID != "") {
 		return inventory.Sale{}, true, fmt.Errorf("%w: key %q was used for %s, this order is %s",
 			inventory.ErrIdempotencyConflict, o.IdempotencyKey, saleKind(!hold), saleKind(hold))
+	}
+	if hold := o.PayWithin > 0; hold && payMillis != o.PayWithin.Milliseconds() {
+		return inventory.Sale{}, true, fmt.Errorf("%w: key %q held for pay_within %v, this hold asks %v",
+			inventory.ErrIdempotencyConflict, o.IdempotencyKey, time.Duration(payMillis)*time.Millisecond, o.PayWithin)
 	}
 	sale.OrderState = inventory.OrderState(state)
 	sale.Replayed = true
