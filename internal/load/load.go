@@ -823,7 +823,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		// The units each order returned come back inside the window its
 		// return certainly happened in; and the ledger's units of a round
 		// count them back (figs).
-		returns, err := ord.returnOps(ordersEv, workers+len(ids)+1_000_000, time.Now())
+		returns, placed, err := ord.returnOps(ordersEv, workers+len(ids)+1_000_000, time.Now())
 		if err != nil {
 			return Result{}, err
 		}
@@ -838,7 +838,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 			}
 		}
 		res.Orders = ord.result(ordersEv)
-		res.Orders.Returns = len(returns)
+		res.Orders.Returns, res.Orders.ReturnOps = placed, len(returns)
 	}
 	// Keys are unique across products: every product's rows settle as one.
 	settled, read, rows := 0, false, []verdict.LedgerRow(nil)
