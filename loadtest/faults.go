@@ -51,6 +51,7 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	fs.BoolVar(&o.orders, "orders", false, "orders mode: each run's buyers hold units for an order and abandon, cancel, pay at the deadline, pay, are refunded or shipped (the expiry job returns the abandoned units, mid-fault), and every invariant of an order's life is read from Postgres into each run's verdict; a hold carries its buyer's Idempotency-Key and is retried as a sale is, so that an answer a fault lost is settled from the ledger and the history is checked")
 	fs.DurationVar(&o.payWithin, "pay-within", matrix.DefaultOrders().PayWithin, "with --orders, each hold's pay_within (1s to 24h)")
 	fs.DurationVar(&o.SweepInterval, "sweep-interval", 0, "INVENTORY_ORDER_SWEEP_INTERVAL for the replicas (0: the service's default, 1s); with --orders, an expiry later than its deadline + this + the lock TTL + 1 s breaks the run")
+	fs.StringVar(&o.LogDir, "log-dir", "", "keep each fleet's processes' output (replicas, Postgres, nginx, …) in a directory of its own under this one, named after its faults (default: kept in memory only)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the matrix as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write the matrix as a self-contained HTML heat map to this file")
 	if err := parse(fs, args); err != nil {

@@ -28,8 +28,10 @@ func TestFaultFlagsOrders(t *testing.T) {
 		t.Errorf("parseFaultFlags(--orders …): Orders %+v, SweepInterval %v, %d units, %d buyers, %d at once, %d retries; want %+v, 500ms and the matrix's defaults (%d, %d, %d, %d)",
 			o.Orders, o.SweepInterval, o.Stock, o.Buyers, o.Concurrency, o.Retries, want, d.Stock, d.Buyers, d.Concurrency, d.Retries)
 	}
-	if o, err := parseFaultFlags([]string{"--orders", "--concurrency", "8"}, io.Discard); err != nil || o.Concurrency != 8 {
-		t.Errorf("parseFaultFlags(--orders --concurrency 8) = concurrency %d, %v; want 8 kept", o.Concurrency, err)
+	if o, err := parseFaultFlags([]string{"--orders", "--concurrency", "8", "--log-dir", "/tmp/fleet-logs"}, io.Discard); err != nil ||
+		o.Concurrency != 8 || o.LogDir != "/tmp/fleet-logs" {
+		t.Errorf("parseFaultFlags(--orders --concurrency 8 --log-dir /tmp/fleet-logs) = concurrency %d, log dir %q, %v; want 8 and the directory kept",
+			o.Concurrency, o.LogDir, err)
 	}
 	if o, err := parseFaultFlags([]string{"--pay-within", "2s"}, io.Discard); err != nil || o.Orders != nil {
 		t.Errorf("parseFaultFlags(--pay-within 2s) = Orders %+v, %v; want no orders mode without --orders", o.Orders, err)

@@ -70,6 +70,12 @@ type Options struct {
 	// SweepInterval is the replicas' INVENTORY_ORDER_SWEEP_INTERVAL (0:
 	// the service's default, DefaultSweepInterval).
 	SweepInterval time.Duration
+	// LogDir, when set, keeps each fleet's processes' output (the
+	// replicas', Postgres's, …) in a directory of its own under it, named
+	// after the fleet's faults (fleet.Options.LogDir): what a cell that
+	// broke has to say, such as the expiry job's runner's log. "": output
+	// is kept in memory only.
+	LogDir string
 }
 
 // DefaultSweepInterval is the service's INVENTORY_ORDER_SWEEP_INTERVAL
@@ -204,7 +210,16 @@ func matrixOnFleet(ctx context.Context, o Options, g fleetGroup, log io.Writer) 
 		names = append(names, f.Name())
 	}
 	fmt.Fprintf(log, "starting a local fleet for %s: %s …\n", strings.Join(names, ", "), describeFleet(g.opts))
-	f, err := fleet.Start(ctx, g.opts)
+	opts := g.opts
+	if o.LogDir != "" {
+		// A directory per fleet: fleets one after another write the same names.
+		opts.LogDir = filepath.Join(o.LogDir, strings.Join(names, "+"))
+		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+			return report.Matrix{}, fmt.Errorf("fault matrix: the fleet's log directory: %w", err)
+		}
+		fmt.Fprintf(log, "  its processes' output goes to %s\n", opts.LogDir)
+	}
+	f, err := fleet.Start(ctx, opts)
 	if err != nil {
 		return report.Matrix{}, err
 	}
