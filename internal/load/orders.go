@@ -678,10 +678,13 @@ type returnOp struct {
 // (its start, should the end come first: the clocks differ by up to
 // ClockMargin). Returns of other transactions, or of none known, stay
 // one op each. A sweep expires a product's due orders in one
-// transaction: as separate ops, a batch of k with the same window could
-// be placed in 2^k ways by porcupine, which then ran out of its budget on
-// runs whose buyers waited out a paused replica (93 s to find the order
-// of a 300-op history that, merged, checks in 5 ms).
+// transaction: as separate ops, a batch of k with the same window can be
+// placed in 2^k ways. Porcupine alone then ran out of its budget on runs
+// whose buyers waited out a paused replica (93 s to find the order of a
+// 300-op history that, merged, checks in 5 ms); the history's own search
+// finds an order of a true history either way, but a false one must be
+// ruled out in every order, which merged takes milliseconds and apart
+// more than any budget (TestASweepsReturnsCheckAsOne).
 func mergeReturns(rs []returnOp) []history.Op {
 	type group struct {
 		tx, product string
