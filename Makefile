@@ -90,7 +90,7 @@ test-matrix:
 # ran on for 44 s after internal/stock, the longest, had ended.
 SLOWEST_FIRST = ./internal/stock ./loadtest ./internal/localstack ./internal/fleet ./internal/faults \
 	./internal/api ./internal/lock/redislock ./internal/lock/etcdlock ./dashboards ./internal/lock/zklock \
-	./internal/client ./internal/lock/redlock
+	./internal/client ./internal/lock/redlock ./internal/stampede
 
 # The shared servers run at the tests' priority too: at the matrix's, the
 # shared Postgres, etcd and ZooKeeper took CPU the matrix waited for.
@@ -157,7 +157,7 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## demo: install what is missing while building, start the local two-replica fleet, run every strategy (250 units, 400 buyers), print the verdicts and write demo-report.html; more with e.g. make demo DEMO_ARGS='--stock 1000 --buyers 1500'
+## demo: install what is missing while building, start the local two-replica fleet, run every strategy (250 units, 400 buyers), then a flash sale with orders on redis (half the buyers hold a unit; abandoned and cancelled carts' units come back and are sold again), print the verdicts and write demo-report.html; more with e.g. make demo DEMO_ARGS='--stock 1000 --buyers 1500'
 DEMO_ARGS ?=
 demo:
 	GO=$(GO) ./scripts/demo.sh $(DEMO_ARGS)

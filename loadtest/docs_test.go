@@ -53,8 +53,14 @@ func parseCommand(args []string) error {
 	case len(args) > 0 && args[0] == "faults":
 		_, err := parseFaultFlags(args[1:], io.Discard)
 		return ignoreHelp(err)
+	case len(args) > 0 && args[0] == "cpu":
+		_, err := parseCPUFlags(args[1:], io.Discard)
+		return ignoreHelp(err)
 	case len(args) > 0 && args[0] == "results":
 		return parseResultsCommand(args[1:])
+	case len(args) > 0 && args[0] == "stampede":
+		_, err := parseStampedeFlags(args[1:], io.Discard)
+		return ignoreHelp(err)
 	default:
 		_, err := parseFlags(args, io.Discard)
 		return ignoreHelp(err)

@@ -18,6 +18,8 @@
 // `loadtest faults` runs the fault matrix instead: every strategy × every
 // fault of internal/faults, N faulted runs per cell, against a local fleet
 // (internal/faults/matrix; `loadtest faults -h` lists its flags).
+// `loadtest cpu` measures where a request's CPU goes, per process of a
+// local fleet (internal/cpuprof).
 // `loadtest results` keeps the measured runs of docs/results and the doc
 // tables written from them (internal/results): `results record KIND --
 // FLAGS` runs the load tester and appends the run.
@@ -106,6 +108,8 @@ var subcommands = []struct {
 }{
 	{"faults", "run the fault matrix: every strategy × fault, N faulted runs per cell", runFaults},
 	{"results", "append a run to docs/results and rewrite the doc tables made from them", runResults},
+	{"cpu", "where a request's CPU goes: µs per answer of every process, /healthz to a sale", runCPU},
+	{"stampede", "the product cache under 500 readers through nginx: Postgres reads per expiry and per second, without the lock and with it", runStampede},
 }
 
 type options struct {
@@ -128,6 +132,9 @@ type options struct {
 	hold, abandon, cancel, payAtDeadline, refund, ship float64
 	payWithin, sweepBound                              time.Duration
 	retrySteps                                         bool
+	// ordersAfter, when set, runs the order scenario as one row of this
+	// strategy after the others, which then sell outright (--orders-after).
+	ordersAfter string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -180,6 +187,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.refund, "refund", 0.2, "with --hold: the fraction of the orders paid at once that are refunded (their units come back)")
 	fs.Float64Var(&o.ship, "ship", 0.5, "with --hold: the fraction of the other orders paid at once that are shipped")
 	fs.BoolVar(&o.retrySteps, "retry-steps", false, "with --hold: send every pay, cancel, refund and ship twice, as a double click or a payment provider's retry does (a step whose answer said nothing is always sent again)")
+	fs.StringVar(&o.ordersAfter, "orders-after", "", "after the rows, one more row, `STRATEGY`+orders: STRATEGY's buyers with the order scenario of --hold and the flags after it (which then apply to that row alone; the other rows sell outright), started over three --pay-within, at most 8 at a time and 400 in all (the stock scaled down with them; more would make its history, returns racing buyers, too long to check) so that the crowd is still buying when the abandoned and cancelled units come back; the line under the orders table says how many came back and how many were sold again (make demo runs it)")
 	fs.DurationVar(&o.sweepBound, "sweep-bound", 0, "with --hold: how late after its deadline the expiry job may expire a held order, INVENTORY_ORDER_SWEEP_INTERVAL + INVENTORY_LOCK_TTL + 1s (default: the local fleet's, from --lock-ttl; with --url the service's defaults, 32s)")
 	if err := parse(fs, args); err != nil {
 		return o, err
@@ -200,6 +208,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	switch {
+	case o.ordersAfter != "" && o.hold == 0:
+		return o, fmt.Errorf("%w: --orders-after needs --hold: the fraction of that row's buyers that hold", errUsage)
 	case o.hold == 0 && orderFlag != "":
 		return o, fmt.Errorf("%w: --%s only applies with --hold", errUsage, orderFlag)
 	case o.hold != 0 && (o.restockDuring || o.switchEvery > 0 || o.mix):
@@ -366,6 +376,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	afterRow, err := ordersAfterRow(ctx, c, o, stderr)
+	if err != nil {
+		return err
+	}
 	extra := ""
 	if o.restockDuring {
 		extra = ", restocked once a third of the buyers are answered"
@@ -404,6 +418,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.postgresURL == "" {
 			return fmt.Errorf("%w: --hold checks every order invariant in the fleet's Postgres: give --postgres-url", errUsage)
 		}
+	}
+	if o.hold != 0 && o.ordersAfter == "" {
 		cfg.Orders = o.orderScenario()
 		fmt.Fprintf(stderr, "%.0f%% of the buyers hold for %s: %.0f%% of them abandon, %.0f%% cancel, %.0f%% pay at the deadline, the rest pay; expiries due within %s of their deadline\n",
 			100*o.hold, o.payWithin, 100*o.abandon, 100*o.cancel, 100*o.payAtDeadline, o.sweepBound)
@@ -413,6 +429,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	})
 	if err != nil {
 		return err
+	}
+	if afterRow != nil {
+		more, err := runOrdersAfter(ctx, c, cfg, *afterRow, o, &rep, stderr)
+		if err != nil {
+			return err
+		}
+		results = append(results, more...)
 	}
 	for _, res := range results {
 		rep.Results = append(rep.Results, res)
@@ -433,6 +456,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	report.PrintCeilings(tableOut, rep)
 	report.PrintReads(tableOut, rep)
 	report.PrintOrders(tableOut, rep)
+	report.PrintComeback(tableOut, rep)
 	for _, note := range load.CircuitNotes(rep.Results, rep.Target) {
 		fmt.Fprintln(tableOut, note)
 	}

@@ -58,6 +58,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--retry-steps"}, errUsage},
 		{[]string{"--hold", "0.5", "--restock-during"}, errUsage},
 		{[]string{"--hold", "0.5", "--mix"}, errUsage},
+		{[]string{"--orders-after", "redis", "--hold", "0.5", "--abandon", "0.4"}, nil},
+		{[]string{"--orders-after", "redis"}, errUsage},
+		{[]string{"--orders-after", "redis", "--abandon", "0.4"}, errUsage},
 		{[]string{"-h"}, flag.ErrHelp},
 	}
 	t.Setenv("INVENTORY_ADMIN_TOKEN", "")
@@ -131,6 +134,55 @@ func TestMatrixFailureSaysWhatHappened(t *testing.T) {
 			if strings.Contains(err.Error(), n) {
 				t.Errorf("matrixFailure(%v) = %q, must not say %q", tt.cells, err, n)
 			}
+		}
+	}
+}
+
+// TestStampedeFlags: `loadtest stampede` refuses a mode the service does
+// not know, a crowd out of bounds, a TTL the service would refuse.
+func TestStampedeFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr error
+	}{
+		{nil, nil},
+		{[]string{"--modes", "nolock,lock", "--readers", "500", "--duration", "10s", "--runs", "5", "--ttl", "1s"}, nil},
+		{[]string{"--duration", "0"}, nil},
+		{[]string{"--modes", "lock,sometimes"}, errUsage},
+		{[]string{"--readers", "0"}, errUsage},
+		{[]string{"--readers", "5001"}, errUsage},
+		{[]string{"--runs", "0"}, errUsage},
+		{[]string{"--duration", "-1s"}, errUsage},
+		{[]string{"--ttl", "1ms"}, errUsage},
+		{[]string{"extra"}, errUsage},
+		{[]string{"-h"}, flag.ErrHelp},
+	}
+	for _, tt := range tests {
+		_, err := parseStampedeFlags(tt.args, io.Discard)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+			t.Errorf("parseStampedeFlags(%q) = %v, want %v", tt.args, err, tt.wantErr)
+		}
+	}
+}
+
+// TestOrdersSize: the --orders-after row keeps the rows' size up to 400
+// buyers, and past it 400 buyers with the stock scaled as the buyers are,
+// never below one unit.
+func TestOrdersSize(t *testing.T) {
+	tests := []struct {
+		buyers     int
+		stock      int64
+		wantBuyers int
+		wantStock  int64
+	}{
+		{400, 250, 400, 250},
+		{150, 100, 150, 100},
+		{1500, 1000, 400, 267},
+		{4000, 1, 400, 1},
+	}
+	for _, tt := range tests {
+		if b, s := ordersSize(tt.buyers, tt.stock); b != tt.wantBuyers || s != tt.wantStock {
+			t.Errorf("ordersSize(%d buyers, %d units) = %d, %d; want %d, %d", tt.buyers, tt.stock, b, s, tt.wantBuyers, tt.wantStock)
 		}
 	}
 }

@@ -105,7 +105,7 @@ func resultsRecord(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	for _, kind := range kinds {
-		if matrix := kind.From == "loadtest faults"; matrix != (tail[0] == "faults") {
+		if kindCommand(kind) != subcommandOf(tail) {
 			return fmt.Errorf("%w: %s records come from %s", errUsage, strings.TrimSuffix(kind.File, ".jsonl"), kind.From)
 		}
 	}
@@ -145,6 +145,26 @@ func resultsRecord(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return fmt.Errorf("results record: %w", err)
 	}
 	return appendRecords(kinds, data, "go run ./loadtest "+shellJoin(tail), load, o, dir, stdout)
+}
+
+// kindCommand is the load tester's subcommand whose --json kind reads
+// ("faults", "cpu"); "" for the load tester's own.
+func kindCommand(kind results.Kind) string {
+	if f := strings.Fields(strings.TrimPrefix(kind.From, "loadtest")); len(f) > 0 && !strings.HasPrefix(f[0], "-") {
+		return f[0]
+	}
+	return ""
+}
+
+// subcommandOf is the subcommand args run ("faults") when some kind's
+// records come from it; "" for the load tester's own run.
+func subcommandOf(args []string) string {
+	for _, k := range results.Kinds {
+		if c := kindCommand(k); c != "" && len(args) > 0 && args[0] == c {
+			return c
+		}
+	}
+	return ""
 }
 
 func resultsAdd(args []string, stdout, stderr io.Writer) error {

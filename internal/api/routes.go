@@ -15,7 +15,7 @@ func (s *server) routes(r chi.Router) {
 	r.Post("/sale", s.handleSale)
 	r.Post("/products/{id}/sale", s.handleProductSale)
 
-	r.Get("/orders/{id}", s.handleGetOrder)
+	r.With(s.readBudget).Get("/orders/{id}", s.handleGetOrder)
 	r.Post("/orders/{id}/pay", s.handleOrderStep(inventory.Pay))
 	r.Post("/orders/{id}/cancel", s.handleOrderStep(inventory.Cancel))
 	r.Post("/orders/{id}/refund", s.handleOrderStep(inventory.Refund))

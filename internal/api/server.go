@@ -92,7 +92,8 @@ type Config struct {
 	// writes decide every step all the same).
 	Orders Orders
 	// ReadRate, when above 0, is how many anonymous reads (GET
-	// /products/{id}, its rounds, /live) this replica answers per second,
+	// /products/{id}, its rounds, /orders/{id}, /live) this replica
+	// answers per second,
 	// with a burst of as many: a read over it waits up to readWait for its
 	// turn, then gets 429 too-many-requests. A crowd of readers then takes
 	// no more of the machine than this, whatever its size. 0: no limit.

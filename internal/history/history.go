@@ -1,7 +1,8 @@
 // Package history records what every buyer was told and checks, product by
 // product, that one order of events explains all of it: each answer must be
 // what a single, sequential stock would have given at some moment between
-// the request and its answer (linearizability, checked with porcupine).
+// the request and its answer (linearizability: an order found by the
+// search of search.go and certified, or else porcupine's verdict).
 //
 // The model of one product is its stock and round. A sale of q answered
 // "sold" needs stock ≥ q and leaves stock − q (the answer's remaining, when

@@ -146,9 +146,8 @@ func verdictRows(rep *Report) ([]verdictRow, []string) {
 				rowLabel(rep, r), r.Breaches, plural(int(r.Breaches), "", "s")))
 		}
 		if o := r.Orders; o != nil {
-			notes = append(notes, fmt.Sprintf("%s: %d orders held for %s: %d paid, %d cancelled, %d expired, %d refunded, %d shipped; %d units returned; "+
-				"%d expiries later than %s after their deadline (latest %.0f ms)", rowLabel(rep, r), o.Held, o.PayWithin, o.Paid, o.Cancelled,
-				o.Expired, o.Refunded, o.Shipped, o.UnitsReturned, o.LateExpiries, o.SweepBound, o.MaxExpiryLagMs))
+			notes = append(notes, fmt.Sprintf("%s: %s; %d expiries later than %s after their deadline (latest %.0f ms)",
+				rowLabel(rep, r), Comeback(r), o.LateExpiries, o.SweepBound, o.MaxExpiryLagMs))
 		}
 	}
 	return rows, notes
@@ -195,6 +194,9 @@ func settings(rep *Report) [][2]string {
 	}
 	if len(scenarios) > 0 {
 		s = append(s, [2]string{"scenarios", strings.Join(scenarios, "; ")})
+	}
+	if rep.OrdersAfter != "" {
+		s = append(s, [2]string{"orders", rep.OrdersAfter})
 	}
 	return s
 }

@@ -35,9 +35,13 @@ type Report struct {
 	// Products and Zipf are --products and --zipf when more than one
 	// product was sold; Product is then the ids' prefix, and Stock each
 	// product's.
-	Products  int     `json:"products,omitempty"`
-	Zipf      float64 `json:"zipf,omitempty"`
-	StartedAt string  `json:"started_at"`
+	Products int     `json:"products,omitempty"`
+	Zipf     float64 `json:"zipf,omitempty"`
+	// OrdersAfter describes the --orders-after row (its strategy, buyers,
+	// pacing and order scenario), which differs from the other rows'
+	// settings; empty without one.
+	OrdersAfter string `json:"orders_after,omitempty"`
+	StartedAt   string `json:"started_at"`
 	// Commit is the load tester's source revision (its build's, else the
 	// working tree's), "-dirty" when it had changes; empty when unknown.
 	Commit string `json:"commit,omitempty"`

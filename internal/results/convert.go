@@ -30,6 +30,7 @@ var Kinds = []Kind{
 	{"ceilings.jsonl", "loadtest --ceilings", "the ceilings measured at the start: the hot row, many rows (with --products), Redis, GET /healthz", fromCeilings},
 	{"many-products.jsonl", "loadtest --products N --ceilings", "per strategy, the median over its runs: sales/s and % of the many-row ceiling", fromManyProducts},
 	{"fault-matrix.jsonl", "loadtest faults", "one row per strategy: kept/runs per fault, n/a, or DID NOT STRIKE", fromMatrix},
+	{"cpu.jsonl", "loadtest cpu", "per kind of request (GET /healthz, a sold-out 409, a sale by each strategy): answers/s and the µs of CPU per answer of each group of processes, × /healthz", fromCPU},
 }
 
 // KindNamed returns the kind whose file is name + ".jsonl".

@@ -35,7 +35,7 @@ func TestOrdersMode(t *testing.T) {
 		t.Errorf("orders() changed Options.Orders: %+v", s)
 	}
 	o.SweepInterval, o.LockTTL = 200*time.Millisecond, 2*time.Second
-	if got, want := o.orders().SweepBound, 3200*time.Millisecond; got != want {
+	if got, want := o.orders().SweepBound, 4200*time.Millisecond; got != want {
 		t.Errorf("orders() with lock TTL 2s and sweep 200ms: bound %v, want %v", got, want)
 	}
 	if env := matrixFleet(o, "bin").Env; env["INVENTORY_ORDER_SWEEP_INTERVAL"] != "200ms" {
