@@ -165,24 +165,3 @@ func TestStampedeFlags(t *testing.T) {
 	}
 }
 
-// TestOrdersSize: the --orders-after row keeps the rows' size up to 400
-// buyers, and past it 400 buyers with the stock scaled as the buyers are,
-// never below one unit.
-func TestOrdersSize(t *testing.T) {
-	tests := []struct {
-		buyers     int
-		stock      int64
-		wantBuyers int
-		wantStock  int64
-	}{
-		{400, 250, 400, 250},
-		{150, 100, 150, 100},
-		{1500, 1000, 400, 267},
-		{4000, 1, 400, 1},
-	}
-	for _, tt := range tests {
-		if b, s := ordersSize(tt.buyers, tt.stock); b != tt.wantBuyers || s != tt.wantStock {
-			t.Errorf("ordersSize(%d buyers, %d units) = %d, %d; want %d, %d", tt.buyers, tt.stock, b, s, tt.wantBuyers, tt.wantStock)
-		}
-	}
-}
