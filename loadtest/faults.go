@@ -48,9 +48,10 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 	fs.DurationVar(&o.LockTTL, "lock-ttl", o.LockTTL, "INVENTORY_LOCK_TTL for the replicas; replica-pause pauses for twice this")
 	fs.DurationVar(&o.Spread, "spread", o.Spread, "side by side, each run's buyers start over at least this long, so the fastest strategies are still selling when the slowest reach the fault's moment (0: as fast as they can)")
 	fs.IntVar(&o.Fleets, "fleets", o.Fleets, "how many fleets run at once, each with its own group of faults (the Sentinel's, the Redis Cluster's, Patroni's and libfaketime's faults need fleets of their own); more is shorter, but the fleets share the machine's cores")
-	fs.BoolVar(&o.orders, "orders", false, "orders mode: each run's buyers hold units for an order and abandon, cancel, pay at the deadline, pay, are refunded or shipped (the expiry job returns the abandoned units, mid-fault), and every invariant of an order's life is read from Postgres into each run's verdict; buyers then send no Idempotency-Key, and --concurrency, --stock and --buyers default to 8, 40 and 80 (histories with returns check in time)")
+	fs.BoolVar(&o.orders, "orders", false, "orders mode: each run's buyers hold units for an order and abandon, cancel, pay at the deadline, pay, are refunded or shipped (the expiry job returns the abandoned units, mid-fault), and every invariant of an order's life is read from Postgres into each run's verdict; a hold carries its buyer's Idempotency-Key and is retried as a sale is, so that an answer a fault lost is settled from the ledger and the history is checked")
 	fs.DurationVar(&o.payWithin, "pay-within", matrix.DefaultOrders().PayWithin, "with --orders, each hold's pay_within (1s to 24h)")
 	fs.DurationVar(&o.SweepInterval, "sweep-interval", 0, "INVENTORY_ORDER_SWEEP_INTERVAL for the replicas (0: the service's default, 1s); with --orders, an expiry later than its deadline + this + the lock TTL + 1 s breaks the run")
+	fs.StringVar(&o.LogDir, "log-dir", "", "keep each fleet's processes' output (replicas, Postgres, nginx, …) in a directory of its own under this one, named after its faults (default: kept in memory only)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the matrix as JSON to this file, or - for stdout (the table then goes to stderr)")
 	fs.StringVar(&o.htmlOut, "html", "", "also write the matrix as a self-contained HTML heat map to this file")
 	if err := parse(fs, args); err != nil {
@@ -65,21 +66,6 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 		return o, fmt.Errorf("%w: --lock-ttl must be positive, --work-delay, --spread and --sweep-interval not negative", errUsage)
 	}
 	if o.orders {
-		// At 16 buyers at once, replica-kill's and runner-pause's histories
-		// with returns and no keys to settle unknown outcomes by ran out of
-		// the checker's budget (INCONCLUSIVE); at 8 they check in time.
-		if !flagSet(fs, "concurrency") {
-			o.Concurrency = OrdersConcurrency
-		}
-		// At 120 units and 200 buyers (~300 ops with the returns) 63 of
-		// 80 runs' histories were INCONCLUSIVE; at 30 and 60 they check
-		// in 1–4 s.
-		if !flagSet(fs, "stock") {
-			o.Stock = OrdersStock
-		}
-		if !flagSet(fs, "buyers") {
-			o.Buyers = OrdersBuyers
-		}
 		s := matrix.DefaultOrders()
 		s.PayWithin = o.payWithin
 		s.SweepBound = load.SweepBound(o.LockTTL, cmp.Or(o.SweepInterval, matrix.DefaultSweepInterval))
@@ -89,24 +75,6 @@ func parseFaultFlags(args []string, stderr io.Writer) (faultOptions, error) {
 		o.Orders = &s
 	}
 	return o, nil
-}
-
-// OrdersConcurrency is `loadtest faults --orders`' buyers in flight at
-// once when --concurrency is not given.
-const OrdersConcurrency = 8
-
-// OrdersStock and OrdersBuyers are `loadtest faults --orders`' units and
-// buyers per run when --stock and --buyers are not given.
-const (
-	OrdersStock  = 40
-	OrdersBuyers = 80
-)
-
-// flagSet reports whether the flag name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // pickFaults returns the faults named in list (all when empty).

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apiclient "inventory/internal/client"
+	"inventory/internal/history"
+	"inventory/internal/verdict"
 )
 
 // TestBuyersComeFromTheClientSources: with --client-ips' sources, the
@@ -157,5 +160,77 @@ func TestRestockIsSentAgainUnderItsKey(t *testing.T) {
 	defer mu.Unlock()
 	if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
 		t.Errorf("restock sent Idempotency-Keys %q, want the same key twice", keys)
+	}
+}
+
+// TestHoldIsSentAgainUnderItsKey: a hold answered 504 (nginx, the replica
+// gone quiet) and then 503 outcome-unknown is sent again under the same
+// Idempotency-Key until it is answered; the replayed 201 is the buyer's
+// answer (sold, the stock it reports being today's), and a hold whose
+// every answer said nothing stays unknown under its key, for the ledger
+// to settle.
+func TestHoldIsSentAgainUnderItsKey(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		keys []string
+		fail bool // answer every try 503 outcome-unknown
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		n, failing := len(keys), fail
+		mu.Unlock()
+		switch {
+		case !strings.Contains(string(b), `"pay_within":"1s"`):
+			problem(w, http.StatusBadRequest, "bad-request")
+		case n == 1 && !failing:
+			problem(w, http.StatusGatewayTimeout, "gateway-timeout")
+		case n == 2 || failing:
+			problem(w, http.StatusServiceUnavailable, "outcome-unknown")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"order_id":"3f2b5c1e-8d4a-4b6e-9c1f-2a7d5e8b9c0d","sale_id":9,"product_id":"p","quantity":1,"state":"held",`+
+				`"expires_at":"2026-11-29T10:15:00Z","remaining":4,"round":2,"strategy":"atomic","instance":"inventory-1"}`)
+		}
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, "token", 1, nil)
+	defer c.Close()
+	sent := func() []string { // and forgets them
+		mu.Lock()
+		defer mu.Unlock()
+		k := keys
+		keys = nil
+		return k
+	}
+
+	h, o, retries := c.holdRetrying(context.Background(), "p", "", "k-7", time.Second, 3)
+	if o.status != http.StatusCreated || !o.replayed || h.OrderID == "" || o.saleID != 9 || retries != 2 {
+		t.Fatalf("holdRetrying after a 504 and a 503 outcome-unknown = %+v, %+v, %d retries; want the replayed 201 of sale 9 after 2", h, o, retries)
+	}
+	if got := sent(); !slices.Equal(got, []string{"k-7", "k-7", "k-7"}) {
+		t.Errorf("Idempotency-Keys sent %q, want k-7 three times", got)
+	}
+	if op := o.op(1, "p", "k-7", time.Now(), time.Now()); op.Outcome != history.Sold || op.Remaining != -1 || op.Round != 2 {
+		t.Errorf("op %+v: want sold in round 2, no remaining (a replay tells today's)", op)
+	}
+
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	_, o, retries = c.holdRetrying(context.Background(), "p", "", "k-8", time.Second, 2)
+	op := o.op(1, "p", "k-8", time.Now(), time.Now())
+	if op.Outcome != history.Unknown || op.Key != "k-8" || retries != 2 {
+		t.Fatalf("holdRetrying answered outcome-unknown every time = %+v, %d retries; want unknown under key k-8 after 2", op, retries)
+	}
+	if got := sent(); len(got) != 3 {
+		t.Errorf("sent %d times, want 3 (once and 2 retries)", len(got))
+	}
+	ops := []history.Op{op}
+	if n := settle(ops, []verdict.LedgerRow{{ID: 10, Key: "k-8", Round: 2}}); n != 1 || ops[0].Outcome != history.Sold || ops[0].Round != 2 || !ops[0].Late {
+		t.Errorf("settle = %d, %+v; want the hold sold in round 2, late", n, ops[0])
 	}
 }

@@ -36,6 +36,10 @@ type History struct {
 	// rows by Idempotency-Key before the check.
 	Windows int `json:"windows"`
 	Settled int `json:"settled_from_ledger,omitempty"`
+	// Unknown is the ops checked whose outcome nobody knew, settling done:
+	// each may or may not have taken effect, and a few of them near a
+	// sell-out can take porcupine longer than any budget.
+	Unknown int `json:"unknown_ops,omitempty"`
 	// Products is every product whose verdict is not LINEARIZABLE.
 	Products []HistoryProduct `json:"products,omitempty"`
 
@@ -81,6 +85,11 @@ func checkHistory(initial, final map[string]history.State, ops []history.Op, bud
 	began := time.Now()
 	res := history.Check(initial, final, ops, budget)
 	h := &History{Verdict: string(res.Verdict), result: res}
+	for _, op := range ops {
+		if op.Outcome == history.Unknown {
+			h.Unknown++
+		}
+	}
 	for _, p := range res.Products {
 		h.Ops += p.Ops
 		h.Windows += p.Windows

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/google/uuid"
 
 	apiclient "inventory/internal/client"
 	"inventory/internal/history"
@@ -421,8 +422,19 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 	if len(ids) > 1 {
 		choices = zipfChoices(len(ids), cfg.Buyers, cmp.Or(cfg.Zipf, DefaultZipf), cfg.Seed)
 	}
-	if cfg.Orders != nil && (cfg.Keys != "" || cfg.RestockDuring) {
-		return Result{}, fmt.Errorf("%w: an order scenario is checked in one round without idempotency keys: not with Keys or RestockDuring", ErrUsage)
+	if cfg.Orders != nil && cfg.RestockDuring {
+		return Result{}, fmt.Errorf("%w: an order scenario is checked in one round: not with RestockDuring", ErrUsage)
+	}
+	// A hold's key is the run's (Keys, then every ledger row is a buyer's
+	// and CheckKeys holds them all) or, without one, its own under a prefix
+	// new to this run (a key of an earlier run would replay that run's
+	// hold); either way it is sent again as often as a sale with a key.
+	holdKeys, holdRetries := cfg.Keys, cfg.Retries
+	if holdKeys == "" {
+		holdKeys = "hold-" + uuid.NewString()
+	}
+	if holdRetries <= 0 {
+		holdRetries = HoldRetries
 	}
 	parallel := adminParallel(cfg.Concurrency)
 	tr, err := openTruth(ctx, c, cfg.PostgresURL, parallel)
@@ -610,8 +622,15 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 					retries int
 				)
 				if f, after, r := ord.fate(cfg.Seed, i); f != buyOutright {
+					// Every hold carries a key, the run's or its own (see
+					// holdKeys), and is sent again under it while its answer
+					// says nothing: one that stays unknown is settled from
+					// the ledger by its key after the run.
+					if key == "" {
+						key = fmt.Sprintf("%s-%d", holdKeys, i)
+					}
 					var h apiclient.HeldSale
-					h, o = c.hold(runCtx, ids[p], strategy, cfg.Orders.PayWithin)
+					h, o, retries = c.holdRetrying(runCtx, ids[p], strategy, key, cfg.Orders.PayWithin, holdRetries)
 					if o.status == http.StatusCreated {
 						ord.held(ctx, p, h, t0, f, after, r)
 					}
@@ -626,7 +645,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 				if o.status/100 == 2 {
 					cnt.perTick[int64(time.Since(start)/Tick)]++
 				}
-				if key != "" {
+				if cfg.Keys != "" {
 					cnt.answers = append(cnt.answers, verdict.KeyedAnswer{Key: key, Definite: o.definite(), OK: o.status/100 == 2, SaleID: o.saleID})
 				}
 				afterAnswer(answered.Add(1))
@@ -703,7 +722,9 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		others    = make([][]history.Op, len(ids)) // restocks made by someone else: a fault
 	)
 	if err := forEachProduct(ctx, ids, parallel, func(ctx context.Context, i int, id string) error {
-		a, rows, err := tr.snapshot(ctx, id, before[i].Round, cfg.Keys != "")
+		// The ledger's rows settle, by key, what buyers with keys (and every
+		// holder) were not told.
+		a, rows, err := tr.snapshot(ctx, id, before[i].Round, cfg.Keys != "" || cfg.Orders != nil)
 		if err != nil {
 			return fmt.Errorf("final state: %w", err)
 		}
@@ -802,7 +823,7 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 		// The units each order returned come back inside the window its
 		// return certainly happened in; and the ledger's units of a round
 		// count them back (figs).
-		returns, err := ord.returnOps(ordersEv, workers+len(ids)+1_000_000, time.Now())
+		returns, placed, err := ord.returnOps(ordersEv, workers+len(ids)+1_000_000, time.Now())
 		if err != nil {
 			return Result{}, err
 		}
@@ -817,11 +838,15 @@ func Run(ctx context.Context, c *Client, cfg Config, sc Scenario, progress func(
 			}
 		}
 		res.Orders = ord.result(ordersEv)
-		res.Orders.Returns = len(returns)
+		res.Orders.Returns, res.Orders.ReturnOps = placed, len(returns)
 	}
-	settled := 0
-	if len(ids) == 1 && ledgers[0] != nil {
-		settled = settle(ops, ledgers[0])
+	// Keys are unique across products: every product's rows settle as one.
+	settled, read, rows := 0, false, []verdict.LedgerRow(nil)
+	for _, l := range ledgers {
+		read, rows = read || l != nil, append(rows, l...)
+	}
+	if read {
+		settled = settle(ops, rows)
 	}
 	budget := DefaultHistoryBudget
 	if cfg.HistoryTimeout > 0 {

@@ -1,7 +1,13 @@
 package load
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -154,5 +160,145 @@ func TestADoctoredOrderBreaksTheRun(t *testing.T) {
 	}
 	if !slices.ContainsFunc(res.Reasons, func(r string) bool { return strings.Contains(r, "order "+id+" is paid but its units returned") }) {
 		t.Errorf("reasons %q, want one naming order %s paid with its units returned", res.Reasons, id)
+	}
+}
+
+// answerLoser is a proxy in front of a fleet that passes every request on
+// and every answer back, except the answers to the holds of the first
+// lose Idempotency-Keys it sees (a hold without a key counts as a key of
+// its own): those reach the fleet, which holds the units and answers, and
+// then the buyer's connection is closed with no answer, every time that
+// key is sent. That is a lost answer, as a replica killed after its
+// commit or a reset connection gives.
+type answerLoser struct {
+	upstream string
+	client   *http.Client
+	lose     int
+
+	mu      sync.Mutex
+	lost    map[string]int // key → answers lost
+	unkeyed int            // holds sent without a key
+}
+
+func (l *answerLoser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, l.upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := l.client.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	if r.Method == http.MethodPost && bytes.Contains(body, []byte(`"pay_within"`)) && l.loses(r.Header.Get("Idempotency-Key")) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(answer)
+}
+
+// loses reports whether the answer to a hold under key is lost, and notes it.
+func (l *answerLoser) loses(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if key == "" {
+		l.unkeyed++
+		key = fmt.Sprintf("(none %d)", l.unkeyed)
+	}
+	if _, ok := l.lost[key]; !ok && len(l.lost) >= l.lose {
+		return false
+	}
+	l.lost[key]++
+	return true
+}
+
+// TestALostHoldAnswerIsSettledByItsKey: the answers to five holds are lost
+// (the fleet held the units; the buyer heard nothing, however often it
+// asked again). Every hold carries an Idempotency-Key — the run's, or one
+// of its own when the run has none — and is sent again under it; its
+// ledger row, found by the key after the run, settles it as held, so the
+// history has no op whose outcome nobody knows and is checked
+// LINEARIZABLE, and every invariant of a faulted run holds (the orders
+// nobody heard of expire).
+func TestALostHoldAnswerIsSettledByItsKey(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
+	f := startOrderFleet(t)
+	for _, tc := range []struct {
+		name, keys string
+		retries    int
+	}{
+		{"with the run's keys", "sku-orders-lost-keyed", 2},
+		{"with keys of their own", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			const lose = 5
+			loser := &answerLoser{upstream: f.URL, client: &http.Client{}, lose: lose, lost: map[string]int{}}
+			proxy := httptest.NewServer(loser)
+			defer proxy.Close()
+			c := NewClient(proxy.URL, f.AdminToken, 8, nil)
+			defer c.Close()
+			product := "sku-orders-lost-" + strings.ReplaceAll(tc.name, " ", "-")[:12]
+			cfg := Config{Product: product, Stock: 40, Buyers: 80, Concurrency: 8, PostgresURL: f.PostgresURL, Seed: 1, Orders: orderScenario(),
+				Spread: time.Second, Keys: tc.keys, Retries: tc.retries,
+				// The lost answers are the run's fault, active while the
+				// buyers buy: the run is judged as faulted (a buyer without
+				// an answer may have bought), and a wave buys after it.
+				Strike: func(ctx context.Context, _ func() int64, selling <-chan struct{}) error {
+					select {
+					case <-selling:
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				},
+				WaveWithin: 20 * time.Second}
+			res, err := Run(ctx, c, cfg, Scenario{Name: "atomic", Safe: true, Sell: []string{"atomic"}}, nil)
+			if err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			loser.mu.Lock()
+			lost, unkeyed := maps.Clone(loser.lost), loser.unkeyed
+			loser.mu.Unlock()
+			if unkeyed > 0 {
+				t.Errorf("%d holds were sent without an Idempotency-Key, want none", unkeyed)
+			}
+			if len(lost) != lose {
+				t.Fatalf("answers lost under %d keys %v, want %d", len(lost), lost, lose)
+			}
+			for key, n := range lost {
+				if n < 2 {
+					t.Errorf("the hold under key %s was sent %d time(s), want it sent again after its answer was lost", key, n)
+				}
+			}
+			h := res.History
+			if h == nil || h.Verdict != "LINEARIZABLE" || h.Settled < lose || h.Unknown != 0 {
+				t.Fatalf("history %+v, want LINEARIZABLE with at least %d ops settled from the ledger and none unknown", h, lose)
+			}
+			if res.Verdict != verdict.Safe {
+				t.Errorf("verdict %s %q, want %s", res.Verdict, res.Reasons, verdict.Safe)
+			}
+			t.Logf("lost %v; history %d ops, %d settled, checked in %.2fs; orders %+v", lost, h.Ops, h.Settled, h.Seconds, *res.Orders)
+		})
 	}
 }

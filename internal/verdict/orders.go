@@ -69,6 +69,10 @@ type Order struct {
 	// anyway), with the reason of the first.
 	Returns      int
 	ReturnReason string
+	// ReturnTx names the transaction that wrote its return (the returns
+	// row's xmin; "" for none): returns written by one transaction (a
+	// sweep's expiries of a product) came back at one commit, together.
+	ReturnTx string
 }
 
 // OrderEvent is one state an order entered, and when (Postgres's clock).

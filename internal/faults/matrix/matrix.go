@@ -62,13 +62,20 @@ type Options struct {
 	// job, cancelled, paid at the deadline, …), each run waits for its held
 	// orders to end, and its verdict holds every invariant of an order's
 	// life read from Postgres. Its SweepBound, when 0, is the fleet's:
-	// load.SweepBound(LockTTL, SweepInterval). The buyers then send no
-	// Idempotency-Key and do not retry (load checks an order scenario
-	// without keys), so Retries does not apply. Nil: buyers buy outright.
+	// load.SweepBound(LockTTL, SweepInterval). Holds carry their buyers'
+	// Idempotency-Keys and are retried (Retries) as sales are, so an
+	// answer a fault lost is settled from the ledger and the history is
+	// checked. Nil: buyers buy outright.
 	Orders *load.OrderScenario
 	// SweepInterval is the replicas' INVENTORY_ORDER_SWEEP_INTERVAL (0:
 	// the service's default, DefaultSweepInterval).
 	SweepInterval time.Duration
+	// LogDir, when set, keeps each fleet's processes' output (the
+	// replicas', Postgres's, …) in a directory of its own under it, named
+	// after the fleet's faults (fleet.Options.LogDir): what a cell that
+	// broke has to say, such as the expiry job's runner's log. "": output
+	// is kept in memory only.
+	LogDir string
 }
 
 // DefaultSweepInterval is the service's INVENTORY_ORDER_SWEEP_INTERVAL
@@ -203,7 +210,16 @@ func matrixOnFleet(ctx context.Context, o Options, g fleetGroup, log io.Writer) 
 		names = append(names, f.Name())
 	}
 	fmt.Fprintf(log, "starting a local fleet for %s: %s …\n", strings.Join(names, ", "), describeFleet(g.opts))
-	f, err := fleet.Start(ctx, g.opts)
+	opts := g.opts
+	if o.LogDir != "" {
+		// A directory per fleet: fleets one after another write the same names.
+		opts.LogDir = filepath.Join(o.LogDir, strings.Join(names, "+"))
+		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+			return report.Matrix{}, fmt.Errorf("fault matrix: the fleet's log directory: %w", err)
+		}
+		fmt.Fprintf(log, "  its processes' output goes to %s\n", opts.LogDir)
+	}
+	f, err := fleet.Start(ctx, opts)
 	if err != nil {
 		return report.Matrix{}, err
 	}
@@ -747,11 +763,10 @@ func (mr *matrixRun) faultedRun(ctx context.Context, s load.StrategyInfo, o Opti
 		WaveWithin:  cmp.Or(o.WaveWithin, load.DefaultWaveWithin),
 		PostgresURL: mr.fleet.PostgresURL, // the truth: stock, rounds, ledger, circuits and a fault's restocks
 	}
-	if cfg.Orders = o.orders(); cfg.Orders != nil {
-		// load checks an order scenario without Idempotency-Keys: a hold
-		// carries none, and every row of the ledger must still be a buyer's.
-		cfg.Keys = ""
-	}
+	// In orders mode a hold carries its buyer's key as a sale does, and is
+	// sent again under it: an answer a fault lost is settled from the
+	// ledger, and every row of the ledger is still a buyer's.
+	cfg.Orders = o.orders()
 	res, err := load.Run(ctx, mr.c, cfg, sc, nil)
 	soldOutSent := mr.takeSoldOut(product)
 	if err != nil {
