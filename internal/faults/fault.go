@@ -151,13 +151,17 @@ func LeasesEnded(f Fault) map[string]int {
 
 // Outage is implemented by faults that take away from every replica, for
 // a while, what the expiry job needs to expire anything at all: Postgres
-// (pg-restart, pg-failover) or the Redis that keeps its lock and counter
-// (redis-restart). Outage is how long the last injection kept it away,
-// measured from the strike until it served again. An order due meanwhile
-// cannot expire before then, so whoever holds expiries to the job's bound
-// (the matrix's orders mode) holds them to the bound plus the outage. A
-// fault that stops one replica (replica-kill, runner-pause) is no outage:
-// another replica takes the job over within the bound.
+// (pg-restart, pg-failover), the Redis that keeps its lock and counter
+// (redis-restart), or the rows a paused replica's open transactions hold
+// until Postgres ends them (runner-pause: a product's stock row, which
+// every return needs). Outage is how long the last injection kept it
+// away, measured from the strike until it served again. An order due
+// meanwhile cannot expire before then, so whoever holds expiries to the
+// job's bound (the matrix's orders mode) holds them to the bound plus the
+// outage. A fault that kills one replica (replica-kill) is no outage:
+// another replica takes the job over within the bound; runner-pause holds
+// that takeover to its bound itself (its Heal fails otherwise), so the
+// rows' outage forgives no job nobody took over.
 type Outage interface{ Outage() time.Duration }
 
 // OutageOf is f's last outage; 0 for a fault that is no Outage.

@@ -40,6 +40,7 @@ const expiryJob = "order-expiry"
 // fault judges nothing, the order invariants read from Postgres do.
 type RunnerPause struct {
 	mu      sync.Mutex
+	outage  time.Duration // the last strike's RowsHeld
 	strikes []RunnerStrike
 	paused  *fleet.Replica
 	t       Target
@@ -76,6 +77,15 @@ type RunnerStrike struct {
 	// transaction, holds the fence row until it wakes, and no sweep
 	// expires anything meanwhile.
 	ClaimWaited time.Duration
+	// RowsHeld is how long after the pause a transaction begun before it
+	// was still open in Postgres: the paused replica's, holding their rows
+	// (a product's stock row among them) until Postgres ends each after it
+	// sat idle for the replica's idle timeout (min(INVENTORY_LOCK_TTL,
+	// INVENTORY_WORK_DELAY + 5 s)), one queued behind another in turn, and
+	// those of the other replicas waiting behind them. Nothing returns
+	// units to those rows meanwhile: it is the fault's outage
+	// (Outage), which the sweep's bound is extended by.
+	RowsHeld time.Duration
 	// WroteAfterPause is the orders the paused runner's sweeps expired at
 	// or after the pause (order_events by expiry@<Runner>); the fence
 	// lets through only a transaction that had claimed the job before the
@@ -85,6 +95,14 @@ type RunnerStrike struct {
 
 // Name implements Fault.
 func (*RunnerPause) Name() string { return "runner-pause" }
+
+// Outage implements Outage: how long after the last pause the paused
+// replica's transactions held their rows (RunnerStrike.RowsHeld).
+func (f *RunnerPause) Outage() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.outage
+}
 
 // Scope implements Scoped.
 func (*RunnerPause) Scope() Scope { return ScopeFleet }
@@ -157,6 +175,12 @@ func (f *RunnerPause) Inject(ctx context.Context, t Target) error {
 			  AND ltrim(query, E' \t\r\n') LIKE 'INSERT INTO job_fences%'`).Scan(&waited); err == nil {
 			st.ClaimWaited = max(st.ClaimWaited, time.Duration(waited*float64(time.Second)))
 		}
+		var open int
+		if err := conn.QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start < $1`, st.PausedAt).Scan(&open); err == nil && open > 0 {
+			st.RowsHeld = time.Since(st.PausedAt)
+		}
 		select {
 		case <-ctx.Done():
 			f.set(st)
@@ -170,7 +194,7 @@ func (f *RunnerPause) Inject(ctx context.Context, t Target) error {
 
 func (f *RunnerPause) set(st RunnerStrike) {
 	f.mu.Lock()
-	f.cur = st
+	f.cur, f.outage = st, st.RowsHeld
 	f.mu.Unlock()
 }
 
@@ -207,6 +231,16 @@ func (f *RunnerPause) Heal(ctx context.Context) error {
 		}
 	}
 	st.Refused = after.lostOrFailed - before.lostOrFailed
+	// The takeover is held to its bound here, not by the orders' verdict:
+	// the sweep's bound is extended by the rows the paused replica held
+	// (Outage), which must not forgive a job nobody took over.
+	if st.TakenBy == "" || st.TakeoverAfter > st.Bound {
+		f.mu.Lock()
+		f.strikes = append(f.strikes, st)
+		f.mu.Unlock()
+		return fmt.Errorf("runner-pause: the expiry job was not taken over from %s within its bound of %v (taken by %q after %v)",
+			st.Runner, st.Bound, st.TakenBy, st.TakeoverAfter)
+	}
 	conn, err := pgx.Connect(ctx, t.Fleet.PostgresURL)
 	if err != nil {
 		return fmt.Errorf("runner-pause: connect to postgres: %w", err)
@@ -221,7 +255,7 @@ func (f *RunnerPause) Heal(ctx context.Context) error {
 	}
 	slog.Info("runner-pause", "runner", st.Runner, "sweep_in_flight", st.SweepInFlight, "taken_by", st.TakenBy,
 		"takeover_after", st.TakeoverAfter, "bound", st.Bound, "token_before", st.TokenBefore, "token_after", st.TokenAfter,
-		"refused", st.Refused, "claim_waited", st.ClaimWaited, "wrote_after_pause", st.WroteAfterPause)
+		"refused", st.Refused, "claim_waited", st.ClaimWaited, "rows_held", st.RowsHeld, "wrote_after_pause", st.WroteAfterPause)
 	f.mu.Lock()
 	f.strikes = append(f.strikes, st)
 	f.mu.Unlock()
