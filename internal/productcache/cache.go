@@ -319,6 +319,11 @@ func (c *Cache) lookup(ctx context.Context, id string) (Read, error) {
 	case err == nil:
 		c.obs.Locked(LockAcquired)
 		defer c.release(ctx, id, lease)
+		// Another replica may have refreshed it between our look and our
+		// lock (and released the lock): look again before Postgres.
+		if again, ok, ferr := c.fetch(ctx, id); ferr == nil && ok && again.age < c.opts.TTL/2 {
+			return again.read(id, SourceCache)
+		}
 		r, err := c.refresh(ctx, id)
 		if err != nil && found && !errors.Is(err, inventory.ErrNotFound) {
 			// Postgres failed, but the entry is still within the bound.

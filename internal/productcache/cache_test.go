@@ -77,6 +77,49 @@ func TestAReadIsSharedThroughRedis(t *testing.T) {
 	}
 }
 
+// TestALockTakenAfterAnotherRefreshReadsTheEntry: a reader that missed the
+// entry, then got the refresh lock only after another replica had
+// refreshed the entry and let the lock go, answers that entry instead of
+// reading Postgres again (CI, under load: one expiry, two Postgres reads,
+// neither after a wait).
+func TestALockTakenAfterAnotherRefreshReadsTheEntry(t *testing.T) {
+	b := newBackends(t)
+	b.product(t, "p", 5)
+	reads := &loads{load: b.store.Product}
+	other := b.replica(t, reads, Options{})
+	rdb := client(t, b.redis)
+	m := redislock.NewMutex(rdb, redislock.Options{Options: lock.Options{TTL: time.Second}})
+	t.Cleanup(m.Close)
+	// The other replica's whole refresh lands between this reader's miss
+	// and its TryLock.
+	late := lateLocker{Locker: m, before: func(ctx context.Context) {
+		if _, err := other.Get(ctx, "p"); err != nil {
+			t.Errorf("the other replica's read: %v", err)
+		}
+	}}
+	r, err := b.replica(t, reads, Options{Locker: late}).Get(context.Background(), "p")
+	if err != nil || r.Product.Quantity != 5 {
+		t.Fatalf("Get = %+v, %v; want 5 units", r, err)
+	}
+	if r.Source != SourceCache {
+		t.Errorf("Get answered from %s, want %s (the entry the other replica had just written)", r.Source, SourceCache)
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("Postgres read %d times, want 1 (the other replica's refresh)", n)
+	}
+}
+
+// lateLocker runs before ahead of every TryLock.
+type lateLocker struct {
+	lock.Locker
+	before func(context.Context)
+}
+
+func (l lateLocker) TryLock(ctx context.Context, key string) (lock.Lease, error) {
+	l.before(ctx)
+	return l.Locker.TryLock(ctx, key)
+}
+
 // age is how old id's entry is, by its remaining life.
 func age(t *testing.T, r *replica, id string, ttl time.Duration) time.Duration {
 	t.Helper()
