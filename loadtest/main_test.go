@@ -164,4 +164,3 @@ func TestStampedeFlags(t *testing.T) {
 		}
 	}
 }
-
