@@ -178,7 +178,8 @@ func (f *RunnerPause) Inject(ctx context.Context, t Target) error {
 		var open int
 		if err := conn.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start < $1`, st.PausedAt).Scan(&open); err == nil && open > 0 {
+			WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+			  AND state <> 'idle' AND xact_start < $1`, st.PausedAt).Scan(&open); err == nil && open > 0 {
 			st.RowsHeld = time.Since(st.PausedAt)
 		}
 		select {
