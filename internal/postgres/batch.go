@@ -116,7 +116,7 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 			key = &o.IdempotencyKey
 			taken[o.IdempotencyKey] = true
 		}
-		r := ledgerRow{quantity: o.Quantity, remaining: left, key: key, saleKey: uuid.NewString(), payWithin: o.PayWithin}
+		r := ledgerRow{productID: id, round: round, quantity: o.Quantity, remaining: left, key: key, saleKey: uuid.NewString(), payWithin: o.PayWithin}
 		rows = append(rows, r)
 		bySaleKey[r.saleKey] = i
 	}
@@ -133,7 +133,7 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 		}
 		return nil, nil, err
 	}
-	written, err := writeLedger(ctx, tx, id, round, strategy, instance, fence.Token, rows)
+	written, err := writeLedger(ctx, tx, strategy, instance, fence.Token, rows)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,7 +153,7 @@ func (s *Store) writeBatchOnce(ctx context.Context, id, strategy, instance strin
 		return nil, nil, err
 	}
 	for _, r := range rows {
-		answers[bySaleKey[r.saleKey]].Sale = written[r.saleKey].sale(r, id, round, strategy, instance, fence.Token)
+		answers[bySaleKey[r.saleKey]].Sale = written[r.saleKey].sale(r, strategy, instance, fence.Token)
 	}
 	return answers, nil, nil
 }

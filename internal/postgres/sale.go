@@ -319,8 +319,8 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 		key = &o.IdempotencyKey
 	}
 	saleKey := uuid.NewString()
-	row := ledgerRow{quantity: o.Quantity, remaining: d.Remaining, key: key, saleKey: saleKey, payWithin: o.PayWithin}
-	written, err := writeLedger(ctx, tx, o.ProductID, d.Round, strategy, instance, d.Fence, []ledgerRow{row})
+	row := ledgerRow{productID: o.ProductID, round: d.Round, quantity: o.Quantity, remaining: d.Remaining, key: key, saleKey: saleKey, payWithin: o.PayWithin}
+	written, err := writeLedger(ctx, tx, strategy, instance, d.Fence, []ledgerRow{row})
 	if err != nil {
 		return inventory.Sale{}, err
 	}
@@ -335,7 +335,7 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 		}
 		return winner, err
 	}
-	sale = w.sale(row, o.ProductID, d.Round, strategy, instance, d.Fence)
+	sale = w.sale(row, strategy, instance, d.Fence)
 	// A cancelled context (a buyer gone, a lock lost) still stops the sale
 	// here; from here on the commit is detached from it.
 	if ctx.Err() != nil {
@@ -374,98 +374,6 @@ func (s *Store) SellFenced(ctx context.Context, o inventory.Order, strategy, ins
 		d.Fence = fence.Token
 		return d, err
 	})
-}
-
-// ledgerRow is one sale for writeLedger to record.
-type ledgerRow struct {
-	quantity  int64
-	remaining int64   // the stock the sale left
-	key       *string // its Idempotency-Key; nil for none
-	saleKey   string  // unique to this sale, to find it after a lost COMMIT reply
-	// payWithin, when above 0, makes the sale a hold: an order is written
-	// beside it, held until this long after the sale.
-	payWithin time.Duration
-}
-
-// written is what the ledger gave a row it recorded.
-type written struct {
-	id        int64
-	createdAt time.Time
-	// order and expiresAt are a hold's order and payment deadline.
-	order     string
-	expiresAt time.Time
-}
-
-// sale is the answer for row r, written as w, of product id in round round.
-func (w written) sale(r ledgerRow, id string, round int, strategy, instance string, fence int64) inventory.Sale {
-	sale := inventory.Sale{ID: w.id, ProductID: id, Quantity: r.quantity, Remaining: r.remaining, Round: round,
-		Strategy: strategy, Instance: instance, Fence: fence, CreatedAt: w.createdAt}
-	if w.order != "" {
-		sale.OrderID, sale.OrderState, sale.ExpiresAt = w.order, inventory.Held, w.expiresAt
-	}
-	return sale
-}
-
-// writeLedger is the one writer of the ledger: it records rows, sales of
-// product id in round round by strategy on instance under fencing token
-// fence (0: none), and adds them to the round's totals (see
-// migrations/00009_round_totals.sql), in one statement, after the
-// caller's decrement has taken the stock row's lock (so the stock row is
-// always locked first, round_totals second). A row whose Idempotency-Key a
-// committed sale has is skipped (Postgres first waits for a transaction
-// still holding the key to end); the answer holds the rows written, by
-// sale key. Rows go in key order, so two writers with keys in common wait
-// for each other in one order and cannot deadlock.
-func writeLedger(ctx context.Context, tx pgx.Tx, id string, round int, strategy, instance string, fence int64,
-	rows []ledgerRow) (map[string]written, error) {
-	quantities, remainders, payMillis := make([]int64, len(rows)), make([]int64, len(rows)), make([]int64, len(rows))
-	keys, saleKeys := make([]*string, len(rows)), make([]string, len(rows))
-	for i, r := range rows {
-		quantities[i], remainders[i], keys[i], saleKeys[i] = r.quantity, r.remaining, r.key, r.saleKey
-		payMillis[i] = r.payWithin.Milliseconds()
-	}
-	res, err := tx.Query(ctx, `
-		WITH ins AS (
-			INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence, remaining)
-			SELECT $1, $2, t.q, $3, $4, t.k, t.sk, nullif($8::bigint, 0), t.r
-			FROM unnest($5::bigint[], $6::text[], $7::text[], $9::bigint[]) WITH ORDINALITY AS t(q, k, sk, r, n)
-			ORDER BY t.k NULLS LAST, t.n
-			ON CONFLICT (idempotency_key) DO NOTHING
-			RETURNING id, sale_key, quantity, created_at
-		), tot AS (
-			INSERT INTO round_totals AS t (product_id, round, units, sales)
-			SELECT $1, $2, sum(quantity), count(*) FROM ins HAVING count(*) > 0
-			ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales
-		), held AS (
-			INSERT INTO orders (id, sale_id, product_id, round, quantity, state, expires_at, created_at, updated_at)
-			SELECT gen_random_uuid(), ins.id, $1, $2, ins.quantity, 'held',
-			       ins.created_at + p.ms * interval '1 millisecond', ins.created_at, ins.created_at
-			FROM ins JOIN unnest($7::text[], $10::bigint[]) AS p(sk, ms) ON p.sk = ins.sale_key
-			WHERE p.ms > 0
-			RETURNING id, sale_id, expires_at, created_at
-		), entered AS (
-			INSERT INTO order_events (order_id, state, at, by) SELECT id, 'held', created_at, $4 FROM held
-		)
-		SELECT ins.id, ins.sale_key, ins.created_at, coalesce(held.id::text, ''), coalesce(held.expires_at, ins.created_at)
-		FROM ins LEFT JOIN held ON held.sale_id = ins.id`,
-		id, round, strategy, instance, quantities, keys, saleKeys, fence, remainders, payMillis)
-	if err != nil {
-		return nil, dbErr("write sales", err)
-	}
-	out := make(map[string]written, len(rows))
-	for res.Next() {
-		var sk string
-		var w written
-		if err := res.Scan(&w.id, &sk, &w.createdAt, &w.order, &w.expiresAt); err != nil {
-			res.Close()
-			return nil, dbErr("write sales", err)
-		}
-		out[sk] = w
-	}
-	if err := res.Err(); err != nil {
-		return nil, dbErr("write sales", err)
-	}
-	return out, nil
 }
 
 // commit commits tx, a sale's or a batch's, whose ledger rows include
