@@ -124,8 +124,9 @@ BEGIN
         WHERE product_id = p AND quantity >= want
         RETURNING quantity INTO left_now;
         IF NOT FOUND THEN
-            -- Under the row lock taken above the stock cannot have changed.
-            RAISE EXCEPTION 'the guard refused % of % under the row lock', want, p;
+            -- Under the row lock taken above the stock cannot have changed:
+            -- SQLSTATE IG001 (inventory guard), a breach.
+            RAISE EXCEPTION 'the guard refused % of % under the row lock', want, p USING ERRCODE = 'IG001';
         END IF;
     END IF;
     SELECT r.sale_id, r.created_at, r.order_id, r.expires_at INTO sale_id, sold_at, order_id, expires_at

@@ -347,35 +347,6 @@ func (s *Store) Record(ctx context.Context, o inventory.Order, strategy, instanc
 	return sale, nil
 }
 
-// SellFenced is a lock holder's sale of o, in one transaction that Record
-// ends: it claims the stock row with the holder's fence (ClaimFence:
-// refused as ErrLockBreach when a newer holder claimed first), checks that
-// o.Quantity are left (ErrSoldOut), does the business work the lock
-// protects (inventory.Sleep for work, with the row locked), and decrements
-// guarded. Under the claim's row lock the checked quantity cannot change,
-// so a guard refusal here means that the lock broke: ErrLockBreach.
-func (s *Store) SellFenced(ctx context.Context, o inventory.Order, strategy, instance string,
-	fence lock.Fence, work time.Duration) (inventory.Sale, error) {
-	return s.Record(ctx, o, strategy, instance, func(ctx context.Context, t *SaleTx) (Decrement, error) {
-		left, _, err := t.ClaimFence(ctx, fence)
-		if err != nil {
-			return Decrement{}, err
-		}
-		if left < o.Quantity {
-			return Decrement{}, fmt.Errorf("%d of %q wanted, %d left: %w", o.Quantity, o.ProductID, left, inventory.ErrSoldOut)
-		}
-		if err := inventory.Sleep(ctx, work); err != nil {
-			return Decrement{}, fmt.Errorf("work under the lock: %w", err)
-		}
-		d, err := t.DecrementIfEnough(ctx, o.Quantity)
-		if errors.Is(err, inventory.ErrSoldOut) {
-			err = fmt.Errorf("%w: the stock changed under the lock after its check: %w", inventory.ErrLockBreach, err)
-		}
-		d.Fence = fence.Token
-		return d, err
-	})
-}
-
 // commit commits tx, a sale's or a batch's, whose ledger rows include
 // saleKey's. A COMMIT whose reply was lost is resolved from the ledger
 // (see resolve): nil when it committed after all.
@@ -450,7 +421,7 @@ func (s *Store) committed(ctx context.Context, op string, cause error, lookup fu
 
 // lookup reads the sale recorded under saleKey into sale once the product's
 // row lock is free (see resolve), with Remaining the stock the sale left
-// (recorded with it; the stock now for a row without it).
+// (recorded with it; the stock now for a row without it), and a hold's order.
 func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *inventory.Sale) (found bool, err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	if err != nil {
@@ -462,9 +433,15 @@ func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *invento
 	if err != nil {
 		return false, dbErr("wait for the product's row", err)
 	}
-	var left *int64
-	err = tx.QueryRow(ctx, `SELECT id, round, created_at, remaining FROM sales WHERE sale_key = $1`, saleKey).
-		Scan(&sale.ID, &sale.Round, &sale.CreatedAt, &left)
+	var (
+		left      *int64
+		state     string
+		expiresAt *time.Time
+	)
+	err = tx.QueryRow(ctx, `
+		SELECT l.id, l.round, l.created_at, l.remaining, coalesce(o.id::text, ''), coalesce(o.state, ''), o.expires_at
+		FROM sales l LEFT JOIN orders o ON o.sale_id = l.id WHERE l.sale_key = $1`, saleKey).
+		Scan(&sale.ID, &sale.Round, &sale.CreatedAt, &left, &sale.OrderID, &state, &expiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -472,6 +449,9 @@ func (s *Store) lookup(ctx context.Context, begin, saleKey string, sale *invento
 		return false, dbErr("look up sale", err)
 	}
 	sale.Remaining = q
+	if sale.OrderID != "" {
+		sale.OrderState, sale.ExpiresAt = inventory.OrderState(state), *expiresAt
+	}
 	if left != nil {
 		sale.Remaining = *left
 	}

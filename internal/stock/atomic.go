@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"inventory/internal/inventory"
-	"inventory/internal/postgres"
 )
 
 // atomicUpdate sells with one conditional UPDATE ... WHERE quantity >= n: safe, the
@@ -16,11 +15,10 @@ type atomicUpdate struct {
 func newAtomic(d Deps) *atomicUpdate { return &atomicUpdate{d: d} }
 
 // Sell decrements only if enough stock is left, and records the sale in the
-// same transaction; no row updated means sold out (or an unknown product).
+// same statement, one round trip (postgres.Store.SellGuarded); no row
+// updated means sold out (or an unknown product).
 func (s *atomicUpdate) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
-	return s.d.Store.Record(ctx, o, inventory.Atomic, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
-		return t.DecrementIfEnough(ctx, o.Quantity)
-	})
+	return s.d.Store.SellGuarded(ctx, o, inventory.Atomic, s.d.Instance, 0)
 }
 
 var _ inventory.Seller = (*atomicUpdate)(nil)

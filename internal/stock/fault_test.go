@@ -608,7 +608,8 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 	wrote, resume, staleDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		_, err := e.store.Record(ctx, one, inventory.Reentrant, "stale", func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
-			// SellFenced's writes, held before their commit.
+			// A fenced claim and decrement held before their commit, as a
+			// handoff batch's transaction can be (a sale's is one statement).
 			if _, _, err := tx.ClaimFence(ctx, lock.Fence{Backend: redislock.Backend, Token: 1}); err != nil {
 				close(wrote)
 				return postgres.Decrement{}, err
@@ -630,7 +631,7 @@ func TestFencedSaleWaitsForAStaleHoldersCommit(t *testing.T) {
 		var n int
 		err := e.pool.QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO fences%'`).Scan(&n)
+			WHERE wait_event_type = 'Lock' AND query LIKE 'CALL sell(%'`).Scan(&n)
 		return err == nil && n > 0
 	})
 	close(resume)

@@ -126,9 +126,7 @@ func (s *lua) sellOnce(ctx context.Context, o inventory.Order, res string) (inve
 		_ = s.giveBack(ctx, o, res)
 		return inventory.Sale{}, err
 	}
-	sale, err := s.d.Store.Record(ctx, o, inventory.Lua, s.d.Instance, func(ctx context.Context, t *postgres.SaleTx) (postgres.Decrement, error) {
-		return t.DecrementIfEnoughIn(ctx, o.Quantity, int(r.Round))
-	})
+	sale, err := s.d.Store.SellGuarded(ctx, o, inventory.Lua, s.d.Instance, int(r.Round))
 	stop()
 	switch {
 	case notCommitted(sale, err):

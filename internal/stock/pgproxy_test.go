@@ -27,7 +27,9 @@ import (
 // untyped startup packet (and an SSL or GSS encryption request before it,
 // answered by the server with one byte), then typed messages, among them the
 // simple-protocol Query that pgx's Tx.Commit sends: 'Q', int32 length,
-// "commit\x00".
+// "commit\x00"; and the one-statement sale (CALL sell(…) outside a
+// transaction block), whose commit point is the Sync after its Bind (see
+// sellCalls).
 type commitCutter struct {
 	ln       net.Listener
 	upstream string
@@ -183,12 +185,13 @@ func (p *commitCutter) serve(client net.Conn) {
 	if !p.relayStartup(r, server) {
 		return
 	}
+	var calls sellCalls
 	for {
 		msg, err := readMessage(r)
 		if err != nil {
 			return
 		}
-		if isCommit(msg) {
+		if isCommit(msg) || calls.commits(msg) {
 			c := p.armed.Swap(cutNone)
 			if c == cutUnsent {
 				p.cuts.Add(1)
@@ -259,4 +262,37 @@ func isCommit(msg []byte) bool {
 	q := bytes.TrimSpace(bytes.TrimRight(msg[5:], "\x00"))
 	q = bytes.TrimSpace(bytes.TrimSuffix(q, []byte(";")))
 	return bytes.EqualFold(q, []byte("commit")) || bytes.EqualFold(q, []byte("end"))
+}
+
+// sellCalls follows one connection's extended-protocol messages to find
+// the commit point of a one-statement sale: CALL sell(…) runs outside a
+// transaction block, in the implicit transaction that the Sync after its
+// Bind and Execute commits. Dropping that Sync (and closing) leaves the
+// sale uncommitted; forwarding it commits the sale, and what the server
+// sends afterwards is its answer.
+type sellCalls struct {
+	prepared map[string]bool // statement names whose query is CALL sell(
+	pending  bool            // a sale's Bind was seen, its Sync not yet
+}
+
+// commits reports whether msg is the Sync that commits a sale.
+func (c *sellCalls) commits(msg []byte) bool {
+	switch msg[0] {
+	case 'P': // Parse: name, query
+		fields := bytes.SplitN(msg[5:], []byte{0}, 3)
+		if len(fields) == 3 && bytes.HasPrefix(bytes.TrimSpace(fields[1]), []byte("CALL sell(")) {
+			if c.prepared == nil {
+				c.prepared = map[string]bool{}
+			}
+			c.prepared[string(fields[0])] = true
+		}
+	case 'B': // Bind: portal, statement
+		fields := bytes.SplitN(msg[5:], []byte{0}, 3)
+		c.pending = len(fields) == 3 && c.prepared[string(fields[1])]
+	case 'S': // Sync
+		committing := c.pending
+		c.pending = false
+		return committing
+	}
+	return false
 }

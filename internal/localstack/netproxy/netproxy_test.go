@@ -163,6 +163,77 @@ func TestLoseCommitReply(t *testing.T) {
 	}
 }
 
+// TestLoseTheReplyOfACallThatCommittedOnItsOwn: a procedure CALLed outside
+// a transaction block commits on its own (the one-statement sale); the
+// toxic drops that reply too, and only once it committed: a CALL inside a
+// transaction block, and a plain autocommit SELECT, pass.
+func TestLoseTheReplyOfACallThatCommittedOnItsOwn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true})
+	if err != nil {
+		t.Fatalf("StartPostgres: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	link, err := Start("postgres", fmt.Sprintf("127.0.0.1:%d", pg.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Stop)
+	direct, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int);
+		CREATE PROCEDURE put(m int, OUT done int) LANGUAGE plpgsql AS $$ BEGIN INSERT INTO t VALUES (m); done := m; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, strings.Replace(pg.URL, fmt.Sprintf("127.0.0.1:%d", pg.Port), link.Addr, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	struck, err := link.LoseCommitReply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT 1`).Scan(&n); err != nil {
+		t.Fatalf("an autocommit SELECT through the toxic: %v; want it answered", err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `CALL put(1, NULL)`).Scan(&n); err != nil {
+		t.Fatalf("a CALL inside a transaction block: %v; want it answered", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if struck() {
+		t.Fatal("struck() = true before any commit")
+	}
+	if err := conn.QueryRow(ctx, `CALL put(2, NULL)`).Scan(&n); err == nil {
+		t.Fatal("a CALL outside a transaction block answered; want its reply lost")
+	}
+	if !struck() {
+		t.Fatal("struck() = false after a lost reply")
+	}
+	var got []int
+	r, err := direct.Query(ctx, `SELECT n FROM t ORDER BY n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = pgx.CollectRows(r, pgx.RowTo[int]); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != 2 {
+		t.Fatalf("rows %v: want [2], the CALL whose reply was lost committed", got)
+	}
+}
+
 // greeter writes hello and closes every connection it accepts.
 func greeter(t *testing.T, hello string) string {
 	t.Helper()
