@@ -98,7 +98,8 @@ func (b *base) close() {
 // leases can be released, and later waiters poll.
 func (m *Mutex) Close() { m.close() }
 
-// Lock acquires key, waiting while it is held until a release notice (or,
+// Lock acquires key, waiting while it is held (behind this Mutex's earlier
+// Lock calls of key, in memory, then in Redis) until a release notice (or,
 // when that is lost, a timed retry) lets it try again, for at most
 // Options.Wait and never past ctx. Giving up returns
 // *lock.Error wrapping lock.ErrTimeout and ctx.Err() (or context.DeadlineExceeded for
