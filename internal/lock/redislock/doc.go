@@ -13,7 +13,9 @@
 // from before the acquiring command) passes unrenewed, or at
 // Options.MaxHold. Every acquire, renew and release is one Lua script that
 // checks the hold's token and is safe to re-send; waiters are woken by
-// release notices over pub/sub, with timed retries for lost ones.
+// release notices over pub/sub, with timed retries for lost ones. A
+// Mutex's and a Reentrant's Lock calls of one key in one process take
+// turns in memory (package localqueue), so one of them contends in Redis.
 //
 // Exclusion holds among processes that use one Redis primary, whose clocks
 // run at about the same rate and that are not paused past their lease; a

@@ -47,6 +47,12 @@ type hold struct {
 	// renew extends the key's TTL if it still carries token; false means
 	// "not ours", which is terminal. nil: no watchdog.
 	renew func(ctx context.Context) (bool, error)
+	// leave gives this process's turn at the key to its next Lock call
+	// (base.turn); nil without a turn. Called once the hold is over:
+	// released, or lost (the next one may then take the key in Redis
+	// while the lost holder's work is being cancelled, as another
+	// process's would).
+	leave func()
 
 	// Set by arm, before the hold is shared.
 	fence     int64
@@ -150,6 +156,15 @@ func (h *hold) lose(cause error) {
 	h.obs.Lost(h.key, cause) // before the holder is woken, so metrics never lag behind it
 	for _, l := range leases {
 		l.Lose(cause)
+	}
+	h.leaveTurn()
+}
+
+// leaveTurn gives the process's turn at the key to its next Lock call, if
+// the hold has one; a second call does nothing (localqueue's leave runs once).
+func (h *hold) leaveTurn() {
+	if h.leave != nil {
+		h.leave()
 	}
 }
 

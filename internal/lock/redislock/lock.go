@@ -49,6 +49,11 @@ type Options struct {
 	// the key (first use, or after Redis lost its data), so tokens never go
 	// backwards.
 	FenceFloor func(ctx context.Context, key string) (int64, error)
+
+	// noTurns lets every Lock call of a key contend in Redis at once, as
+	// before local turns: for the tests of the notifier's own queue of
+	// parked waiters, which turns keep to one per key and process.
+	noTurns bool
 }
 
 // ErrNoOwner: a Reentrant lock was asked for without lock.WithOwner in the

@@ -12,6 +12,7 @@ import (
 
 	"inventory/internal/lock"
 	"inventory/internal/lock/internal/redisscript"
+	"inventory/internal/lock/localqueue"
 )
 
 // cleanupTimeout bounds the best-effort delete after an acquire whose
@@ -63,16 +64,21 @@ func NewMutex(rdb redis.UniversalClient, opts Options) *Mutex {
 
 // base is what a Mutex, Reentrant and Fair lock are built on: the client,
 // the options with their defaults, the subscription that wakes waiters,
-// and the cleanups that outlive their calls.
+// the local turns and the cleanups that outlive their calls.
 type base struct {
 	rdb      redis.UniversalClient
 	opts     Options
 	notify   *notifier // nil when PollOnly
 	cleanups *lock.Cleanups
+	// turns queues the Lock calls of one key in this process, so that one
+	// of them at a time contends in Redis (a Mutex's and a Reentrant's;
+	// a Fair lock's waiters queue in Redis, in arrival order across
+	// processes, which a local queue would break).
+	turns *localqueue.Queues
 }
 
 func newBase(rdb redis.UniversalClient, opts Options) base {
-	b := base{rdb: rdb, opts: opts.withDefaults(), cleanups: &lock.Cleanups{}}
+	b := base{rdb: rdb, opts: opts.withDefaults(), cleanups: &lock.Cleanups{}, turns: &localqueue.Queues{}}
 	if !b.opts.PollOnly {
 		b.notify = newNotifier(rdb)
 	}
@@ -92,7 +98,8 @@ func (b *base) close() {
 // leases can be released, and later waiters poll.
 func (m *Mutex) Close() { m.close() }
 
-// Lock acquires key, waiting while it is held until a release notice (or,
+// Lock acquires key, waiting while it is held (behind this Mutex's earlier
+// Lock calls of key, in memory, then in Redis) until a release notice (or,
 // when that is lost, a timed retry) lets it try again, for at most
 // Options.Wait and never past ctx. Giving up returns
 // *lock.Error wrapping lock.ErrTimeout and ctx.Err() (or context.DeadlineExceeded for
@@ -125,19 +132,45 @@ func (m *Mutex) attempt(ctx context.Context, key, op string, wait bool, trips *i
 			return v == int64(1), err
 		}
 	}
+	// One budget for the whole call: the turn, then the lock.
+	wctx, cancel := m.opts.WaitContext(ctx, wait)
+	defer cancel()
+	leave, err := m.turn(wctx, op, key, wait)
+	if err != nil {
+		return nil, err
+	}
 	h := newHold(Backend, key, token, &m.opts, renew)
-	fence, sent, err := grant(ctx, &m.opts, op, key, wait, trips, m.notify, m.cleanups, ch,
+	fence, sent, err := grant(wctx, &m.opts, op, key, wait, trips, m.notify, m.cleanups, ch,
 		func(ctx context.Context, floor string) (any, int, error) {
 			return redisscript.Run(ctx, m.rdb, mutexAcquire, keys, token, ms(m.opts.TTL), floor)
 		},
 		func(ctx context.Context) { _, _, _ = redisscript.Run(ctx, m.rdb, mutexRelease, keys, token, ch) })
 	if err != nil {
+		leave()
 		return nil, err
 	}
+	h.leave = leave
 	h.arm(sent, fence)
 	return h.addLease(ctx, func(ctx context.Context, l *Lease) error {
 		return m.release(ctx, l, mutexRelease, keys, token, ch)
 	}), nil
+}
+
+// turn waits, for a Lock (wait), until the caller is first among this
+// process's Lock calls of key, for at most wctx: only the first contends in
+// Redis, the others wait here, in memory, instead of each making tries that
+// can only lose to one another and waking to every release notice. A
+// TryLock takes no turn. leave gives the turn to the next caller; the
+// hold calls it when it ends (released or lost), a failed acquire at once.
+func (b *base) turn(wctx context.Context, op, key string, wait bool) (leave func(), err error) {
+	if !wait || b.opts.noTurns {
+		return func() {}, nil
+	}
+	leave, err = b.turns.Wait(wctx, key)
+	if err != nil {
+		return nil, timeoutError(op, key, wctx)
+	}
+	return leave, nil
 }
 
 // release ends l's hold and frees the lock with script (which replies 1
@@ -155,6 +188,7 @@ func (b *base) release(ctx context.Context, l *Lease, script *redis.Script, keys
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
 	v, _, err := redisscript.Run(ctx, b.rdb, script, keys, args...)
+	h.leaveTurn() // after the key is gone: the next local caller finds it free
 	return l.EndRelease(l.ReleaseError(lost, err, v == int64(1)))
 }
 

@@ -122,7 +122,10 @@ func acquireCounter(n *atomic.Int64) redis.Hook {
 // TestReleaseWakesOneWaiter: a release wakes one of the parked waiters of a
 // process, not all of them: N waiters acquire one after the other with
 // about three tries each (two before parking, one when woken), where a
-// woken herd would need on the order of N²/2.
+// woken herd would need on the order of N²/2. Local turns (on by default)
+// keep the parked waiters of a key to one per process; they are off here,
+// so that N of them park on the notifier (TestOneContenderPerProcess is
+// the default's).
 func TestReleaseWakesOneWaiter(t *testing.T) {
 	url := sharedRedis(t)
 	check := client(t, url)
@@ -131,7 +134,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		t.Run(lk.name, func(t *testing.T) {
 			const n = 8
 			var tries atomic.Int64
-			lock := lk.new(t, client(t, url, acquireCounter(&tries)), Options{Options: lock.Options{Wait: 50 * time.Second}, PollInterval: time.Minute})
+			lock := lk.new(t, client(t, url, acquireCounter(&tries)), Options{Options: lock.Options{Wait: 50 * time.Second}, PollInterval: time.Minute, noTurns: true})
 			key := "lock:{wake-one-" + lk.name + "}"
 			held, err := lock(ctx, "holder", key)
 			if err != nil {
@@ -211,7 +214,9 @@ func TestLostNoticeFallsBackToPolling(t *testing.T) {
 				wrdb := redis.NewClient(opts)
 				wrdb.AddHook(acquireCounter(&tries))
 				t.Cleanup(func() { _ = wrdb.Close() })
-				wait := lk.new(t, wrdb, Options{PollInterval: tt.poll})
+				// Turns off: the second waiter below must park on the
+				// notifier, not wait its turn behind the first.
+				wait := lk.new(t, wrdb, Options{PollInterval: tt.poll, noTurns: true})
 				key := "lock:{lost-" + lk.name + "-" + strings.ReplaceAll(tt.name, " ", "-") + "}"
 				held, err := holder.Lock(ctx, key)
 				if err != nil {
@@ -308,9 +313,18 @@ func TestPollDelay(t *testing.T) {
 // its own subscription), with the fallback retries frequent enough to
 // race the notices too.
 func TestOverlapManyWaiters(t *testing.T) {
+	for _, noTurns := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noTurns=%v", noTurns), func(t *testing.T) { overlapManyWaiters(t, noTurns) })
+	}
+}
+
+// overlapManyWaiters is TestOverlapManyWaiters with local turns (the
+// default: one parked waiter per client) or without (all 32 per client
+// parked on its notifier).
+func overlapManyWaiters(t *testing.T, noTurns bool) {
 	url := sharedRedis(t)
 	c1, c2 := client(t, url), client(t, url)
-	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}, PollInterval: 20 * time.Millisecond}
+	opts := Options{Options: lock.Options{TTL: 10 * time.Second, Wait: 30 * time.Second}, PollInterval: 20 * time.Millisecond, noTurns: noTurns}
 	tests := []struct {
 		name     string
 		acquires []acquireFunc
@@ -344,7 +358,8 @@ type cancelKey struct{}
 // parked waiter, so the others still get the lock right after the release
 // rather than at their timed retries, a minute away and past their budget.
 // The woken waiter is made to quit through Options.FenceFloor, which its
-// try asks once it finds the fencing counter gone.
+// try asks once it finds the fencing counter gone. Local turns are off, so
+// that the waiters park on the notifier (with them, one per process does).
 func TestNoticeOfAWaiterThatQuitsIsPassedOn(t *testing.T) {
 	url := sharedRedis(t)
 	check := client(t, url)
@@ -372,7 +387,7 @@ func TestNoticeOfAWaiterThatQuitsIsPassedOn(t *testing.T) {
 							return 0, q.quit(ctx)
 						}
 						return 0, nil
-					}}
+					}, noTurns: true}
 				lock := lk.new(t, client(t, url, acquireCounter(&tries)), opts)
 				key := "lock:{quit-" + lk.name + "-" + strings.ReplaceAll(q.name, " ", "-") + "}"
 				held, err := lock(ctx, "holder", key)

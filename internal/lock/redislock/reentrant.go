@@ -128,6 +128,13 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 	}
 	keys := []string{key, fk}
 	token := newToken()
+	// The owner holds no hold here: it takes the process's turn at key,
+	// behind the other owners' Lock calls (a re-entry above never waits
+	// for a turn: its owner already has it).
+	leave, err := r.turn(wctx, op, key, wait)
+	if err != nil {
+		return nil, err
+	}
 	h := newHold(Backend, key, token, &r.opts, func(ctx context.Context) (bool, error) {
 		v, _, err := redisscript.Run(ctx, r.rdb, reentrantRenew, keys[:1], token, ms(r.opts.TTL))
 		return v == int64(1), err
@@ -140,8 +147,10 @@ func (r *Reentrant) attempt(ctx context.Context, key, op string, wait bool, trip
 			_, _, _ = redisscript.Run(ctx, r.rdb, reentrantRelease, keys, owner, token, "0", "1", ch)
 		})
 	if err != nil {
+		leave()
 		return nil, err
 	}
+	h.leave = leave
 	h.arm(sent, fence)
 	e.h, e.keys, e.ch, e.count, e.seq = h, keys, ch, 1, 0
 	r.use(k) // the hold keeps the entry until its last release
@@ -204,6 +213,7 @@ func (r *Reentrant) release(ctx context.Context, l *Lease, k entryKey, e *entry)
 	} else {
 		lost := h.end() // the watchdog has stopped when this returns
 		v, _, rerr := redisscript.Run(ctx, r.rdb, reentrantRelease, e.keys, k.owner, h.token, "0", "1", e.ch)
+		h.leaveTurn() // after the key is gone: the next local owner finds it free
 		err = l.ReleaseError(lost, rerr, v == int64(0))
 		e.h = nil
 		r.unuse(k, e)
