@@ -9,7 +9,8 @@ import (
 
 // CommitReplyLost is commit-reply-lost: on the replicas' links to Postgres
 // (see fleet.Options.NetLinks), the reply to the next COMMIT that
-// committed is dropped and its connection closed, on whichever replica
+// committed (or to a one-statement sale, CALL sell(…), which Postgres
+// commits on its own) is dropped and its connection closed, on whichever replica
 // commits first. The replica must not guess: it finds the sale in the
 // ledger (2xx) or answers 503 outcome-unknown, and the buyer's retry with
 // the same Idempotency-Key gets the original sale. The matrix checks that
