@@ -123,9 +123,13 @@ func (s *Store) sell(ctx context.Context, o inventory.Order, strategy, instance 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.limits.LockTimeout+s.limits.CommitTimeout)
 	defer cancel()
 	var r sold
+	// The statement is the sale's commit, so its span is the commit's: a
+	// lost reply shows as its error.
+	_, commitSpan := tracing.Span(ctx, "postgres.commit")
 	err = s.pool.QueryRow(sctx, sellSQL, o.ProductID, o.Quantity, round, key, saleKey, o.PayWithin.Milliseconds(),
 		strategy, instance, backend, fence.Token, max(s.limits.LockTimeout.Milliseconds(), 1)).
 		Scan(&r.outcome, &r.id, &r.at, &r.remaining, &r.round, &r.order, &r.expiresAt, &r.newest)
+	tracing.End(commitSpan, err)
 	if err != nil {
 		return s.unsold(ctx, o, strategy, instance, fence, saleKey, err)
 	}
