@@ -16,7 +16,7 @@ func run(strategy string, safe bool, sales, hotRow, soldOut, soldOutHealthz, p99
 
 // many is run with several products.
 func many(strategy string, sales float64) Result {
-	r := run(strategy, true, sales, 0, 0, 0, 0)
+	r := run(strategy, true, sales, 0, 0, 0, 200)
 	r.Products = []ProductResult{{Product: "p-1"}, {Product: "p-2"}}
 	return r
 }
@@ -87,7 +87,7 @@ func TestRunBudgets(t *testing.T) {
 			},
 		},
 		{
-			name: "several products: the fastest safe strategy against the many-row ceiling, not the hot row",
+			name: "several products: the fastest safe strategy against the many-row ceiling, not the hot row; no p99 budget off the hot product",
 			c:    Ceilings{HotRow: 1000, Healthz: 10000, ManyRows: 4000},
 			results: []Result{
 				many("batch", 5000),
