@@ -146,6 +146,7 @@ func runCPU(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(out, "µs of CPU per answer, %d clients through nginx, %s each after %s of warm-up, %d replicas, Postgres fsync on:\n",
 		o.clients, o.window, o.warmup, rep.Replicas)
 	cpuprof.PrintTable(out, rep.Rows)
+	printCPUBudgets(ctx, out, api, rep.Rows, o.clients)
 	if o.profileDir != "" {
 		printTops(ctx, out, rep.Rows)
 	}
@@ -233,4 +234,29 @@ func indentLines(s, prefix string) string {
 		}
 	}
 	return b.String()
+}
+
+// printCPUBudgets prints issue 38's CPU budgets judged on rows: the
+// fastest safe sale's fleet CPU against GET /healthz's, and every safe
+// lock strategy's, by what the fleet says each strategy is.
+func printCPUBudgets(ctx context.Context, w io.Writer, api *client.Client, rows []cpuprof.Row, clients int) {
+	offered, err := api.Strategies(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "\nbudgets not judged: the fleet's strategies: %v\n", err)
+		return
+	}
+	var sales []load.CPUSale
+	for _, r := range rows {
+		i := slices.IndexFunc(offered, func(s load.StrategyInfo) bool { return s.Name == r.Kind })
+		if r.Strategy == "" || i < 0 {
+			continue // /healthz and the sold-out answer
+		}
+		sales = append(sales, load.CPUSale{Strategy: r.Kind, PerSecond: r.PerSecond, XHealthz: r.XHealthz,
+			Safe: offered[i].Safe, Lock: offered[i].LockBackend != ""})
+	}
+	title := fmt.Sprintf("budgets (issue 38), %d clients:", clients)
+	if clients != 64 {
+		title = fmt.Sprintf("budgets (issue 38), %d clients (the lock strategies' budget is set at 64):", clients)
+	}
+	load.PrintBudgets(w, title, load.CPUBudgets(sales))
 }

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"inventory/internal/client"
 	"inventory/internal/cpuprof"
 	"inventory/internal/testenv"
 )
@@ -110,4 +115,50 @@ func TestCPUMeasuresAFleet(t *testing.T) {
 	var b bytes.Buffer
 	cpuprof.PrintTable(&b, rows)
 	t.Logf("4 clients, 1 s each:\n%s", b.String())
+}
+
+// TestCPUBudgetsPrinted: after the table, `loadtest cpu` judges issue 38's
+// CPU budgets by what the fleet says each strategy is: the fastest safe
+// sale against 2× /healthz, each safe lock strategy against 5×.
+func TestCPUBudgetsPrinted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`[{"name":"atomic","safe":true},{"name":"redis","safe":true,"lock_backend":"redislock"},{"name":"batch","safe":true,"batches":true}]`))
+	}))
+	defer srv.Close()
+	rows := []cpuprof.Row{
+		{Kind: "healthz", Title: "GET /healthz", PerSecond: 15000, XHealthz: 1},
+		{Kind: "sold-out", Title: "sold-out 409", Strategy: "redis", PerSecond: 13000, XHealthz: 1.1},
+		{Kind: "atomic", Title: "atomic sale", Strategy: "atomic", PerSecond: 500, XHealthz: 36},
+		{Kind: "redis", Title: "redis sale", Strategy: "redis", PerSecond: 200, XHealthz: 47.7},
+		{Kind: "batch", Title: "batch sale", Strategy: "batch", PerSecond: 4875, XHealthz: 3.2},
+	}
+	var out bytes.Buffer
+	printCPUBudgets(context.Background(), &out, client.New(srv.URL, client.Options{}), rows, 64)
+	lines := strings.Split(out.String(), "\n")
+	find := func(strategy string) string {
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 0 && slices.Contains(f, strategy) {
+				return l
+			}
+		}
+		return ""
+	}
+	for strategy, want := range map[string][]string{
+		"batch": {"(fastest safe)", "3.20×", "≤ 2.00×", "NOT MET"},
+		"redis": {"(lock strategy)", "47.70×", "≤ 5.00×", "NOT MET"},
+	} {
+		l := find(strategy)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("printCPUBudgets: %s's line %q lacks %q:\n%s", strategy, l, w, out.String())
+			}
+		}
+	}
+	if l := find("atomic"); l != "" {
+		t.Errorf("printCPUBudgets judged atomic (%q), want only the fastest safe sale and the lock strategies:\n%s", l, out.String())
+	}
+	if !strings.Contains(out.String(), "budgets (issue 38)") {
+		t.Errorf("printCPUBudgets wrote no title:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
 }

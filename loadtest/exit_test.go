@@ -9,6 +9,7 @@ import (
 	"inventory/internal/history"
 	"inventory/internal/load"
 	"inventory/internal/report"
+	"inventory/internal/testenv"
 	"inventory/internal/verdict"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // fakeFleet speaks the inventory API with strategies whose behaviour is
@@ -392,6 +396,112 @@ func TestCeilingsMedians(t *testing.T) {
 	_, medians, found := strings.Cut(table, "medians over the runs")
 	if !found || !strings.Contains(medians, want) || !strings.Contains(medians, fmt.Sprintf(" %.0f ", rates[1])) {
 		t.Errorf("run(%q) medians, want a line %q… with the middle sold-out rate %.0f of %v:\n%s", args, want, rates[1], rates, table)
+	}
+}
+
+// TestCeilingsBudgets: with --ceilings the report prints issue 38's
+// budgets, each the median over --runs against the ceilings measured in
+// the run, and writes them in the JSON report: here the fastest safe
+// strategy's sales against GET /healthz and its sold-out answers against
+// the /healthz beside them (no Postgres given: no hot-row budget).
+func TestCeilingsBudgets(t *testing.T) {
+	fake := newFakeFleet("honest")
+	args := []string{"--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", "honest,racy", "--ceilings", "--ceiling-time", "100ms", "--runs", "3"}
+	err, rep, table := fakeRun(t, fake, args...)
+	if err != nil {
+		t.Fatalf("run(%q) = %v", args, err)
+	}
+	if rep.Ceilings == nil {
+		t.Fatalf("run(%q): no ceilings in the JSON report", args)
+	}
+	got := map[string]load.Budget{}
+	for _, b := range rep.Ceilings.Budgets {
+		got[b.Name+" "+b.Strategy] = b
+	}
+	for _, want := range []string{"sales/s ÷ GET /healthz (fastest safe) honest", "sold-out 409/s ÷ GET /healthz honest"} {
+		b, ok := got[want]
+		if !ok || b.Runs != 3 || b.Measured <= 0 || b.Target <= 0 {
+			t.Errorf("run(%q) JSON budget %q = %+v (found %v), want one measured over 3 runs", args, want, b, ok)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("run(%q) JSON budgets = %+v, want those 2 (racy is unsafe; no hot row without Postgres)", args, rep.Ceilings.Budgets)
+	}
+	_, block, found := strings.Cut(table, "budgets (issue 38)")
+	if !found {
+		t.Fatalf("run(%q) prints no budgets block:\n%s", args, table)
+	}
+	for _, want := range []string{"measured", "target", "verdict", "sales/s ÷ GET /healthz (fastest safe)", "sold-out 409/s ÷ GET /healthz", "≥ 50%", "≥ 90%"} {
+		if !strings.Contains(block, want) {
+			t.Errorf("run(%q) budgets block lacks %q:\n%s", args, want, block)
+		}
+	}
+	t.Logf("the block:%s", block)
+}
+
+// TestNoBudgetsWithoutCeilings: without --ceilings nothing is judged.
+func TestNoBudgetsWithoutCeilings(t *testing.T) {
+	args := []string{"--stock", "5", "--buyers", "9", "--concurrency", "3", "--strategies", "honest"}
+	err, rep, table := fakeRun(t, newFakeFleet("honest"), args...)
+	if err != nil || rep.Ceilings != nil || strings.Contains(table, "budgets (issue 38)") {
+		t.Errorf("run(%q) = %v, ceilings %+v; want no ceilings and no budgets block:\n%s", args, err, rep.Ceilings, table)
+	}
+}
+
+// TestCeilingsKeepTheBooks: the ceilings sell their own products with the
+// minimal one-sale transaction, which leaves the round's totals out; once
+// measured, every ceiling product's round totals match its ledger and its
+// stock (what GET /products/{id} reads), and the invariant watchdog, which
+// checks each touched product every second from the ledger, opened no
+// circuit on any of them while the totals lagged.
+func TestCeilingsKeepTheBooks(t *testing.T) {
+	testenv.InTier(t, testenv.TierE2E)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := startE2EFleet(ctx, t)
+	c := load.NewClient(f.URL, f.AdminToken, 4, nil)
+	defer c.Close()
+	// Longer than the watchdog's 1 s interval: it checks the products
+	// while they sell.
+	if _, err := load.MeasureCeilings(ctx, c, f.PostgresURL, "", 4, 20, 1500*time.Millisecond); err != nil {
+		t.Fatalf("load.MeasureCeilings: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, f.PostgresURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+		SELECT s.product_id, s.initial - s.quantity, coalesce(t.units, 0), coalesce(t.sales, 0),
+		       (SELECT coalesce(sum(quantity), 0) FROM sales l WHERE l.product_id = s.product_id AND l.round = s.round),
+		       (SELECT count(*) FROM sales l WHERE l.product_id = s.product_id AND l.round = s.round)
+		FROM stock s LEFT JOIN round_totals t ON t.product_id = s.product_id AND t.round = s.round
+		WHERE s.product_id = 'ceiling-hot-row' OR s.product_id LIKE 'ceiling-many-%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	products, sold := 0, int64(0)
+	for rows.Next() {
+		var id string
+		var taken, units, sales, ledgerUnits, ledgerRows int64
+		if err := rows.Scan(&id, &taken, &units, &sales, &ledgerUnits, &ledgerRows); err != nil {
+			t.Fatal(err)
+		}
+		products++
+		sold += ledgerUnits
+		if taken != ledgerUnits || units != ledgerUnits || sales != ledgerRows {
+			t.Errorf("%s: initial - quantity = %d, round totals %d units in %d sales, ledger %d units in %d rows; want all equal", id, taken, units, sales, ledgerUnits, ledgerRows)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if products != 21 || sold == 0 {
+		t.Errorf("read %d ceiling products with %d units sold, want 21 (the hot row and 20 of many rows) with sales", products, sold)
+	}
+	var open int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM circuits WHERE product_id LIKE 'ceiling-%'`).Scan(&open); err != nil || open != 0 {
+		t.Errorf("the watchdog opened %d circuits on ceiling products (%v), want none", open, err)
 	}
 }
 

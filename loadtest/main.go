@@ -169,7 +169,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.watchdogInterval, "watchdog-interval", time.Second, "INVENTORY_WATCHDOG_INTERVAL for the local fleet's replicas (the service's default): how often the invariant watchdog checks the stock and opens circuits; 0 turns it off, to measure its cost")
 	fs.BoolVar(&o.mix, "mix", false, "after the per-strategy rows, a row \"mix\": every selected safe strategy sells the one product at once, buyers taking them round robin")
 	fs.BoolVar(&o.restockDuring, "restock-during", false, "in every run, restock the product (same stock) once a third of the buyers have been answered, so the run spans two rounds; each round is checked on its own")
-	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: one-sale transactions on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second")
+	fs.BoolVar(&o.ceilings, "ceilings", false, "also measure, in this run, what the strategies are compared against: the minimal one-sale transaction (guarded UPDATE and ledger INSERT) on one row straight to Postgres (like pgbench, 8 clients), Redis round trips, GET /healthz through nginx; and after each strategy's row, its sold-out answers per second; then print issue 38's budgets (ratio, target, met), medians over --runs")
 	fs.DurationVar(&o.ceilingTime, "ceiling-time", 5*time.Second, "how long --ceilings measures each figure")
 	fs.StringVar(&o.postgresURL, "postgres-url", "", "with --url: the fleet's Postgres, to read the state each run is checked against (stock, rounds, ledger) from the database instead of the service's API, and for --ceilings' hot-row ceiling (the local fleet's is known; without it, the one `make fleet` named in bin/fleet.json for the fleet at --url; with neither, the verdicts are UNVERIFIED)")
 	fs.DurationVar(&o.historyTimeout, "history-timeout", 0, "a fixed bound on checking each window of a product's history of answers (porcupine); past it the product is INCONCLUSIVE, and a safe strategy's run with an INCONCLUSIVE history fails (default: 10s plus 1ms per op of the window)")
@@ -451,9 +451,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if rep.Ceilings != nil {
 		rep.Ceilings.Serial = report.MedianSerial(rep.Results)
+		rep.Ceilings.Budgets = load.RunBudgets(*rep.Ceilings, rep.Results)
 	}
 	report.PrintTable(tableOut, rep, o.wide)
 	report.PrintCeilings(tableOut, rep)
+	if rep.Ceilings != nil {
+		load.PrintBudgets(tableOut, fmt.Sprintf("budgets (issue 38), each the median over the runs (--runs %d) against the ceilings above:", o.runs), rep.Ceilings.Budgets)
+	}
 	report.PrintReads(tableOut, rep)
 	report.PrintOrders(tableOut, rep)
 	report.PrintComeback(tableOut, rep)
