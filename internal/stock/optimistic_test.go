@@ -43,10 +43,15 @@ func TestOptimisticSellsTheCrowd(t *testing.T) {
 			Redis:    e.newRedis(t),
 			Instance: instance,
 			// The fleet's defaults (the seeds' scenario ran with them):
-			// 2 ms of work between read and write, a 10 s budget,
-			// backoff from 1 to 32 ms.
+			// 2 ms of work between read and write, backoff from 1 to
+			// 32 ms; but a budget no buyer reaches even on a machine
+			// busy with other tests (the fleet's 10 s ran out there for
+			// the last of 600 buyers in line: make test, 347 of 400 sold
+			// in 10.8 s). How long a crowd takes is not what this test
+			// asks (TestOptimisticBudgetCoversTheTurn checks the
+			// budget); the conflicts are.
 			WorkDelay:  2 * time.Millisecond,
-			Wait:       10 * time.Second,
+			Wait:       2 * time.Minute,
 			MinBackoff: time.Millisecond,
 			MaxBackoff: 32 * time.Millisecond,
 			OnConflict: func() { conflicts.Add(1) },
@@ -54,7 +59,7 @@ func TestOptimisticSellsTheCrowd(t *testing.T) {
 	}
 	replicas := []inventory.Seller{replica("replica-a"), replica("replica-b")}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	tl := newTally()
 	start := make(chan struct{})
@@ -80,7 +85,7 @@ func TestOptimisticSellsTheCrowd(t *testing.T) {
 	// Every unit sold: a buyer told 503 was turned away while units
 	// remained, or ran out of its budget in line behind the sell-out.
 	if n := tl.count("503 contention"); n > 0 {
-		t.Errorf("%d buyers got ErrContention (503), want none: %d units for %d buyers, a 10 s budget", n, units, 2*buyers)
+		t.Errorf("%d buyers got ErrContention (503), want none: %d units for %d buyers, a 2 min budget", n, units, 2*buyers)
 	}
 	if n := tl.count("sold-out"); n != 2*buyers-units {
 		t.Errorf("%d buyers got ErrSoldOut, want the %d who came after the last unit", n, 2*buyers-units)
