@@ -74,9 +74,9 @@ func newQueued(d Deps, sellBatch func(ctx context.Context, id string, orders []i
 	return &batch{d: d, queueOf: func(o inventory.Order) string { return o.ProductID }, sell: sellBatch, queues: map[string]*batchQueue{}}
 }
 
-// Sell queues o and waits for its batch (or group). A buyer that gives up while its
-// order is still queued takes it out; once its batch has begun, it waits for
-// the batch's answer, since the sale may commit.
+// Sell queues o and waits for its batch (or group). A buyer that gives up
+// while its order is still queued takes it out; once its batch has begun,
+// it waits for the batch's answer, since the sale may commit.
 func (s *batch) Sell(ctx context.Context, o inventory.Order) (inventory.Sale, error) {
 	bo := &batchOrder{o: o, answer: make(chan postgres.BatchAnswer, 1)}
 	if err := s.enqueue(bo); err != nil {
