@@ -90,7 +90,7 @@ var Strategies = []Info{
 		Redis: true},
 	{Name: Atomic, Description: "one conditional UPDATE ... WHERE quantity >= n", Safe: true},
 	{Name: ForUpdate, Description: "SELECT ... FOR UPDATE row lock inside a transaction", Safe: true},
-	{Name: Batch, Description: "sales of a product queue in each replica and commit together: one guarded transaction per batch, 2xx only after its COMMIT", Safe: true,
+	{Name: Batch, Description: "sales queue in each replica and commit together, many products per transaction: one guarded transaction per group, 2xx only after its COMMIT", Safe: true,
 		Batches: true},
 	{Name: Handoff, Description: "the redis lock with a local queue: one contender per product per replica, the holder sells for the whole queue in one fenced transaction", Safe: true,
 		Lock: "redislock", Redis: true, Batches: true},
