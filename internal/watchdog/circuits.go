@@ -37,6 +37,10 @@ type Circuits struct {
 	// its product's circuit is still open (RecheckInterval).
 	recheck time.Duration
 	now     func() time.Time // time.Now; a test's clock
+	// heard is when a restock of each product was last heard of (Recheck,
+	// unix nanoseconds): a Refresh under way meanwhile may have read a
+	// circuit of the round the restock ended.
+	heard sync.Map
 }
 
 // openCircuit is an open circuit in this replica's copy, and when Postgres
@@ -203,7 +207,16 @@ func (c *Circuits) Refresh(ctx context.Context) ([]string, error) {
 			m[oc.Product] = o
 			continue
 		}
-		m[oc.Product] = c.looked(oc, start)
+		// A restock heard of since this read began may have committed
+		// after it: that circuit is not looked at yet (the first refused
+		// sale looks), or it would refuse the new round's buyers from
+		// memory for up to RecheckInterval (a fleet's atomic run right
+		// after a restock had 15 of 60 buyers refused so).
+		at := start
+		if h, ok := c.heard.Load(oc.Product); ok && h.(int64) >= start.UnixNano() {
+			at = time.Time{}
+		}
+		m[oc.Product] = c.looked(oc, at)
 	}
 	c.opened.Store(&m)
 	sort.Strings(products)
@@ -273,6 +286,7 @@ func (c *Circuits) Recheck(product string) {
 	if c == nil {
 		return
 	}
+	c.heard.Store(product, c.now().UnixNano())
 	if oc, open := (*c.opened.Load())[product]; open {
 		// A look under way may have begun before the restock committed:
 		// the next sale begins another rather than share its answer.

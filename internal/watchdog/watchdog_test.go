@@ -336,6 +336,38 @@ func TestRefusalsAnswerFromMemory(t *testing.T) {
 	}
 }
 
+// TestARestockHeardDuringARefreshIsLookedAt: a Refresh whose read began
+// before a restock committed reads the old round's circuit as current;
+// when that restock's announcement (Recheck) came while the read was under
+// way, the circuit is looked at by the first refused sale, not refused
+// from memory: the new round has no circuit.
+func TestARestockHeardDuringARefreshIsLookedAt(t *testing.T) {
+	pool := database(t)
+	ctx := context.Background()
+	product(t, pool, "restocked", 1, 10, 0, 10)
+	sell(t, pool, "restocked", 1) // oversold
+	a := NewCircuits(pool)
+	if found := check(t, New(pool, a, Options{Instance: "replica-a"})); len(found) != 1 {
+		t.Fatalf("Check after an oversell = %v, want one violation", found)
+	}
+	b := NewCircuits(pool)
+	clk := &clock{now: time.Now()}
+	b.now = clk.Now
+	// The restock is heard of as the Refresh begins (the same instant on
+	// the test's clock), and the Refresh reads the circuit as if its read
+	// came before the restock's commit, which lands right after.
+	b.Recheck("restocked")
+	if _, err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE stock SET round = round + 1, quantity = 10, initial = 10 WHERE product_id = 'restocked'`); err != nil {
+		t.Fatal(err)
+	}
+	if c, refuses := b.Refuses(ctx, "restocked"); refuses {
+		t.Errorf("Refuses(restocked) right after a restock heard of during the refresh = refused (%v), want a look: the new round has no circuit", c.Err())
+	}
+}
+
 // TestLedgerMismatch: stock that does not match the ledger (units gone
 // without a sale, or a sale without its units) is a violation too.
 func TestLedgerMismatch(t *testing.T) {
