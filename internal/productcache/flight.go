@@ -19,6 +19,8 @@ type flight struct {
 	done chan struct{}
 	read Read
 	err  error
+	// joined counts the reads that joined it, under flights.mu.
+	joined int
 }
 
 // join returns id's lookup in flight, or starts one: leader is true for
@@ -27,6 +29,7 @@ func (fs *flights) join(id string) (f *flight, leader bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if f := fs.m[id]; f != nil {
+		f.joined++
 		return f, false
 	}
 	if fs.m == nil {
@@ -55,4 +58,15 @@ func (fs *flights) forget(id string) {
 	fs.mu.Lock()
 	delete(fs.m, id)
 	fs.mu.Unlock()
+}
+
+// waiting is how many reads joined id's lookup in flight (0: none in
+// flight), for a test to wait on.
+func (fs *flights) waiting(id string) int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.m[id]; f != nil {
+		return f.joined
+	}
+	return 0
 }
