@@ -23,7 +23,13 @@ CREATE FUNCTION record_sales(
     products text[], rounds int[], quantities bigint[], keys text[], sale_keys text[],
     remainders bigint[], pay_ms bigint[], by_strategy text, by_instance text, by_fence bigint)
 RETURNS TABLE (sale_key text, sale_id bigint, created_at timestamptz, order_id text, expires_at timestamptz)
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    -- plpgsql, not sql: Postgres plans a plpgsql function's statement once
+    -- per session and keeps the plan; a sql function's body is planned
+    -- again at every call (a sale's, a batch's).
+    RETURN QUERY
     WITH ins AS (
         INSERT INTO sales (product_id, round, quantity, strategy, instance, idempotency_key, sale_key, fence, remaining)
         SELECT t.p, t.r, t.q, by_strategy, by_instance, t.k, t.sk, nullif(by_fence, 0), t.rem
@@ -47,7 +53,8 @@ LANGUAGE sql AS $$
         INSERT INTO order_events (order_id, state, at, by) SELECT held.id, 'held', held.created_at, by_instance FROM held
     )
     SELECT ins.sale_key, ins.id, ins.created_at, coalesce(held.id::text, ''), coalesce(held.expires_at, ins.created_at)
-    FROM ins LEFT JOIN held ON held.sale_id = ins.id
+    FROM ins LEFT JOIN held ON held.sale_id = ins.id;
+END
 $$;
 -- +goose StatementEnd
 
