@@ -234,20 +234,11 @@ FROM record_sales($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) r`
 // decrements the guard let through.
 func writeGroup(ctx context.Context, tx pgx.Tx, strategy, instance string, fence int64, products []string, units []int64,
 	rows []ledgerRow) (map[string]written, int, error) {
-	n := len(rows)
-	ids, rounds := make([]string, n), make([]int32, n)
-	quantities, remainders, payMillis := make([]int64, n), make([]int64, n), make([]int64, n)
-	keys, saleKeys := make([]*string, n), make([]string, n)
-	for i, r := range rows {
-		ids[i], rounds[i], quantities[i], remainders[i] = r.productID, int32(r.round), r.quantity, r.remaining
-		keys[i], saleKeys[i], payMillis[i] = r.key, r.saleKey, r.payWithin.Milliseconds()
-	}
-	res, err := tx.Query(ctx, groupSQL, ids, rounds, quantities, keys, saleKeys, remainders, payMillis, strategy, instance, fence,
-		products, units)
+	res, err := tx.Query(ctx, groupSQL, append(ledgerArgs(strategy, instance, fence, rows), products, units)...)
 	if err != nil {
 		return nil, 0, dbErr("write group", err)
 	}
-	out := make(map[string]written, n)
+	out := make(map[string]written, len(rows))
 	var decremented int
 	for res.Next() {
 		var sk string

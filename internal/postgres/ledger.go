@@ -51,21 +51,12 @@ func (w written) sale(r ledgerRow, strategy, instance string, fence int64) inven
 // is skipped (Postgres first waits for a transaction still holding the
 // key to end); the answer holds the rows written, by sale key.
 func writeLedger(ctx context.Context, tx pgx.Tx, strategy, instance string, fence int64, rows []ledgerRow) (map[string]written, error) {
-	n := len(rows)
-	products, rounds := make([]string, n), make([]int32, n)
-	quantities, remainders, payMillis := make([]int64, n), make([]int64, n), make([]int64, n)
-	keys, saleKeys := make([]*string, n), make([]string, n)
-	for i, r := range rows {
-		products[i], rounds[i], quantities[i], remainders[i] = r.productID, int32(r.round), r.quantity, r.remaining
-		keys[i], saleKeys[i], payMillis[i] = r.key, r.saleKey, r.payWithin.Milliseconds()
-	}
 	res, err := tx.Query(ctx, `SELECT sale_key, sale_id, created_at, order_id, expires_at
-		FROM record_sales($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		products, rounds, quantities, keys, saleKeys, remainders, payMillis, strategy, instance, fence)
+		FROM record_sales($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, ledgerArgs(strategy, instance, fence, rows)...)
 	if err != nil {
 		return nil, dbErr("write sales", err)
 	}
-	out := make(map[string]written, n)
+	out := make(map[string]written, len(rows))
 	for res.Next() {
 		var sk string
 		var w written
@@ -79,4 +70,19 @@ func writeLedger(ctx context.Context, tx pgx.Tx, strategy, instance string, fenc
 		return nil, dbErr("write sales", err)
 	}
 	return out, nil
+}
+
+// ledgerArgs are record_sales's ten arguments for rows, by strategy on
+// instance under fencing token fence: one array per column, then the
+// three values every row shares.
+func ledgerArgs(strategy, instance string, fence int64, rows []ledgerRow) []any {
+	n := len(rows)
+	products, rounds := make([]string, n), make([]int32, n)
+	quantities, remainders, payMillis := make([]int64, n), make([]int64, n), make([]int64, n)
+	keys, saleKeys := make([]*string, n), make([]string, n)
+	for i, r := range rows {
+		products[i], rounds[i], quantities[i], remainders[i] = r.productID, int32(r.round), r.quantity, r.remaining
+		keys[i], saleKeys[i], payMillis[i] = r.key, r.saleKey, r.payWithin.Milliseconds()
+	}
+	return []any{products, rounds, quantities, keys, saleKeys, remainders, payMillis, strategy, instance, fence}
 }
