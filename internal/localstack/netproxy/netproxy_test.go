@@ -97,30 +97,38 @@ func TestNetProxyLatencyCutAndHeal(t *testing.T) {
 	}
 }
 
-// TestLoseCommitReply: through a Postgres link with the toxic, COMMIT
-// commits but its reply never arrives; the next COMMIT's does.
-func TestLoseCommitReply(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// postgresLink starts a Postgres and a link to it, and returns the link,
+// a connection straight to Postgres, and the URL through the link; all
+// are closed when the test ends.
+func postgresLink(ctx context.Context, t *testing.T) (link *Proxy, direct *pgx.Conn, viaLink string) {
+	t.Helper()
 	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true})
 	if err != nil {
 		t.Fatalf("StartPostgres: %v", err)
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
-	link, err := Start("postgres", fmt.Sprintf("127.0.0.1:%d", pg.Port))
+	link, err = Start("postgres", fmt.Sprintf("127.0.0.1:%d", pg.Port))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(link.Stop)
-	direct, err := pgx.Connect(ctx, pg.URL)
+	direct, err = pgx.Connect(ctx, pg.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer direct.Close(ctx)
+	t.Cleanup(func() { _ = direct.Close(context.Background()) })
+	return link, direct, strings.Replace(pg.URL, fmt.Sprintf("127.0.0.1:%d", pg.Port), link.Addr, 1)
+}
+
+// TestLoseCommitReply: through a Postgres link with the toxic, COMMIT
+// commits but its reply never arrives; the next COMMIT's does.
+func TestLoseCommitReply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	link, direct, viaLink := postgresLink(ctx, t)
 	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int)`); err != nil {
 		t.Fatal(err)
 	}
-	viaLink := strings.Replace(pg.URL, fmt.Sprintf("127.0.0.1:%d", pg.Port), link.Addr, 1)
 	insert := func(n int) error {
 		conn, err := pgx.Connect(ctx, viaLink)
 		if err != nil {
@@ -170,26 +178,12 @@ func TestLoseCommitReply(t *testing.T) {
 func TestLoseTheReplyOfACallThatCommittedOnItsOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pg, err := localstack.StartPostgres(ctx, localstack.PostgresOptions{NoFsync: true})
-	if err != nil {
-		t.Fatalf("StartPostgres: %v", err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	link, err := Start("postgres", fmt.Sprintf("127.0.0.1:%d", pg.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(link.Stop)
-	direct, err := pgx.Connect(ctx, pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close(ctx)
+	link, direct, viaLink := postgresLink(ctx, t)
 	if _, err := direct.Exec(ctx, `CREATE TABLE t (n int);
 		CREATE PROCEDURE put(m int, OUT done int) LANGUAGE plpgsql AS $$ BEGIN INSERT INTO t VALUES (m); done := m; END $$`); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, strings.Replace(pg.URL, fmt.Sprintf("127.0.0.1:%d", pg.Port), link.Addr, 1))
+	conn, err := pgx.Connect(ctx, viaLink)
 	if err != nil {
 		t.Fatal(err)
 	}
