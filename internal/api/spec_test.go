@@ -170,10 +170,13 @@ func TestDocsAreServedFromTheBinary(t *testing.T) {
 			}
 		}
 	}
-	// The description's problem table is readable: its cells are padded
-	// (Swagger UI draws Markdown tables with none).
-	if r := f.do("GET", "/docs", "", ""); !strings.Contains(r.raw, ".swagger-ui .markdown th") {
-		t.Errorf("GET /docs: the page has no style for the description's tables")
+	// The page carries its own style and plugin (docs_head.html): padded
+	// Markdown tables (Swagger UI draws a 3.1 description's header cells
+	// with no side padding) and an optional token shown as optional.
+	// TestDocsPageInABrowser checks what they do.
+	if r := f.do("GET", "/docs", "", ""); !strings.Contains(r.raw, ".swagger-ui .renderedMarkdown table thead tr th") ||
+		!strings.Contains(r.raw, "SwaggerUIBundle.plugins.DownloadUrl, inventoryDocsPlugin]") || !strings.Contains(r.raw, "function inventoryDocsPlugin()") {
+		t.Errorf("GET /docs: the page lacks docs_head.html's table style or its plugin")
 	}
 	// No trailing-slash alias (Redocly's no-path-trailing-slash).
 	for _, path := range []string{"/docs/", "/docs/nope.js", "/docs/swagger-ui.css.gz"} {
@@ -295,7 +298,7 @@ func TestAdminBodiesAreCheckedLikeSales(t *testing.T) {
 // covers the structure. The warnings Redocly still gives are kept on
 // purpose: info-license (the project has no license to name),
 // operation-4xx-response on the GETs that take no input (the service has no
-// 4xx of its own for them; nginx's 400, 408 and 414 are in the info's table,
+// 4xx of its own for them; nginx's 400, 408 and 414 are in the problems tag's table,
 // not repeated on every operation), and no-unused-components for
 // MethodNotAllowed (the answer to a method no operation has; spectest
 // validates such answers against it by name).
