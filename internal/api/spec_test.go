@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -389,5 +390,49 @@ func TestDescriptionKeepsRedoclysRecommendedRules(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// problemRow is a row of the problems table: `slug` | status | when.
+var problemRow = regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| (\\d{3}) \\|")
+
+// TestProblemsAreTheLastSection: /docs opens on the endpoints, so the
+// description's opening (info) has no table; the problem types are the
+// last tag's, "problems", which has no operation: a row for every type
+// of components.schemas.Problem, and none other, in the order of status.
+func TestProblemsAreTheLastSection(t *testing.T) {
+	doc := specChecker(t).Doc()
+	if strings.Contains(doc.Info.Description, "|---") {
+		t.Errorf("info.description has a table: it is drawn above every endpoint")
+	}
+	last := doc.Tags[len(doc.Tags)-1]
+	if last.Name != "problems" {
+		t.Fatalf("the last tag is %q, want problems", last.Name)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if slices.Contains(op.Tags, "problems") {
+				t.Errorf("%s %s is tagged problems, a section of the problem types only", method, path)
+			}
+		}
+	}
+	var enum []string
+	for _, v := range doc.Components.Schemas["Problem"].Value.Properties["type"].Value.Enum {
+		enum = append(enum, strings.TrimPrefix(v.(string), problemTypePrefix))
+	}
+	var rows []string
+	status := 0
+	for _, m := range problemRow.FindAllStringSubmatch(last.Description, -1) {
+		rows = append(rows, m[1])
+		s, _ := strconv.Atoi(m[2])
+		if s < status {
+			t.Errorf("the problems table lists %s (%d) after a %d", m[1], s, status)
+		}
+		status = s
+	}
+	slices.Sort(enum)
+	slices.Sort(rows)
+	if !slices.Equal(rows, enum) {
+		t.Errorf("the problems table lists %q,\nProblem.type has %q", rows, enum)
 	}
 }
