@@ -3,6 +3,7 @@ package api
 import (
 	_ "embed"
 	"fmt"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -32,25 +33,28 @@ func (s *server) handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
 // /openapi.yaml. Swagger UI's online validator stays off (validatorUrl
 // null, swgui's default, set here explicitly so an upgrade cannot turn it on).
 // There is no /docs/ page: a path with a trailing slash is an error under
-// Redocly's recommended rules (no-path-trailing-slash).
+// Redocly's recommended rules (no-path-trailing-slash). docsHead adds the
+// page's own style and plugin (docs_head.html).
 func docsHandler() http.Handler {
 	return v5emb.NewHandlerWithConfig(swgui.Config{
 		Title:       "inventory API",
 		SwaggerJSON: "/openapi.yaml",
 		BasePath:    "/docs/",
-		SettingsUI:  map[string]string{"validatorUrl": "null"},
-		AppendHead:  docsTableStyle,
+		SettingsUI: map[string]string{
+			"validatorUrl": "null",
+			// swgui's own plugin list, and ours.
+			"plugins": "[SwaggerUIBundle.plugins.DownloadUrl, inventoryDocsPlugin]",
+		},
+		AppendHead: docsHead,
 	})
 }
 
-// docsTableStyle gives the description's Markdown tables (the problem
-// types) cell padding and rules: Swagger UI draws them with none, so the
-// header "type (slug) | status | when" read "type (slug)statuswhen".
-const docsTableStyle = `<style>
-.swagger-ui .markdown table { border-collapse: collapse; margin: 0.5em 0; }
-.swagger-ui .markdown th, .swagger-ui .markdown td { padding: 4px 10px; border: 1px solid #d9d9d9; text-align: left; vertical-align: top; }
-.swagger-ui .markdown th { background: #f4f4f4; }
-</style>`
+// docsHead is what the docs page adds to Swagger UI: the problems
+// section drawn full width, Markdown tables with padded, ruled cells, and
+// an optional token shown as optional (not as an admin call's padlock).
+//
+//go:embed docs_head.html
+var docsHead template.HTML
 
 // docsAssets are the files the docs page loads from /docs/: the embedded
 // files, without the .gz their compressed copies are stored under.

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -170,10 +171,13 @@ func TestDocsAreServedFromTheBinary(t *testing.T) {
 			}
 		}
 	}
-	// The description's problem table is readable: its cells are padded
-	// (Swagger UI draws Markdown tables with none).
-	if r := f.do("GET", "/docs", "", ""); !strings.Contains(r.raw, ".swagger-ui .markdown th") {
-		t.Errorf("GET /docs: the page has no style for the description's tables")
+	// The page carries its own style and plugin (docs_head.html): padded
+	// Markdown tables (Swagger UI draws a 3.1 description's header cells
+	// with no side padding) and an optional token shown as optional.
+	// TestDocsPageInABrowser checks what they do.
+	if r := f.do("GET", "/docs", "", ""); !strings.Contains(r.raw, ".swagger-ui .renderedMarkdown table thead tr th") ||
+		!strings.Contains(r.raw, "SwaggerUIBundle.plugins.DownloadUrl, inventoryDocsPlugin]") || !strings.Contains(r.raw, "function inventoryDocsPlugin()") {
+		t.Errorf("GET /docs: the page lacks docs_head.html's table style or its plugin")
 	}
 	// No trailing-slash alias (Redocly's no-path-trailing-slash).
 	for _, path := range []string{"/docs/", "/docs/nope.js", "/docs/swagger-ui.css.gz"} {
@@ -295,7 +299,7 @@ func TestAdminBodiesAreCheckedLikeSales(t *testing.T) {
 // covers the structure. The warnings Redocly still gives are kept on
 // purpose: info-license (the project has no license to name),
 // operation-4xx-response on the GETs that take no input (the service has no
-// 4xx of its own for them; nginx's 400, 408 and 414 are in the info's table,
+// 4xx of its own for them; nginx's 400, 408 and 414 are in the problems tag's table,
 // not repeated on every operation), and no-unused-components for
 // MethodNotAllowed (the answer to a method no operation has; spectest
 // validates such answers against it by name).
@@ -386,5 +390,49 @@ func TestDescriptionKeepsRedoclysRecommendedRules(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// problemRow is a row of the problems table: `slug` | status | when.
+var problemRow = regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| (\\d{3}) \\|")
+
+// TestProblemsAreTheLastSection: /docs opens on the endpoints, so the
+// description's opening (info) has no table; the problem types are the
+// last tag's, "problems", which has no operation: a row for every type
+// of components.schemas.Problem, and none other, in the order of status.
+func TestProblemsAreTheLastSection(t *testing.T) {
+	doc := specChecker(t).Doc()
+	if strings.Contains(doc.Info.Description, "|---") {
+		t.Errorf("info.description has a table: it is drawn above every endpoint")
+	}
+	last := doc.Tags[len(doc.Tags)-1]
+	if last.Name != "problems" {
+		t.Fatalf("the last tag is %q, want problems", last.Name)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if slices.Contains(op.Tags, "problems") {
+				t.Errorf("%s %s is tagged problems, a section of the problem types only", method, path)
+			}
+		}
+	}
+	var enum []string
+	for _, v := range doc.Components.Schemas["Problem"].Value.Properties["type"].Value.Enum {
+		enum = append(enum, strings.TrimPrefix(v.(string), problemTypePrefix))
+	}
+	var rows []string
+	status := 0
+	for _, m := range problemRow.FindAllStringSubmatch(last.Description, -1) {
+		rows = append(rows, m[1])
+		s, _ := strconv.Atoi(m[2])
+		if s < status {
+			t.Errorf("the problems table lists %s (%d) after a %d", m[1], s, status)
+		}
+		status = s
+	}
+	slices.Sort(enum)
+	slices.Sort(rows)
+	if !slices.Equal(rows, enum) {
+		t.Errorf("the problems table lists %q,\nProblem.type has %q", rows, enum)
 	}
 }

@@ -2,6 +2,9 @@ package report
 
 import (
 	"fmt"
+	"html"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -76,6 +79,79 @@ func historyNote(results []load.Result) string {
 	return "history: every answer checked against one sequential stock per product (porcupine; LIN = one order explains them all); state before and after read from " + src
 }
 
+// HistoryLegend says how to read porcupine's page of a history, in one
+// paragraph: the report shows it beside its links to the pages, and each
+// page gets it above its drawing (its own legend names "Valid LP" and
+// "Invalid LP" and nothing more).
+const HistoryLegend = `A history page is porcupine's drawing of the history of one product whose answers the history check ` +
+	`could not explain: every request of the run on it. Time runs left to right; each numbered line ("Clients") is one buyer, ` +
+	`and the last line is the stock read from Postgres after the run. Each box is one request, from when it was sent to when ` +
+	`its answer came, labelled with what it asked and what the answer said ("sell 1 → sold, 3 left"). The check looks for one ` +
+	`order of all the requests, each taking effect at one instant inside its box (its linearization point, LP), in which a ` +
+	`single stock, going down by each sale, gives every answer. Valid LP (grey ticks, joined in order): the longest such order ` +
+	`found. Invalid LP (red): a request that could come next in time but whose answer contradicts the stock at that point ` +
+	`(sold when the stock was already 0: the oversell). "jump to first error" scrolls to the first red one; hovering a box ` +
+	`shows the stock before and after it in that order.`
+
+// historyLink is one link of the report to a history page.
+type historyLink struct {
+	Row, Product, Violation, Href string
+}
+
+// historyLinks are the report's links to the history pages of rep's rows
+// (the visualizations written by WriteHistoryPages), relative to dir, the
+// report's directory, when they can be.
+func historyLinks(dir string, rep *Report) []historyLink {
+	var out []historyLink
+	for _, r := range rep.Results {
+		if r.History == nil {
+			continue
+		}
+		for _, p := range r.History.Products {
+			if p.Visualization == "" {
+				continue
+			}
+			out = append(out, historyLink{Row: rowLabel(rep, r), Product: p.Product, Violation: cmp(p.Violation, p.Verdict), Href: linkTo(dir, p.Visualization)})
+		}
+	}
+	return out
+}
+
+// linkTo is a link from a page in dir to the file path: relative when
+// both are on one tree, else a file URL.
+func linkTo(dir, path string) string {
+	from, err1 := filepath.Abs(dir)
+	to, err2 := filepath.Abs(path)
+	if err1 == nil && err2 == nil {
+		if rel, err := filepath.Rel(from, to); err == nil {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(to)}).String()
+}
+
+// addHistoryLegend puts HistoryLegend at the top of the history page at
+// path, above porcupine's own one-line legend.
+func addHistoryLegend(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("history legend: %w", err)
+	}
+	page := string(b)
+	at := strings.Index(page, "<body>")
+	if at < 0 {
+		return fmt.Errorf("history legend: %s has no <body>", path)
+	}
+	at += len("<body>")
+	// Below porcupine's legend, which is fixed at the top of the window.
+	legend := `<p id="inventory-legend" style="max-width:60rem;font:13px/1.4 system-ui,sans-serif;color:#1b1f24;margin:44px 10px 0">` +
+		html.EscapeString(HistoryLegend) + `</p>`
+	if err := os.WriteFile(path, []byte(page[:at]+"\n"+legend+page[at:]), 0o644); err != nil {
+		return fmt.Errorf("history legend: %w", err)
+	}
+	return nil
+}
+
 // WriteHistoryPages writes porcupine's visualization of every product
 // whose history was NOT LINEARIZABLE (at most 3 per row) to
 // "<base>-<row>[-run<N>]-<product>.html", records the paths in the results
@@ -98,6 +174,11 @@ func WriteHistoryPages(base string, rep *Report) ([]string, error) {
 		if err != nil {
 			return out, fmt.Errorf("history visualization: %w", err)
 		}
+		for _, p := range paths {
+			if err := addHistoryLegend(p); err != nil {
+				return out, err
+			}
+		}
 	}
 	return out, nil
 }
@@ -117,6 +198,11 @@ func WriteMatrixHistoryPages(base string, m *Matrix) ([]string, error) {
 			out = append(out, paths...)
 			if err != nil {
 				return out, fmt.Errorf("history visualization: %w", err)
+			}
+			for _, p := range paths {
+				if err := addHistoryLegend(p); err != nil {
+					return out, err
+				}
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"inventory/internal/verdict"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,7 +36,7 @@ func WriteHTML(path string, rep *Report, m *Matrix) error {
 	if err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}
-	if err := renderHTML(f, rep, m); err != nil {
+	if err := renderHTML(f, filepath.Dir(path), rep, m); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("--html %s: %w", path, err)
 	}
@@ -52,31 +53,43 @@ type pageData struct {
 	Settings [][2]string
 	Charts   []chart
 	Matrix   *matrixTable
+	// Histories are the links to porcupine's pages of the products whose
+	// history no order explains, shown with HistoryLegend.
+	Histories []historyLink
 	// ChartsJSON is the charts' ECharts options, drawn by the page's script.
 	ChartsJSON template.JS
+	// HistoryLegend is how to read the history pages (HistoryLegend).
+	HistoryLegend string
 }
 
-// verdictRow is one row of the verdict table.
+// verdictRow is one row of the verdict table. Unsafe rows carry a Note
+// under their verdict ("unsafe — not caught this run").
 type verdictRow struct {
-	Label, Safe, Verdict, Class   string
+	Label, Verdict, Class, Note   string
+	Unsafe                        bool
 	Sold, Oversold, OK, SoldOut   string
 	Unavailable, ReqPerS, P99, Of string
 }
 
 // chart is one ECharts chart: a title over a div the page's script draws
-// Option into.
+// Option into; or, when Empty is set, the title over that one line
+// instead (a chart with nothing to draw, as a run without lock breaches).
 type chart struct {
 	ID       string         `json:"id"`
 	Title    string         `json:"-"`
 	Subtitle string         `json:"-"`
 	Height   int            `json:"-"`
 	Option   map[string]any `json:"option"`
+	Empty    string         `json:"-"`
 }
 
-func renderHTML(w io.Writer, rep *Report, m *Matrix) error {
-	d := pageData{Title: "inventory load test", ECharts: template.JS(echartsJS), Charts: []chart{}}
+// renderHTML writes the page to w; dir is the directory it is written in,
+// which the links to the history pages are relative to.
+func renderHTML(w io.Writer, dir string, rep *Report, m *Matrix) error {
+	d := pageData{Title: "inventory load test", ECharts: template.JS(echartsJS), Charts: []chart{}, HistoryLegend: HistoryLegend}
 	if rep != nil && len(rep.Results) > 0 {
 		d.Verdicts, d.Notes = verdictRows(rep)
+		d.Histories = historyLinks(dir, rep)
 		d.Settings = settings(rep)
 		d.Charts = append(d.Charts, salesOverTime(rep), latencies(rep), finalStock(rep), perReplicaSplit(rep), breaches(rep))
 		if slices.ContainsFunc(rep.Results, func(r load.Result) bool { return len(r.Products) > 0 }) {
@@ -89,10 +102,14 @@ func renderHTML(w io.Writer, rep *Report, m *Matrix) error {
 		}
 		d.Matrix = newMatrixTable(m)
 	}
+	drawn := []chart{}
 	for i := range d.Charts {
 		d.Charts[i].ID = fmt.Sprintf("chart-%d", i+1)
+		if d.Charts[i].Empty == "" {
+			drawn = append(drawn, d.Charts[i])
+		}
 	}
-	js, err := json.Marshal(d.Charts)
+	js, err := json.Marshal(drawn)
 	if err != nil {
 		return fmt.Errorf("charts: %w", err)
 	}
@@ -108,32 +125,49 @@ func rowLabel(rep *Report, r load.Result) string {
 	return r.Strategy
 }
 
-// verdictClass is the CSS class a verdict is shown with: a safe
-// strategy's failure stands out, an unsafe one's oversell is expected.
+// verdictClass is the CSS class a verdict is shown with: a failure stands
+// out; otherwise an unsafe strategy is coloured as unsafe whatever this
+// run's luck (from its safe flag, not its outcome: setnx's NO OVERSELL
+// must not read as fine).
 func verdictClass(r load.Result) string {
 	switch r.Verdict {
-	case verdict.Safe:
-		return "safe"
 	case verdict.Broken, verdict.OrdersBroken, verdict.NotLinearizable, verdict.Inconclusive, verdict.Stuck:
 		return "failed"
-	case verdict.Undersold:
+	}
+	switch {
+	case !r.Safe:
+		return "unsafe"
+	case r.Verdict == verdict.Safe:
+		return "safe"
+	case r.Verdict == verdict.Undersold:
 		return "undersold"
-	case verdict.NoOversell:
-		return "lucky"
 	}
 	return "expected"
+}
+
+// unsafeNote is what an unsafe strategy's verdict means, under it: it was
+// caught this run, or it was not (and is unsafe all the same).
+func unsafeNote(r load.Result) string {
+	if r.Safe {
+		return ""
+	}
+	switch r.Verdict {
+	case verdict.Oversold:
+		return "unsafe — caught overselling"
+	case verdict.LostUpdates:
+		return "unsafe — caught losing updates"
+	case verdict.NoOversell:
+		return "unsafe — not caught this run"
+	}
+	return "unsafe"
 }
 
 func verdictRows(rep *Report) ([]verdictRow, []string) {
 	var rows []verdictRow
 	var notes []string
 	for _, r := range rep.Results {
-		safe := "no"
-		if r.Safe {
-			safe = "yes"
-		}
 		rows = append(rows, verdictRow{
-			Label: rowLabel(rep, r), Safe: safe, Verdict: r.Verdict, Class: verdictClass(r),
+			Label: rowLabel(rep, r), Unsafe: !r.Safe, Verdict: r.Verdict, Class: verdictClass(r), Note: unsafeNote(r),
 			Sold: fmt.Sprint(r.LedgerUnits), Of: fmt.Sprint(r.Initial), Oversold: fmt.Sprint(r.Oversold),
 			OK: fmt.Sprint(r.OK), SoldOut: fmt.Sprint(r.SoldOut), Unavailable: fmt.Sprint(r.Unavailable),
 			ReqPerS: fmt.Sprintf("%.0f", r.Throughput), P99: fmt.Sprintf("%.1f", r.LatencyMs.P99),
@@ -208,18 +242,27 @@ func cmp(s, otherwise string) string {
 	return s
 }
 
-// palette and dashes tell up to 16 rows apart by colour and by dash
-// pattern both, so that two lines stay apart where colours are hard to
-// tell apart (and in black and white).
-var (
-	palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-		"#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7969c", "#6b6ecf", "#bd9e39"}
-	dashes = []any{"solid", []int{8, 4}, []int{2, 3}, []int{12, 3, 3, 3}}
+// palette colours the bars of the per-replica and per-product charts.
+var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+	"#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7969c", "#6b6ecf", "#bd9e39"}
+
+// The colours of a row in the sales panels: a safe strategy, an unsafe
+// one (whatever its verdict), a safe one that failed.
+const (
+	safeColour   = "#0969da"
+	unsafeColour = "#bc4c00"
+	failedColour = "#cf222e"
 )
 
-// lineStyle is row i's colour and dash.
-func lineStyle(i int) map[string]any {
-	return map[string]any{"color": palette[i%len(palette)], "type": dashes[(i+i/len(palette))%len(dashes)], "width": 2}
+// rowColour is row r's colour in the sales panels.
+func rowColour(r load.Result) string {
+	switch verdictClass(r) {
+	case "failed":
+		return failedColour
+	case "unsafe":
+		return unsafeColour
+	}
+	return safeColour
 }
 
 // base is what every chart's option shares: the tooltip, and a legend
@@ -233,30 +276,110 @@ func base(trigger string) map[string]any {
 	}
 }
 
+// The sales panels' layout: panels per line, and each panel's plot height
+// and the room above it for its title (px).
+const (
+	panelColumns = 4
+	panelPlot    = 110
+	panelTitle   = 46
+)
+
+// salesOverTime is sales per second over time as small multiples: a
+// panel per row, each with its own rate axis, all on one time axis. One
+// plot of 16 lines (the old chart) let the ~190/s lock strategies overlap
+// under batch's and none's 2,800/s spikes; a log axis would keep them
+// overlapping (and cannot draw the 0 of a sold-out product). In its own
+// panel every line fills its height, the shared time axis still shows
+// who sold out first, and each panel's title gives its average and peak
+// rates, so magnitudes compare by number. Colours say safe (blue), unsafe
+// (orange, whatever its luck) or failed (red).
 func salesOverTime(rep *Report) chart {
+	const title = "Sales per second over time"
 	perSecond := float64(time.Second / load.Tick)
-	var series []map[string]any
-	for i, r := range rep.Results {
-		data := make([][2]float64, len(r.Timeline))
-		for j, n := range r.Timeline {
-			data[j] = [2]float64{(time.Duration(j) * load.Tick).Seconds(), float64(n) * perSecond}
-		}
-		series = append(series, map[string]any{"name": rowLabel(rep, r), "type": "line", "data": data, "showSymbol": false,
-			"lineStyle": lineStyle(i), "itemStyle": map[string]any{"color": palette[i%len(palette)]},
-			"emphasis": map[string]any{"focus": "series"}})
+	end := 0.0
+	for _, r := range rep.Results {
+		end = max(end, (time.Duration(len(r.Timeline)) * load.Tick).Seconds())
 	}
-	o := base("axis")
-	o["grid"].(map[string]any)["bottom"] = 24 + 24*((len(rep.Results)+5)/6)
-	o["xAxis"] = map[string]any{"type": "value", "name": "s", "min": 0}
-	o["yAxis"] = map[string]any{"type": "value", "name": "sales/s"}
-	o["series"] = series
-	return chart{Title: "Sales per second over time", Subtitle: "2xx answers per 100 ms of each row's run, as a rate; every row has a colour and a dash of its own (hover a line or its name to pick it out)",
-		Height: 380 + 24*((len(rep.Results)+5)/6), Option: o}
+	if end == 0 {
+		return chart{Title: title, Empty: "no sales timeline in this report"}
+	}
+	var grids, xAxes, yAxes, titles, series []map[string]any
+	lines := (len(rep.Results) + panelColumns - 1) / panelColumns
+	width := 100.0 / panelColumns
+	for i, r := range rep.Results {
+		col, line := i%panelColumns, i/panelColumns
+		top := line*(panelPlot+panelTitle) + panelTitle
+		data := make([][2]float64, len(r.Timeline))
+		peak, last := 0.0, 0
+		for j, n := range r.Timeline {
+			rate := float64(n) * perSecond
+			data[j] = [2]float64{(time.Duration(j) * load.Tick).Seconds(), rate}
+			peak = max(peak, rate)
+			if n > 0 {
+				last = j + 1
+			}
+		}
+		name := rowLabel(rep, r)
+		if !r.Safe {
+			name += " (unsafe)"
+		}
+		sub := "no sales"
+		if last > 0 {
+			took := (time.Duration(last) * load.Tick).Seconds()
+			sub = fmt.Sprintf("%s sold in %.1f s: %s/s on average, peak %s/s", thousands(r.OK), took, thousands(int64(float64(r.OK)/took+0.5)), thousands(int64(peak+0.5)))
+		}
+		colour := rowColour(r)
+		titles = append(titles, map[string]any{"text": name, "subtext": sub, "left": fmt.Sprintf("%.2f%%", float64(col)*width+0.5), "top": top - panelTitle + 2,
+			"itemGap": 2, "textStyle": map[string]any{"fontSize": 13, "color": colour}, "subtextStyle": map[string]any{"fontSize": 11, "color": "#57606a"}})
+		grids = append(grids, map[string]any{"left": fmt.Sprintf("%.2f%%", float64(col)*width+0.5), "width": fmt.Sprintf("%.2f%%", width-2.5),
+			"top": top, "height": panelPlot, "containLabel": true})
+		x := map[string]any{"type": "value", "gridIndex": i, "min": 0, "max": math.Ceil(end), "splitNumber": 4,
+			"axisLabel": map[string]any{"fontSize": 10}}
+		if line == lines-1 || i+panelColumns >= len(rep.Results) {
+			x["name"], x["nameGap"] = "s", 4
+		}
+		xAxes = append(xAxes, x)
+		yAxes = append(yAxes, map[string]any{"type": "value", "gridIndex": i, "min": 0, "splitNumber": 2,
+			"axisLabel": map[string]any{"fontSize": 10}})
+		series = append(series, map[string]any{"name": rowLabel(rep, r), "type": "line", "xAxisIndex": i, "yAxisIndex": i, "data": data,
+			"showSymbol": false, "lineStyle": map[string]any{"color": colour, "width": 1.5},
+			"itemStyle": map[string]any{"color": colour}, "areaStyle": map[string]any{"color": colour, "opacity": 0.12}})
+	}
+	o := map[string]any{
+		"animation": false,
+		"tooltip":   map[string]any{"trigger": "axis"},
+		"title":     titles,
+		"grid":      grids,
+		"xAxis":     xAxes,
+		"yAxis":     yAxes,
+		"series":    series,
+	}
+	return chart{Title: title,
+		Subtitle: "2xx answers per 100 ms of each row's run, as a rate: a panel per row, each on its own rate axis (read its labels), all on the same time axis; blue safe, orange unsafe (whatever its luck this run), red a safe strategy that failed",
+		Height:   lines*(panelPlot+panelTitle) + 16, Option: o}
+}
+
+// thousands is n with a comma between thousands: 2,800.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
 }
 
 // barsOf is a horizontal bar chart with one category per row of the
-// table, every row's name shown, the first on top.
-func barsOf(rep *Report, title, subtitle string, series ...map[string]any) chart {
+// table, every row's name shown, the first on top; or, when every bar is
+// zero, the line empty instead of an empty axis.
+func barsOf(rep *Report, title, subtitle, empty string, series ...map[string]any) chart {
+	if allZero(series) {
+		return chart{Title: title, Empty: empty}
+	}
 	var names []string
 	for _, r := range rep.Results {
 		names = append(names, rowLabel(rep, r))
@@ -273,6 +396,27 @@ func barsOf(rep *Report, title, subtitle string, series ...map[string]any) chart
 	return chart{Title: title, Subtitle: subtitle, Height: 110 + perRow*len(names), Option: o}
 }
 
+// allZero reports whether every value of every series is zero.
+func allZero(series []map[string]any) bool {
+	for _, s := range series {
+		for _, v := range s["data"].([]any) {
+			switch n := v.(type) {
+			case int64:
+				if n != 0 {
+					return false
+				}
+			case float64:
+				if n != 0 {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // bars is a bar series named name of f's figure of every row.
 func bars(rep *Report, name, colour string, f func(load.Result) any) map[string]any {
 	var data []any
@@ -283,7 +427,7 @@ func bars(rep *Report, name, colour string, f func(load.Result) any) map[string]
 }
 
 func latencies(rep *Report) chart {
-	return barsOf(rep, "Latency seen by the buyers (ms)", "p50, p95 and p99 through nginx",
+	return barsOf(rep, "Latency seen by the buyers (ms)", "p50, p95 and p99 through nginx", "no latencies were measured in this run",
 		bars(rep, "p50", "#9ecae1", func(r load.Result) any { return r.LatencyMs.P50 }),
 		bars(rep, "p95", "#4292c6", func(r load.Result) any { return r.LatencyMs.P95 }),
 		bars(rep, "p99", "#08519c", func(r load.Result) any { return r.LatencyMs.P99 }))
@@ -291,6 +435,7 @@ func latencies(rep *Report) chart {
 
 func finalStock(rep *Report) chart {
 	return barsOf(rep, "Final stock and oversold units", "below zero: sold what was not there",
+		"every row ended with 0 in stock and nothing oversold",
 		bars(rep, "final stock", "#6e7781", func(r load.Result) any { return r.FinalStock }),
 		bars(rep, "oversold", "#cf222e", func(r load.Result) any { return r.Oversold }))
 }
@@ -311,11 +456,12 @@ func perReplicaSplit(rep *Report) chart {
 	if len(series) == 0 {
 		series = append(series, bars(rep, "answers", palette[0], func(r load.Result) any { return r.OK + r.SoldOut + r.Unavailable + r.Errors }))
 	}
-	return barsOf(rep, "Answers per replica", "which replica answered each buyer (X-Instance)", series...)
+	return barsOf(rep, "Answers per replica", "which replica answered each buyer (X-Instance)", "no answers in this run", series...)
 }
 
 func breaches(rep *Report) chart {
 	return barsOf(rep, "Lock breaches caught by the database", "answers flagged lock_breach: the lock broke, the guarded, fenced write was refused",
+		"no lock breaches in this run: no answer was flagged lock_breach",
 		bars(rep, "breaches", "#bf8700", func(r load.Result) any { return r.Breaches }))
 }
 

@@ -14,7 +14,8 @@ import (
 
 // TestHTMLReportInABrowser opens a report of 16 strategies in headless
 // Chromium, offline (file://): the verdict table comes first with a row
-// per strategy, every chart is drawn, and the console stays clean.
+// per strategy, every chart with something to draw is drawn, and the
+// console stays clean.
 func TestHTMLReportInABrowser(t *testing.T) {
 	testenv.InTier(t, testenv.TierE2E)
 	rep := &Report{Runs: 1, LocalFleet: true, Target: "http://127.0.0.1:1", Product: "sku-loadtest", Stock: 250, Buyers: 400, Concurrency: 64,
@@ -37,7 +38,7 @@ func TestHTMLReportInABrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+path), chromedp.WaitVisible(chromedp.ID("verdicts"))); err != nil {
 		t.Fatalf("open the report: %v (console: %q)", err, problems())
 	}
-	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#verdicts tbody tr")].map(tr => tr.dataset.strategy + " " + tr.querySelector("td.verdict").textContent)`))
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#verdicts tbody tr")].map(tr => tr.dataset.strategy + " " + tr.querySelector("td.verdict .word").textContent)`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +63,9 @@ func TestHTMLReportInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the charts were not drawn: %v (console: %q)", err, problems())
 	}
-	if drawn != 5 {
-		t.Errorf("%d charts drawn, want 5", drawn)
+	// No lock broke in this run: its chart is one line, not an empty axis.
+	if drawn != 4 {
+		t.Errorf("%d charts drawn, want 4", drawn)
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the report logged problems: %q", p)

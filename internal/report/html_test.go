@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"fmt"
 	"inventory/internal/load"
 	"inventory/internal/verdict"
 	"regexp"
@@ -30,7 +29,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 			{Strategy: "redis", Fault: "lock-expired-early", Safe: true, Runs: 3, Kept: 2, SafeBroke: true},
 		}}
 	var buf bytes.Buffer
-	if err := renderHTML(&buf, rep, m); err != nil {
+	if err := renderHTML(&buf, t.TempDir(), rep, m); err != nil {
 		t.Fatalf("renderHTML: %v", err)
 	}
 	page := buf.String()
@@ -54,24 +53,117 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 	}
 }
 
-// TestHTMLTellsSixteenRowsApart: each of 16 rows of the sales chart has
-// a colour of its own and a dash; rows next to each other in the legend
-// differ in dash too, and the 16 use every dash pattern.
-func TestHTMLTellsSixteenRowsApart(t *testing.T) {
-	colours, patterns := map[string]int{}, map[string]bool{}
-	for i, name := range sixteen {
-		st := lineStyle(i)
-		c, dash := st["color"].(string), fmt.Sprint(st["type"])
-		if j, ok := colours[c]; ok {
-			t.Errorf("%s and %s share the colour %s", sixteen[j], name, c)
-		}
-		colours[c] = i
-		patterns[dash] = true
-		if i > 0 && fmt.Sprint(lineStyle(i - 1)["type"]) == dash {
-			t.Errorf("%s and %s, next to each other, share the dash %s", sixteen[i-1], name, dash)
+// TestHTMLColoursUnsafeStrategiesAsUnsafe: an unsafe strategy's row is
+// coloured unsafe whatever its verdict, from its safe flag: setnx's NO
+// OVERSELL says "unsafe — not caught this run", not a grey all-clear. A
+// safe strategy's failure still stands out as a failure.
+func TestHTMLColoursUnsafeStrategiesAsUnsafe(t *testing.T) {
+	for _, c := range []struct {
+		r           load.Result
+		class, note string
+	}{
+		{load.Result{Strategy: "setnx", Verdict: verdict.NoOversell}, "unsafe", "unsafe — not caught this run"},
+		{load.Result{Strategy: "none", Verdict: verdict.Oversold}, "unsafe", "unsafe — caught overselling"},
+		{load.Result{Strategy: "local", Verdict: verdict.LostUpdates}, "unsafe", "unsafe — caught losing updates"},
+		{load.Result{Strategy: "redis", Safe: true, Verdict: verdict.Safe}, "safe", ""},
+		{load.Result{Strategy: "redis", Safe: true, Verdict: verdict.Broken}, "failed", ""},
+		{load.Result{Strategy: "redis", Safe: true, Verdict: verdict.Undersold}, "undersold", ""},
+	} {
+		if got, note := verdictClass(c.r), unsafeNote(c.r); got != c.class || note != c.note {
+			t.Errorf("%s %s (safe %v): class %q, note %q; want %q, %q", c.r.Strategy, c.r.Verdict, c.r.Safe, got, note, c.class, c.note)
 		}
 	}
-	if len(patterns) != len(dashes) {
-		t.Errorf("16 rows use %d dash patterns, want all %d", len(patterns), len(dashes))
+	rep := &Report{Runs: 1, Results: []load.Result{{Run: 1, Strategy: "setnx", Verdict: verdict.NoOversell, Timeline: []int64{5}}}}
+	var buf bytes.Buffer
+	if err := renderHTML(&buf, t.TempDir(), rep, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := `<td class="l unsafe">no</td><td class="verdict unsafe"><span class="word">NO OVERSELL</span><span class="why">unsafe — not caught this run</span></td>`; !strings.Contains(buf.String(), want) {
+		t.Errorf("the setnx row lacks %s", want)
+	}
+}
+
+// TestHTMLDrawsNoEmptyChart: a chart with nothing to draw (no lock broke,
+// no row ended with stock or oversold) is one line under its title, not an
+// empty axis; a chart with something to draw is drawn.
+func TestHTMLDrawsNoEmptyChart(t *testing.T) {
+	rep := &Report{Runs: 1, Results: []load.Result{
+		{Run: 1, Strategy: "redis", Safe: true, Verdict: verdict.Safe, OK: 10, Timeline: []int64{4, 6}, LatencyMs: load.Latency{P50: 1, P95: 2, P99: 3},
+			PerReplica: map[string]int64{"inventory-1": 10}},
+		{Run: 1, Strategy: "atomic", Safe: true, Verdict: verdict.Safe, OK: 10, Timeline: []int64{10}, LatencyMs: load.Latency{P50: 1, P95: 2, P99: 3},
+			PerReplica: map[string]int64{"inventory-2": 10}},
+	}}
+	var buf bytes.Buffer
+	if err := renderHTML(&buf, t.TempDir(), rep, nil); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<h3>Lock breaches caught by the database</h3><p class="empty" id="chart-5">no lock breaches in this run: no answer was flagged lock_breach</p>`,
+		`<h3>Final stock and oversold units</h3><p class="empty" id="chart-3">every row ended with 0 in stock and nothing oversold</p>`,
+		`<div class="chart" id="chart-1"`, `<div class="chart" id="chart-2"`, `<div class="chart" id="chart-4"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, `<div class="chart" id="chart-5"`) || strings.Contains(page, `"id":"chart-5"`) {
+		t.Errorf("the page draws the empty breaches chart")
+	}
+	rep.Results[1].Breaches = 2
+	buf.Reset()
+	if err := renderHTML(&buf, t.TempDir(), rep, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `<div class="chart" id="chart-5"`) {
+		t.Errorf("2 breaches, and the breaches chart is not drawn")
+	}
+}
+
+// TestHTMLSalesPanels: sales per second is a panel per row, each with a
+// rate axis of its own (so a 190/s row is as legible as a 2,800/s one)
+// and all on one time axis (so who sold out first still shows), titled
+// with the row's average and peak rates, unsafe rows in the unsafe colour.
+func TestHTMLSalesPanels(t *testing.T) {
+	rep := &Report{Runs: 1}
+	for i, name := range sixteen {
+		r := load.Result{Run: 1, Strategy: name, Safe: i >= 3, OK: 250, Verdict: verdict.Safe, Timeline: []int64{19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 22, 0}}
+		if name == "batch" {
+			r.Timeline = []int64{280, 0}
+		}
+		if i < 3 {
+			r.Verdict = verdict.NoOversell
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	c := salesOverTime(rep)
+	grids, ys, xs, titles := c.Option["grid"].([]map[string]any), c.Option["yAxis"].([]map[string]any), c.Option["xAxis"].([]map[string]any), c.Option["title"].([]map[string]any)
+	if len(grids) != 16 || len(ys) != 16 || len(xs) != 16 || len(titles) != 16 {
+		t.Fatalf("%d grids, %d rate axes, %d time axes, %d titles; want 16 each", len(grids), len(ys), len(xs), len(titles))
+	}
+	for i, y := range ys {
+		if y["gridIndex"] != i || y["max"] != nil {
+			t.Errorf("panel %d's rate axis %v, want its own (gridIndex %d, no fixed max)", i, y, i)
+		}
+		if xs[i]["max"] != xs[0]["max"] {
+			t.Errorf("panel %d's time axis ends at %v, panel 0's at %v: want one time axis", i, xs[i]["max"], xs[0]["max"])
+		}
+	}
+	if got := titles[14]["subtext"]; got != "250 sold in 0.1 s: 2,500/s on average, peak 2,800/s" {
+		t.Errorf("batch's panel says %q", got)
+	}
+	if got := titles[3]["subtext"]; got != "250 sold in 1.3 s: 192/s on average, peak 220/s" {
+		t.Errorf("redis's panel says %q", got)
+	}
+	if got := titles[2]; got["text"] != "setnx (unsafe)" || got["textStyle"].(map[string]any)["color"] != unsafeColour {
+		t.Errorf("setnx's panel is titled %v, want setnx (unsafe) in the unsafe colour", got)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 190: "190", 2800: "2,800", -1234567: "-1,234,567", 1000: "1,000"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

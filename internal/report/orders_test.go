@@ -35,7 +35,7 @@ func TestHTMLShowsOrders(t *testing.T) {
 		Verdict: "ORDERS BROKEN", Reasons: []string{"order o-1 is paid but its units returned (expired)"},
 		Orders: &load.OrdersResult{PayWithin: "2s", SweepBound: "32s", Held: 7, Expired: 3, UnitsReturned: 3}}}}
 	var b bytes.Buffer
-	if err := renderHTML(&b, rep, nil); err != nil {
+	if err := renderHTML(&b, t.TempDir(), rep, nil); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

@@ -134,7 +134,7 @@ func TestHTMLShowsTheHottestProducts(t *testing.T) {
 	}
 	rep := &Report{Runs: 1, Products: 12, Results: []load.Result{{Run: 1, Strategy: "atomic", Safe: true, OK: 200, Products: ps}}}
 	var buf bytes.Buffer
-	if err := renderHTML(&buf, rep, nil); err != nil {
+	if err := renderHTML(&buf, t.TempDir(), rep, nil); err != nil {
 		t.Fatalf("renderHTML: %v", err)
 	}
 	page := buf.String()
@@ -148,7 +148,7 @@ func TestHTMLShowsTheHottestProducts(t *testing.T) {
 	}
 	buf.Reset()
 	rep.Results[0].Products = nil
-	if err := renderHTML(&buf, rep, nil); err != nil {
+	if err := renderHTML(&buf, t.TempDir(), rep, nil); err != nil {
 		t.Fatalf("renderHTML: %v", err)
 	}
 	if strings.Contains(buf.String(), "Sales on the hottest products") {
