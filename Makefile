@@ -208,7 +208,7 @@ FLEET_ARGS ?=
 fleet: demo-deps
 	@echo "building bin/fleet (go build ./cmd/fleet) …"
 	@$(GO) build -o bin/fleet ./cmd/fleet
-	bin/fleet --listen $(LISTEN) --strategy $(STRATEGY) $(FLEET_ARGS)
+	bin/fleet $(strip --listen $(LISTEN) --strategy $(STRATEGY) $(FLEET_ARGS))
 
 ## psql: psql on the fleet's Postgres (bin/fleet.env); Q='select …' runs one query
 # make fleet writes bin/fleet.env while it runs (its Postgres's port

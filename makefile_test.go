@@ -64,3 +64,28 @@ func TestMakeHelpListsEveryDocumentedTarget(t *testing.T) {
 		t.Errorf("make -n (the default goal) = %q, %v; want it to build bin/inventory", dry, err)
 	}
 }
+
+// TestMakePassesTheStrategies: make fleet STRATEGY=… and make demo
+// DEMO_ARGS='--strategies …', as the README shows them, reach bin/fleet
+// and the load tester (make -n: what make would run).
+func TestMakePassesTheStrategies(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fleet", "STRATEGY=atomic", "LISTEN=127.0.0.1:18080"}, "\nbin/fleet --listen 127.0.0.1:18080 --strategy atomic\n"},
+		{[]string{"fleet"}, "\nbin/fleet --listen 127.0.0.1:8080 --strategy redis\n"},
+		{[]string{"demo", "DEMO_ARGS=--strategies none,setnx,redis,atomic"}, "./scripts/demo.sh --strategies none,setnx,redis,atomic\n"},
+	} {
+		cmd := exec.Command("make", append([]string{"-n", "--no-print-directory"}, tc.args...)...)
+		for _, kv := range os.Environ() { // make's defaults, not the caller's
+			if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "LISTEN" && k != "STRATEGY" && k != "DEMO_ARGS" {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("make -n %q = %q, %v; want it to run %q", tc.args, out, err, strings.TrimSpace(tc.want))
+		}
+	}
+}
