@@ -1,8 +1,10 @@
 // Package inventory_test checks that the README tells the truth about the
 // commands and endpoints it names: every make target, command-line flag,
 // route and environment variable in it exists, and every route and every
-// variable of the service is in it. It reads the sources, so it needs no
-// server and runs in a blink.
+// variable of the service is in it (these read the sources, need no
+// server and run in a blink); its first ten minutes run word for word on a
+// real fleet (readme_fleet_test.go, the e2e tier); and make help lists
+// the Makefile's targets (makefile_test.go).
 package inventory_test
 
 import (
