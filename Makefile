@@ -10,19 +10,30 @@ GO ?= go
 # comes from the build cache. It also keeps build paths out of the binaries.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
-.PHONY: all build test test-matrix test-rest fuzz-short-idle test-unit test-e2e test-faults test-k8s lint fuzz fuzz-short demo fleet faults deps demo-deps clean
+.PHONY: all help build test test-matrix test-rest fuzz-short-idle test-unit test-e2e test-faults test-k8s lint fuzz fuzz-short demo fleet psql faults deps demo-deps clean
 
+# `make` alone builds, as it always has (scripts and CI call it so);
+# `make help` lists what else there is.
 all: build
+
+# Every target with a `## name: what it does` line above it, one line each,
+# in the file's order, the descriptions aligned.
+## help: this list; `make` alone builds bin/inventory
+help:
+	@awk '/^## [a-z][a-z0-9-]*: / { n++; t[n] = substr($$2, 1, length($$2) - 1); d[n] = substr($$0, length($$2) + 5); if (length(t[n]) > w) w = length(t[n]) } \
+		END { for (i = 1; i <= n; i++) printf "make %-*s  %s\n", w, t[i], d[i] }' $(firstword $(MAKEFILE_LIST))
 
 ## build: compile the service into bin/inventory
 build:
 	$(GO) build -o bin/inventory ./cmd/inventory
 
-## deps: install what the tests and the demo start if missing: postgres, redis-server, nginx, etcd, zookeeper, prometheus, chromium, libfaketime, patroni (apt, Debian/Ubuntu)
+## deps: install (apt) every server the tests and the demo start, if missing
+# postgres, redis-server, nginx, etcd, zookeeper, prometheus, chromium,
+# libfaketime, patroni (apt, Debian/Ubuntu).
 deps:
 	./scripts/install-deps.sh
 
-## demo-deps: only what make demo needs: postgres, redis-server, nginx, etcd and zookeeper
+## demo-deps: install only what make demo and make fleet start (apt)
 demo-deps:
 	./scripts/install-deps.sh --demo
 
@@ -58,7 +69,10 @@ TEST_FLAGS = -race -count=1 -vet=off -ldflags=-w
 TESTBIN = bin/test
 CMDS = ./cmd/fleet ./cmd/inventory
 
-## test: every test, with the race detector, against real Postgres, Redis and nginx (the short fault matrix included), with a short fuzz run beside them. What CI runs.
+## test: every test, -race, real servers, short fault matrix and fuzz included (CI)
+# Every test, with the race detector, against real Postgres, Redis and
+# nginx (the short fault matrix included), with a short fuzz run beside
+# them.
 # Side by side: the short fault matrix, the longest package, which every
 # other ended up waiting for; every other package, three at a time at a
 # lower CPU priority (nice 5); the short fuzz run at the lowest (nice 19),
@@ -110,7 +124,8 @@ test-rest:
 fuzz-short-idle:
 	@nice -n 19 $(MAKE) --no-print-directory fuzz-short
 
-## test-k8s: render the Kubernetes manifests and decode them strictly, offline (deploy/k8s is a module of its own)
+## test-k8s: render the Kubernetes manifests and decode them strictly, offline
+# deploy/k8s is a module of its own.
 test-k8s:
 	cd deploy/k8s && $(GO) test -count=1 ./...
 
@@ -122,15 +137,17 @@ TIER_PACKAGES = $(addprefix ./,$(sort $(dir $(shell git grep -l 'testenv.InTier(
 # started two minutes in and ran on after every other package had ended.
 UNIT_SLOWEST_FIRST = ./internal/stock ./internal/localstack ./internal/lock/redislock ./internal/api ./cmd/inventory
 
-## test-unit: the fast tier: pure logic and single-backend tests (the fleets, browsers and the fault matrix skip)
+## test-unit: the fast tier: logic and one-backend tests (no fleets, browsers, faults)
 test-unit: deps
 	$(WITH_SERVERS) env INVENTORY_TEST_TIER=unit $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m $(UNIT_SLOWEST_FIRST) ./...
 
-## test-e2e: the fleet and browser tests (two replicas behind nginx, Prometheus, Chromium), with the unit tests of their packages
+## test-e2e: the fleet and browser tests (two replicas behind nginx, Prometheus, Chromium)
+# With the unit tests of their packages.
 test-e2e: deps
 	$(WITH_SERVERS) env INVENTORY_TEST_TIER=e2e $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m $(call TIER_PACKAGES,E2E)
 
-## test-faults: the short fault matrix (every fault, one run per cell, on both fleets), with the unit tests of its package
+## test-faults: the short fault matrix: every fault, one run per cell, on both fleets
+# With the unit tests of its package.
 test-faults: deps
 	$(WITH_SERVERS) env INVENTORY_TEST_TIER=faults $(GO) test -race -count=1 -p $(TEST_P) -timeout 20m $(call TIER_PACKAGES,Faults)
 
@@ -145,7 +162,7 @@ FUZZTIME ?= 60s
 # (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.
 FUZZTIME_SHORT ?= 3000x
 
-## fuzz: run every fuzz target for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=10m)
+## fuzz: every fuzz target for FUZZTIME each (default 60s; make fuzz FUZZTIME=10m)
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
@@ -153,28 +170,59 @@ fuzz:
 		$(GO) test -ldflags=-w -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
-## fuzz-short: every fuzz target for FUZZTIME_SHORT each (default 3000 inputs); make test runs it
+## fuzz-short: every fuzz target for FUZZTIME_SHORT each (default 3000 inputs)
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## demo: install what is missing while building, start the local two-replica fleet, run every strategy (250 units, 400 buyers), then a flash sale with orders on redis (half the buyers hold a unit; abandoned and cancelled carts' units come back and are sold again), print the verdicts and write demo-report.html; more with e.g. make demo DEMO_ARGS='--stock 1000 --buyers 1500'
+## demo: every strategy on a local fleet, then a flash sale; writes out/demo-report.html
+# Installs what is missing while building, starts the local two-replica
+# fleet, runs every strategy (250 units, 400 buyers), then a flash sale
+# with orders on redis (half the buyers hold a unit; abandoned and
+# cancelled carts' units come back and are sold again), prints the
+# verdicts and writes out/demo-report.html. DEMO_ARGS are the load
+# tester's flags, after the demo's own, so they win:
+# make demo DEMO_ARGS='--strategies none,redis,atomic' or DEMO_ARGS='--stock 1000 --buyers 1500'.
 DEMO_ARGS ?=
 demo:
 	GO=$(GO) ./scripts/demo.sh $(DEMO_ARGS)
 
-## faults: the fault matrix: every strategy × every fault, RUNS faulted runs per cell (default 3), on a local fleet
+# What make demo and make faults write goes under out/ (ignored by git).
+OUT = out
+
+## faults: every strategy × every fault, RUNS runs a cell (3); writes out/faults.html
 RUNS ?= 3
 faults: deps
-	$(GO) run ./loadtest faults --runs $(RUNS) --json faults.json --html faults.html
+	@mkdir -p $(OUT)
+	$(GO) run ./loadtest faults --runs $(RUNS) --json $(OUT)/faults.json --html $(OUT)/faults.html
 
-## fleet: run Postgres, Redis, the lock services, 2 replicas and nginx on LISTEN (default 127.0.0.1:8080) until Ctrl-C (try the API with curl); every process's log goes under the directory it prints; FLEET_ARGS=--postgres-ha runs Postgres as a primary and a synchronous standby under Patroni
+## fleet: a local fleet on LISTEN (127.0.0.1:8080) until Ctrl-C; STRATEGY=name: its default
+# Postgres, Redis, the lock services, 2 replicas and nginx; every
+# process's log goes under the directory it prints; STRATEGY (default
+# redis) is the fleet default strategy the replicas start with;
+# FLEET_ARGS=--postgres-ha runs Postgres as a primary and a synchronous
+# standby under Patroni.
 LISTEN ?= 127.0.0.1:8080
+STRATEGY ?= redis
 FLEET_ARGS ?=
 # Built, then run: go run exits 1 after a Ctrl-C even when the fleet stopped cleanly and exited 0.
 fleet: demo-deps
 	@echo "building bin/fleet (go build ./cmd/fleet) …"
 	@$(GO) build -o bin/fleet ./cmd/fleet
-	bin/fleet --listen $(LISTEN) $(FLEET_ARGS)
+	bin/fleet $(strip --listen $(LISTEN) --strategy $(STRATEGY) $(FLEET_ARGS))
 
+## psql: psql on the fleet's Postgres (bin/fleet.env); Q='select …' runs one query
+# make fleet writes bin/fleet.env while it runs (its Postgres's port
+# changes from run to run). Q comes to the recipe through the
+# environment, as every variable set on make's command line does, so
+# that its quotes reach psql as they were typed.
+FLEET_ENV = bin/fleet.env
+psql:
+	@if [ ! -f $(FLEET_ENV) ]; then \
+		echo "make psql: no fleet running here ($(FLEET_ENV) is written by make fleet while it runs): start one with make fleet, in another terminal" >&2; exit 1; fi
+	@. ./$(FLEET_ENV) && if ! kill -0 "$$FLEET_PID" 2>/dev/null; then \
+		echo "make psql: $(FLEET_ENV) names a fleet whose process $$FLEET_PID is gone (killed?): start one with make fleet" >&2; exit 1; fi && \
+		if [ -n "$$Q" ]; then exec psql "$$FLEET_POSTGRES_URL" -c "$$Q"; else exec psql "$$FLEET_POSTGRES_URL"; fi
+
+## clean: remove bin/ and out/ (what builds, make demo and make faults wrote)
 clean:
-	rm -rf bin
+	rm -rf bin $(OUT)

@@ -1,8 +1,10 @@
 // Package inventory_test checks that the README tells the truth about the
 // commands and endpoints it names: every make target, command-line flag,
 // route and environment variable in it exists, and every route and every
-// variable of the service is in it. It reads the sources, so it needs no
-// server and runs in a blink.
+// variable of the service is in it (these read the sources, need no
+// server and run in a blink); its first ten minutes run word for word on a
+// real fleet (readme_fleet_test.go, the e2e tier); and make help lists
+// the Makefile's targets (makefile_test.go).
 package inventory_test
 
 import (
@@ -133,9 +135,24 @@ func definedFlags(t *testing.T, dirs ...string) map[string]bool {
 }
 
 func TestReadmeFlagsExist(t *testing.T) {
-	// The load tester and its packages, and cmd/fleet (make fleet's flags).
+	// The load tester and its packages, and cmd/fleet (make fleet's flags);
+	// and the scripts' own (the case patterns of their argument loops:
+	// make fleet prints ./scripts/install-deps.sh --demo as it runs it).
 	flags := definedFlags(t, "loadtest", "internal", "cmd/fleet")
-	for _, want := range []string{"url", "stock", "listen"} { // the parser finds what it should
+	scripts, err := filepath.Glob("scripts/*.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range scripts {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^\s*--([a-z][a-z0-9-]*)\)`).FindAllStringSubmatch(string(b), -1) {
+			flags[m[1]] = true
+		}
+	}
+	for _, want := range []string{"url", "stock", "listen", "demo"} { // the parsers find what they should
 		if !flags[want] {
 			t.Fatalf("found no flag %q in the sources (found %d flags): is the test reading them right?", want, len(flags))
 		}
@@ -147,7 +164,7 @@ func TestReadmeFlagsExist(t *testing.T) {
 		}
 		for _, m := range re.FindAllStringSubmatch(l.text, -1) {
 			if !flags[m[1]] {
-				t.Errorf("README.md:%d names the flag --%s, which neither the load tester nor cmd/fleet defines", l.n, m[1])
+				t.Errorf("README.md:%d names the flag --%s, which neither the load tester, cmd/fleet nor a script defines", l.n, m[1])
 			}
 		}
 	}

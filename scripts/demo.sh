@@ -111,9 +111,12 @@ if [ "$failed" -ne 0 ]; then
 fi
 rm -rf "$logs"
 
-say "running the demo: bin/loadtest --binary bin/inventory --html demo-report.html ${DEMO_DEFAULTS[*]} $*"
+# What the demo writes goes under out/ (ignored by git): the report, and
+# beside it any history the checker found not linearizable.
+mkdir -p out
+say "running the demo: bin/loadtest --binary bin/inventory --html out/demo-report.html ${DEMO_DEFAULTS[*]} $*"
 rc=0
-bin/loadtest --binary bin/inventory --html demo-report.html "${DEMO_DEFAULTS[@]}" "$@" || rc=$?
+bin/loadtest --binary bin/inventory --html out/demo-report.html "${DEMO_DEFAULTS[@]}" "$@" || rc=$?
 if [ "$rc" -ne 0 ]; then
   say "FAILED: the load tester exited with $rc (its output is above)"
   exit "$rc"

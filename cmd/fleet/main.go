@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"inventory/internal/fleet"
+	"inventory/internal/inventory"
 	"inventory/nginx"
 )
 
@@ -58,7 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	postgresHA := fs.Bool("postgres-ha", false, "run Postgres as a primary and a synchronous standby under Patroni (DCS: an etcd of its own); the replicas follow a failover by themselves")
 	postgresAsync := fs.Bool("postgres-async", false, "like --postgres-ha, the standby asynchronous: faster commits, and a failover loses the last ones acknowledged")
 	logDir := fs.String("logs", "", "`directory` for every process's log file (default: a new one under $TMPDIR, kept after the fleet stops)")
-	statePath := fs.String("state", fleet.StatePath(), "`file` that says where the running fleet is (URL, admin token, Postgres and Redis URLs), for the load tester; removed when the fleet stops")
+	statePath := fs.String("state", fleet.StatePath(), "`file` that says where the running fleet is (URL, admin token, Postgres and Redis URLs), for the load tester, and its shell's copy beside it (fleet.env, for make psql); removed when the fleet stops")
+	strategy := fs.String("strategy", "redis", "the fleet default `strategy` the replicas start with (INVENTORY_STRATEGY; make fleet STRATEGY=...): "+strings.Join(inventory.Names(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,8 +73,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *replicas < 1 || *workDelay < 0 || *watchdog < 0 {
 		return fmt.Errorf("want --replicas >= 1, --work-delay >= 0 and --watchdog-interval >= 0, got %d, %s and %s", *replicas, *workDelay, *watchdog)
 	}
-	// Before anything slow: a busy address would fail only after the build
-	// and every server had started.
+	// Before anything slow: a bad name or a busy address would fail only
+	// after the build and every server had started.
+	if _, err := inventory.Lookup(*strategy); err != nil {
+		return fmt.Errorf("--strategy: %w", err)
+	}
 	if err := checkFree(*listen); err != nil {
 		return err
 	}
@@ -90,7 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "[fleet %d:%02d] %s\n", int(el.Minutes()), int(el.Seconds())%60, msg)
 	}
 	say("logs: " + *logDir)
-	env := map[string]string{"INVENTORY_WORK_DELAY": workDelay.String(), "INVENTORY_WATCHDOG_INTERVAL": watchdog.String()}
+	// The replicas' database is new, so none holds a default yet: each
+	// starts with INVENTORY_STRATEGY's.
+	env := map[string]string{"INVENTORY_WORK_DELAY": workDelay.String(), "INVENTORY_WATCHDOG_INTERVAL": watchdog.String(), "INVENTORY_STRATEGY": *strategy}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "read-rate" { // else the replicas' own default
 			env["INVENTORY_READ_RATE"] = strconv.FormatFloat(*readRate, 'g', -1, 64)
@@ -119,7 +126,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer f.Stop()
 
-	state := fleet.State{URL: f.URL, AdminToken: f.AdminToken, PostgresURL: f.PostgresURL, RedisURL: f.RedisURL, PID: os.Getpid(), StartedAt: time.Now().UTC()}
+	state := fleet.State{URL: f.URL, AdminToken: f.AdminToken, PostgresURL: f.PostgresURL, RedisURL: f.RedisURL, Strategy: *strategy,
+		Logs: *logDir, PID: os.Getpid(), StartedAt: time.Now().UTC()}
 	if err := fleet.WriteState(*statePath, state); err != nil {
 		return err
 	}
@@ -130,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 
 	say("up")
-	fmt.Fprintf(stdout, "inventory is up at %s (admin token %q)\n", f.URL, f.AdminToken)
+	fmt.Fprintf(stdout, "inventory is up at %s (admin token %q; fleet default strategy %s)\n", f.URL, f.AdminToken, *strategy)
 	for _, r := range f.Replicas {
 		fmt.Fprintf(stdout, "  replica %s at %s (pid %d)\n", r.Instance, r.URL, r.Pid())
 	}
@@ -140,13 +148,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "    patroni %s: postgres on port %d, REST API %s (GET /cluster, /primary)\n", m.Name, m.Port, m.API)
 		}
 	}
-	fmt.Fprintf(stdout, "  redis    %s\n  logs     %s\n  state    %s\n", f.RedisURL, *logDir, *statePath)
+	fmt.Fprintf(stdout, "  redis    %s\n  logs     %s\n  state    %s and %s\n", f.RedisURL, *logDir, *statePath, fleet.EnvPath(*statePath))
 	if f.RedisCluster != nil {
 		fmt.Fprintf(stdout, "  the Redis strategies use the Redis Cluster at %s\n", strings.Join(f.RedisCluster.Seeds(), ","))
 	}
 	fmt.Fprintf(stdout, "Load test it, the verdicts read from Postgres (from the repository; it finds Postgres in %s):\n  %s\n",
 		*statePath, loadtestCommand(f.URL, f.AdminToken, ""))
 	fmt.Fprintf(stdout, "or, from anywhere, naming Postgres:\n  %s\n", loadtestCommand(f.URL, f.AdminToken, f.PostgresURL))
+	fmt.Fprintf(stdout, "Query its Postgres (from the repository; make psql alone for a psql prompt):\n  %s\nor, from anywhere:\n  psql %s\n",
+		psqlExample, fleet.ShellQuote(f.PostgresURL))
 	fmt.Fprintln(stdout, "Ctrl-C stops everything (the data goes with it; the logs stay).")
 	<-ctx.Done()
 	// Gone first: a load tester must not find the Postgres that is stopping.
@@ -160,6 +170,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	say("stopped; logs in " + *logDir)
 	return nil
 }
+
+// psqlExample is the query the fleet suggests: what each strategy sold of
+// each round's stock, from the ledger.
+const psqlExample = `make psql Q='select product_id, round, strategy, sum(quantity) as sold, initial from sales join rounds using (product_id, round) group by 1, 2, 3, 5 order by 1, 2, 3'`
 
 // loadtestCommand is the load tester's command against the fleet at url,
 // naming its Postgres when pgURL is not empty.

@@ -50,7 +50,7 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 		logs = t.TempDir()
 		statePath = filepath.Join(t.TempDir(), "bin", "fleet.json")
 		go func() {
-			done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--logs", logs, "--state", statePath}, stdout, stderr)
+			done <- run(ctx, []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--logs", logs, "--state", statePath, "--strategy", "atomic"}, stdout, stderr)
 		}()
 		// Up means run has said so (every part of the fleet checked), not
 		// merely that nginx answers: cancelling before that is a failed start.
@@ -68,14 +68,34 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	if p, err := admin.Restock(ctx, "sku-1", client.RestockRequest{Quantity: 1}); err != nil || p.Round != 1 {
 		t.Fatalf("PUT /products/sku-1 with the demo token = %+v, %v; want it created", p, err)
 	}
+	// --strategy is the fleet default every replica sells with, and the
+	// fleet says so.
+	for range 2 { // nginx spreads GET /strategy over the replicas
+		if s, err := admin.Strategy(ctx); err != nil || s != "atomic" {
+			t.Errorf("GET /strategy of a fleet started with --strategy atomic = %q, %v; want atomic", s, err)
+		}
+	}
+	if !strings.Contains(stdout.String(), "fleet default strategy atomic") {
+		t.Errorf("stdout = %q, want it to name the fleet default strategy atomic", stdout.String())
+	}
+	// The shell's copy of the state names the same fleet, for make psql;
+	// and the fleet printed the psql line to paste.
+	if env, err := os.ReadFile(fleet.EnvPath(statePath)); err != nil || !strings.Contains(string(env), "FLEET_URL='"+base+"'") ||
+		!strings.Contains(string(env), "FLEET_STRATEGY='atomic'") {
+		t.Errorf("%s = %q, %v; want the fleet at %s, its default atomic", fleet.EnvPath(statePath), env, err, base)
+	}
 	// While it runs, the state file names it and its Postgres, for the
 	// load tester given the fleet's URL by another name; and it printed
 	// the load tester's command naming that Postgres.
 	st, why := fleet.FleetAt(statePath, "http://localhost:"+strconv.Itoa(port))
 	if why != "" || st.AdminToken != "demo-admin-token" || !strings.HasPrefix(st.PostgresURL, "postgres://") {
 		t.Errorf("FleetAt(the state file) = %+v, %q; want the fleet, its token and its Postgres", st, why)
-	} else if want := "--postgres-url '" + st.PostgresURL + "'"; !strings.Contains(stdout.String(), want) {
-		t.Errorf("stdout = %q, want the load tester's command with %s", stdout.String(), want)
+	} else {
+		for _, want := range []string{"--postgres-url '" + st.PostgresURL + "'", "psql '" + st.PostgresURL + "'", "make psql Q='select "} {
+			if !strings.Contains(stdout.String(), want) {
+				t.Errorf("stdout = %q, want it to say %s", stdout.String(), want)
+			}
+		}
 	}
 
 	cancel()
@@ -85,8 +105,10 @@ func TestRunServesThroughNginxUntilCancelled(t *testing.T) {
 	if _, err := admin.Healthz(context.Background()); err == nil {
 		t.Errorf("%s still answers after run returned", base)
 	}
-	if _, err := os.Stat(statePath); !os.IsNotExist(err) {
-		t.Errorf("the state file after run returned: %v, want it removed", err)
+	for _, p := range []string{statePath, fleet.EnvPath(statePath)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s after run returned: %v, want it removed", p, err)
+		}
 	}
 	if !strings.Contains(stdout.String(), "inventory is up at "+base) {
 		t.Errorf("stdout = %q, want it to name %s", stdout.String(), base)
@@ -115,6 +137,25 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}
+	}
+}
+
+// An unknown --strategy is refused by name, with the names it could be,
+// before anything starts (the address is even taken: the name is checked
+// first).
+func TestRunRefusesAnUnknownStrategyBeforeStartingAnything(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var stderr localstack.LogBuffer
+	err = run(context.Background(), []string{"--strategy", "nope", "--listen", ln.Addr().String(), "--logs", t.TempDir()}, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `--strategy: unknown strategy "nope" (want one of none, local, setnx, redis,`) {
+		t.Errorf("run(--strategy nope) = %v, want the unknown name and the names to choose from", err)
+	}
+	if out := stderr.String(); out != "" {
+		t.Errorf("run said %q before refusing, want nothing started", out)
 	}
 }
 

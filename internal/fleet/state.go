@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,14 +17,21 @@ import (
 // State is where a running fleet is, as `make fleet` (cmd/fleet) writes it
 // for the load tester: given only the fleet's URL, the load tester finds
 // the fleet's Postgres here and reads each run's state from the database
-// instead of taking the service's word for it.
+// instead of taking the service's word for it. WriteState also writes it
+// for a shell (EnvPath), so that `make psql` and a pasted command find
+// the fleet's Postgres without its port, which changes from run to run.
 type State struct {
-	URL         string    `json:"url"`
-	AdminToken  string    `json:"admin_token"`
-	PostgresURL string    `json:"postgres_url"`
-	RedisURL    string    `json:"redis_url"`
-	PID         int       `json:"pid"` // the process that runs the fleet, and removes the file when it stops
-	StartedAt   time.Time `json:"started_at"`
+	URL         string `json:"url"`
+	AdminToken  string `json:"admin_token"`
+	PostgresURL string `json:"postgres_url"`
+	RedisURL    string `json:"redis_url"`
+	// Strategy is the fleet default the replicas started with (a PUT
+	// /strategy since may have changed it: GET /strategy says).
+	Strategy string `json:"strategy,omitempty"`
+	// Logs is the directory of every process's log.
+	Logs      string    `json:"logs,omitempty"`
+	PID       int       `json:"pid"` // the process that runs the fleet, and removes the file when it stops
+	StartedAt time.Time `json:"started_at"`
 }
 
 // StateFile is the state file's path under the module's root.
@@ -48,7 +56,15 @@ func StatePath() string {
 	}
 }
 
-// WriteState writes s to path, whole or not at all.
+// EnvPath is the shell's copy of the state file at path: bin/fleet.env
+// beside bin/fleet.json.
+func EnvPath(path string) string {
+	return strings.TrimSuffix(path, filepath.Ext(path)) + ".env"
+}
+
+// WriteState writes s to path, and for a shell to EnvPath(path) (read
+// with `. bin/fleet.env`), each whole or not at all; the shell's copy
+// first, so that a state file always has one beside it.
 func WriteState(path string, s State) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
@@ -57,9 +73,17 @@ func WriteState(path string, s State) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("fleet state: %w", err)
 	}
+	if err := writeFile(EnvPath(path), shellVars(s)); err != nil {
+		return err
+	}
+	return writeFile(path, append(b, '\n'))
+}
+
+// writeFile writes b to path through a temporary file and a rename.
+func writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
-	// The file holds the admin token: for its owner alone.
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	// The files hold the admin token: for their owner alone.
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("fleet state: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -68,15 +92,42 @@ func WriteState(path string, s State) error {
 	return nil
 }
 
-// RemoveState removes the state file at path if it is still the one the
-// process pid wrote (a fleet started since has its own).
+// shellVars is s as shell assignments, each value single-quoted: the
+// FLEET_ prefix keeps them apart from the service's INVENTORY_ settings,
+// which a shell that sourced them would otherwise pass to whatever it runs.
+func shellVars(s State) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# The fleet of `make fleet` (process %d), while it runs; removed when it stops.\n", s.PID)
+	b.WriteString("# In a shell: . bin/fleet.env; psql \"$FLEET_POSTGRES_URL\"\n")
+	for _, kv := range [][2]string{
+		{"FLEET_URL", s.URL}, {"FLEET_ADMIN_TOKEN", s.AdminToken}, {"FLEET_POSTGRES_URL", s.PostgresURL},
+		{"FLEET_REDIS_URL", s.RedisURL}, {"FLEET_STRATEGY", s.Strategy}, {"FLEET_LOGS", s.Logs}, {"FLEET_PID", strconv.Itoa(s.PID)},
+	} {
+		fmt.Fprintf(&b, "%s=%s\n", kv[0], ShellQuote(kv[1]))
+	}
+	return []byte(b.String())
+}
+
+// ShellQuote quotes s for a POSIX shell: in single quotes, a single quote
+// in s ending the quotes, escaped and the quotes reopened.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// RemoveState removes the state file at path and its shell's copy if they
+// are still the ones the process pid wrote (a fleet started since has its
+// own).
 func RemoveState(path string, pid int) error {
 	s, err := ReadState(path)
 	if errors.Is(err, os.ErrNotExist) || (err == nil && s.PID != pid) {
 		return nil
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("fleet state: %w", err)
+	// The state file last: while it is there, a later RemoveState still
+	// knows whose the shell's copy is.
+	for _, p := range []string{EnvPath(path), path} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("fleet state: %w", err)
+		}
 	}
 	return nil
 }

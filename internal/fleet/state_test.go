@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -68,5 +70,41 @@ func TestStatePathIsUnderTheModuleRoot(t *testing.T) {
 	root := filepath.Dir(filepath.Dir(wd)) // internal/fleet → the module root
 	if got, want := StatePath(), filepath.Join(root, StateFile); got != want {
 		t.Errorf("StatePath() = %s, want %s", got, want)
+	}
+}
+
+// TestStateEnvFileReadsBackInAShell: WriteState writes bin/fleet.env
+// beside bin/fleet.json, which a shell sources to the same values (one
+// with a quote and a space included), for its owner alone; RemoveState
+// removes both.
+func TestStateEnvFileReadsBackInAShell(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bin", "fleet.json")
+	s := State{URL: "http://127.0.0.1:8080", AdminToken: `it's a "token" $HOME`, PostgresURL: "postgres://postgres@127.0.0.1:5/inventory?sslmode=disable&x=1",
+		RedisURL: "redis://127.0.0.1:6/0", Strategy: "atomic", Logs: "/tmp/a b", PID: os.Getpid()}
+	if err := WriteState(path, s); err != nil {
+		t.Fatal(err)
+	}
+	env := EnvPath(path)
+	if want := filepath.Join(filepath.Dir(path), "fleet.env"); env != want {
+		t.Fatalf("EnvPath(%s) = %s, want %s", path, env, want)
+	}
+	if fi, err := os.Stat(env); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: mode %v, %v; want 0600 (it holds the admin token)", env, fi, err)
+	}
+	out, err := exec.Command("sh", "-c", `. "$1" && printf '%s\n' "$FLEET_URL" "$FLEET_ADMIN_TOKEN" "$FLEET_POSTGRES_URL" "$FLEET_REDIS_URL" "$FLEET_STRATEGY" "$FLEET_LOGS" "$FLEET_PID"`, "sh", env).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sourcing %s: %v: %s", env, err, out)
+	}
+	want := strings.Join([]string{s.URL, s.AdminToken, s.PostgresURL, s.RedisURL, s.Strategy, s.Logs, strconv.Itoa(s.PID)}, "\n") + "\n"
+	if string(out) != want {
+		t.Errorf("sourced %s:\n%s\nwant\n%s", env, out, want)
+	}
+	if err := RemoveState(path, s.PID); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, env} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s after RemoveState: %v, want it removed", p, err)
+		}
 	}
 }

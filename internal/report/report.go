@@ -57,8 +57,8 @@ type Report struct {
 	Verified bool `json:"verified"`
 }
 
-// PrintTable writes the verdict table, then one line per non-SAFE reason
-// and per figure worth a note. The table fits 100 columns (strategy,
+// PrintTable writes the verdict table, its two-line legend, then one line
+// per non-SAFE reason and per figure worth a note. The table fits 100 columns (strategy,
 // verdict, sold of initial, 2xx, 409, 503, final stock, oversold, req/s,
 // p99); wide adds every other figure (errors, breaches, ledger, lost and
 // undersold units, rounds, p50 to max, the answers per replica, the
@@ -76,6 +76,7 @@ func PrintTable(w io.Writer, r Report, wide bool) {
 	} else {
 		compactTable(w, r)
 	}
+	printLegend(w)
 	printNotes(w, r, !wide)
 }
 
