@@ -34,7 +34,13 @@ type readmeLine struct {
 // inline code spans. Prose outside code names nothing this test checks.
 func readmeCode(t *testing.T) []readmeLine {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	return markdownCode(t, "README.md")
+}
+
+// markdownCode returns a Markdown file's code, as readmeCode does.
+func markdownCode(t *testing.T, path string) []readmeLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,19 +343,30 @@ func TestReadmeEnvironmentIsTheServicesConfig(t *testing.T) {
 			read[m[1]] = true
 		}
 	}
-	named := map[string]bool{}
+	// The README names some settings; docs/operations.md's configuration
+	// table, which the README links to, names every one.
 	re := regexp.MustCompile(`\bINVENTORY_[A-Z0-9_]+`)
-	for _, l := range readmeCode(t) {
-		for _, v := range re.FindAllString(l.text, -1) {
-			named[v] = true
-			if !read[v] {
-				t.Errorf("README.md:%d names %s, which cmd/inventory/config.go does not read", l.n, v)
+	from, to := sectionLines(t, "docs/operations.md", "## Configuration")
+	for _, doc := range []string{"README.md", "docs/operations.md"} {
+		named := map[string]bool{}
+		for _, l := range markdownCode(t, doc) {
+			for _, v := range re.FindAllString(l.text, -1) {
+				named[v] = named[v] || (l.n >= from && l.n < to)
+				if strings.HasPrefix(v, "INVENTORY_TEST_") {
+					continue // the tests' own settings (docs/testing.md), not the service's
+				}
+				if !read[v] {
+					t.Errorf("%s:%d names %s, which cmd/inventory/config.go does not read", doc, l.n, v)
+				}
 			}
 		}
-	}
-	for v := range read {
-		if !named[v] {
-			t.Errorf("cmd/inventory/config.go reads %s, which README.md's configuration table does not name", v)
+		if doc != "docs/operations.md" {
+			continue
+		}
+		for v := range read {
+			if !named[v] {
+				t.Errorf("cmd/inventory/config.go reads %s, which docs/operations.md's configuration table does not name", v)
+			}
 		}
 	}
 }
@@ -370,4 +387,28 @@ func TestReadmeLinksExist(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sectionLines returns the lines [from, to) of a Markdown file's section
+// under heading, up to the next heading of its level.
+func sectionLines(t *testing.T, path, heading string) (from, to int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	level := heading[:strings.Index(heading, " ")+1]
+	for i, line := range lines {
+		switch {
+		case line == heading:
+			from = i + 1
+		case from > 0 && strings.HasPrefix(line, level):
+			return from, i + 1
+		}
+	}
+	if from == 0 {
+		t.Fatalf("%s has no section %q", path, heading)
+	}
+	return from, len(lines) + 1
 }
