@@ -369,7 +369,9 @@ func TestLiveKeepsTheStoryOfEveryRound(t *testing.T) {
 		t.Helper()
 		for _, n := range units {
 			_, err := f.store.Record(ctx, inventory.Order{ProductID: id, Quantity: n}, inventory.None, "test-1",
-				func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) { return tx.DecrementBy(ctx, n) })
+				func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
+					return tx.DecrementBy(ctx, n)
+				})
 			if err != nil {
 				t.Fatalf("Record(%d of %s by none): %v", n, id, err)
 			}
