@@ -50,20 +50,26 @@ type RoundCircuit struct {
 }
 
 // liveRounds is the last Rounds answer, shared by every reader like
-// liveOrders, and the units by strategy of every round counted so far,
-// kept with the round's number of sales they were counted at: a round
-// whose sales did not change (every ended round) is not counted again.
+// liveOrders, and each round's settled units by strategy: those of its
+// sales up to a sale id that every read since has seen, so that a read sums
+// only the sales after it (see countStrategies).
 type liveRounds struct {
 	mu         sync.Mutex // held while reading: one read at a time
 	at         time.Time
 	limit      int
 	stories    map[string][]RoundStory
 	strategies map[productRound]strategyUnits
+	// settle is the newest sale id of the last read: a sale with an id up
+	// to it took it before that read, so by the next one it has committed
+	// or rolled back, but for a rare slow one, which countStrategies
+	// catches by the count.
+	settle int64
 }
 
-// strategyUnits is a round's ledger units by strategy as of its sales-th
-// sale.
+// strategyUnits are a round's units by strategy over its sales with ids
+// up to upTo, sales of them.
 type strategyUnits struct {
+	upTo  int64
 	sales int64
 	units map[string]int64
 }
@@ -77,11 +83,11 @@ type strategyUnits struct {
 //
 // The read is one snapshot (a repeatable-read transaction): the rounds and
 // their totals (rounds, round_totals, by their primary keys), the circuits,
-// and, for each round whose number of sales changed since it was last
-// counted, its ledger rows summed by strategy (the index on
-// (product_id, round)). An ended round is summed once; a current round as
-// often as it sells, at most once per Limits.NewestSales: the same scan the
-// watchdog makes of each product it finds touched.
+// and each round's ledger units by strategy, of which it sums only the
+// sales made since the last read (see countStrategies): an ended round's
+// are summed at its first reads and then kept in memory. So a read costs
+// the new sales, not the length of the rounds, but for a replica's first
+// read, which sums every round shown whole (BenchmarkRounds measures both).
 func (s *Store) Rounds(ctx context.Context, products []inventory.Product, perProduct int) (map[string][]RoundStory, error) {
 	c := &s.liveRounds
 	c.mu.Lock()
@@ -172,48 +178,109 @@ func (s *Store) readRounds(ctx context.Context, products []inventory.Product, pe
 	return out, nil
 }
 
-// countStrategies fills in each story's units by strategy: from the last
-// count when the round's number of sales is the same, else summed from
-// the ledger in tx's snapshot (the one its number of sales was read in).
+// countStrategies fills in each story's units by strategy, in tx's
+// snapshot (the one its number of sales was read in). A round whose
+// number of sales is the settled count's takes that (every ended round,
+// after its first read); any other sums only its sales with ids above the
+// settled ones': those up to the last read's newest id become settled,
+// the newer ones count in this answer alone. So a read costs the sales
+// made since the last one, not the round's. The settled counts are exact:
+// when they and the new sales do not add up to the round's number of
+// sales (a sale with an id below the settled ones' committed after a read
+// settled them, in flight for a whole read), the round is summed whole.
 func (s *Store) countStrategies(ctx context.Context, tx pgx.Tx, stories map[string][]RoundStory) error {
 	c := &s.liveRounds
 	if c.strategies == nil {
 		c.strategies = map[productRound]strategyUnits{}
 	}
+	var newest int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM sales`).Scan(&newest); err != nil {
+		return dbErr("read rounds: newest sale", err)
+	}
+	settle := min(c.settle, newest)
+	var whole []*RoundStory
+	sum := func(batch *pgx.Batch, st *RoundStory, have strategyUnits) {
+		k := productRound{st.ProductID, st.Round.Round}
+		batch.Queue(`
+			SELECT strategy, coalesce(sum(quantity) FILTER (WHERE id <= $4), 0)::bigint, count(*) FILTER (WHERE id <= $4),
+			       sum(quantity)::bigint, count(*)
+			FROM sales WHERE product_id = $1 AND round = $2 AND id > $3 GROUP BY strategy`,
+			st.ProductID, st.Round.Round, have.upTo, settle).Query(func(rows pgx.Rows) error {
+			settled := strategyUnits{upTo: max(have.upTo, settle), sales: have.sales, units: maps.Clone(have.units)}
+			if settled.units == nil {
+				settled.units = map[string]int64{}
+			}
+			answer := maps.Clone(settled.units)
+			total := have.sales
+			var (
+				name                   string
+				settledUnits, allUnits int64
+				settledSales, allSales int64
+			)
+			_, err := pgx.ForEachRow(rows, []any{&name, &settledUnits, &settledSales, &allUnits, &allSales}, func() error {
+				if settledSales > 0 {
+					settled.units[name] += settledUnits
+					settled.sales += settledSales
+				}
+				answer[name] += allUnits
+				total += allSales
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("round %d of %q: %w", st.Round.Round, st.ProductID, err)
+			}
+			if total != st.Sales {
+				whole = append(whole, st)
+				return nil
+			}
+			st.Strategies = answer
+			c.strategies[k] = settled
+			return nil
+		})
+	}
 	var batch pgx.Batch
 	for id := range stories {
 		for i := range stories[id] {
 			st := &stories[id][i]
-			k := productRound{st.ProductID, st.Round.Round}
-			if have, ok := c.strategies[k]; ok && have.sales == st.Sales {
+			have := c.strategies[productRound{st.ProductID, st.Round.Round}]
+			if have.units != nil && have.sales == st.Sales {
 				st.Strategies = maps.Clone(have.units)
 				continue
 			}
-			st.Strategies = map[string]int64{}
 			if st.Sales == 0 {
-				c.strategies[k] = strategyUnits{units: map[string]int64{}}
+				st.Strategies = map[string]int64{}
 				continue
 			}
-			batch.Queue(`SELECT strategy, sum(quantity)::bigint FROM sales WHERE product_id = $1 AND round = $2 GROUP BY strategy`,
-				st.ProductID, st.Round.Round).Query(func(rows pgx.Rows) error {
-				var name string
-				var units int64
-				_, err := pgx.ForEachRow(rows, []any{&name, &units}, func() error {
-					st.Strategies[name] = units
-					return nil
-				})
-				if err != nil {
-					return fmt.Errorf("round %d of %q: %w", st.Round.Round, st.ProductID, err)
-				}
-				c.strategies[k] = strategyUnits{sales: st.Sales, units: maps.Clone(st.Strategies)}
-				return nil
-			})
+			sum(&batch, st, have)
 		}
 	}
+	if err := s.sendBatch(ctx, tx, &batch); err != nil {
+		return err
+	}
+	if len(whole) > 0 {
+		var again pgx.Batch
+		for _, st := range whole {
+			sum(&again, st, strategyUnits{})
+		}
+		whole = nil
+		if err := s.sendBatch(ctx, tx, &again); err != nil {
+			return err
+		}
+		if len(whole) > 0 { // summed whole in the same snapshot: cannot differ
+			return fmt.Errorf("postgres: read rounds: round %d of %q: its sales by strategy do not add up to its %d sales",
+				whole[0].Round.Round, whole[0].ProductID, whole[0].Sales)
+		}
+	}
+	c.settle = newest
+	return nil
+}
+
+// sendBatch sends batch in tx, if it holds anything.
+func (s *Store) sendBatch(ctx context.Context, tx pgx.Tx, batch *pgx.Batch) error {
 	if batch.Len() == 0 {
 		return nil
 	}
-	if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return dbErr("read rounds: sales by strategy", err)
 	}
 	return nil

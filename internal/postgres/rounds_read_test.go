@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -95,12 +96,13 @@ func TestRoundsTellEachRoundsStory(t *testing.T) {
 	}
 }
 
-// TestRoundsAreReadOncePerNewestSalesAndEndedRoundsSummedOnce: within
+// TestRoundsAreReadOncePerNewestSalesAndSettledSalesSummedOnce: within
 // Limits.NewestSales every reader gets the same read (a new sale is not in
 // it) unless a restock started a round it does not show, which is read at
-// once; and an ended round's sales by strategy are summed once: a later
-// read takes them from memory while its number of sales stays the same.
-func TestRoundsAreReadOncePerNewestSalesAndEndedRoundsSummedOnce(t *testing.T) {
+// once; and a round's sales by strategy, once settled (seen by two reads),
+// are not summed again: an ended round's come from memory while its number
+// of sales stays the same.
+func TestRoundsAreReadOncePerNewestSalesAndSettledSalesSummedOnce(t *testing.T) {
 	_, pool := newStore(t)
 	st := NewStore(pool, Limits{NewestSales: time.Hour})
 	ctx := context.Background()
@@ -124,22 +126,144 @@ func TestRoundsAreReadOncePerNewestSalesAndEndedRoundsSummedOnce(t *testing.T) {
 	if err != nil || len(got[id]) != 2 || got[id][0].Round.Round != 2 || got[id][1].Sold != 2 {
 		t.Fatalf("Rounds after a restock = %+v, %v; want round 2, then round 1 with its 2 sold", got, err)
 	}
+	readAgain(t, st, id) // round 1's sales are settled now
 	// Relabel round 1's rows behind the store's back: its number of sales
 	// is unchanged, so its sums are not read again.
 	if _, err := pool.Exec(ctx, `UPDATE sales SET strategy = 'relabelled' WHERE product_id = $1 AND round = 1`, id); err != nil {
 		t.Fatal(err)
 	}
 	sellAs(t, st, id, inventory.ForUpdate, 1, true)
-	st.liveRounds.mu.Lock()
-	st.liveRounds.at = time.Now().Add(-2 * time.Hour) // as an hour passing would leave it
-	st.liveRounds.mu.Unlock()
-	later, err := st.Rounds(ctx, []inventory.Product{product(t, st, id)}, 20)
-	if err != nil || len(later[id]) != 2 {
-		t.Fatalf("Rounds past NewestSales = %+v, %v; want 2 rounds", later, err)
-	}
-	if r2, r1 := later[id][0], later[id][1]; !maps.Equal(r2.Strategies, map[string]int64{inventory.ForUpdate: 1}) ||
+	later := readAgain(t, st, id)
+	if r2, r1 := later[0], later[1]; !maps.Equal(r2.Strategies, map[string]int64{inventory.ForUpdate: 1}) ||
 		!maps.Equal(r1.Strategies, map[string]int64{inventory.Atomic: 2}) {
 		t.Errorf("Rounds past NewestSales: round 2 by %v, round 1 by %v; want round 2 read again ({forupdate 1}), round 1 from memory ({atomic 2})",
 			r2.Strategies, r1.Strategies)
+	}
+}
+
+// readAgain is Rounds of product id as if NewestSales had passed since the
+// last read.
+func readAgain(t *testing.T, st *Store, id string) []RoundStory {
+	t.Helper()
+	st.liveRounds.mu.Lock()
+	st.liveRounds.at = time.Time{}
+	st.liveRounds.mu.Unlock()
+	got, err := st.Rounds(context.Background(), []inventory.Product{product(t, st, id)}, 20)
+	if err != nil {
+		t.Fatalf("Rounds(%s): %v", id, err)
+	}
+	return got[id]
+}
+
+// TestRoundsCountASaleThatCommitsLate: a sale whose ledger row took its id
+// before others and committed after reads had settled the ids around it
+// is still counted by strategy (the round is summed whole when its settled
+// and new sales do not add up to its number of sales), and every read's
+// units by strategy add up to the round's sales.
+func TestRoundsCountASaleThatCommitsLate(t *testing.T) {
+	st, pool := newStore(t)
+	ctx := context.Background()
+	const id = "story-late"
+	restock(t, st, id, 100)
+	sellAs(t, st, id, inventory.Atomic, 1, true)
+	late, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback(ctx) }()
+	// Its id now, its totals and commit later: round_totals' row is not
+	// taken until then, so the other sales pass.
+	if _, err := late.Exec(ctx, `INSERT INTO sales (product_id, round, quantity, strategy, instance) VALUES ($1, 1, 1, 'late', 'x')`, id); err != nil {
+		t.Fatal(err)
+	}
+	sellAs(t, st, id, inventory.Atomic, 1, true)
+	for range 2 { // the late sale's id is settled by now
+		if r := readAgain(t, st, id); !maps.Equal(r[0].Strategies, map[string]int64{inventory.Atomic: 2}) {
+			t.Fatalf("Rounds(%s) before the late commit: by %v, want {atomic 2}", id, r[0].Strategies)
+		}
+	}
+	if _, err := late.Exec(ctx, `UPDATE round_totals SET units = units + 1, sales = sales + 1 WHERE product_id = $1 AND round = 1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sellAs(t, st, id, inventory.Atomic, 1, true)
+	for i := range 2 {
+		if r := readAgain(t, st, id); r[0].Sales != 4 || !maps.Equal(r[0].Strategies, map[string]int64{inventory.Atomic: 3, "late": 1}) {
+			t.Errorf("Rounds(%s) read %d after the late commit: %d sales by %v, want 4 sales by {atomic 3, late 1}", id, i+1, r[0].Sales, r[0].Strategies)
+		}
+	}
+}
+
+// BenchmarkRounds measures one read of the live page's 20 products, each
+// with 20 rounds, the 19 ended ones of 1,000 sales each and the current
+// one of b's, by three strategies: "selling" while every current round
+// sells 50 more between reads (the page during a run: the ended rounds
+// and the settled sales from memory), "cold" with nothing in memory (a
+// replica's first read: every round summed whole).
+//
+//	go test -run '^$' -bench Rounds ./internal/postgres/
+func BenchmarkRounds(b *testing.B) {
+	for _, current := range []int{1_000, 20_000} {
+		st, pool := newStore(b)
+		ctx := context.Background()
+		var products []inventory.Product
+		seed := func(id string, round, from, to int) {
+			_, err := pool.Exec(ctx, `
+				WITH l AS (INSERT INTO sales (product_id, round, quantity, strategy, instance)
+				           SELECT $1, $2, 1, (ARRAY['atomic','redis','none'])[1 + k % 3], 'bench' FROM generate_series($3::int, $4::int) k)
+				INSERT INTO round_totals AS t (product_id, round, units, sales) VALUES ($1, $2, $4 - $3 + 1, $4 - $3 + 1)
+				ON CONFLICT (product_id, round) DO UPDATE SET units = t.units + EXCLUDED.units, sales = t.sales + EXCLUDED.sales`,
+				id, round, from, to)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range 20 {
+			id := fmt.Sprintf("bench-rounds-%d-%d", current, i)
+			_, err := pool.Exec(ctx, `
+				WITH s AS (INSERT INTO stock (product_id, name, quantity, initial, round) VALUES ($1, '', 0, $2, 20))
+				INSERT INTO rounds (product_id, round, initial) SELECT $1, n, CASE WHEN n = 20 THEN $2 ELSE 1000 END FROM generate_series(1, 20) n`,
+				id, current)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for round := 1; round < 20; round++ {
+				seed(id, round, 1, 1000)
+			}
+			seed(id, 20, 1, current)
+			products = append(products, inventory.Product{ID: id, Round: 20})
+		}
+		if _, err := pool.Exec(ctx, `VACUUM ANALYZE sales, rounds, round_totals`); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("current=%d/selling", current), func(b *testing.B) {
+			for range 2 { // every sale so far settled
+				if _, err := st.readRounds(ctx, products, 20); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := current
+			for b.Loop() {
+				b.StopTimer()
+				for _, p := range products {
+					seed(p.ID, 20, n+1, n+50)
+				}
+				n += 50
+				b.StartTimer()
+				if _, err := st.readRounds(ctx, products, 20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("current=%d/cold", current), func(b *testing.B) {
+			for b.Loop() {
+				st.liveRounds.strategies, st.liveRounds.settle = nil, 0
+				if _, err := st.readRounds(ctx, products, 20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
