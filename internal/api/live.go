@@ -2,6 +2,7 @@ package api
 
 import (
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -106,16 +107,75 @@ func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
 	}
 	def, _ := s.Default.Get(r.Context())
 	sales, refusals := s.answers.snapshot()
-	out := wire.Live{At: time.Now().UTC(), Default: def, Products: []wire.LiveProduct{}, LastSaleID: last, SalesSince: counts,
-		Replica: wire.LiveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}}
+	out := liveOut{Live: wire.Live{At: time.Now().UTC(), Default: def, LastSaleID: last, SalesSince: counts,
+		Replica: wire.LiveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}},
+		Products: []liveProductOut{}}
 	for _, p := range products {
 		o := orders[p.ID]
-		out.Products = append(out.Products, wire.LiveProduct{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity, Initial: p.Initial,
-			Round: int64(p.Round), Orders: wire.LiveOrders{Held: o.Held, Paid: o.Paid, Shipped: o.Shipped, Cancelled: o.Cancelled,
-				Expired: o.Expired, Refunded: o.Refunded, ReturnedUnits: o.Returned}, Rounds: toLiveRounds(rounds[p.ID])})
+		raw, err := s.rounds.of(p.ID, rounds[p.ID])
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		out.Products = append(out.Products, liveProductOut{LiveProduct: wire.LiveProduct{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity,
+			Initial: p.Initial, Round: int64(p.Round), Orders: wire.LiveOrders{Held: o.Held, Paid: o.Paid, Shipped: o.Shipped,
+				Cancelled: o.Cancelled, Expired: o.Expired, Refunded: o.Refunded, ReturnedUnits: o.Returned}},
+			Rounds: raw})
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)
+}
+
+// liveOut is wire.Live as the server writes it: each product's rounds
+// already in JSON (liveProduct).
+type liveOut struct {
+	wire.Live
+	Products []liveProductOut `json:"products"` // hides wire.Live's
+}
+
+// liveProductOut is wire.LiveProduct with its rounds already in JSON: made
+// once per read of them (roundsJSON), not once per answer; encoding 20
+// products' 20 rounds each was most of an answer's cost.
+type liveProductOut struct {
+	wire.LiveProduct
+	Rounds json.RawMessage `json:"rounds,omitempty"` // hides wire.LiveProduct's
+}
+
+// roundsJSON keeps each product's rounds in JSON, as of the read of them
+// they were made from. The zero value is ready.
+type roundsJSON struct {
+	mu   sync.Mutex
+	made map[string]madeRounds
+}
+
+// madeRounds is a product's rounds in JSON and the read they come from:
+// its first story, which every reader of that read shares (Store.Rounds
+// hands them the same slice) and a new read replaces.
+type madeRounds struct {
+	from *postgres.RoundStory
+	raw  json.RawMessage
+}
+
+// of is product id's rounds, stories, in JSON: made now unless already
+// made from the same read.
+func (c *roundsJSON) of(id string, stories []postgres.RoundStory) (json.RawMessage, error) {
+	if len(stories) == 0 {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.made[id]; ok && m.from == &stories[0] {
+		return m.raw, nil
+	}
+	raw, err := json.Marshal(toLiveRounds(stories))
+	if err != nil {
+		return nil, fmt.Errorf("live: encode the rounds of %q: %w", id, err)
+	}
+	if c.made == nil || len(c.made) > 4*liveProducts { // products the page no longer shows
+		c.made = map[string]madeRounds{}
+	}
+	c.made[id] = madeRounds{from: &stories[0], raw: raw}
+	return raw, nil
 }
 
 // toLiveRounds is a product's rounds as GET /live gives them.
