@@ -2,12 +2,14 @@ package api
 
 import (
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
+	"inventory/internal/postgres"
 	"inventory/internal/wire"
 )
 
@@ -17,8 +19,12 @@ import (
 //go:embed live.html
 var livePage []byte
 
-// liveProducts is how many products GET /live lists, most recently changed first.
-const liveProducts = 20
+// liveProducts is how many products GET /live lists, most recently changed
+// first, and liveRounds how many of each one's rounds, newest first.
+const (
+	liveProducts = 20
+	liveRounds   = 20
+)
 
 // tally counts a replica's answers to sales by result: classify's slug,
 // or "replayed". The zero value is ready.
@@ -94,16 +100,137 @@ func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
+	rounds, err := s.Store.Rounds(r.Context(), products, liveRounds)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
 	def, _ := s.Default.Get(r.Context())
 	sales, refusals := s.answers.snapshot()
-	out := wire.Live{At: time.Now().UTC(), Default: def, Products: []wire.LiveProduct{}, LastSaleID: last, SalesSince: counts,
-		Replica: wire.LiveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}}
+	out := liveOut{Live: wire.Live{At: time.Now().UTC(), Default: def, LastSaleID: last, SalesSince: counts,
+		Replica: wire.LiveReplica{Instance: s.Instance, StartedAt: s.started, Sales: sales, Refusals: refusals}},
+		Products: []liveProductOut{}}
 	for _, p := range products {
 		o := orders[p.ID]
-		out.Products = append(out.Products, wire.LiveProduct{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity, Initial: p.Initial,
-			Round: int64(p.Round), Orders: wire.LiveOrders{Held: o.Held, Paid: o.Paid, Shipped: o.Shipped, Cancelled: o.Cancelled,
-				Expired: o.Expired, Refunded: o.Refunded, ReturnedUnits: o.Returned}})
+		raw, err := s.rounds.of(p.ID, rounds[p.ID])
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		out.Products = append(out.Products, liveProductOut{LiveProduct: wire.LiveProduct{ProductID: p.ID, Name: p.Name, Quantity: p.Quantity,
+			Initial: p.Initial, Round: int64(p.Round), Orders: wire.LiveOrders{Held: o.Held, Paid: o.Paid, Shipped: o.Shipped,
+				Cancelled: o.Cancelled, Expired: o.Expired, Refunded: o.Refunded, ReturnedUnits: o.Returned}},
+			Rounds: raw})
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)
+}
+
+// liveOut is wire.Live as the server writes it: each product's rounds
+// already in JSON (liveProduct).
+type liveOut struct {
+	wire.Live
+	Products []liveProductOut `json:"products"` // hides wire.Live's
+}
+
+// liveProductOut is wire.LiveProduct with its rounds already in JSON: made
+// once per read of them (roundsJSON), not once per answer; encoding 20
+// products' 20 rounds each was most of an answer's cost.
+type liveProductOut struct {
+	wire.LiveProduct
+	Rounds json.RawMessage `json:"rounds,omitempty"` // hides wire.LiveProduct's
+}
+
+// roundsJSON keeps each product's rounds in JSON, as of the read of them
+// they were made from. The zero value is ready.
+type roundsJSON struct {
+	mu   sync.Mutex
+	made map[string]madeRounds
+}
+
+// madeRounds is a product's rounds in JSON and the read they come from:
+// its first story, which every reader of that read shares (Store.Rounds
+// hands them the same slice) and a new read replaces.
+type madeRounds struct {
+	from *postgres.RoundStory
+	raw  json.RawMessage
+}
+
+// of is product id's rounds, stories, in JSON: made now unless already
+// made from the same read.
+func (c *roundsJSON) of(id string, stories []postgres.RoundStory) (json.RawMessage, error) {
+	if len(stories) == 0 {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.made[id]; ok && m.from == &stories[0] {
+		return m.raw, nil
+	}
+	raw, err := json.Marshal(toLiveRounds(stories))
+	if err != nil {
+		return nil, fmt.Errorf("live: encode the rounds of %q: %w", id, err)
+	}
+	if c.made == nil || len(c.made) > 4*liveProducts { // products the page no longer shows
+		c.made = map[string]madeRounds{}
+	}
+	c.made[id] = madeRounds{from: &stories[0], raw: raw}
+	return raw, nil
+}
+
+// toLiveRounds is a product's rounds as GET /live gives them.
+func toLiveRounds(stories []postgres.RoundStory) []wire.LiveRound {
+	out := make([]wire.LiveRound, 0, len(stories))
+	for _, st := range stories {
+		lr := wire.LiveRound{Round: int64(st.Round.Round), Current: st.Current, StartedAt: st.StartedAt.UTC(), Initial: st.Initial,
+			Sold: st.Sold, Sales: st.Sales, UnitsByStrategy: st.Strategies}
+		if st.Current {
+			stock := st.Stock
+			lr.Stock = &stock
+		}
+		lr.OversoldUnits = oversoldUnits(st)
+		lr.Oversold = lr.OversoldUnits > 0
+		if c := st.Circuit; c != nil {
+			lc := &wire.LiveCircuit{State: circuitState(st), Kind: c.Kind, Quantity: c.Quantity, Initial: c.Initial, Sold: c.Sold,
+				OpenedAt: c.OpenedAt.UTC(), OpenedBy: c.OpenedBy}
+			if !c.ClosedAt.IsZero() {
+				closed := c.ClosedAt.UTC()
+				lc.ClosedAt = &closed
+			}
+			lr.Circuit = lc
+		}
+		out = append(out, lr)
+	}
+	return out
+}
+
+// oversoldUnits is how many units round st sold beyond what it had, the
+// most any evidence shows: its ledger's kept units above its initial; for
+// the current round, its stock below zero; and the stock below zero, or
+// the ledger above the initial, that the watchdog saw when it opened the
+// round's circuit (an ended round's last stock is kept nowhere else). An
+// unsafe strategy's lost update can leave the stock at 0 with the ledger
+// above the initial, so the stock alone does not tell.
+func oversoldUnits(st postgres.RoundStory) int64 {
+	n := max(0, st.Sold-st.Initial)
+	if st.Current {
+		n = max(n, -st.Stock)
+	}
+	if c := st.Circuit; c != nil {
+		n = max(n, -c.Quantity, c.Sold-c.Initial)
+	}
+	return n
+}
+
+// circuitState is the state of the circuit opened on round st: open only
+// while the round is current (a restock's new round is not covered).
+func circuitState(st postgres.RoundStory) string {
+	switch {
+	case !st.Circuit.Open:
+		return wire.CircuitClosed
+	case st.Current:
+		return wire.CircuitOpen
+	default:
+		return wire.CircuitEnded
+	}
 }

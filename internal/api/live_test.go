@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,10 @@ import (
 
 	"inventory/internal/inventory"
 	"inventory/internal/lock"
+	"inventory/internal/postgres"
 	"inventory/internal/stock"
 	"inventory/internal/testenv"
+	"inventory/internal/watchdog"
 	"inventory/internal/wire"
 )
 
@@ -306,4 +309,158 @@ func TestLivePageEmptyState(t *testing.T) {
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the live page logged problems: %q", p)
 	}
+}
+
+// TestOversoldUnitsTakeTheMostOfTheEvidence: a round's oversold units are
+// the most any evidence shows, and its circuit is open only while the
+// round is current.
+func TestOversoldUnitsTakeTheMostOfTheEvidence(t *testing.T) {
+	round := func(current bool, initial, sold, stock int64, c *postgres.RoundCircuit) postgres.RoundStory {
+		return postgres.RoundStory{Round: inventory.Round{Current: current, Initial: initial, Sold: sold}, Stock: stock, Circuit: c}
+	}
+	for _, tc := range []struct {
+		name string
+		st   postgres.RoundStory
+		want int64
+	}{
+		{"sold out exactly", round(true, 100, 100, 0, nil), 0},
+		{"half sold", round(true, 100, 50, 50, nil), 0},
+		{"ledger above initial, stock 0 (lost updates)", round(true, 100, 134, 0, nil), 34},
+		{"stock below zero now", round(true, 100, 100, -3, nil), 3},
+		{"ended round, its ledger above initial", round(false, 100, 120, 0, nil), 20},
+		{"ended round: an ended round's stock is not its own", round(false, 100, 100, -9, nil), 0},
+		{"ended round, the watchdog saw the stock below zero", round(false, 100, 100, 0, &postgres.RoundCircuit{Quantity: -7, Initial: 100, Sold: 100}), 7},
+		{"the watchdog saw the ledger above the initial", round(false, 100, 90, 0, &postgres.RoundCircuit{Quantity: 0, Initial: 100, Sold: 104}), 4},
+		{"a ledger mismatch that sold less", round(true, 10, 2, 9, &postgres.RoundCircuit{Quantity: 9, Initial: 10, Sold: 2}), 0},
+	} {
+		if got := oversoldUnits(tc.st); got != tc.want {
+			t.Errorf("oversoldUnits(%s: %+v) = %d, want %d", tc.name, tc.st, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		current, open bool
+		want          string
+	}{
+		{true, true, wire.CircuitOpen},
+		{false, true, wire.CircuitEnded},
+		{true, false, wire.CircuitClosed},
+		{false, false, wire.CircuitClosed},
+	} {
+		st := postgres.RoundStory{Round: inventory.Round{Current: tc.current}, Circuit: &postgres.RoundCircuit{Open: tc.open}}
+		if got := circuitState(st); got != tc.want {
+			t.Errorf("circuitState(current %v, open %v) = %q, want %q", tc.current, tc.open, got, tc.want)
+		}
+	}
+}
+
+// TestLiveKeepsTheStoryOfEveryRound: GET /live gives each product its
+// rounds newest first, so a round that oversold stays marked oversold,
+// with the strategy that sold it and the circuit the watchdog opened,
+// after a restock started the next round: the circuit open while its
+// round is current, closed once an admin closed it, ended once a restock
+// moved on. (A real crowd of none buyers overselling through a fleet is
+// TestLivePageKeepsTheStoryOfANoneRun's.)
+func TestLiveKeepsTheStoryOfEveryRound(t *testing.T) {
+	f := newFixture(t, adminToken)
+	ctx := context.Background()
+	// What none's unguarded read-check-update leaves when buyers race:
+	// the ledger past the initial and the stock below zero.
+	oversell := func(id string, units ...int64) {
+		t.Helper()
+		for _, n := range units {
+			_, err := f.store.Record(ctx, inventory.Order{ProductID: id, Quantity: n}, inventory.None, "test-1",
+				func(ctx context.Context, tx *postgres.SaleTx) (postgres.Decrement, error) {
+					return tx.DecrementBy(ctx, n)
+				})
+			if err != nil {
+				t.Fatalf("Record(%d of %s by none): %v", n, id, err)
+			}
+		}
+	}
+	wd := watchdog.New(f.pool, f.circuits, watchdog.Options{Instance: "test-1"})
+	check := func() {
+		t.Helper()
+		if found, err := wd.Check(ctx); err != nil || len(found) == 0 {
+			t.Fatalf("watchdog Check = %v, %v; want the oversold round found", found, err)
+		}
+	}
+
+	f.restock("story-ended", 3)
+	oversell("story-ended", 2, 3) // 5 of 3: stock -2
+	check()
+	f.restock("story-ended", 10)
+	f.do("POST", "/sale", jsonType, `{"product_id":"story-ended","quantity":1}`)
+
+	f.restock("story-closed", 4)
+	oversell("story-closed", 3, 3) // 6 of 4
+	check()
+	if r := f.do("POST", "/products/story-closed/circuit", "", "", admin...); r.status != 200 || r.body["closed"] == nil {
+		t.Fatalf("POST /products/story-closed/circuit = %d %s, want the circuit closed", r.status, r.raw)
+	}
+
+	f.restock("story-open", 2)
+	oversell("story-open", 2, 1) // 3 of 2
+	check()
+
+	// A close changes no round: the last read may stand for up to a
+	// second (one read serves every reader), so wait for the close.
+	last := f.waitLive(func(r response) bool {
+		rounds := roundsIn(t, r, "story-closed")
+		return len(rounds) == 1 && rounds[0].Circuit != nil && rounds[0].Circuit.State == wire.CircuitClosed
+	})
+
+	ended := roundsIn(t, last, "story-ended")
+	if len(ended) != 2 {
+		t.Fatalf("GET /live story-ended rounds = %+v, want 2", ended)
+	}
+	if now, was := ended[0], ended[1]; now.Round != 2 || !now.Current || now.Oversold || now.Sold != 1 || now.Stock == nil || *now.Stock != 9 ||
+		now.Circuit != nil || !maps.Equal(now.UnitsByStrategy, map[string]int64{inventory.Atomic: 1}) {
+		t.Errorf("GET /live story-ended round 2 = %+v, want current, 1 of 10 sold by atomic, stock 9, not oversold, no circuit", now)
+	} else if was.Round != 1 || was.Current || !was.Oversold || was.OversoldUnits != 2 || was.Sold != 5 || was.Initial != 3 || was.Stock != nil ||
+		!maps.Equal(was.UnitsByStrategy, map[string]int64{inventory.None: 5}) || was.Circuit == nil || was.Circuit.State != wire.CircuitEnded ||
+		was.Circuit.Kind != watchdog.NegativeStock || was.Circuit.Quantity != -2 || was.Circuit.OpenedBy != "test-1" || was.Circuit.ClosedAt != nil {
+		t.Errorf("GET /live story-ended round 1 = %+v (circuit %+v), want 5 of 3 sold by none, oversold by 2, its circuit ended by the restock (negative_stock at -2)", was, was.Circuit)
+	}
+	if c := roundsIn(t, last, "story-closed")[0]; !c.Oversold || c.OversoldUnits != 2 || c.Circuit.ClosedAt == nil || c.Stock == nil || *c.Stock != -2 {
+		t.Errorf("GET /live story-closed round 1 = %+v (circuit %+v), want oversold by 2, stock -2, its circuit closed with the time", c, c.Circuit)
+	}
+	if o := roundsIn(t, last, "story-open")[0]; !o.Current || !o.Oversold || o.OversoldUnits != 1 || o.Circuit == nil || o.Circuit.State != wire.CircuitOpen {
+		t.Errorf("GET /live story-open round 1 = %+v (circuit %+v), want current, oversold by 1, circuit open", o, o.Circuit)
+	}
+}
+
+// waitLive polls GET /live until ok holds for its answer (the rounds may
+// be up to a second old), and returns that answer.
+func (f *fixture) waitLive(ok func(response) bool) response {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := f.do("GET", "/live", "", "")
+		if r.status != 200 {
+			f.t.Fatalf("GET /live = %d %s, want 200", r.status, r.raw)
+		}
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("GET /live did not show what the test waits for in 10 s; last answer: %s", r.raw)
+		}
+		if err := inventory.Sleep(context.Background(), 50*time.Millisecond); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// roundsIn is the rounds of product id in GET /live's answer r.
+func roundsIn(t testing.TB, r response, id string) []wire.LiveRound {
+	t.Helper()
+	raw, err := json.Marshal(liveProduct(t, r, id)["rounds"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rounds []wire.LiveRound
+	if err := json.Unmarshal(raw, &rounds); err != nil {
+		t.Fatalf("GET /live %s's rounds %s: %v", id, raw, err)
+	}
+	return rounds
 }

@@ -111,6 +111,9 @@ type server struct {
 	// when it started, and its answers to sales since then.
 	started time.Time
 	answers tally
+	// rounds is the JSON of the products' rounds of GET /live, made once
+	// per read of them.
+	rounds roundsJSON
 	// reads paces the anonymous reads (Config.ReadRate); nil: no limit.
 	reads *rate.Limiter
 	// restocker makes the restocks of PUT /products/{id}.

@@ -42,6 +42,11 @@ type (
 	LiveReplica = wire.LiveReplica
 	// LiveProduct is one of the most recently changed products.
 	LiveProduct = wire.LiveProduct
+	// LiveRound is one round of a product: sold of initial, by which
+	// strategies, oversold or not, its circuit.
+	LiveRound = wire.LiveRound
+	// LiveCircuit is a sale circuit the watchdog opened on a round.
+	LiveCircuit = wire.LiveCircuit
 )
 
 // SaleOptions are what a sale may carry besides its body. The zero value

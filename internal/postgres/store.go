@@ -30,6 +30,8 @@ type Store struct {
 	// liveOrders is the last order count of the live page's products
 	// (see OrderCounts).
 	liveOrders liveOrders
+	// liveRounds is the last read of the live page's rounds (see Rounds).
+	liveRounds liveRounds
 	// known holds the ids Exists found (products are never deleted), so
 	// that a lock sale asks Postgres once per product, not once per sale.
 	known sync.Map

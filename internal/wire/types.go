@@ -318,6 +318,70 @@ type LiveProduct struct {
 	// now; a count may be up to a second old (one count serves every
 	// reader).
 	Orders LiveOrders `json:"orders"`
+	// Rounds are the product's rounds on this fleet's database, newest
+	// (the current one) first, at most 20: so an oversell stays told after
+	// a restock ended its round. Up to a second old, like Orders. Absent
+	// from a replica older than them.
+	Rounds []LiveRound `json:"rounds,omitempty"`
+}
+
+// Circuit states of a LiveRound's circuit.
+const (
+	// CircuitOpen: the product's sales are refused now (its round is the
+	// current one) until an admin closes it.
+	CircuitOpen = "open"
+	// CircuitClosed: an admin closed it.
+	CircuitClosed = "closed"
+	// CircuitEnded: a restock started a new round, which it does not cover.
+	CircuitEnded = "ended"
+)
+
+// LiveRound is one round of a product: what it started with, what it sold
+// and by which strategies, whether it oversold, and the sale circuit the
+// invariant watchdog opened on it.
+type LiveRound struct {
+	Round   int64 `json:"round"`
+	Current bool  `json:"current"`
+	// StartedAt is when the restock that began it committed.
+	StartedAt time.Time `json:"started_at"`
+	Initial   int64     `json:"initial"`
+	// Sold is the units its sales took and kept (the ledger less the units
+	// returned to it), Sales its ledger rows.
+	Sold  int64 `json:"sold"`
+	Sales int64 `json:"sales"`
+	// Stock is the product's stock, for the current round only (a restock
+	// overwrites an ended round's).
+	Stock *int64 `json:"stock,omitempty"`
+	// Oversold is whether it sold more than it had: Sold above Initial, or
+	// the stock below zero (now, or when the watchdog looked);
+	// OversoldUnits is by how much.
+	Oversold      bool  `json:"oversold"`
+	OversoldUnits int64 `json:"oversold_units"`
+	// UnitsByStrategy are its ledger's units by the strategy that sold
+	// them (returns not taken off).
+	UnitsByStrategy map[string]int64 `json:"units_by_strategy"`
+	// Circuit is the circuit the watchdog opened on this round; absent
+	// when none was (or a later round of the product tripped one since:
+	// each product keeps its last).
+	Circuit *LiveCircuit `json:"circuit,omitempty"`
+}
+
+// LiveCircuit is a sale circuit the invariant watchdog opened on a round,
+// with what it saw.
+type LiveCircuit struct {
+	// State is CircuitOpen, CircuitClosed or CircuitEnded.
+	State string `json:"state"`
+	// Kind is what broke: negative_stock or ledger_mismatch.
+	Kind string `json:"kind"`
+	// Quantity, Initial and Sold are the round's stock, initial and
+	// ledger units when the watchdog saw it.
+	Quantity int64     `json:"quantity"`
+	Initial  int64     `json:"initial"`
+	Sold     int64     `json:"sold"`
+	OpenedAt time.Time `json:"opened_at"`
+	OpenedBy string    `json:"opened_by"`
+	// ClosedAt is when an admin closed it (State CircuitClosed).
+	ClosedAt *time.Time `json:"closed_at,omitempty"`
 }
 
 // LiveOrders are one product's orders in its current round by the state
