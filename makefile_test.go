@@ -33,7 +33,7 @@ func TestMakeHelpListsEveryDocumentedTarget(t *testing.T) {
 		}
 	}
 
-	out, err := exec.Command("make", "--no-print-directory", "help").CombinedOutput()
+	out, err := makeCommand("--no-print-directory", "help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("make help: %v\n%s", err, out)
 	}
@@ -59,7 +59,7 @@ func TestMakeHelpListsEveryDocumentedTarget(t *testing.T) {
 		}
 	}
 
-	dry, err := exec.Command("make", "-n").CombinedOutput()
+	dry, err := makeCommand("-n").CombinedOutput()
 	if err != nil || !strings.Contains(string(dry), "build -o bin/inventory ./cmd/inventory") {
 		t.Errorf("make -n (the default goal) = %q, %v; want it to build bin/inventory", dry, err)
 	}
@@ -77,7 +77,7 @@ func TestMakePassesTheStrategies(t *testing.T) {
 		{[]string{"fleet"}, "\nbin/fleet --listen 127.0.0.1:8080 --strategy redis\n"},
 		{[]string{"demo", "DEMO_ARGS=--strategies none,setnx,redis,atomic"}, "./scripts/demo.sh --strategies none,setnx,redis,atomic\n"},
 	} {
-		cmd := exec.Command("make", append([]string{"-n", "--no-print-directory"}, tc.args...)...)
+		cmd := makeCommand(append([]string{"-n", "--no-print-directory"}, tc.args...)...)
 		for _, kv := range os.Environ() { // make's defaults, not the caller's
 			if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "LISTEN" && k != "STRATEGY" && k != "DEMO_ARGS" {
 				cmd.Env = append(cmd.Env, kv)
@@ -88,4 +88,20 @@ func TestMakePassesTheStrategies(t *testing.T) {
 			t.Errorf("make -n %q = %q, %v; want it to run %q", tc.args, out, err, strings.TrimSpace(tc.want))
 		}
 	}
+}
+
+// makeCommand is make with args, run as a user runs it from a shell: not
+// as a sub-make of the make test running this test, whose MAKEFLAGS (-j5,
+// its jobserver) would make it warn "jobserver unavailable" among the
+// output the tests read.
+func makeCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command("make", args...)
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES":
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd
 }
