@@ -439,7 +439,11 @@ func BenchmarkGet(b *testing.B) {
 func TestASwitchWaitsForTheSalesOfTheOldDefault(t *testing.T) {
 	ctx := context.Background()
 	url := database(t)
-	lease := 200 * time.Millisecond
+	// Long enough that b's renewals (every lease/4) do not lapse on a busy
+	// machine: with 200 ms, CI once saw b's lease run out between two
+	// renewals, and the switch rightly stopped waiting for a replica whose
+	// lease had ended, which is not what this test is about.
+	lease := time.Second
 	a := replica(t, url, Options{Lease: lease})
 	if err := a.Init(ctx, "a"); err != nil {
 		t.Fatal(err)
