@@ -42,11 +42,21 @@ fail() {
 }
 
 build() {
-  local std
+  local std n
   "$GO" build "${STD_ROOTS[@]}" &
   std=$!
-  "$GO" list -deps ./cmd/inventory ./loadtest >/dev/null
-  say "Go modules downloaded"
+  # Downloads the modules, and counts the packages not in Go's build cache
+  # (0.4 s more): a first build is minutes of silence otherwise. The two
+  # commands are stale whenever they are not installed, built or not.
+  n=$("$GO" list -deps -f '{{if and .Stale (ne .Name "main")}}x{{end}}' ./cmd/inventory ./loadtest |
+    awk 'NF { n++ } END { print n + 0 }')
+  if [ "$n" -gt 300 ]; then
+    say "Go modules downloaded; compiling $n packages (a first build: 1.5-2 minutes on 2 cores, less on more)"
+  elif [ "$n" -gt 0 ]; then
+    say "Go modules downloaded; compiling $n packages"
+  else
+    say "Go modules downloaded; every package already compiled"
+  fi
   wait "$std"
   "$GO" build -o bin/ ./cmd/inventory ./loadtest
 }
